@@ -1,0 +1,137 @@
+package kernels
+
+import "fmt"
+
+// gemmFunc is the signature every GEMM implementation shares; see Gemm for the contract.
+type gemmFunc func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+
+// GemmImpl names one GEMM implementation, so that tests and benchmarks can run every
+// backend through the same conformance suite.
+type GemmImpl struct {
+	// Name identifies the backend: "ref", "go", "avx2", "avx512".
+	Name string
+	// Serial computes Gemm on the calling goroutine only.
+	Serial func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+}
+
+// GemmImpls lists the implementations usable on this machine, the reference first and the
+// one Gemm dispatches to last.
+func GemmImpls() []GemmImpl {
+	impls := []GemmImpl{{Name: "ref", Serial: GemmRef}, {Name: "go", Serial: gemmGo}}
+	return append(impls, archGemmImpls()...)
+}
+
+// Gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices, spreading the work
+// over up to Threads() goroutines.
+//
+// op(A) is m×k: A is stored m×k with row stride lda ≥ k when tA is false, or k×m with
+// lda ≥ m when tA is true (then op(A) = Aᵀ). Likewise op(B) is k×n: B is k×n with
+// ldb ≥ n, or n×k with ldb ≥ k when tB is true. C is m×n with ldc ≥ n. When beta is 0, C's
+// prior contents are not read (NaNs there do not propagate). Elements of C outside the
+// m×n window, and the padding between rows, are never written.
+//
+// GemmRef is the specification. Implementations may sum the k products in another order
+// (blocked, vectorised), so results agree with it to float32 rounding, not bit for bit; but
+// the order never depends on m, n or the thread count, so splitting C between goroutines
+// does not change a single bit of the result. Gemm panics if a slice is too short for its
+// shape and stride, as a programming error.
+func Gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	serial := gemmBest
+	// Below ~1 MFLOP a goroutine costs more than it saves.
+	if Threads() == 1 || m*n*k < 1<<19 {
+		serial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if m >= n {
+		ParallelFor((m+15)/16, 1, func(lo, hi int) {
+			i0, i1 := lo*16, min(hi*16, m)
+			aOff := i0 * lda
+			if tA {
+				aOff = i0
+			}
+			serial(tA, tB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+		})
+		return
+	}
+	ParallelFor((n+15)/16, 1, func(lo, hi int) {
+		j0, j1 := lo*16, min(hi*16, n)
+		bOff := j0
+		if tB {
+			bOff = j0 * ldb
+		}
+		serial(tA, tB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+	})
+}
+
+// GemmSerial is Gemm on the calling goroutine only, for callers that already run many
+// small products in parallel (attention heads).
+func GemmSerial(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	checkGemm(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	gemmBest(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// GemmRef is the reference GEMM and the specification of Gemm:
+//
+//	for i < m, j < n:
+//		s := Σ_{p<k} op(A)[i][p]·op(B)[p][j]   (summed in order p = 0, 1, …)
+//		C[i][j] = alpha·s + beta·C[i][j]         (just alpha·s when beta == 0)
+func GemmRef(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	for i := 0; i < m; i++ {
+		for j := 0; j < n; j++ {
+			var s float32
+			for p := 0; p < k; p++ {
+				av := a[i*lda+p]
+				if tA {
+					av = a[p*lda+i]
+				}
+				bv := b[p*ldb+j]
+				if tB {
+					bv = b[j*ldb+p]
+				}
+				s += av * bv
+			}
+			if beta == 0 {
+				c[i*ldc+j] = alpha * s
+			} else {
+				c[i*ldc+j] = alpha*s + beta*c[i*ldc+j]
+			}
+		}
+	}
+}
+
+// checkGemm panics unless every operand is long enough for its shape and stride.
+func checkGemm(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("kernels: Gemm: negative size m=%d n=%d k=%d", m, n, k))
+	}
+	ar, ac := m, k
+	if tA {
+		ar, ac = k, m
+	}
+	br, bc := k, n
+	if tB {
+		br, bc = n, k
+	}
+	checkMatrix("A", ar, ac, a, lda)
+	checkMatrix("B", br, bc, b, ldb)
+	checkMatrix("C", m, n, c, ldc)
+}
+
+func checkMatrix(name string, rows, cols int, x []float32, ld int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	if ld < cols {
+		panic(fmt.Sprintf("kernels: Gemm: %s stride %d < %d columns", name, ld, cols))
+	}
+	if need := (rows-1)*ld + cols; len(x) < need {
+		panic(fmt.Sprintf("kernels: Gemm: %s has %d elements, %d×%d with stride %d needs %d", name, len(x), rows, cols, ld, need))
+	}
+}
