@@ -1,0 +1,51 @@
+package model
+
+// slabFloats is the size of one workspace slab (4 MiB of float32).
+const slabFloats = 1 << 20
+
+// Workspace hands out float32 buffers for one training step and takes them all back at
+// Reset, so a steady-state step allocates nothing. A step's allocation pattern repeats, so
+// after the first step the slabs are reused. It is not safe for concurrent use: each stage
+// (goroutine) has its own.
+type Workspace struct {
+	slabs [][]float32
+	cur   int // slab being filled
+	off   int // next free element in slabs[cur]
+}
+
+// Alloc returns a zeroed slice of n floats valid until the next Reset.
+func (w *Workspace) Alloc(n int) []float32 {
+	s := w.AllocDirty(n)
+	clear(s)
+	return s
+}
+
+// AllocDirty is Alloc without the zeroing, for buffers the caller overwrites entirely.
+func (w *Workspace) AllocDirty(n int) []float32 {
+	for w.cur < len(w.slabs) {
+		slab := w.slabs[w.cur]
+		if w.off+n <= len(slab) {
+			s := slab[w.off : w.off+n : w.off+n]
+			w.off += n
+			return s
+		}
+		w.cur++
+		w.off = 0
+	}
+	w.slabs = append(w.slabs, make([]float32, max(n, slabFloats)))
+	w.cur = len(w.slabs) - 1
+	w.off = n
+	return w.slabs[w.cur][:n:n]
+}
+
+// Reset makes every buffer handed out so far free for reuse.
+func (w *Workspace) Reset() { w.cur, w.off = 0, 0 }
+
+// Bytes is the memory the workspace holds.
+func (w *Workspace) Bytes() int64 {
+	var n int64
+	for _, s := range w.slabs {
+		n += int64(len(s)) * 4
+	}
+	return n
+}
