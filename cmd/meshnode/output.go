@@ -1,6 +1,12 @@
 package main
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"io"
+	"math"
+
+	"github.com/spf13/cobra"
+)
 
 // addOutputFlag registers -o/--output: "text" (default, for people) or "json" (one object
 // per line, for programs).
@@ -14,3 +20,17 @@ func checkOutputFormat(output string) error {
 	}
 	return nil
 }
+
+// writeJSONLine writes v as one line of JSON.
+func writeJSONLine(w io.Writer, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(map[string]string{"error": err.Error()})
+	}
+	w.Write(append(b, '\n'))
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
+func round1(x float64) float64 { return math.Round(x*10) / 10 }

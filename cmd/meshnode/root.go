@@ -22,6 +22,8 @@ speed and memory, and every node runs a real training engine.`,
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newTrainCmd(),
+		newGenerateCmd(),
 	)
 	// Flag parsing errors are usage errors: exit code 2 with the flag named.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

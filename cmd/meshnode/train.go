@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+type trainOptions struct {
+	cfg             parallel.TrainConfig
+	out             string
+	resume          string
+	checkpointEvery int
+	stopAt          int
+	threads         int
+	output          string
+}
+
+func newTrainCmd() *cobra.Command {
+	o := &trainOptions{cfg: parallel.DefaultTrainConfig()}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a GPT in this process",
+		Long: `Train the GPT of GPT_SPEC.md in one process on builtin:gostd (the Go standard library's
+source), a text file, or a nanoGPT train.bin/val.bin pair. Defaults are the spec's recipe.
+
+With --out, checkpoints go to DIR/step-N (step-0 holds the initial weights). --resume
+continues a run from a checkpoint exactly: same losses as if it had never stopped.`,
+		Example: `  meshnode train --steps 300
+  meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
+  meshnode train --data corpus.txt --layers 6 --d-model 256 -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	f := cmd.Flags()
+	c := &o.cfg
+	f.StringVar(&c.Data, "data", c.Data, "corpus: builtin:gostd, a text file, or a directory (or train.bin) of nanoGPT uint16 tokens")
+	f.IntVar(&c.Model.Vocab, "vocab", c.Model.Vocab, "vocabulary size (256 for bytes; set it for .bin token files)")
+	f.IntVar(&c.Model.Layers, "layers", c.Model.Layers, "transformer blocks")
+	f.IntVar(&c.Model.DModel, "d-model", c.Model.DModel, "embedding width")
+	f.IntVar(&c.Model.Heads, "heads", c.Model.Heads, "attention heads (must divide d-model)")
+	f.IntVar(&c.Model.Context, "context", c.Model.Context, "sequence length")
+	f.IntVar(&c.Batch, "batch", c.Batch, "sequences per step")
+	f.IntVar(&c.MicroBatches, "micro-batches", c.MicroBatches, "micro-batches per step (gradient accumulation; must divide batch)")
+	f.IntVar(&c.Steps, "steps", c.Steps, "training steps (the length of the learning-rate schedule)")
+	f.Float64Var(&c.LR, "lr", c.LR, "peak learning rate")
+	f.IntVar(&c.Warmup, "warmup", c.Warmup, "linear warm-up steps")
+	f.Uint64Var(&c.Seed, "seed", c.Seed, "seed of the initial weights and of the batch sampler")
+	f.IntVar(&c.EvalEvery, "eval-every", c.EvalEvery, "evaluate every N steps (and at the last); 0: only at the end")
+	f.IntVar(&c.EvalWindows, "eval-windows", c.EvalWindows, "validation windows")
+	f.StringVar(&o.out, "out", "", "directory for checkpoints (step-0, every --checkpoint-every, and the last)")
+	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "also checkpoint every N steps (needs --out)")
+	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
+	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
+	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
+	addOutputFlag(cmd, &o.output)
+	return cmd
+}
+
+// modelFlags are the flags that fix the model's shape: a resumed run cannot change them.
+var modelFlags = []string{"layers", "d-model", "heads", "context", "vocab"}
+
+func (o *trainOptions) run(cmd *cobra.Command) error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	var ck *parallel.Checkpoint
+	if o.resume != "" {
+		var err error
+		if ck, err = parallel.LoadCheckpoint(o.resume); err != nil {
+			return usagef("--resume: %v", err)
+		}
+		if err := o.mergeCheckpointConfig(cmd, ck); err != nil {
+			return err
+		}
+	}
+	if err := o.validate(); err != nil {
+		return err
+	}
+	data, err := model.LoadDataset(o.cfg.Data, o.cfg.Model.Vocab)
+	if err != nil {
+		return usagef("--data: %v", err)
+	}
+	tr, err := parallel.NewTrainer(o.cfg, data)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if ck != nil {
+		if err := tr.Restore(ck); err != nil {
+			return usagef("--resume: %v", err)
+		}
+	}
+	kernels.SetThreads(o.threads)
+	if o.out != "" && ck == nil {
+		if _, err := tr.SaveCheckpoint(o.out); err != nil {
+			return err
+		}
+	}
+	return o.train(cmd.Context(), cmd.OutOrStdout(), tr)
+}
+
+// mergeCheckpointConfig starts from the checkpoint's configuration and applies the flags
+// given on this command line; the model's shape must not change.
+func (o *trainOptions) mergeCheckpointConfig(cmd *cobra.Command, ck *parallel.Checkpoint) error {
+	given := o.cfg
+	o.cfg = ck.Config
+	for _, name := range modelFlags {
+		if cmd.Flags().Changed(name) {
+			flag := cmd.Flags().Lookup(name)
+			if flag.Value.String() != fmt.Sprint(modelField(ck.Config.Model, name)) {
+				return usagef("--%s %s conflicts with the checkpoint's %v (a resumed run keeps its model)", name, flag.Value, modelField(ck.Config.Model, name))
+			}
+		}
+	}
+	changed := cmd.Flags().Changed
+	set := func(name string, apply func()) {
+		if changed(name) {
+			apply()
+		}
+	}
+	set("data", func() { o.cfg.Data = given.Data })
+	set("batch", func() { o.cfg.Batch = given.Batch })
+	set("micro-batches", func() { o.cfg.MicroBatches = given.MicroBatches })
+	set("steps", func() { o.cfg.Steps = given.Steps })
+	set("lr", func() { o.cfg.LR = given.LR })
+	set("warmup", func() { o.cfg.Warmup = given.Warmup })
+	set("seed", func() { o.cfg.Seed = given.Seed })
+	set("eval-every", func() { o.cfg.EvalEvery = given.EvalEvery })
+	set("eval-windows", func() { o.cfg.EvalWindows = given.EvalWindows })
+	return nil
+}
+
+func modelField(c model.Config, name string) int {
+	return map[string]int{"layers": c.Layers, "d-model": c.DModel, "heads": c.Heads, "context": c.Context, "vocab": c.Vocab}[name]
+}
+
+func (o *trainOptions) validate() error {
+	if err := o.cfg.Validate(); err != nil {
+		return usageError{err: err}
+	}
+	if o.checkpointEvery < 0 {
+		return usagef("--checkpoint-every must be ≥ 0 (got %d)", o.checkpointEvery)
+	}
+	if o.checkpointEvery > 0 && o.out == "" {
+		return usagef("--checkpoint-every needs --out")
+	}
+	if o.stopAt < 0 || o.stopAt > o.cfg.Steps {
+		return usagef("--stop-at must be between 0 and --steps (%d), got %d", o.cfg.Steps, o.stopAt)
+	}
+	if o.threads < 0 {
+		return usagef("--threads must be ≥ 0 (got %d)", o.threads)
+	}
+	if o.out != "" {
+		if err := checkWritableDir(o.out); err != nil {
+			return usagef("--out: %v", err)
+		}
+	}
+	return nil
+}
+
+// checkWritableDir reports whether dir is, or can be created as, a writable directory,
+// without creating anything.
+func checkWritableDir(dir string) error {
+	p := filepath.Clean(dir)
+	for {
+		st, err := os.Stat(p)
+		if err == nil {
+			if !st.IsDir() {
+				return fmt.Errorf("%s is not a directory", p)
+			}
+			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+				return fmt.Errorf("%s is not writable: %v", p, err)
+			}
+			return nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return fmt.Errorf("%s: no existing parent directory", dir)
+		}
+		p = parent
+	}
+}
+
+func (o *trainOptions) train(ctx context.Context, w io.Writer, tr *parallel.Trainer) error {
+	rep := newTrainReporter(w, o.output == "json", o.cfg.Steps, tr.StepsDone())
+	var saveErr error
+	err := tr.Run(ctx, o.stopAt, func(ev parallel.Event) {
+		rep.event(ev)
+		if ev.Kind == "step" && o.checkpointEvery > 0 && ev.Step%o.checkpointEvery == 0 && ev.Step != o.cfg.Steps {
+			if _, err := tr.SaveCheckpoint(o.out); err != nil && saveErr == nil {
+				saveErr = err
+			}
+		}
+	})
+	if saveErr != nil {
+		return saveErr
+	}
+	if o.out != "" {
+		dir, serr := tr.SaveCheckpoint(o.out)
+		if serr != nil {
+			return serr
+		}
+		rep.checkpoint(dir, tr.StepsDone())
+	}
+	if err != nil {
+		return fmt.Errorf("training stopped at step %d: %w", tr.StepsDone(), err)
+	}
+	return nil
+}
+
+// trainReporter prints training progress: JSON lines, or for people a progress bar (on a
+// terminal) and one line per evaluation.
+type trainReporter struct {
+	w    io.Writer
+	json bool
+	bar  *progressbar.ProgressBar
+}
+
+func newTrainReporter(w io.Writer, asJSON bool, steps, done int) *trainReporter {
+	r := &trainReporter{w: w, json: asJSON}
+	if f, ok := w.(*os.File); ok && !asJSON && term.IsTerminal(int(f.Fd())) {
+		r.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription("training"),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
+		r.bar.Set(done)
+	}
+	return r
+}
+
+type stepJSON struct {
+	Event        string   `json:"event"`
+	Step         int      `json:"step"`
+	TrainLoss    *float64 `json:"train_loss,omitempty"`
+	ValLoss      *float64 `json:"val_loss,omitempty"`
+	TokensPerSec *float64 `json:"tokens_per_sec,omitempty"`
+	Checkpoint   string   `json:"checkpoint,omitempty"`
+}
+
+func (r *trainReporter) event(ev parallel.Event) {
+	if r.json {
+		rec := stepJSON{Event: ev.Kind, Step: ev.Step}
+		if ev.Kind == "step" {
+			rec.TrainLoss = ptr(round6(ev.TrainLoss))
+		}
+		if ev.HasVal {
+			rec.ValLoss, rec.TokensPerSec = ptr(round6(ev.ValLoss)), ptr(round1(ev.TokensPerSec))
+		}
+		writeJSONLine(r.w, rec)
+		return
+	}
+	if r.bar != nil && ev.Kind == "step" {
+		r.bar.Set(ev.Step)
+	}
+	if !ev.HasVal {
+		return
+	}
+	if r.bar != nil {
+		r.bar.Clear()
+	}
+	if ev.Kind == "done" {
+		fmt.Fprintf(r.w, "done    step %d  val %.4f  %.0f tokens/s\n", ev.Step, ev.ValLoss, ev.TokensPerSec)
+		return
+	}
+	fmt.Fprintf(r.w, "step %d  train %.4f  val %.4f  %.0f tokens/s\n", ev.Step, ev.TrainLoss, ev.ValLoss, ev.TokensPerSec)
+}
+
+func (r *trainReporter) checkpoint(dir string, step int) {
+	if r.json {
+		writeJSONLine(r.w, stepJSON{Event: "checkpoint", Step: step, Checkpoint: dir})
+		return
+	}
+	fmt.Fprintf(r.w, "checkpoint %s\n", dir)
+}

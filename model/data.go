@@ -1,0 +1,238 @@
+package model
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// BuiltinGoStd names the default corpus: the Go standard library's source (GPT_SPEC.md).
+const BuiltinGoStd = "builtin:gostd"
+
+// Tokens is a read-only sequence of token ids: bytes for byte-level text, uint16 for
+// nanoGPT token files.
+type Tokens struct {
+	bytes []byte
+	u16   []uint16
+}
+
+// ByteTokens wraps b (not copied) as byte tokens.
+func ByteTokens(b []byte) Tokens { return Tokens{bytes: b} }
+
+// Uint16Tokens wraps t (not copied).
+func Uint16Tokens(t []uint16) Tokens { return Tokens{u16: t} }
+
+// Len is the number of tokens.
+func (t Tokens) Len() int {
+	if t.u16 != nil {
+		return len(t.u16)
+	}
+	return len(t.bytes)
+}
+
+// Window copies tokens [off, off+len(dst)) into dst.
+func (t Tokens) Window(dst []int32, off int) {
+	if t.u16 != nil {
+		for i, v := range t.u16[off : off+len(dst)] {
+			dst[i] = int32(v)
+		}
+		return
+	}
+	for i, v := range t.bytes[off : off+len(dst)] {
+		dst[i] = int32(v)
+	}
+}
+
+// maxToken is the largest id in t (-1 when empty).
+func (t Tokens) maxToken() int {
+	m := -1
+	for _, v := range t.u16 {
+		m = max(m, int(v))
+	}
+	for _, v := range t.bytes {
+		m = max(m, int(v))
+	}
+	return m
+}
+
+// Dataset is a training corpus split into its training and validation tokens.
+type Dataset struct {
+	// Source is what was loaded: builtin:gostd or a path.
+	Source string
+	// Train and Val are the two splits.
+	Train, Val Tokens
+	// Vocab is the number of distinct token ids the data may hold: 256 for bytes.
+	Vocab int
+}
+
+// ErrBadData is wrapped by every error about unusable training data.
+var ErrBadData = errors.New("unusable data")
+
+// LoadDataset opens a corpus: "builtin:gostd"; a directory holding nanoGPT's train.bin and
+// val.bin (little-endian uint16 ids, vocab from the caller); a path to such a train.bin
+// (val.bin beside it); or any other file, read as bytes and split by position (the last 5%
+// is validation). Errors name the file and say what is wrong.
+func LoadDataset(source string, vocab int) (*Dataset, error) {
+	switch {
+	case source == BuiltinGoStd:
+		root, err := GoRoot()
+		if err != nil {
+			return nil, err
+		}
+		train, val, err := GoStdCorpus(root)
+		if err != nil {
+			return nil, err
+		}
+		return &Dataset{Source: source, Train: ByteTokens(train), Val: ByteTokens(val), Vocab: 256}, nil
+	case strings.HasPrefix(source, "builtin:"):
+		return nil, fmt.Errorf("%w: unknown built-in corpus %q (known: %s)", ErrBadData, source, BuiltinGoStd)
+	}
+	st, err := os.Stat(source)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadData, err)
+	}
+	if st.IsDir() {
+		return loadBinPair(source, filepath.Join(source, "train.bin"), filepath.Join(source, "val.bin"), vocab)
+	}
+	if filepath.Base(source) == "train.bin" {
+		return loadBinPair(source, source, filepath.Join(filepath.Dir(source), "val.bin"), vocab)
+	}
+	b, err := os.ReadFile(source)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadData, err)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty", ErrBadData, source)
+	}
+	cut := len(b) - len(b)*5/100
+	return &Dataset{Source: source, Train: ByteTokens(b[:cut]), Val: ByteTokens(b[cut:]), Vocab: 256}, nil
+}
+
+func loadBinPair(source, trainPath, valPath string, vocab int) (*Dataset, error) {
+	train, err := readUint16File(trainPath)
+	if err != nil {
+		return nil, err
+	}
+	val, err := readUint16File(valPath)
+	if err != nil {
+		return nil, err
+	}
+	ds := &Dataset{Source: source, Train: Uint16Tokens(train), Val: Uint16Tokens(val), Vocab: vocab}
+	for _, s := range []struct {
+		path string
+		t    Tokens
+	}{{trainPath, ds.Train}, {valPath, ds.Val}} {
+		if m := s.t.maxToken(); m >= vocab {
+			return nil, fmt.Errorf("%w: %s holds token id %d, not below the vocabulary size %d", ErrBadData, s.path, m, vocab)
+		}
+	}
+	return ds, nil
+}
+
+func readUint16File(path string) ([]uint16, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadData, err)
+	}
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty", ErrBadData, path)
+	}
+	if len(b)%2 != 0 {
+		return nil, fmt.Errorf("%w: %s has %d bytes, not a whole number of uint16 tokens", ErrBadData, path, len(b))
+	}
+	out := make([]uint16, len(b)/2)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return out, nil
+}
+
+// CheckContext reports whether both splits are long enough for windows of T tokens plus
+// their next-token targets.
+func (ds *Dataset) CheckContext(T int) error {
+	if n := ds.Train.Len(); n < T+2 {
+		return fmt.Errorf("%w: %s: training split has %d tokens, fewer than context+2 = %d", ErrBadData, ds.Source, n, T+2)
+	}
+	if n := ds.Val.Len(); n < T+1 {
+		return fmt.Errorf("%w: %s: validation split has %d tokens, fewer than context+1 = %d", ErrBadData, ds.Source, n, T+1)
+	}
+	return nil
+}
+
+// GoRoot finds the local Go installation: $GOROOT, else `go env GOROOT`, else the root
+// this binary was built with.
+func GoRoot() (string, error) {
+	candidates := []string{os.Getenv("GOROOT")}
+	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
+		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	candidates = append(candidates, runtime.GOROOT()) //nolint:staticcheck // last resort
+	for _, c := range candidates {
+		if c == "" {
+			continue
+		}
+		if st, err := os.Stat(filepath.Join(c, "src")); err == nil && st.IsDir() {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %s needs a Go installation: set GOROOT or put go on the PATH", ErrBadData, BuiltinGoStd)
+}
+
+// GoStdCorpus packs builtin:gostd from the Go tree at goroot: every regular, non-symlink
+// file under src whose name ends in .go but not _test.go, skipping paths with a testdata or
+// vendor segment, sorted by slash path relative to src (bytewise); file k goes to
+// validation when k % 20 == 19, else to training; each file is followed by one '\n'.
+func GoStdCorpus(goroot string) (train, val []byte, err error) {
+	src := filepath.Join(goroot, "src")
+	var files []string
+	err = filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != src && (n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		name := d.Name()
+		if !d.Type().IsRegular() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		files = append(files, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: read %s: %v", ErrBadData, src, err)
+	}
+	sort.Strings(files) // Go strings compare bytewise.
+	var tb, vb bytes.Buffer
+	for k, rel := range files {
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(rel)))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %v", ErrBadData, err)
+		}
+		dst := &tb
+		if k%20 == 19 {
+			dst = &vb
+		}
+		dst.Write(b)
+		dst.WriteByte('\n')
+	}
+	if tb.Len() == 0 {
+		return nil, nil, fmt.Errorf("%w: no Go source files under %s", ErrBadData, src)
+	}
+	return tb.Bytes(), vb.Bytes(), nil
+}

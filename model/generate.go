@@ -1,0 +1,90 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+)
+
+// SampleOptions control Generate.
+type SampleOptions struct {
+	// Tokens is how many tokens to add.
+	Tokens int
+	// Temperature divides the logits; 0 picks the most likely token (greedy).
+	Temperature float64
+	// TopK keeps only the K most likely tokens before sampling; 0 keeps all.
+	TopK int
+	// Seed fixes the sampling stream: same seed, same text.
+	Seed uint64
+}
+
+// Generate extends prompt (at least one token, each below the vocabulary size) by
+// opt.Tokens tokens sampled from g, each conditioned on the last Context tokens.
+func Generate(g *GPT, prompt []int32, opt SampleOptions) ([]int32, error) {
+	cfg := g.Config
+	if len(prompt) == 0 {
+		return nil, fmt.Errorf("prompt is empty: give at least one token")
+	}
+	for _, t := range prompt {
+		if t < 0 || int(t) >= cfg.Vocab {
+			return nil, fmt.Errorf("prompt token %d is outside the vocabulary [0, %d)", t, cfg.Vocab)
+		}
+	}
+	head := g.Layers[len(g.Layers)-1].(*Head)
+	body := g.Layers[:len(g.Layers)-1]
+	rng := rand.New(rand.NewPCG(opt.Seed, 0x5a5a))
+	out := append([]int32(nil), prompt...)
+	ws := &Workspace{}
+	probs := make([]float64, cfg.Vocab)
+	for n := 0; n < opt.Tokens; n++ {
+		ws.Reset()
+		ctx := out[max(0, len(out)-cfg.Context):]
+		mb := &Batch{B: 1, T: len(ctx), Inputs: ctx}
+		var x []float32
+		for _, l := range body {
+			x, _ = l.Forward(ws, mb, x)
+		}
+		logits := head.Logits(ws, x, len(ctx))
+		out = append(out, sampleToken(logits[(len(ctx)-1)*cfg.Vocab:], probs, opt, rng))
+	}
+	return out, nil
+}
+
+// sampleToken draws one token from the logits of one position.
+func sampleToken(logits []float32, probs []float64, opt SampleOptions, rng *rand.Rand) int32 {
+	best := 0
+	for j, v := range logits {
+		if v > logits[best] {
+			best = j
+		}
+	}
+	if opt.Temperature <= 0 {
+		return int32(best)
+	}
+	cut := math.Inf(-1)
+	if opt.TopK > 0 && opt.TopK < len(logits) {
+		sorted := make([]float64, len(logits))
+		for j, v := range logits {
+			sorted[j] = float64(v)
+		}
+		sort.Sort(sort.Reverse(sort.Float64Slice(sorted)))
+		cut = sorted[opt.TopK-1]
+	}
+	var z float64
+	for j, v := range logits {
+		probs[j] = 0
+		if float64(v) >= cut {
+			probs[j] = math.Exp((float64(v) - float64(logits[best])) / opt.Temperature)
+			z += probs[j]
+		}
+	}
+	u := rng.Float64() * z
+	for j, p := range probs {
+		if u < p {
+			return int32(j)
+		}
+		u -= p
+	}
+	return int32(best)
+}

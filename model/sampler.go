@@ -1,0 +1,66 @@
+package model
+
+// SplitMix64 is the sampler's hash (GPT_SPEC.md): splitmix64's finaliser over
+// seed + (i+1)·0x9E3779B97F4A7C15 (mod 2⁶⁴).
+func SplitMix64(seed, i uint64) uint64 {
+	z := seed + (i+1)*0x9E3779B97F4A7C15
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+	return z ^ (z >> 31)
+}
+
+// Sampler draws the training batches of GPT_SPEC.md: row r of step s starts at
+// SplitMix64(seed, s·B + r) mod (len(train) − T − 1).
+//
+// Data-parallel replicas draw disjoint streams by giving each replica its own rows of a
+// larger global batch: replica k of R reads rows [k·B, (k+1)·B) of a global batch of R·B
+// rows, so that R replicas together see what one process would see with batch R·B.
+type Sampler struct {
+	Train Tokens
+	// Batch is B, the rows of one replica's step; Context is T.
+	Batch, Context int
+	Seed           uint64
+	// Replica and Replicas select the replica's share; zero values mean one replica.
+	Replica, Replicas int
+}
+
+// Offset is the start of row r (0 ≤ r < Batch) of step s for this sampler's replica.
+func (s Sampler) Offset(step, r int) int {
+	global := uint64(step)*uint64(max(1, s.Replicas)*s.Batch) + uint64(s.Replica*s.Batch+r)
+	span := uint64(s.Train.Len() - s.Context - 1)
+	return int(SplitMix64(s.Seed, global) % span)
+}
+
+// MicroBatch returns micro-batch m of M of step s: rows [m·B/M, (m+1)·B/M).
+func (s Sampler) MicroBatch(step, m, M int) *Batch {
+	lo, hi := m*s.Batch/M, (m+1)*s.Batch/M
+	T := s.Context
+	mb := &Batch{B: hi - lo, T: T, Inputs: make([]int32, (hi-lo)*T), Targets: make([]int32, (hi-lo)*T)}
+	for r := lo; r < hi; r++ {
+		off := s.Offset(step, r)
+		i := (r - lo) * T
+		s.Train.Window(mb.Inputs[i:i+T], off)
+		s.Train.Window(mb.Targets[i:i+T], off+1)
+	}
+	return mb
+}
+
+// ValOffsets are the K validation windows of GPT_SPEC.md: offset_k = ⌊k·(len − T − 1)/K⌋.
+func ValOffsets(val Tokens, T, K int) []int {
+	span := val.Len() - T - 1
+	offs := make([]int, K)
+	for k := range offs {
+		offs[k] = int(int64(k) * int64(span) / int64(K))
+	}
+	return offs
+}
+
+// ValBatch builds the batch of windows offs (inputs and next-token targets).
+func ValBatch(val Tokens, offs []int, T int) *Batch {
+	mb := &Batch{B: len(offs), T: T, Inputs: make([]int32, len(offs)*T), Targets: make([]int32, len(offs)*T)}
+	for i, off := range offs {
+		val.Window(mb.Inputs[i*T:(i+1)*T], off)
+		val.Window(mb.Targets[i*T:(i+1)*T], off+1)
+	}
+	return mb
+}

@@ -1,0 +1,86 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+)
+
+// TrainConfig is one training run: the model, the data and the recipe of GPT_SPEC.md.
+// DefaultTrainConfig gives the spec's defaults.
+type TrainConfig struct {
+	Model model.Config `json:"model"`
+	// Data is the corpus: builtin:gostd, a text file, or a nanoGPT .bin pair.
+	Data string `json:"data"`
+	// Batch is B, sequences per step; MicroBatches splits them into M equal parts whose
+	// gradients accumulate (B must be divisible by M).
+	Batch        int `json:"batch"`
+	MicroBatches int `json:"micro_batches"`
+	// Steps is the length of the schedule.
+	Steps int `json:"steps"`
+	// LR is the peak learning rate; Warmup the steps of linear warm-up.
+	LR     float64 `json:"lr"`
+	Warmup int     `json:"warmup"`
+	Seed   uint64  `json:"seed"`
+	// EvalEvery evaluates every so many steps (and at the last); 0 only at the last.
+	EvalEvery int `json:"eval_every"`
+	// EvalWindows is K, the number of validation windows.
+	EvalWindows int `json:"eval_windows"`
+	// AdamW's β1, β2, ε, weight decay, and the gradient clipping norm (0: no clipping).
+	Beta1       float64 `json:"beta1"`
+	Beta2       float64 `json:"beta2"`
+	Eps         float64 `json:"eps"`
+	WeightDecay float64 `json:"weight_decay"`
+	ClipNorm    float64 `json:"clip_norm"`
+}
+
+// DefaultTrainConfig is GPT_SPEC.md's recipe: the default model on builtin:gostd, batch
+// 16, 300 steps, lr 2e-3 with 30 warm-up steps, seed 1, AdamW (0.9, 0.95, 1e-8, decay 0.1),
+// clipping at 1.0, evaluation every 100 steps on 128 windows.
+func DefaultTrainConfig() TrainConfig {
+	return TrainConfig{
+		Model: model.DefaultConfig(), Data: model.BuiltinGoStd,
+		Batch: 16, MicroBatches: 1, Steps: 300, LR: 2e-3, Warmup: 30, Seed: 1,
+		EvalEvery: 100, EvalWindows: 128,
+		Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, ClipNorm: 1.0,
+	}
+}
+
+// Validate reports every unusable field, each error naming it (as the train command's flag).
+func (c TrainConfig) Validate() error {
+	var errs []error
+	if err := c.Model.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	pos := func(name string, v int) {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("%s must be ≥ 1 (got %d)", name, v))
+		}
+	}
+	pos("batch", c.Batch)
+	pos("micro-batches", c.MicroBatches)
+	pos("steps", c.Steps)
+	pos("eval-windows", c.EvalWindows)
+	if c.Batch >= 1 && c.MicroBatches >= 1 && c.Batch%c.MicroBatches != 0 {
+		errs = append(errs, fmt.Errorf("batch (%d) must be divisible by micro-batches (%d)", c.Batch, c.MicroBatches))
+	}
+	if !(c.LR > 0) {
+		errs = append(errs, fmt.Errorf("lr must be > 0 (got %g)", c.LR))
+	}
+	if c.Warmup < 0 {
+		errs = append(errs, fmt.Errorf("warmup must be ≥ 0 (got %d)", c.Warmup))
+	}
+	if c.EvalEvery < 0 {
+		errs = append(errs, fmt.Errorf("eval-every must be ≥ 0 (got %d)", c.EvalEvery))
+	}
+	if c.Data == "" {
+		errs = append(errs, errors.New("data must name a corpus (builtin:gostd or a file)"))
+	}
+	return errors.Join(errs...)
+}
+
+func (c TrainConfig) adamW() kernels.AdamW {
+	return kernels.AdamW{Beta1: c.Beta1, Beta2: c.Beta2, Eps: c.Eps, WeightDecay: c.WeightDecay}
+}

@@ -1,0 +1,146 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/model"
+)
+
+// Event reports progress of a training run.
+type Event struct {
+	// Kind is "step" after every step and "done" once at the end.
+	Kind string
+	// Step is the number of steps completed.
+	Step int
+	// TrainLoss is the step's mean training loss (step events).
+	TrainLoss float64
+	// ValLoss is set on evaluation steps and at the end; HasVal says whether it is.
+	ValLoss float64
+	HasVal  bool
+	// TokensPerSec is the training throughput so far, excluding evaluation, on evaluation
+	// steps and at the end.
+	TokensPerSec float64
+}
+
+// Trainer trains a whole model in one process.
+type Trainer struct {
+	cfg     TrainConfig
+	data    *model.Dataset
+	gpt     *model.GPT
+	opt     *Optimizer
+	ws      model.Workspace
+	sampler model.Sampler
+	valOffs []int
+
+	step      int           // steps completed
+	trainTime time.Duration // time spent in training steps since start or resume
+	tokens    int           // tokens trained since start or resume
+}
+
+// NewTrainer validates cfg against data and builds the model with its initial weights.
+func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if data.Vocab > cfg.Model.Vocab {
+		return nil, fmt.Errorf("%w: %s has a vocabulary of %d, the model only %d", model.ErrBadData, data.Source, data.Vocab, cfg.Model.Vocab)
+	}
+	if err := data.CheckContext(cfg.Model.Context); err != nil {
+		return nil, err
+	}
+	gpt := model.New(cfg.Model, cfg.Seed)
+	return &Trainer{
+		cfg: cfg, data: data, gpt: gpt,
+		opt:     NewOptimizer(gpt.Params(), cfg.adamW(), cfg.ClipNorm),
+		sampler: model.Sampler{Train: data.Train, Batch: cfg.Batch, Context: cfg.Model.Context, Seed: cfg.Seed},
+		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
+	}, nil
+}
+
+// Model is the model being trained.
+func (t *Trainer) Model() *model.GPT { return t.gpt }
+
+// Config is the run's configuration.
+func (t *Trainer) Config() TrainConfig { return t.cfg }
+
+// StepsDone is the number of completed steps.
+func (t *Trainer) StepsDone() int { return t.step }
+
+// Step runs one training step (all micro-batches, clipping, AdamW) and returns its mean
+// training loss.
+func (t *Trainer) Step() float64 {
+	start := time.Now()
+	M := t.cfg.MicroBatches
+	model.ZeroGrads(t.gpt.Layers)
+	var loss float64
+	for m := 0; m < M; m++ {
+		t.ws.Reset()
+		mb := t.sampler.MicroBatch(t.step, m, M)
+		loss += float64(model.ForwardBackward(&t.ws, t.gpt.Layers, mb, 1/float32(M)))
+	}
+	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
+	t.opt.Step(lr, t.opt.GradSumSquares())
+	t.step++
+	t.trainTime += time.Since(start)
+	t.tokens += t.cfg.Batch * t.cfg.Model.Context
+	return loss / float64(M)
+}
+
+// Evaluate returns the validation loss: the mean over the K windows of each window's mean
+// cross-entropy, evaluated Batch windows at a time.
+func (t *Trainer) Evaluate() float64 {
+	return Evaluate(&t.ws, t.gpt.Layers, t.data.Val, t.valOffs, t.cfg.Model.Context, t.cfg.Batch)
+}
+
+// Evaluate computes the validation loss of a whole model over the windows offs.
+func Evaluate(ws *model.Workspace, layers []model.Layer, val model.Tokens, offs []int, T, batch int) float64 {
+	var total float64
+	for i := 0; i < len(offs); i += batch {
+		ws.Reset()
+		chunk := offs[i:min(len(offs), i+batch)]
+		mb := model.ValBatch(val, chunk, T)
+		mb.RowLoss = make([]float64, mb.Rows())
+		model.Loss(ws, layers, mb)
+		for w := range chunk {
+			var s float64
+			for _, l := range mb.RowLoss[w*T : (w+1)*T] {
+				s += l
+			}
+			total += s / float64(T)
+		}
+	}
+	return total / float64(len(offs))
+}
+
+// TokensPerSec is the training throughput since the trainer started or resumed.
+func (t *Trainer) TokensPerSec() float64 {
+	if t.trainTime <= 0 {
+		return 0
+	}
+	return float64(t.tokens) / t.trainTime.Seconds()
+}
+
+// Run trains from the current step up to stopAt (≤ cfg.Steps; 0 means cfg.Steps),
+// calling emit after every step, and evaluating every EvalEvery steps and at the last
+// step of the schedule. It returns ctx's error if cancelled between steps; the model is
+// then in a consistent state after its last completed step.
+func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
+	if stopAt <= 0 || stopAt > t.cfg.Steps {
+		stopAt = t.cfg.Steps
+	}
+	for t.step < stopAt {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ev := Event{Kind: "step", TrainLoss: t.Step()}
+		ev.Step = t.step
+		if (t.cfg.EvalEvery > 0 && t.step%t.cfg.EvalEvery == 0) || t.step == t.cfg.Steps {
+			ev.ValLoss, ev.HasVal, ev.TokensPerSec = t.Evaluate(), true, t.TokensPerSec()
+		}
+		emit(ev)
+	}
+	emit(Event{Kind: "done", Step: t.step, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
+	return nil
+}
