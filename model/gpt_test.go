@@ -188,7 +188,6 @@ func TestConfigValidateNamesFields(t *testing.T) {
 	}
 }
 
-
 func TestLayerCostsCoverLayerList(t *testing.T) {
 	cfg := DefaultConfig()
 	costs := cfg.LayerCosts()
