@@ -1,6 +1,9 @@
 package kernels
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // gemmFunc is the signature every GEMM implementation shares; see Gemm for the contract.
 type gemmFunc func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
@@ -12,14 +15,27 @@ type GemmImpl struct {
 	Name string
 	// Serial computes Gemm on the calling goroutine only.
 	Serial func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	// tileM×tileN is the register tile; parallel splits of C align to it (1×1 if unset).
+	tileM, tileN int
 }
 
 // GemmImpls lists the implementations usable on this machine, the reference first and the
 // one Gemm dispatches to last.
 func GemmImpls() []GemmImpl {
-	impls := []GemmImpl{{Name: "ref", Serial: GemmRef}, {Name: "go", Serial: gemmGo}}
+	impls := []GemmImpl{{Name: "ref", Serial: GemmRef}, {Name: "go", Serial: gemmGo, tileM: gemmMR, tileN: gemmNR}}
 	return append(impls, archGemmImpls()...)
 }
+
+// gemmBestImpl is what Gemm and GemmSerial dispatch to: the last of GemmImpls(), the
+// widest SIMD kernel the CPU supports or else the portable blocked GEMM.
+var (
+	gemmBestImpl = GemmImpls()[len(GemmImpls())-1]
+	gemmBest     = gemmBestImpl.Serial
+)
+
+// GemmName names the implementation Gemm and GemmSerial dispatch to on this machine and
+// build: "avx512", "avx2" or "go".
+func GemmName() string { return gemmBestImpl.Name }
 
 // Gemm computes C = alpha·op(A)·op(B) + beta·C on row-major matrices, spreading the work
 // over up to Threads() goroutines.
@@ -40,31 +56,71 @@ func Gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []flo
 	if m == 0 || n == 0 {
 		return
 	}
-	serial := gemmBest
-	// Below ~1 MFLOP a goroutine costs more than it saves.
-	if Threads() == 1 || m*n*k < 1<<19 {
-		serial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	gemmThreads(gemmBestImpl, Threads(), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// gemmParallelMinWork is the number of multiply-adds below which Gemm stays on the calling
+// goroutine: under ~0.5 M a goroutine costs more than it saves. Tests lower it.
+var gemmParallelMinWork = 1 << 19
+
+// gemmThreads is Gemm through impl on up to threads goroutines. C is cut into contiguous
+// bands of whole register tiles (rows or columns), one band per goroutine; each band is an
+// independent product, so no reduction is ever split and the result is the same for any
+// thread count.
+func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if threads <= 1 || k == 0 || m*n*k < gemmParallelMinWork {
+		impl.Serial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
-	if m >= n {
-		ParallelFor((m+15)/16, 1, func(lo, hi int) {
-			i0, i1 := lo*16, min(hi*16, m)
+	tileM, tileN := max(impl.tileM, 1), max(impl.tileN, 1)
+	tm, tn := (m+tileM-1)/tileM, (n+tileN-1)/tileN
+	if splitRows(tm, tn, threads) {
+		parallelBands(tm, threads, func(lo, hi int) {
+			i0, i1 := lo*tileM, min(hi*tileM, m)
 			aOff := i0 * lda
 			if tA {
 				aOff = i0
 			}
-			serial(tA, tB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
+			impl.Serial(tA, tB, i1-i0, n, k, alpha, a[aOff:], lda, b, ldb, beta, c[i0*ldc:], ldc)
 		})
 		return
 	}
-	ParallelFor((n+15)/16, 1, func(lo, hi int) {
-		j0, j1 := lo*16, min(hi*16, n)
+	parallelBands(tn, threads, func(lo, hi int) {
+		j0, j1 := lo*tileN, min(hi*tileN, n)
 		bOff := j0
 		if tB {
 			bOff = j0 * ldb
 		}
-		serial(tA, tB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
+		impl.Serial(tA, tB, m, j1-j0, k, alpha, a, lda, b[bOff:], ldb, beta, c[j0:], ldc)
 	})
+}
+
+// splitRows chooses between cutting C into bands of rows (tm tiles high) or of columns
+// (tn tiles wide) over threads goroutines: whichever leaves the busiest goroutine the
+// fewest tiles per unit of work, rows on a tie (each band then packs op(B) once; a band
+// of columns reads op(A) in place, which costs nothing extra either).
+func splitRows(tm, tn, threads int) bool {
+	// Tiles of the busiest goroutine, relative to a perfect split: ceil(t/T)/(t/T).
+	rowLoad := ((tm + threads - 1) / threads) * tn
+	colLoad := ((tn + threads - 1) / threads) * tm
+	return rowLoad <= colLoad
+}
+
+// parallelBands calls f over min(threads, tiles) contiguous ranges of [0, tiles), one per
+// goroutine (the last on the caller's), and returns when all are done.
+func parallelBands(tiles, threads int, f func(lo, hi int)) {
+	parts := min(threads, tiles)
+	if parts <= 1 {
+		f(0, tiles)
+		return
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < parts-1; p++ {
+		lo, hi := tiles*p/parts, tiles*(p+1)/parts
+		wg.Go(func() { f(lo, hi) })
+	}
+	f(tiles*(parts-1)/parts, tiles)
+	wg.Wait()
 }
 
 // GemmSerial is Gemm on the calling goroutine only, for callers that already run many
@@ -87,15 +143,14 @@ func GemmRef(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []
 		for j := 0; j < n; j++ {
 			var s float32
 			for p := 0; p < k; p++ {
-				av := a[i*lda+p]
+				ai, bi := i*lda+p, p*ldb+j
 				if tA {
-					av = a[p*lda+i]
+					ai = p*lda + i
 				}
-				bv := b[p*ldb+j]
 				if tB {
-					bv = b[j*ldb+p]
+					bi = j*ldb + p
 				}
-				s += av * bv
+				s += a[ai] * b[bi]
 			}
 			if beta == 0 {
 				c[i*ldc+j] = alpha * s

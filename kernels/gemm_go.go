@@ -19,6 +19,9 @@ var packPool = sync.Pool{New: func() any { s := make([]float32, 0, goKC*(goNC+go
 // gemmGo is the portable blocked GEMM: it packs panels of A and B and runs a 4×4 register
 // tile. It is the fallback on every architecture and the `noasm` build.
 func gemmGo(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
 	scaleC(m, n, beta, c, ldc)
 	if k == 0 || alpha == 0 {
 		return

@@ -2,8 +2,6 @@
 
 package kernels
 
-// gemmBest is the implementation Gemm dispatches to: the portable blocked GEMM here.
-var gemmBest gemmFunc = gemmGo
-
-// archGemmImpls lists the architecture-specific GEMMs: none in this build.
+// archGemmImpls lists the architecture-specific GEMMs: none in this build, so Gemm
+// dispatches to the portable blocked GEMM.
 func archGemmImpls() []GemmImpl { return nil }

@@ -1,0 +1,175 @@
+//go:build amd64 && !noasm
+
+package kernels
+
+import "sync"
+
+// Blocking of the SIMD GEMMs. The k loop is cut at fixed multiples of simdKC starting at
+// p = 0, and within a block every element of C is summed in order p by one vector lane, so
+// the summation order of an element never depends on m, n or the caller's split of C.
+//
+// For each kc×nc block of op(B) (packed into panels of NR columns, ~1 MiB: it stays in L2)
+// the driver walks the row panels of op(A), MR rows at a time, read in place (an MR×kc
+// micro-panel, ≤ 14 KiB, stays in L1 while it meets every panel of B).
+const (
+	simdKC = 256
+	simdNC = 1024
+	// directBMaxRows: below this many rows of C, an untransposed B is read in place
+	// instead of being packed, since packing would not be repaid.
+	directBMaxRows = 64
+	// packAMinCols: from this many columns of C in a block, each MR×kc micro-panel of
+	// op(A) is copied to a contiguous buffer before it meets the panels of B. In place, its
+	// k steps (transposed A: one row of A each) or its rows lie lda apart and, with lda a
+	// multiple of 1 KiB, crowd a few L1 sets and evict each other; the copy is a handful of
+	// memmoves, repaid when reused. An untransposed A has only MR such rows, each read
+	// sequentially, so it is copied only when reused across many more panels.
+	packAMinCols  = 128
+	packAMinColsN = 512
+)
+
+// simdTileFunc runs a microkernel on one tile of C; see gemmKernel14x32.
+type simdTileFunc func(kc int, a *float32, rs, ps int, b *float32, bs int, c *float32, ldc, rows, cols int, acc int, alpha float32)
+
+// simdKernel describes one microkernel: its register tile (mr×nr) and entry point.
+type simdKernel struct {
+	name   string
+	mr, nr int
+	tile   simdTileFunc
+}
+
+// simdPool holds the packing buffers of the SIMD GEMMs, grown to the largest block used.
+var simdPool = sync.Pool{New: func() any { return new([]float32) }}
+
+func getSIMDBuf(n int) *[]float32 {
+	p := simdPool.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// gemmSIMD is the blocked GEMM around a SIMD microkernel. Its contract is Gemm's.
+//
+// C is first set to beta·C (skipped for beta 1; for beta 0 the first k block overwrites C
+// without reading it). Then, for each k block in order, C += alpha·(that block's partial
+// product), computed tile by tile.
+func gemmSIMD(kr *simdKernel, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	if k == 0 || alpha == 0 {
+		scaleC(m, n, beta, c, ldc)
+		return
+	}
+	accFirst := 1
+	switch beta {
+	case 0:
+		accFirst = 0
+	case 1:
+	default:
+		scaleC(m, n, beta, c, ldc)
+	}
+	mr, nr := kr.mr, kr.nr
+	ncMax := min(simdNC, roundUp(n, nr))
+	kcMax := min(simdKC, k)
+	bufp := getSIMDBuf(ncMax*kcMax + mr*kcMax)
+	buf := *bufp
+	aPanel := buf[ncMax*kcMax:]
+	directB := !tB && m < directBMaxRows
+	for jc := 0; jc < n; jc += simdNC {
+		nc := min(simdNC, n-jc)
+		for pc := 0; pc < k; pc += simdKC {
+			kc := min(simdKC, k-pc)
+			acc := 1
+			if pc == 0 {
+				acc = accFirst
+			}
+			bp := buf[:roundUp(nc, nr)*kc]
+			full := nc // columns read in place when directB
+			if directB {
+				full = nc / nr * nr
+				if full < nc {
+					packB(false, b, ldb, pc, jc+full, kc, nc-full, nr, bp[full*kc:])
+				}
+			} else {
+				packBSIMD(tB, b, ldb, pc, jc, kc, nc, nr, bp)
+			}
+			packAll := nc >= packAMinColsN || (tA && nc >= packAMinCols)
+			for ir := 0; ir < m; ir += mr {
+				rows := min(mr, m-ir)
+				ap, rs, ps := &aPanel[0], 0, 0
+				switch {
+				case rows < mr || packAll:
+					rs, ps = copyAPanel(tA, a, lda, ir, pc, rows, kc, mr, aPanel)
+				case tA:
+					ap, rs, ps = &a[pc*lda+ir], 1, lda
+				default:
+					ap, rs, ps = &a[ir*lda+pc], lda, 1
+				}
+				crow := c[ir*ldc+jc:]
+				for jr := 0; jr < nc; jr += nr {
+					cols := min(nr, nc-jr)
+					bptr, bs := &bp[jr*kc], nr
+					if jr < full && directB {
+						bptr, bs = &b[pc*ldb+jc+jr], ldb
+					}
+					kr.tile(kc, ap, rs, ps, bptr, bs, &crow[jr], ldc, rows, cols, acc, alpha)
+				}
+			}
+		}
+	}
+	simdPool.Put(bufp)
+}
+
+// packBSIMD packs the kc×nc block of op(B) at (pc, jc) into panels of nr columns, as packB
+// does, with faster paths for whole panels (nr 32 means the AVX-512 kernel, so the AVX-512
+// transposing pack is available).
+func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32) {
+	full := nc / nr * nr
+	if !tB {
+		for p := 0; p < kc; p++ {
+			src := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+full]
+			for q := 0; q < full; q += nr {
+				copy(dst[q*kc+p*nr:q*kc+p*nr+nr], src[q:q+nr])
+			}
+		}
+	} else if nr == 32 {
+		for q := 0; q < full; q += nr {
+			gemmPackBT32(kc, &b[(jc+q)*ldb+pc], ldb, &dst[q*kc])
+		}
+	} else {
+		for q := 0; q < full; q += nr {
+			panel := dst[q*kc : q*kc+kc*nr]
+			for s := 0; s < nr; s++ {
+				src := b[(jc+q+s)*ldb+pc : (jc+q+s)*ldb+pc+kc]
+				for p, v := range src {
+					panel[p*nr+s] = v
+				}
+			}
+		}
+	}
+	if full < nc {
+		packB(tB, b, ldb, pc, jc+full, kc, nc-full, nr, dst[full*kc:])
+	}
+}
+
+// copyAPanel copies the rows×kc block of op(A) at (ir, pc) to dst without transposing it,
+// zero-filling rows rows..mr-1, and returns the strides (rs, ps) at which the kernel
+// finds op(A)[r][p] in dst: rows of kc values for an untransposed A, k steps of mr values
+// for a transposed one.
+func copyAPanel(tA bool, a []float32, lda, ir, pc, rows, kc, mr int, dst []float32) (rs, ps int) {
+	if !tA {
+		for r := 0; r < rows; r++ {
+			copy(dst[r*kc:r*kc+kc], a[(ir+r)*lda+pc:])
+		}
+		clear(dst[rows*kc : mr*kc])
+		return kc, 1
+	}
+	for p := 0; p < kc; p++ {
+		d := dst[p*mr : p*mr+mr]
+		copy(d[:rows], a[(pc+p)*lda+ir:])
+		clear(d[rows:])
+	}
+	return 1, mr
+}
