@@ -76,22 +76,16 @@ func AttentionForward(out, probs, qkv []float32, B, T, H, hd int) {
 // entries and zeroes the rest.
 func causalSoftmax(p []float32, T int) {
 	for i := 0; i < T; i++ {
-		row := p[i*T : i*T+T]
+		row := p[i*T : i*T+i+1]
 		mx := row[0]
-		for _, s := range row[1 : i+1] {
+		for _, s := range row[1:] {
 			mx = max(mx, s)
 		}
-		var z float32
-		for j := 0; j <= i; j++ {
-			e := Expf(row[j] - mx)
-			row[j] = e
-			z += e
-		}
-		inv := 1 / z
-		for j := 0; j <= i; j++ {
+		inv := 1 / expShift(row, row, mx, 1)
+		for j := range row {
 			row[j] *= inv
 		}
-		clear(row[i+1:])
+		clear(p[i*T+i+1 : i*T+T])
 	}
 }
 

@@ -34,25 +34,32 @@ func crossEntropyRowRef(dlogits, logits []float32, target int32, scale float32) 
 // logits.
 func CrossEntropy(losses []float64, dlogits, logits []float32, targets []int32, V int, scale float32) {
 	ParallelFor(len(targets), rowGrain, func(lo, hi int) {
+		var scratch []float32
+		if dlogits == nil {
+			scratch = make([]float32, V)
+		}
 		for r := lo; r < hi; r++ {
 			row := logits[r*V : r*V+V]
 			mx := row[0]
 			for _, v := range row[1:] {
 				mx = max(mx, v)
 			}
-			var z float32
-			for _, v := range row {
-				z += Expf(v - mx)
-			}
-			lse := mx + float32(math.Log(float64(z)))
 			t := targets[r]
-			losses[r] = float64(lse - row[t])
+			xt := row[t]
+			dr := scratch
+			if dlogits != nil {
+				dr = dlogits[r*V : r*V+V]
+			}
+			// dr = exp(logits − max): softmax up to the factor 1/z.
+			z := expShift(dr, row, mx, 1)
+			lse := mx + float32(math.Log(float64(z)))
+			losses[r] = float64(lse - xt)
 			if dlogits == nil {
 				continue
 			}
-			dr := dlogits[r*V : r*V+V]
-			for j, v := range row {
-				dr[j] = Expf(v-lse) * scale
+			k := scale / z
+			for j := range dr {
+				dr[j] *= k
 			}
 			dr[t] -= scale
 		}

@@ -112,25 +112,44 @@ func geluGradRef(x float32) float32 {
 func GeluForward(y, x []float32) {
 	n := len(y)
 	x = x[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v := x[i]
-			t := Tanhf(geluC * (v + geluA*v*v*v))
-			y[i] = 0.5 * v * (1 + t)
-		}
-	})
+	ParallelFor(n, 1<<13, func(lo, hi int) { geluForwardSpan(y[lo:hi], x[lo:hi]) })
 }
 
 // GeluBackward sets dx[i] = dy[i]·gelu'(x[i]) (see geluGradRef); dx may alias dy.
 func GeluBackward(dx, x, dy []float32) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v := x[i]
-			t := Tanhf(geluC * (v + geluA*v*v*v))
-			g := 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*geluA*v*v)
-			dx[i] = dy[i] * g
-		}
-	})
+	ParallelFor(n, 1<<13, func(lo, hi int) { geluBackwardSpan(dx[lo:hi], x[lo:hi], dy[lo:hi]) })
+}
+
+// geluForwardGo is the portable GeluForward loop over one span.
+func geluForwardGo(y, x []float32) {
+	x = x[:len(y)]
+	for i, v := range x {
+		t := Tanhf(geluC * (v + geluA*v*v*v))
+		y[i] = 0.5 * v * (1 + t)
+	}
+}
+
+// geluBackwardGo is the portable GeluBackward loop over one span.
+func geluBackwardGo(dx, x, dy []float32) {
+	x, dy = x[:len(dx)], dy[:len(dx)]
+	for i, v := range x {
+		t := Tanhf(geluC * (v + geluA*v*v*v))
+		g := 0.5*(1+t) + 0.5*v*(1-t*t)*geluC*(1+3*geluA*v*v)
+		dx[i] = dy[i] * g
+	}
+}
+
+// expShiftGo sets dst[i] = exp(src[i] − shift)·scale and returns Σ exp(src[i] − shift),
+// summed in order; dst may alias src.
+func expShiftGo(dst, src []float32, shift, scale float32) float32 {
+	src = src[:len(dst)]
+	var z float32
+	for i, v := range src {
+		e := Expf(v - shift)
+		z += e
+		dst[i] = e * scale
+	}
+	return z
 }

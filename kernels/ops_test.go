@@ -306,3 +306,52 @@ func TestElementwiseResultsIndependentOfThreads(t *testing.T) {
 		t.Fatalf("SumSquares differs: %g vs %g", s1, s2)
 	}
 }
+
+// TestVectorKernelsMatchPortable runs the dispatching GELU and exp spans (SIMD where the
+// CPU has it) against the portable loops, at lengths that exercise the 16-lane body and
+// the scalar tail.
+func TestVectorKernelsMatchPortable(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	for _, n := range []int{1, 15, 16, 17, 64, 100, 1000} {
+		x, dy := randSlice(rng, n, 3), randSlice(rng, n, 1)
+		x[0] = 40 // beyond the tanh clamp
+		a, b := make([]float32, n), make([]float32, n)
+		geluForwardSpan(a, x)
+		geluForwardGo(b, x)
+		for i := range a {
+			if math.Abs(float64(a[i]-b[i])) > 1e-6*(1+math.Abs(float64(b[i]))) {
+				t.Fatalf("n=%d gelu[%d]: %g vs portable %g", n, i, a[i], b[i])
+			}
+		}
+		// Near x ≈ −3 gelu' is the difference of two nearly equal terms, so both paths
+		// are held to an absolute bound against the float64 derivative.
+		geluBackwardSpan(a, x, dy)
+		geluBackwardGo(b, x, dy)
+		for i := range a {
+			want := float64(dy[i]) * float64(geluGradRef(x[i]))
+			tol := 4e-6 * (1 + math.Abs(float64(dy[i])))
+			if math.Abs(float64(a[i])-want) > tol || math.Abs(float64(b[i])-want) > tol {
+				t.Fatalf("n=%d gelu'[%d]: %g, portable %g, float64 %g", n, i, a[i], b[i], want)
+			}
+		}
+		x[n-1] = -200 // underflows
+		za := expShift(a, x, 0.5, 0.25)
+		zb := expShiftGo(b, x, 0.5, 0.25)
+		if math.Abs(float64(za-zb)) > 1e-5*float64(zb) {
+			t.Fatalf("n=%d exp sums %g vs portable %g", n, za, zb)
+		}
+		for i := range a {
+			if math.Abs(float64(a[i]-b[i])) > 3e-7*float64(b[i])+1e-30 {
+				t.Fatalf("n=%d exp[%d]: %g vs portable %g", n, i, a[i], b[i])
+			}
+		}
+	}
+}
+
+func TestTanhf(t *testing.T) {
+	for x := float32(-12); x <= 12; x += 0.001 {
+		if d := math.Abs(float64(Tanhf(x)) - math.Tanh(float64(x))); d > 4e-7 {
+			t.Fatalf("Tanhf(%g) off by %g", x, d)
+		}
+	}
+}
