@@ -1,0 +1,302 @@
+package consensus
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM is the replicated state machine. Apply is called by raft, one entry at a time; the
+// read methods may be called concurrently from anywhere and return copies.
+type FSM struct {
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	state   fsmState
+	applied uint64 // index of the last entry applied (or restored)
+}
+
+// fsmState is everything the FSM holds; it is also the snapshot's format.
+type fsmState struct {
+	Index uint64          `json:"index"`
+	Nodes map[string]Node `json:"nodes"`
+	Jobs  map[string]*Job `json:"jobs"`
+}
+
+func newState() fsmState {
+	return fsmState{Nodes: map[string]Node{}, Jobs: map[string]*Job{}}
+}
+
+// NewFSM returns an empty FSM. A nil logger discards.
+func NewFSM(log *slog.Logger) *FSM {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{log: log, state: newState()}
+}
+
+// Apply applies one committed entry. A corrupt entry or an unknown type without
+// IgnoreUnknownTypeFlag panics: the log is the truth, and a replica that cannot read it
+// must stop rather than diverge. Business errors (unknown job, stale epoch, …) are returned
+// as the entry's response value.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	if len(l.Data) == 0 {
+		panic(fmt.Sprintf("consensus: empty log entry at index %d", l.Index))
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applied = l.Index
+	t, buf := MessageType(l.Data[0]), l.Data[1:]
+	switch t &^ IgnoreUnknownTypeFlag {
+	case NodeUpsertType:
+		return f.applyNodeUpsert(buf, l.Index)
+	case NodeStatusType:
+		return f.applyNodeStatus(buf, l.Index)
+	case JobSubmitType:
+		return f.applyJobSubmit(buf, l.Index)
+	case JobStatusType:
+		return f.applyJobStatus(buf, l.Index)
+	case PlanSetType:
+		return f.applyPlanSet(buf, l.Index)
+	case ProgressType:
+		return f.applyProgress(buf, l.Index)
+	case CheckpointType:
+		return f.applyCheckpoint(buf, l.Index)
+	case JobEventType:
+		return f.applyJobEvent(buf, l.Index)
+	}
+	if t&IgnoreUnknownTypeFlag != 0 {
+		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", l.Index)
+		return nil
+	}
+	panic(fmt.Sprintf("consensus: unknown message type %d at index %d", t, l.Index))
+}
+
+func decode[T any](buf []byte, index uint64) T {
+	var v T
+	if err := json.Unmarshal(buf, &v); err != nil {
+		panic(fmt.Sprintf("consensus: corrupt %T at index %d: %v", v, index, err))
+	}
+	return v
+}
+
+func (f *FSM) applyNodeUpsert(buf []byte, index uint64) any {
+	req := decode[NodeUpsertRequest](buf, index)
+	f.state.Nodes[req.Node.ID] = req.Node.clone()
+	return nil
+}
+
+func (f *FSM) applyNodeStatus(buf []byte, index uint64) any {
+	req := decode[NodeStatusRequest](buf, index)
+	n, ok := f.state.Nodes[req.ID]
+	if !ok {
+		n = Node{ID: req.ID}
+	}
+	n.Status, n.UpdatedAt = req.Status, req.Time
+	f.state.Nodes[req.ID] = n
+	return nil
+}
+
+func (f *FSM) applyJobSubmit(buf []byte, index uint64) any {
+	req := decode[JobSubmitRequest](buf, index)
+	if _, ok := f.state.Jobs[req.ID]; ok {
+		return fmt.Errorf("job %s already exists: %w", req.ID, ErrBadTransition)
+	}
+	j := &Job{ID: req.ID, Name: req.Spec.Name, Spec: req.Spec, Status: JobSubmitted,
+		SubmittedAt: req.Time, UpdatedAt: req.Time}
+	j.addEvent(Event{Time: req.Time, Kind: "submitted", Message: "job submitted"})
+	f.state.Jobs[req.ID] = j
+	return nil
+}
+
+func (f *FSM) applyJobStatus(buf []byte, index uint64) any {
+	req := decode[JobStatusRequest](buf, index)
+	j, err := f.liveJob(req.ID)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(allowedNext[j.Status], req.Status) {
+		return fmt.Errorf("job %s: %s → %s: %w", req.ID, j.Status, req.Status, ErrBadTransition)
+	}
+	msg := string(req.Status)
+	if req.Message != "" {
+		msg += ": " + req.Message
+	}
+	j.Status, j.UpdatedAt = req.Status, req.Time
+	j.addEvent(Event{Time: req.Time, Kind: "status", Epoch: j.Epoch(), Message: msg})
+	return nil
+}
+
+func (f *FSM) applyPlanSet(buf []byte, index uint64) any {
+	req := decode[PlanSetRequest](buf, index)
+	j, err := f.liveJob(req.JobID)
+	if err != nil {
+		return err
+	}
+	if req.Epoch <= j.Epoch() {
+		return fmt.Errorf("job %s: epoch %d ≤ current %d: %w", req.JobID, req.Epoch, j.Epoch(), ErrStaleEpoch)
+	}
+	j.Plans = appendBounded(j.Plans, MaxPlansPerJob, PlanEpoch{Epoch: req.Epoch, Plan: req.Plan, Reason: req.Reason, SetAt: req.Time})
+	j.UpdatedAt = req.Time
+	j.addEvent(Event{Time: req.Time, Kind: "plan", Epoch: req.Epoch, Message: strings.TrimSpace("plan set " + req.Reason)})
+	return nil
+}
+
+func (f *FSM) applyProgress(buf []byte, index uint64) any {
+	req := decode[ProgressRequest](buf, index)
+	j, err := f.liveJob(req.JobID)
+	if err != nil {
+		return err
+	}
+	for _, s := range req.Samples {
+		j.Progress = appendBounded(j.Progress, MaxProgressPerJob, s)
+		j.UpdatedAt = s.Time
+	}
+	return nil
+}
+
+func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
+	req := decode[CheckpointRequest](buf, index)
+	j, err := f.liveJob(req.JobID)
+	if err != nil {
+		return err
+	}
+	m := req.Manifest
+	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
+	j.UpdatedAt = m.Time
+	j.addEvent(Event{Time: m.Time, Kind: "checkpoint", Epoch: m.Epoch, Step: m.Step,
+		Message: fmt.Sprintf("checkpoint at step %d (%d files)", m.Step, len(m.Files))})
+	return nil
+}
+
+func (f *FSM) applyJobEvent(buf []byte, index uint64) any {
+	req := decode[JobEventRequest](buf, index)
+	j, ok := f.state.Jobs[req.JobID]
+	if !ok {
+		return fmt.Errorf("job %s: %w", req.JobID, ErrJobNotFound)
+	}
+	j.addEvent(req.Event)
+	return nil
+}
+
+// liveJob finds a job that may still change.
+func (f *FSM) liveJob(id string) (*Job, error) {
+	j, ok := f.state.Jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	if j.Status.Terminal() {
+		return nil, fmt.Errorf("job %s is %s: %w", id, j.Status, ErrJobFinished)
+	}
+	return j, nil
+}
+
+// Job returns a copy of the job with the given id and the index the FSM has applied.
+func (f *FSM) Job(id string) (Job, uint64, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j, ok := f.state.Jobs[id]
+	if !ok {
+		return Job{}, f.applied, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
+	}
+	return j.clone(), f.applied, nil
+}
+
+// Jobs returns copies of all jobs, oldest submission first, and the applied index.
+func (f *FSM) Jobs() ([]Job, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Job, 0, len(f.state.Jobs))
+	for _, j := range f.state.Jobs {
+		out = append(out, j.clone())
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if !out[a].SubmittedAt.Equal(out[b].SubmittedAt) {
+			return out[a].SubmittedAt.Before(out[b].SubmittedAt)
+		}
+		return out[a].ID < out[b].ID
+	})
+	return out, f.applied
+}
+
+// Nodes returns copies of all nodes sorted by id, and the applied index.
+func (f *FSM) Nodes() ([]Node, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Node, 0, len(f.state.Nodes))
+	for _, n := range f.state.Nodes {
+		out = append(out, n.clone())
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out, f.applied
+}
+
+// Node returns a copy of one node and whether it exists.
+func (f *FSM) Node(id string) (Node, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n, ok := f.state.Nodes[id]
+	return n.clone(), ok
+}
+
+// AppliedIndex is the index of the last entry applied or restored.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// Snapshot captures the whole state. The copy is made here, under the lock, as JSON, so
+// Persist can run concurrently with Apply.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := f.state
+	st.Index = f.applied
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot fsm: %w", err)
+	}
+	return &fsmSnapshot{data: b}, nil
+}
+
+// Restore replaces the state with a snapshot's.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	st := newState()
+	if err := json.NewDecoder(rc).Decode(&st); err != nil {
+		return fmt.Errorf("restore fsm snapshot: %w", err)
+	}
+	if st.Nodes == nil {
+		st.Nodes = map[string]Node{}
+	}
+	if st.Jobs == nil {
+		st.Jobs = map[string]*Job{}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state, f.applied = st, st.Index
+	return nil
+}
+
+type fsmSnapshot struct{ data []byte }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist fsm snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

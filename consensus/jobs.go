@@ -1,0 +1,250 @@
+package consensus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// Arguments of the job operations. Times are absent: the leader stamps them.
+type (
+	// SubmitArgs submits a job.
+	SubmitArgs struct {
+		Spec jobspec.Spec `json:"spec"`
+	}
+	// SubmitResult names the new job.
+	SubmitResult struct {
+		ID string `json:"id"`
+	}
+	// StatusArgs moves a job to a new status.
+	StatusArgs struct {
+		ID      string    `json:"id"`
+		Status  JobStatus `json:"status"`
+		Message string    `json:"message,omitempty"`
+	}
+	// PlanArgs sets a job's next plan epoch.
+	PlanArgs struct {
+		JobID  string          `json:"job_id"`
+		Plan   json.RawMessage `json:"plan"`
+		Reason string          `json:"reason,omitempty"`
+	}
+	// PlanResult is the epoch the leader gave the plan.
+	PlanResult struct {
+		Epoch uint64 `json:"epoch"`
+	}
+	// JobArgs names one job.
+	JobArgs struct {
+		ID string `json:"id"`
+	}
+	// JobResult is one job and the index of the FSM it was read from.
+	JobResult struct {
+		Job   Job    `json:"job"`
+		Index uint64 `json:"index"`
+	}
+	// JobsResult is all jobs and the index of the FSM they were read from.
+	JobsResult struct {
+		Jobs  []Job  `json:"jobs"`
+		Index uint64 `json:"index"`
+	}
+)
+
+// maxSamplesPerReport bounds one progress report.
+const maxSamplesPerReport = 1024
+
+// SubmitJob validates spec and commits it as a new job in status submitted; the leader
+// assigns the id and submission time. It works on any node.
+func (c *Consensus) SubmitJob(ctx context.Context, spec jobspec.Spec) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	var res SubmitResult
+	err := c.do(ctx, "submit", SubmitArgs{Spec: spec}, &res)
+	return res.ID, err
+}
+
+// CancelJob moves a job to cancelled. It fails with ErrJobNotFound or ErrJobFinished.
+func (c *Consensus) CancelJob(ctx context.Context, id string) error {
+	return c.SetJobStatus(ctx, id, JobCancelled, "cancelled by user")
+}
+
+// SetJobStatus moves a job along its life (submitted → planning → running → done|failed,
+// or any live status → cancelled); other transitions fail with ErrBadTransition.
+func (c *Consensus) SetJobStatus(ctx context.Context, id string, status JobStatus, message string) error {
+	return c.do(ctx, "set_status", StatusArgs{ID: id, Status: status, Message: message}, nil)
+}
+
+// SetPlan commits plan as the job's next epoch and returns the epoch.
+func (c *Consensus) SetPlan(ctx context.Context, jobID string, plan json.RawMessage, reason string) (uint64, error) {
+	var res PlanResult
+	err := c.do(ctx, "set_plan", PlanArgs{JobID: jobID, Plan: plan, Reason: reason}, &res)
+	return res.Epoch, err
+}
+
+// ReportProgress appends samples to the job's bounded progress history. Samples without
+// a time get the leader's.
+func (c *Consensus) ReportProgress(ctx context.Context, jobID string, samples []ProgressSample) error {
+	return c.do(ctx, "progress", ProgressRequest{JobID: jobID, Samples: samples}, nil)
+}
+
+// AddCheckpoint records a checkpoint manifest for the job.
+func (c *Consensus) AddCheckpoint(ctx context.Context, jobID string, m CheckpointManifest) error {
+	return c.do(ctx, "checkpoint", CheckpointRequest{JobID: jobID, Manifest: m}, nil)
+}
+
+// AddEvent appends e to the job's bounded event log; the leader stamps a missing time.
+func (c *Consensus) AddEvent(ctx context.Context, jobID string, e Event) error {
+	return c.do(ctx, "event", JobEventRequest{JobID: jobID, Event: e}, nil)
+}
+
+// Job reads one job. With consistent false it is this node's FSM, possibly behind the
+// leader, with the index it has applied; with consistent true the leader answers after a
+// barrier, so every write committed before the call is visible.
+func (c *Consensus) Job(ctx context.Context, id string, consistent bool) (Job, uint64, error) {
+	if !consistent {
+		return c.fsm.Job(id)
+	}
+	var res JobResult
+	err := c.do(ctx, "get_job", JobArgs{ID: id}, &res)
+	return res.Job, res.Index, err
+}
+
+// Jobs reads all jobs, oldest first; consistent as for Job.
+func (c *Consensus) Jobs(ctx context.Context, consistent bool) ([]Job, uint64, error) {
+	if !consistent {
+		jobs, index := c.fsm.Jobs()
+		return jobs, index, nil
+	}
+	var res JobsResult
+	err := c.do(ctx, "list_jobs", struct{}{}, &res)
+	return res.Jobs, res.Index, err
+}
+
+func now() time.Time { return time.Now().UTC() }
+
+func newJobID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (c *Consensus) handleSubmit(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[SubmitArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	if err := args.Spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
+	}
+	id := newJobID()
+	if _, err := c.propose(ctx, JobSubmitType, JobSubmitRequest{ID: id, Spec: args.Spec, Time: now()}); err != nil {
+		return nil, err
+	}
+	return SubmitResult{ID: id}, nil
+}
+
+func (c *Consensus) handleSetStatus(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[StatusArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	_, err = c.propose(ctx, JobStatusType, JobStatusRequest{ID: args.ID, Status: args.Status, Message: args.Message, Time: now()})
+	return struct{}{}, err
+}
+
+func (c *Consensus) handleSetPlan(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[PlanArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	if len(args.Plan) == 0 || string(args.Plan) == "null" {
+		return nil, fmt.Errorf("%w: plan is empty", ErrBadRequest)
+	}
+	c.planMu.Lock() // epochs are decided here; one at a time so none is stale
+	defer c.planMu.Unlock()
+	j, _, err := c.fsm.Job(args.JobID)
+	if err != nil {
+		return nil, err
+	}
+	epoch := j.Epoch() + 1
+	_, err = c.propose(ctx, PlanSetType, PlanSetRequest{JobID: args.JobID, Epoch: epoch, Plan: args.Plan, Reason: args.Reason, Time: now()})
+	if err != nil {
+		return nil, err
+	}
+	return PlanResult{Epoch: epoch}, nil
+}
+
+func (c *Consensus) handleProgress(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[ProgressRequest](body)
+	if err != nil {
+		return nil, err
+	}
+	if len(args.Samples) > maxSamplesPerReport {
+		return nil, fmt.Errorf("%d progress samples in one report (max %d): %w", len(args.Samples), maxSamplesPerReport, ErrTooLarge)
+	}
+	t := now()
+	for i := range args.Samples {
+		if args.Samples[i].Time.IsZero() {
+			args.Samples[i].Time = t
+		}
+	}
+	_, err = c.propose(ctx, ProgressType, args)
+	return struct{}{}, err
+}
+
+func (c *Consensus) handleCheckpoint(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[CheckpointRequest](body)
+	if err != nil {
+		return nil, err
+	}
+	if args.Manifest.Time.IsZero() {
+		args.Manifest.Time = now()
+	}
+	_, err = c.propose(ctx, CheckpointType, args)
+	return struct{}{}, err
+}
+
+func (c *Consensus) handleEvent(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[JobEventRequest](body)
+	if err != nil {
+		return nil, err
+	}
+	if args.Event.Time.IsZero() {
+		args.Event.Time = now()
+	}
+	_, err = c.propose(ctx, JobEventType, args)
+	return struct{}{}, err
+}
+
+func (c *Consensus) handleGetJob(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[JobArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.barrier(ctx); err != nil {
+		return nil, err
+	}
+	j, index, err := c.fsm.Job(args.ID)
+	if err != nil {
+		return nil, err
+	}
+	return JobResult{Job: j, Index: index}, nil
+}
+
+func (c *Consensus) handleListJobs(ctx context.Context, _ []byte) (any, error) {
+	if err := c.barrier(ctx); err != nil {
+		return nil, err
+	}
+	jobs, index := c.fsm.Jobs()
+	return JobsResult{Jobs: jobs, Index: index}, nil
+}
+
+// barrier returns once every entry committed before it is applied to the local FSM; on a
+// leader this makes the following read linearizable.
+func (c *Consensus) barrier(ctx context.Context) error {
+	return c.futureErr(ctx, c.raft.Barrier(c.cfg.RPCTimeout))
+}

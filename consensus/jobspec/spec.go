@@ -1,0 +1,139 @@
+package jobspec
+
+// Spec is one training job as a user writes it. DefaultSpec gives every default; Parse
+// starts from it, so a field absent from the YAML keeps its default.
+type Spec struct {
+	// Name is a human label, not an identity (the leader assigns ids). Default "job".
+	Name string `json:"name" yaml:"name"`
+	// Model is the GPT to train.
+	Model Model `json:"model" yaml:"model"`
+	// Data is the training corpus.
+	Data Data `json:"data" yaml:"data"`
+	// Train holds the optimiser and loop settings.
+	Train Train `json:"train" yaml:"train"`
+	// Parallel says how the job is cut into replicas and stages and how replicas sync.
+	Parallel Parallel `json:"parallel" yaml:"parallel"`
+	// Placement constrains which nodes the balancer may use.
+	Placement Placement `json:"placement" yaml:"placement"`
+	// Checkpoint says how often state is saved.
+	Checkpoint Checkpoint `json:"checkpoint" yaml:"checkpoint"`
+}
+
+// Model is the shape of the GPT; it has model.Config's fields and defaults.
+type Model struct {
+	// Layers is the number of transformer blocks (≥ 1). Default 4.
+	Layers int `json:"layers" yaml:"layers"`
+	// DModel is the embedding width (≥ 1, divisible by Heads). Default 128.
+	DModel int `json:"d_model" yaml:"d_model"`
+	// Heads is the number of attention heads (≥ 1). Default 4.
+	Heads int `json:"heads" yaml:"heads"`
+	// Context is the sequence length (≥ 1). Default 128.
+	Context int `json:"context" yaml:"context"`
+	// Vocab is the vocabulary size (1…65536). Default 256 (bytes).
+	Vocab int `json:"vocab" yaml:"vocab"`
+}
+
+// Data names the corpus: either Source (a builtin corpus or a path on the submitting node)
+// or a Train/Val pair of nanoGPT-style uint16 .bin token files.
+type Data struct {
+	// Source is "builtin:gostd" (the default: the Go standard library's source) or a path
+	// to a text file or directory on the submitting node. Empty when Train is set.
+	Source string `json:"source,omitempty" yaml:"source"`
+	// Train is a .bin token file for training; Val must be set with it.
+	Train string `json:"train,omitempty" yaml:"train"`
+	// Val is a .bin token file for evaluation; Train must be set with it.
+	Val string `json:"val,omitempty" yaml:"val"`
+}
+
+// Train holds the training loop's settings.
+type Train struct {
+	// Steps is the number of optimiser steps (≥ 1). Default 200.
+	Steps int `json:"steps" yaml:"steps"`
+	// Batch is the global batch in sequences per step per replica (≥ 1). Default 16.
+	Batch int `json:"batch" yaml:"batch"`
+	// MicroBatches splits Batch for the pipeline (≥ 1, divides Batch). Default 4.
+	MicroBatches int `json:"micro_batches" yaml:"micro_batches"`
+	// LR is the peak AdamW learning rate (> 0, ≤ 1). Default 0.001.
+	LR float64 `json:"lr" yaml:"lr"`
+	// Warmup is the number of linear warm-up steps (0 ≤ warmup ≤ steps). Default 20.
+	Warmup int `json:"warmup" yaml:"warmup"`
+	// Seed fixes initialisation and data order. Default 1.
+	Seed int64 `json:"seed" yaml:"seed"`
+	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 50.
+	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+}
+
+// Schedules, sync methods, codecs and strategies the spec accepts.
+const (
+	Schedule1F1B  = "1f1b"
+	ScheduleGPipe = "gpipe"
+
+	SyncDiLoCo = "diloco"
+	SyncEvery  = "sync"
+
+	CodecNone = "none"
+	CodecFP16 = "fp16"
+	CodecInt8 = "int8"
+	CodecTopK = "topk"
+
+	StrategyAuto = "auto"
+	StrategySky  = "sky"
+	StrategyEven = "even"
+
+	// BuiltinGoStd is the default corpus: the Go standard library's source.
+	BuiltinGoStd = "builtin:gostd"
+)
+
+// Parallel says how the job is parallelised.
+type Parallel struct {
+	// Replicas is "auto" (the balancer decides; the default) or a count ≥ 1.
+	Replicas AutoInt `json:"replicas" yaml:"replicas"`
+	// Stages is "auto" (the default) or a count from 1 to model.layers + 2.
+	Stages AutoInt `json:"stages" yaml:"stages"`
+	// Schedule is the pipeline schedule: "1f1b" (default) or "gpipe".
+	Schedule string `json:"schedule" yaml:"schedule"`
+	// Sync is how replicas agree: "diloco" (default; local steps + outer step) or "sync"
+	// (all-reduce every step).
+	Sync string `json:"sync" yaml:"sync"`
+	// InnerSteps is the number of local steps between DiLoCo syncs (≥ 1). Default 50.
+	InnerSteps int `json:"inner_steps" yaml:"inner_steps"`
+	// OuterLR is the outer Nesterov learning rate (> 0). Default 0.7.
+	OuterLR float64 `json:"outer_lr" yaml:"outer_lr"`
+	// OuterMomentum is the outer Nesterov momentum (0 ≤ m < 1). Default 0.9.
+	OuterMomentum float64 `json:"outer_momentum" yaml:"outer_momentum"`
+	// Codec compresses pseudo-gradients: "none", "fp16", "int8" (default) or "topk".
+	Codec string `json:"codec" yaml:"codec"`
+}
+
+// Placement constrains where the job runs.
+type Placement struct {
+	// Strategy is the partitioner: "auto" (default), "sky" or "even".
+	Strategy string `json:"strategy" yaml:"strategy"`
+	// MinNodes is the number of live nodes the job waits for (≥ 1). Default 1.
+	MinNodes int `json:"min_nodes" yaml:"min_nodes"`
+	// MaxNodes caps the nodes used; 0 (the default) means no cap.
+	MaxNodes int `json:"max_nodes" yaml:"max_nodes"`
+}
+
+// Checkpoint says how often the job saves its state.
+type Checkpoint struct {
+	// Every is the number of steps between checkpoints; 0 disables them. Default 100.
+	Every int `json:"every" yaml:"every"`
+}
+
+// DefaultSpec is the spec of the default job: every field at its default.
+func DefaultSpec() Spec {
+	return Spec{
+		Name:  "job",
+		Model: Model{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256},
+		Data:  Data{Source: BuiltinGoStd},
+		Train: Train{Steps: 200, Batch: 16, MicroBatches: 4, LR: 1e-3, Warmup: 20, Seed: 1, EvalEvery: 50},
+		Parallel: Parallel{
+			Replicas: Auto(), Stages: Auto(),
+			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
+			InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecInt8,
+		},
+		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
+		Checkpoint: Checkpoint{Every: 100},
+	}
+}

@@ -1,0 +1,161 @@
+package jobspec
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	for _, in := range []string{"", "# nothing\n", "{}", "model:\n"} {
+		s, err := Parse([]byte(in))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", in, err)
+		}
+		if !reflect.DeepEqual(s, DefaultSpec()) {
+			t.Fatalf("Parse(%q) = %+v, want defaults", in, s)
+		}
+	}
+}
+
+func TestParseFullSpec(t *testing.T) {
+	in := `
+name: tiny-gpt
+model: {layers: 6, d_model: 96, heads: 3, context: 64, vocab: 256}
+data: {train: data/train.bin, val: data/val.bin}
+train: {steps: 500, batch: 32, micro_batches: 8, lr: 3e-4, warmup: 50, seed: 7, eval_every: 0}
+parallel:
+  replicas: 2
+  stages: auto
+  schedule: gpipe
+  sync: sync
+  inner_steps: 1
+  outer_lr: 1.0
+  outer_momentum: 0
+  codec: topk
+placement: {strategy: even, min_nodes: 2, max_nodes: 8}
+checkpoint: {every: 0}
+`
+	s, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Spec{
+		Name:  "tiny-gpt",
+		Model: Model{Layers: 6, DModel: 96, Heads: 3, Context: 64, Vocab: 256},
+		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
+		Train: Train{Steps: 500, Batch: 32, MicroBatches: 8, LR: 3e-4, Warmup: 50, Seed: 7},
+		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEvery,
+			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
+		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
+		Checkpoint: Checkpoint{Every: 0},
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("got %+v\nwant %+v", s, want)
+	}
+}
+
+// A train/val pair replaces the builtin source; naming all three is an error.
+func TestParseBinPair(t *testing.T) {
+	s, err := Parse([]byte("data: {train: a.bin, val: b.bin}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Data != (Data{Train: "a.bin", Val: "b.bin"}) {
+		t.Fatalf("data = %+v", s.Data)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	s := DefaultSpec()
+	s.Parallel.Stages = Fixed(3)
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"replicas":"auto"`) || !strings.Contains(string(b), `"stages":3`) {
+		t.Fatalf("json = %s", b)
+	}
+	got, err := Parse(b) // JSON is YAML: the API accepts either
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, s) {
+		t.Fatalf("round trip: got %+v want %+v", got, s)
+	}
+	var viaJSON Spec
+	if err := json.Unmarshal(b, &viaJSON); err != nil || !reflect.DeepEqual(viaJSON, s) {
+		t.Fatalf("json.Unmarshal: %v %+v", err, viaJSON)
+	}
+}
+
+func TestBadSpecs(t *testing.T) {
+	cases := []struct {
+		name, yaml string
+		want       []string // substrings that must all appear in the error
+	}{
+		{"inner steps zero", "parallel: {inner_steps: 0}", []string{"parallel.inner_steps: must be ≥ 1, got 0"}},
+		{"unknown top field", "modle: {layers: 2}", []string{"modle: unknown field", "known fields: name, model"}},
+		{"unknown nested field", "model: {layer: 2}", []string{"model.layer: unknown field (line 1)"}},
+		{"duplicate field", "model:\n  layers: 2\n  layers: 3\n", []string{"model.layers: duplicate field (line 3)"}},
+		{"wrong type", "model: {layers: four}", []string{`model.layers: must be an integer, got "four"`}},
+		{"section not mapping", "train: 5", []string{"train: must be a mapping"}},
+		{"empty value", "train: {steps: }", []string{"train.steps: has no value"}},
+		{"layers zero", "model: {layers: 0}", []string{"model.layers: must be ≥ 1, got 0"}},
+		{"heads not dividing", "model: {d_model: 130, heads: 4}", []string{"model.d_model: must be divisible by model.heads (4), got 130"}},
+		{"vocab too large", "model: {vocab: 70000}", []string{"model.vocab: must be ≤ 65536"}},
+		{"unknown builtin", "data: {source: builtin:wiki}", []string{`data.source: unknown builtin corpus "builtin:wiki"`}},
+		{"source and pair", "data: {source: builtin:gostd, train: a.bin, val: b.bin}", []string{"data: set either data.source or data.train"}},
+		{"pair missing val", `data: {train: a.bin}`, []string{"data.val: must be set when data.train is set"}},
+		{"pair not bin", `data: {train: a.txt, val: b.bin}`, []string{`data.train: must be a .bin file`}},
+		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
+		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
+		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
+		{"lr zero", "train: {lr: 0}", []string{"train.lr: must be > 0 and ≤ 1, got 0"}},
+		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
+		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},
+		{"eval negative", "train: {eval_every: -5}", []string{"train.eval_every: must be ≥ 0, got -5"}},
+		{"replicas zero", "parallel: {replicas: 0}", []string{`parallel.replicas: must be "auto" or ≥ 1, got 0`}},
+		{"replicas word", "parallel: {replicas: many}", []string{`parallel.replicas: must be "auto" or an integer, got "many"`}},
+		{"stages too many", "model: {layers: 2}\nparallel: {stages: 5}", []string{"parallel.stages: must be ≤ model.layers + 2 (4"}},
+		{"bad schedule", "parallel: {schedule: zb}", []string{`parallel.schedule: must be one of 1f1b, gpipe, got "zb"`}},
+		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, got "async"`}},
+		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
+		{"outer lr negative", "parallel: {outer_lr: -1}", []string{"parallel.outer_lr: must be > 0, got -1"}},
+		{"momentum one", "parallel: {outer_momentum: 1}", []string{"parallel.outer_momentum: must be ≥ 0 and < 1, got 1"}},
+		{"bad strategy", "placement: {strategy: greedy}", []string{`placement.strategy: must be one of auto, sky, even, got "greedy"`}},
+		{"min nodes zero", "placement: {min_nodes: 0}", []string{"placement.min_nodes: must be ≥ 1, got 0"}},
+		{"max below min", "placement: {min_nodes: 3, max_nodes: 2}", []string{"placement.max_nodes: must be 0 (no cap) or ≥ placement.min_nodes (3), got 2"}},
+		{"max below replicas×stages", "parallel: {replicas: 2, stages: 3}\nplacement: {max_nodes: 4}", []string{"placement.max_nodes: is 4 but parallel.replicas × parallel.stages needs 6"}},
+		{"checkpoint negative", "checkpoint: {every: -1}", []string{"checkpoint.every: must be ≥ 0, got -1"}},
+		{"bad name", "name: \"has space\"", []string{`name: must be 1–64 letters`}},
+		{"not a mapping", "- a\n- b\n", []string{"job spec must be a YAML mapping"}},
+		{"not yaml", "model: {layers: [", []string{"job spec is not valid YAML"}},
+		{"two documents", "name: a\n---\nname: b\n", []string{"single YAML document"}},
+		{"several at once", "model: {layers: 0, heads: 0}\ntrain: {steps: 0}", []string{"model.layers:", "model.heads:", "train.steps:"}},
+		{"oversized", "name: x\n#" + strings.Repeat("x", MaxSpecBytes), []string{"more than the"}},
+	}
+	if len(cases) < 15 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("Parse accepted %q", tc.yaml)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaultSpecValid(t *testing.T) {
+	if err := DefaultSpec().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

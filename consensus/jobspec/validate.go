@@ -1,0 +1,141 @@
+package jobspec
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Validate reports every field that makes the spec unrunnable, each error naming the field's
+// dotted path and why: "parallel.inner_steps: must be ≥ 1, got 0". It returns nil for a
+// valid spec. Validate does not touch the file system: whether data paths exist is checked
+// by the submitting side, which is where they live.
+func (s Spec) Validate() error {
+	var v validator
+	if !namePattern.MatchString(s.Name) {
+		v.addf("name", "must be 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", s.Name)
+	}
+	s.Model.validate(&v)
+	s.Data.validate(&v)
+	s.Train.validate(&v)
+	s.Parallel.validate(&v, s.Model)
+	s.Placement.validate(&v, s.Parallel)
+	v.min("checkpoint.every", s.Checkpoint.Every, 0)
+	return v.err()
+}
+
+func (m Model) validate(v *validator) {
+	v.min("model.layers", m.Layers, 1)
+	v.min("model.d_model", m.DModel, 1)
+	v.min("model.heads", m.Heads, 1)
+	v.min("model.context", m.Context, 1)
+	v.min("model.vocab", m.Vocab, 1)
+	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
+		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
+	}
+	if m.Vocab > 1<<16 {
+		v.addf("model.vocab", "must be ≤ 65536 (tokens are uint16), got %d", m.Vocab)
+	}
+}
+
+func (d Data) validate(v *validator) {
+	switch {
+	case d.Source != "" && (d.Train != "" || d.Val != ""):
+		v.addf("data", "set either data.source or data.train and data.val, not both")
+	case d.Source == "" && d.Train == "" && d.Val == "":
+		v.addf("data.source", "must be %q, a path, or data.train/data.val must be set", BuiltinGoStd)
+	case strings.HasPrefix(d.Source, "builtin:") && d.Source != BuiltinGoStd:
+		v.addf("data.source", "unknown builtin corpus %q (known: %s)", d.Source, BuiltinGoStd)
+	case d.Source == "":
+		binFile(v, "data.train", d.Train)
+		binFile(v, "data.val", d.Val)
+	}
+}
+
+func binFile(v *validator, field, path string) {
+	switch {
+	case path == "":
+		v.addf(field, "must be set when %s is set", map[string]string{"data.train": "data.val", "data.val": "data.train"}[field])
+	case !strings.HasSuffix(path, ".bin"):
+		v.addf(field, "must be a .bin file of uint16 tokens, got %q", path)
+	}
+}
+
+func (t Train) validate(v *validator) {
+	v.min("train.steps", t.Steps, 1)
+	v.min("train.batch", t.Batch, 1)
+	v.min("train.micro_batches", t.MicroBatches, 1)
+	if t.Batch >= 1 && t.MicroBatches >= 1 && t.Batch%t.MicroBatches != 0 {
+		v.addf("train.micro_batches", "must divide train.batch (%d), got %d", t.Batch, t.MicroBatches)
+	}
+	if !(t.LR > 0 && t.LR <= 1) {
+		v.addf("train.lr", "must be > 0 and ≤ 1, got %v", t.LR)
+	}
+	v.min("train.warmup", t.Warmup, 0)
+	if t.Steps >= 1 && t.Warmup > t.Steps {
+		v.addf("train.warmup", "must be ≤ train.steps (%d), got %d", t.Steps, t.Warmup)
+	}
+	v.min("train.eval_every", t.EvalEvery, 0)
+}
+
+func (p Parallel) validate(v *validator, m Model) {
+	if !p.Replicas.IsAuto && p.Replicas.N < 1 {
+		v.addf("parallel.replicas", "must be \"auto\" or ≥ 1, got %d", p.Replicas.N)
+	}
+	maxStages := m.Layers + 2
+	switch {
+	case p.Stages.IsAuto:
+	case p.Stages.N < 1:
+		v.addf("parallel.stages", "must be \"auto\" or ≥ 1, got %d", p.Stages.N)
+	case m.Layers >= 1 && p.Stages.N > maxStages:
+		v.addf("parallel.stages", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxStages, p.Stages.N)
+	}
+	v.oneOf("parallel.schedule", p.Schedule, Schedule1F1B, ScheduleGPipe)
+	v.oneOf("parallel.sync", p.Sync, SyncDiLoCo, SyncEvery)
+	v.min("parallel.inner_steps", p.InnerSteps, 1)
+	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
+		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
+	}
+	if !(p.OuterMomentum >= 0 && p.OuterMomentum < 1) {
+		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
+	}
+	v.oneOf("parallel.codec", p.Codec, CodecNone, CodecFP16, CodecInt8, CodecTopK)
+}
+
+func (pl Placement) validate(v *validator, p Parallel) {
+	v.oneOf("placement.strategy", pl.Strategy, StrategyAuto, StrategySky, StrategyEven)
+	v.min("placement.min_nodes", pl.MinNodes, 1)
+	v.min("placement.max_nodes", pl.MaxNodes, 0)
+	if pl.MaxNodes > 0 && pl.MaxNodes < pl.MinNodes {
+		v.addf("placement.max_nodes", "must be 0 (no cap) or ≥ placement.min_nodes (%d), got %d", pl.MinNodes, pl.MaxNodes)
+	}
+	if pl.MaxNodes > 0 && !p.Replicas.IsAuto && !p.Stages.IsAuto && p.Replicas.N*p.Stages.N > pl.MaxNodes {
+		v.addf("placement.max_nodes", "is %d but parallel.replicas × parallel.stages needs %d nodes", pl.MaxNodes, p.Replicas.N*p.Stages.N)
+	}
+}
+
+// validator collects field errors in the order they are found.
+type validator struct{ errs []error }
+
+func (v *validator) addf(field, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
+}
+
+func (v *validator) min(field string, got, lo int) {
+	if got < lo {
+		v.addf(field, "must be ≥ %d, got %d", lo, got)
+	}
+}
+
+func (v *validator) oneOf(field, got string, allowed ...string) {
+	if !slices.Contains(allowed, got) {
+		v.addf(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+	}
+}
+
+func (v *validator) err() error { return errors.Join(v.errs...) }

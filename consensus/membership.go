@@ -1,0 +1,341 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
+	"github.com/multiformats/go-multiaddr"
+)
+
+// Member is one peer as the mesh sees it, fed to Reconcile.
+type Member struct {
+	// ID is the peer's ID, which is also its raft server ID and address.
+	ID peer.ID
+	// Addrs are the peer's multiaddrs; they are added to the peerstore so raft can dial it.
+	Addrs []multiaddr.Multiaddr
+	// Live is false when the mesh has declared the peer dead (missed heartbeats).
+	Live bool
+	// Profile is the peer's capability summary; nil keeps what the FSM has.
+	Profile *Profile
+}
+
+// JoinArgs announces a node to the leader.
+type JoinArgs struct {
+	Node Node `json:"node"`
+}
+
+// LeaveArgs asks the leader to remove a node that is leaving cleanly.
+type LeaveArgs struct {
+	ID string `json:"id"`
+}
+
+// announceLoop tells the leader this node exists, retrying until it succeeds or the
+// component shuts down. The leader adds it to the raft group and records it as alive.
+func (c *Consensus) announceLoop() {
+	defer c.wg.Done()
+	self := Node{ID: c.host.ID().String(), Addrs: addrStrings(c.host.Addrs()), Profile: c.cfg.Profile, Status: NodeAlive}
+	err := c.do(c.baseCtx, "join", JoinArgs{Node: self}, nil)
+	switch {
+	case err == nil:
+		c.log.Info("joined the raft group", "leader", c.Leader())
+	case !errors.Is(err, ErrShutdown) && c.baseCtx.Err() == nil:
+		c.log.Warn("announce to leader failed", "err", err)
+	}
+}
+
+// Reconcile brings the raft group in line with the mesh's view of its members. Every node
+// may call it (it only teaches the peerstore addresses); on the leader it also:
+//   - adds live members that are not in the group (voters while fewer than Config.Voters,
+//     then non-voters), except nodes that left cleanly and have not announced themselves
+//     again;
+//   - replaces each voter that members marks dead by a live non-voter (promote, then
+//     remove the dead one), and promotes live non-voters while voters are missing;
+//   - records each member's addresses, profile and status (alive or dead) in the FSM.
+//
+// Members absent from the list are left alone. The leader always counts itself live.
+func (c *Consensus) Reconcile(ctx context.Context, members []Member) error {
+	for _, m := range members {
+		if len(m.Addrs) > 0 && m.ID != c.host.ID() {
+			c.host.Peerstore().AddAddrs(m.ID, m.Addrs, peerstore.RecentlyConnectedAddrTTL)
+		}
+	}
+	if !c.IsLeader() {
+		return nil
+	}
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	live := map[raft.ServerID]bool{raft.ServerID(c.host.ID().String()): true}
+	for _, m := range members {
+		if m.ID != c.host.ID() {
+			live[raft.ServerID(m.ID.String())] = m.Live
+		}
+	}
+	if err := c.addLive(ctx, live); err != nil {
+		return err
+	}
+	if err := c.replaceDead(ctx, live); err != nil {
+		return err
+	}
+	return c.recordMembers(ctx, members)
+}
+
+func (c *Consensus) addLive(ctx context.Context, live map[raft.ServerID]bool) error {
+	servers, err := c.servers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range sortedIDs(live) {
+		if !live[id] || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
+			continue
+		}
+		if n, ok := c.fsm.Node(string(id)); ok && n.Status == NodeLeft {
+			continue
+		}
+		if servers, err = c.addServer(ctx, servers, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// replaceDead promotes live non-voters in place of dead voters, then removes the dead, and
+// fills any missing voter slots.
+func (c *Consensus) replaceDead(ctx context.Context, live map[raft.ServerID]bool) error {
+	servers, err := c.servers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range servers {
+		dead := s.Suffrage == raft.Voter && !live[s.ID]
+		if _, known := live[s.ID]; !dead || !known {
+			continue
+		}
+		cand, ok := liveNonvoter(servers, live)
+		if !ok {
+			continue // nobody to replace it with: a dead voter is better than a smaller quorum
+		}
+		c.log.Info("replacing dead voter", "dead", s.ID, "with", cand)
+		if err := c.futureErr(ctx, c.raft.AddVoter(cand, raft.ServerAddress(cand), 0, c.cfg.RPCTimeout)); err != nil {
+			return fmt.Errorf("promote %s: %w", cand, err)
+		}
+		if err := c.futureErr(ctx, c.raft.RemoveServer(s.ID, 0, c.cfg.RPCTimeout)); err != nil {
+			return fmt.Errorf("remove dead voter %s: %w", s.ID, err)
+		}
+		if servers, err = c.servers(ctx); err != nil {
+			return err
+		}
+	}
+	for voterCount(servers) < c.cfg.Voters {
+		cand, ok := liveNonvoter(servers, live)
+		if !ok {
+			return nil
+		}
+		if err := c.futureErr(ctx, c.raft.AddVoter(cand, raft.ServerAddress(cand), 0, c.cfg.RPCTimeout)); err != nil {
+			return fmt.Errorf("promote %s: %w", cand, err)
+		}
+		if servers, err = c.servers(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Consensus) recordMembers(ctx context.Context, members []Member) error {
+	for _, m := range members {
+		n, ok := c.fsm.Node(m.ID.String())
+		if n.Status == NodeLeft && m.Live {
+			continue // it announces itself when it comes back
+		}
+		want := n
+		want.ID = m.ID.String()
+		want.Status = NodeDead
+		if m.Live || m.ID == c.host.ID() {
+			want.Status = NodeAlive
+		}
+		if len(m.Addrs) > 0 {
+			want.Addrs = addrStrings(m.Addrs)
+		}
+		if m.Profile != nil {
+			want.Profile = *m.Profile
+		}
+		if ok && sameNode(n, want) {
+			continue
+		}
+		want.UpdatedAt = now()
+		if _, err := c.propose(ctx, NodeUpsertType, NodeUpsertRequest{Node: want}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addServer adds id as a voter while there are fewer than Config.Voters, else as a
+// non-voter, and returns the new server list.
+func (c *Consensus) addServer(ctx context.Context, servers []raft.Server, id raft.ServerID) ([]raft.Server, error) {
+	var f raft.IndexFuture
+	if voterCount(servers) < c.cfg.Voters {
+		f = c.raft.AddVoter(id, raft.ServerAddress(id), 0, c.cfg.RPCTimeout)
+	} else {
+		f = c.raft.AddNonvoter(id, raft.ServerAddress(id), 0, c.cfg.RPCTimeout)
+	}
+	if err := c.futureErr(ctx, f); err != nil {
+		return nil, fmt.Errorf("add %s to the raft group: %w", id, err)
+	}
+	c.log.Info("added raft member", "id", id)
+	return c.servers(ctx)
+}
+
+func (c *Consensus) handleJoin(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[JoinArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := peer.Decode(args.Node.ID); err != nil {
+		return nil, fmt.Errorf("%w: node id %q: %v", ErrBadRequest, args.Node.ID, err)
+	}
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	servers, err := c.servers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id := raft.ServerID(args.Node.ID)
+	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
+		if _, err := c.addServer(ctx, servers, id); err != nil {
+			return nil, err
+		}
+	}
+	n := args.Node
+	n.Status = NodeAlive
+	if old, ok := c.fsm.Node(n.ID); ok && sameNode(old, n) {
+		return struct{}{}, nil
+	}
+	n.UpdatedAt = now()
+	_, err = c.propose(ctx, NodeUpsertType, NodeUpsertRequest{Node: n})
+	return struct{}{}, err
+}
+
+func (c *Consensus) handleLeave(ctx context.Context, body []byte) (any, error) {
+	args, err := decodeArgs[LeaveArgs](body)
+	if err != nil {
+		return nil, err
+	}
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	if _, err := c.propose(ctx, NodeStatusType, NodeStatusRequest{ID: args.ID, Status: NodeLeft, Time: now()}); err != nil {
+		return nil, err
+	}
+	servers, err := c.servers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(servers, func(s raft.Server) bool { return string(s.ID) == args.ID })
+	if i < 0 || (servers[i].Suffrage == raft.Voter && voterCount(servers) == 1) {
+		return struct{}{}, nil // not a member, or the last voter: keep the group alive
+	}
+	if err := c.futureErr(ctx, c.raft.RemoveServer(servers[i].ID, 0, c.cfg.RPCTimeout)); err != nil {
+		return nil, fmt.Errorf("remove %s: %w", args.ID, err)
+	}
+	c.log.Info("removed raft member that left", "id", args.ID)
+	if servers[i].Suffrage != raft.Voter || !c.IsLeader() {
+		return struct{}{}, nil
+	}
+	return struct{}{}, c.promoteAlive(ctx)
+}
+
+// promoteAlive fills voter slots with non-voters the FSM records as alive.
+func (c *Consensus) promoteAlive(ctx context.Context) error {
+	servers, err := c.servers(ctx)
+	if err != nil {
+		return err
+	}
+	alive := map[raft.ServerID]bool{}
+	for _, s := range servers {
+		n, ok := c.fsm.Node(string(s.ID))
+		alive[s.ID] = ok && n.Status == NodeAlive
+	}
+	for voterCount(servers) < c.cfg.Voters {
+		cand, ok := liveNonvoter(servers, alive)
+		if !ok {
+			return nil
+		}
+		if err := c.futureErr(ctx, c.raft.AddVoter(cand, raft.ServerAddress(cand), 0, c.cfg.RPCTimeout)); err != nil {
+			return fmt.Errorf("promote %s: %w", cand, err)
+		}
+		if servers, err = c.servers(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Leave removes this node from the group cleanly and shuts it down: a leader first hands
+// leadership to another voter, then the leader removes this node and records it as left.
+func (c *Consensus) Leave(ctx context.Context) error {
+	if c.IsLeader() {
+		servers, err := c.servers(ctx)
+		if err == nil && voterCount(servers) > 1 {
+			if err := c.futureErr(ctx, c.raft.LeadershipTransfer()); err != nil {
+				c.log.Warn("leadership transfer before leaving failed", "err", err)
+			}
+		}
+	}
+	err := c.do(ctx, "leave", LeaveArgs{ID: c.host.ID().String()}, nil)
+	return errors.Join(err, c.Shutdown())
+}
+
+// servers is the latest raft configuration.
+func (c *Consensus) servers(ctx context.Context) ([]raft.Server, error) {
+	f := c.raft.GetConfiguration()
+	if err := c.futureErr(ctx, f); err != nil {
+		return nil, fmt.Errorf("read raft configuration: %w", err)
+	}
+	return f.Configuration().Servers, nil
+}
+
+func voterCount(servers []raft.Server) int {
+	n := 0
+	for _, s := range servers {
+		if s.Suffrage == raft.Voter {
+			n++
+		}
+	}
+	return n
+}
+
+// liveNonvoter picks the live non-voter with the smallest id, for determinism.
+func liveNonvoter(servers []raft.Server, live map[raft.ServerID]bool) (raft.ServerID, bool) {
+	var best raft.ServerID
+	for _, s := range servers {
+		if s.Suffrage == raft.Nonvoter && live[s.ID] && (best == "" || s.ID < best) {
+			best = s.ID
+		}
+	}
+	return best, best != ""
+}
+
+func sortedIDs(m map[raft.ServerID]bool) []raft.ServerID {
+	ids := make([]raft.ServerID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sameNode(a, b Node) bool {
+	return a.ID == b.ID && a.Status == b.Status && a.Profile == b.Profile && slices.Equal(a.Addrs, b.Addrs)
+}
+
+func addrStrings(addrs []multiaddr.Multiaddr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
+}

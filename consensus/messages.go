@@ -1,0 +1,93 @@
+package consensus
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// MessageType is the first byte of every Raft log entry. Values are append-only: never
+// renumber or reuse one, or old logs will be replayed as something else.
+type MessageType uint8
+
+// Message types. Add new ones at the end.
+const (
+	NodeUpsertType MessageType = 1 // NodeUpsertRequest
+	NodeStatusType MessageType = 2 // NodeStatusRequest
+	JobSubmitType  MessageType = 3 // JobSubmitRequest
+	JobStatusType  MessageType = 4 // JobStatusRequest
+	PlanSetType    MessageType = 5 // PlanSetRequest
+	ProgressType   MessageType = 6 // ProgressRequest
+	CheckpointType MessageType = 7 // CheckpointRequest
+	JobEventType   MessageType = 8 // JobEventRequest
+)
+
+// IgnoreUnknownTypeFlag, set on a message type, tells a replica that does not know the type
+// to skip the entry instead of panicking. New, optional message types set it so that older
+// binaries in a mixed-version mesh keep running.
+const IgnoreUnknownTypeFlag MessageType = 0x80
+
+// NodeUpsertRequest records a node (its addresses, profile and status).
+type NodeUpsertRequest struct {
+	Node Node `json:"node"`
+}
+
+// NodeStatusRequest changes a node's status (alive, dead, left).
+type NodeStatusRequest struct {
+	ID     string     `json:"id"`
+	Status NodeStatus `json:"status"`
+	Time   time.Time  `json:"time"`
+}
+
+// JobSubmitRequest records a new job; the leader chose ID and Time.
+type JobSubmitRequest struct {
+	ID   string       `json:"id"`
+	Spec jobspec.Spec `json:"spec"`
+	Time time.Time    `json:"time"`
+}
+
+// JobStatusRequest moves a job to a new status (cancellation is Status = cancelled).
+type JobStatusRequest struct {
+	ID      string    `json:"id"`
+	Status  JobStatus `json:"status"`
+	Message string    `json:"message,omitempty"`
+	Time    time.Time `json:"time"`
+}
+
+// PlanSetRequest commits a new plan epoch for a job. Epoch must exceed the current one.
+type PlanSetRequest struct {
+	JobID  string          `json:"job_id"`
+	Epoch  uint64          `json:"epoch"`
+	Plan   json.RawMessage `json:"plan"`
+	Reason string          `json:"reason,omitempty"`
+	Time   time.Time       `json:"time"`
+}
+
+// ProgressRequest appends a batch of progress samples to a job.
+type ProgressRequest struct {
+	JobID   string           `json:"job_id"`
+	Samples []ProgressSample `json:"samples"`
+}
+
+// CheckpointRequest records a checkpoint manifest for a job.
+type CheckpointRequest struct {
+	JobID    string             `json:"job_id"`
+	Manifest CheckpointManifest `json:"manifest"`
+}
+
+// JobEventRequest appends one event to a job's log.
+type JobEventRequest struct {
+	JobID string `json:"job_id"`
+	Event Event  `json:"event"`
+}
+
+// Encode builds a log entry: the type byte followed by msg as JSON.
+func Encode(t MessageType, msg any) ([]byte, error) {
+	body, err := json.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("encode message type %d: %w", t, err)
+	}
+	return append([]byte{byte(t)}, body...), nil
+}

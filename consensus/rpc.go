@@ -1,0 +1,257 @@
+package consensus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// op is one operation of ProtocolRPC. Leader-only operations answered by a follower fail
+// with ErrNotLeader and name the leader. Idempotent ones may be retried after a failure
+// whose outcome is unknown (a stream that broke after the request was sent).
+type op struct {
+	leaderOnly bool
+	idempotent bool
+	fn         func(c *Consensus, ctx context.Context, body []byte) (any, error)
+}
+
+// ops is the table of operations; decodeRequest rejects any other name.
+var ops = map[string]op{
+	"leader":     {fn: (*Consensus).handleLeader, idempotent: true},
+	"join":       {leaderOnly: true, idempotent: true, fn: (*Consensus).handleJoin},
+	"leave":      {leaderOnly: true, idempotent: true, fn: (*Consensus).handleLeave},
+	"submit":     {leaderOnly: true, fn: (*Consensus).handleSubmit},
+	"set_status": {leaderOnly: true, fn: (*Consensus).handleSetStatus},
+	"set_plan":   {leaderOnly: true, fn: (*Consensus).handleSetPlan},
+	"progress":   {leaderOnly: true, fn: (*Consensus).handleProgress},
+	"checkpoint": {leaderOnly: true, fn: (*Consensus).handleCheckpoint},
+	"event":      {leaderOnly: true, fn: (*Consensus).handleEvent},
+	"get_job":    {leaderOnly: true, idempotent: true, fn: (*Consensus).handleGetJob},
+	"list_jobs":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handleListJobs},
+}
+
+// handle runs one operation here and returns its JSON result.
+func (c *Consensus) handle(ctx context.Context, name string, body []byte) (json.RawMessage, error) {
+	o, ok := ops[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, name)
+	}
+	if o.leaderOnly && !c.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	res, err := o.fn(c, ctx, body)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res)
+}
+
+// serveRPC answers one request stream: deadline, bounded read, strict decode, handle,
+// respond, Close; a frame that cannot be read resets the stream.
+func (c *Consensus) serveRPC(s network.Stream) {
+	deadline := time.Now().Add(c.cfg.RPCTimeout)
+	_ = s.SetDeadline(deadline)
+	payload, err := readFrame(s, MaxRPCRequestBytes)
+	if err != nil {
+		c.log.Debug("rpc: bad frame", "peer", s.Conn().RemotePeer(), "err", err)
+		_ = s.Reset()
+		return
+	}
+	var resp rpcResponse
+	req, err := decodeRequest(payload)
+	if err == nil {
+		ctx, cancel := context.WithDeadline(c.baseCtx, deadline)
+		resp.Body, err = c.handle(ctx, req.Op, req.Body)
+		cancel()
+	}
+	if err != nil {
+		resp = rpcResponse{Code: codeOf(err), Error: err.Error()}
+		if errors.Is(err, ErrNotLeader) {
+			resp.Leader = c.Leader().String()
+		}
+	}
+	out, err := json.Marshal(resp)
+	if err == nil {
+		err = writeFrame(s, out, MaxRPCResponseBytes)
+	}
+	if err != nil {
+		c.log.Debug("rpc: write response", "peer", s.Conn().RemotePeer(), "err", err)
+		_ = s.Reset()
+		return
+	}
+	_ = s.Close()
+}
+
+// dialError means the request never left this node: it is always safe to retry.
+type dialError struct{ err error }
+
+func (e dialError) Error() string { return e.err.Error() }
+func (e dialError) Unwrap() error { return e.err }
+
+// call sends one request to target and waits for its answer, within RPCTimeout.
+func (c *Consensus) call(ctx context.Context, target peer.ID, name string, body []byte) (json.RawMessage, error) {
+	payload, err := encodeRequest(rpcRequest{Op: name, Body: body})
+	if err != nil {
+		return nil, err
+	}
+	if len(payload) > MaxRPCRequestBytes {
+		return nil, fmt.Errorf("%s request of %d bytes: %w", name, len(payload), ErrTooLarge)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RPCTimeout)
+	defer cancel()
+	s, err := c.host.NewStream(network.WithAllowLimitedConn(ctx, "consensus-rpc"), target, ProtocolRPC)
+	if err != nil {
+		return nil, dialError{fmt.Errorf("open rpc stream to %s: %w", target.ShortString(), err)}
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(dl)
+	}
+	if err := writeFrame(s, payload, MaxRPCRequestBytes); err != nil {
+		_ = s.Reset()
+		return nil, dialError{err}
+	}
+	_ = s.CloseWrite()
+	out, err := readFrame(s, MaxRPCResponseBytes)
+	if err != nil {
+		_ = s.Reset()
+		return nil, fmt.Errorf("%s on %s: %w", name, target.ShortString(), err)
+	}
+	var resp rpcResponse
+	if err := json.Unmarshal(out, &resp); err != nil {
+		return nil, fmt.Errorf("%s on %s: decode response: %w", name, target.ShortString(), err)
+	}
+	if resp.Leader != "" {
+		if id, err := peer.Decode(resp.Leader); err == nil && id != c.host.ID() {
+			c.setHint(id)
+		}
+	}
+	if resp.Code != "" || resp.Error != "" {
+		return nil, errorFromWire(resp.Code, resp.Error)
+	}
+	return resp.Body, nil
+}
+
+// do runs operation name with arguments req and decodes its result into resp (if not
+// nil): here when this node may serve it, else on the leader. It retries while no leader
+// is known or the one it reached has stepped down, until ctx ends.
+func (c *Consensus) do(ctx context.Context, name string, req, resp any) error {
+	o := ops[name]
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	backoff := 10 * time.Millisecond
+	for {
+		out, err := c.attempt(ctx, name, o, body)
+		if err == nil {
+			if resp == nil {
+				return nil
+			}
+			return json.Unmarshal(out, resp)
+		}
+		if !retryable(err, o) {
+			return err
+		}
+		if serr := c.sleep(ctx, backoff); serr != nil {
+			if errors.Is(serr, ErrShutdown) {
+				return ErrShutdown
+			}
+			return fmt.Errorf("%s: %w (last error: %v)", name, ErrNoLeader, err)
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+func retryable(err error, o op) bool {
+	var de dialError
+	switch {
+	case errors.Is(err, ErrShutdown):
+		return false
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.As(err, &de):
+		return true
+	case errors.Is(err, errFrame):
+		return o.idempotent
+	}
+	return false
+}
+
+func (c *Consensus) attempt(ctx context.Context, name string, o op, body []byte) (json.RawMessage, error) {
+	if !o.leaderOnly || c.IsLeader() {
+		return c.handle(ctx, name, body)
+	}
+	target := c.Leader()
+	if target == "" || target == c.host.ID() {
+		target = c.hint()
+	}
+	if target == "" {
+		target = c.findLeader(ctx)
+	}
+	if target == "" {
+		return nil, ErrNoLeader
+	}
+	out, err := c.call(ctx, target, name, body)
+	var de dialError
+	if errors.As(err, &de) && target == c.hint() {
+		c.setHint("")
+	}
+	return out, err
+}
+
+func (c *Consensus) hint() peer.ID {
+	c.hintMu.Lock()
+	defer c.hintMu.Unlock()
+	return c.leaderHint
+}
+
+func (c *Consensus) setHint(id peer.ID) {
+	c.hintMu.Lock()
+	defer c.hintMu.Unlock()
+	c.leaderHint = id
+}
+
+// findLeader asks connected peers who the leader is; a node that is not yet a member of the
+// group learns it this way.
+func (c *Consensus) findLeader(ctx context.Context) peer.ID {
+	peers := c.host.Network().Peers()
+	slices.Sort(peers)
+	for _, p := range peers {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		out, err := c.call(ctx, p, "leader", []byte("{}"))
+		cancel()
+		if err != nil {
+			continue
+		}
+		var r LeaderInfo
+		if json.Unmarshal(out, &r) == nil && r.Leader != "" {
+			if id, err := peer.Decode(r.Leader); err == nil && id != c.host.ID() {
+				return id
+			}
+		}
+	}
+	return ""
+}
+
+// LeaderInfo answers the "leader" operation.
+type LeaderInfo struct {
+	Leader string `json:"leader"`
+}
+
+func (c *Consensus) handleLeader(context.Context, []byte) (any, error) {
+	return LeaderInfo{Leader: c.Leader().String()}, nil
+}
+
+// decodeArgs decodes an operation's arguments strictly.
+func decodeArgs[T any](body []byte) (T, error) {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("%w: %T: %v", ErrBadRequest, v, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,179 @@
+package consensus
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// Bounds on what one job keeps in the FSM. Older entries are dropped first.
+const (
+	MaxEventsPerJob      = 256
+	MaxProgressPerJob    = 512
+	MaxPlansPerJob       = 16
+	MaxCheckpointsPerJob = 16
+)
+
+// NodeStatus is a node's membership as the leader last saw it.
+type NodeStatus string
+
+// Node statuses.
+const (
+	NodeAlive NodeStatus = "alive"
+	NodeDead  NodeStatus = "dead"
+	NodeLeft  NodeStatus = "left"
+)
+
+// Profile is the summary of a node's measured capability that the control plane keeps; the
+// full profile travels in gossip heartbeats, not in Raft.
+type Profile struct {
+	CPUs        int     `json:"cpus,omitempty"`
+	GFLOPS      float64 `json:"gflops,omitempty"`
+	MemoryBytes uint64  `json:"memory_bytes,omitempty"`
+	GPUs        int     `json:"gpus,omitempty"`
+	GPUName     string  `json:"gpu_name,omitempty"`
+	// TensorAddr is the node's data-plane address (host:port), empty until it listens.
+	TensorAddr string `json:"tensor_addr,omitempty"`
+}
+
+// Node is one member of the mesh as the FSM records it. ID is the libp2p peer ID.
+type Node struct {
+	ID        string     `json:"id"`
+	Addrs     []string   `json:"addrs"`
+	Profile   Profile    `json:"profile"`
+	Status    NodeStatus `json:"status"`
+	UpdatedAt time.Time  `json:"updated_at"`
+}
+
+// JobStatus is where a job is in its life.
+type JobStatus string
+
+// Job statuses. Done, failed and cancelled are terminal.
+const (
+	JobSubmitted JobStatus = "submitted"
+	JobPlanning  JobStatus = "planning"
+	JobRunning   JobStatus = "running"
+	JobDone      JobStatus = "done"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
+)
+
+// Terminal reports whether no further change is allowed.
+func (s JobStatus) Terminal() bool {
+	return s == JobDone || s == JobFailed || s == JobCancelled
+}
+
+// allowedNext lists the statuses a job may move to from each non-terminal status.
+var allowedNext = map[JobStatus][]JobStatus{
+	JobSubmitted: {JobPlanning, JobFailed, JobCancelled},
+	JobPlanning:  {JobRunning, JobFailed, JobCancelled},
+	JobRunning:   {JobPlanning, JobDone, JobFailed, JobCancelled},
+}
+
+// PlanEpoch is one plan the leader committed for a job. The plan itself is the balancer's
+// JSON, kept opaque here.
+type PlanEpoch struct {
+	Epoch  uint64          `json:"epoch"`
+	Plan   json.RawMessage `json:"plan"`
+	Reason string          `json:"reason,omitempty"`
+	SetAt  time.Time       `json:"set_at"`
+}
+
+// ProgressSample is one report of a job's training progress.
+type ProgressSample struct {
+	Time         time.Time `json:"time"`
+	Epoch        uint64    `json:"epoch"`
+	Step         int       `json:"step"`
+	Loss         float64   `json:"loss"`
+	TokensPerSec float64   `json:"tokens_per_sec"`
+	BytesSent    uint64    `json:"bytes_sent"`
+}
+
+// CheckpointFile is one stage's file of a checkpoint, addressed by content hash.
+type CheckpointFile struct {
+	Node   string `json:"node"`
+	Layers [2]int `json:"layers"` // [first, last] layer index held in the file
+	Hash   string `json:"hash"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// CheckpointManifest lists the files that together make one checkpoint.
+type CheckpointManifest struct {
+	Epoch uint64           `json:"epoch"`
+	Step  int              `json:"step"`
+	Time  time.Time        `json:"time"`
+	Files []CheckpointFile `json:"files"`
+}
+
+// Event is one line of a job's event log.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Epoch   uint64    `json:"epoch"`
+	Step    int       `json:"step"`
+	Message string    `json:"message"`
+}
+
+// Job is one submitted job and everything the control plane knows about it.
+type Job struct {
+	ID          string               `json:"id"`
+	Name        string               `json:"name"`
+	Spec        jobspec.Spec         `json:"spec"`
+	Status      JobStatus            `json:"status"`
+	SubmittedAt time.Time            `json:"submitted_at"`
+	UpdatedAt   time.Time            `json:"updated_at"`
+	Plans       []PlanEpoch          `json:"plans"`
+	Progress    []ProgressSample     `json:"progress"`
+	Checkpoints []CheckpointManifest `json:"checkpoints"`
+	Events      []Event              `json:"events"`
+}
+
+// CurrentPlan is the newest plan epoch, or nil before the first plan.
+func (j *Job) CurrentPlan() *PlanEpoch {
+	if len(j.Plans) == 0 {
+		return nil
+	}
+	return &j.Plans[len(j.Plans)-1]
+}
+
+// Epoch is the current plan epoch, 0 before the first plan.
+func (j *Job) Epoch() uint64 {
+	if p := j.CurrentPlan(); p != nil {
+		return p.Epoch
+	}
+	return 0
+}
+
+func (j *Job) addEvent(e Event) {
+	j.Events = appendBounded(j.Events, MaxEventsPerJob, e)
+}
+
+// clone copies the job deeply enough that a reader never shares a slice the FSM appends to.
+// Plan blobs and checkpoint file lists are never modified after they are stored.
+func (j *Job) clone() Job {
+	c := *j
+	c.Plans = slices.Clone(j.Plans)
+	c.Progress = slices.Clone(j.Progress)
+	c.Checkpoints = slices.Clone(j.Checkpoints)
+	c.Events = slices.Clone(j.Events)
+	return c
+}
+
+func (n *Node) clone() Node {
+	c := *n
+	c.Addrs = slices.Clone(n.Addrs)
+	return c
+}
+
+// appendBounded appends v and drops the oldest entries beyond max, always reallocating
+// when it drops so that earlier clones are unaffected.
+func appendBounded[T any](s []T, max int, v T) []T {
+	if len(s) < max {
+		return append(s, v)
+	}
+	out := make([]T, 0, max)
+	out = append(out, s[len(s)-max+1:]...)
+	return append(out, v)
+}

@@ -1,0 +1,119 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// Stream protocols of this package. The version is part of the ID: a breaking change to the
+// framing gets a new ID, never a silent change under the old one.
+const (
+	// ProtocolRaft carries raft's NetworkTransport RPCs.
+	ProtocolRaft protocol.ID = "/meshnode/raft/1.0.0"
+	// ProtocolRPC carries forwarded writes and consistent reads (see rpc.go).
+	ProtocolRPC protocol.ID = "/meshnode/rpc/1.0.0"
+)
+
+// StreamLayer is a raft.StreamLayer over libp2p streams: raft addresses are peer IDs, each
+// raft connection is one stream of ProtocolRaft. It is safe for concurrent use.
+type StreamLayer struct {
+	host  host.Host
+	proto protocol.ID
+
+	incoming  chan network.Stream
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+var _ raft.StreamLayer = (*StreamLayer)(nil)
+
+// NewStreamLayer registers the raft protocol handler on h. Close removes it.
+func NewStreamLayer(h host.Host) *StreamLayer {
+	s := &StreamLayer{host: h, proto: ProtocolRaft, incoming: make(chan network.Stream), closed: make(chan struct{})}
+	h.SetStreamHandler(s.proto, s.handle)
+	return s
+}
+
+func (s *StreamLayer) handle(st network.Stream) {
+	select {
+	case s.incoming <- st:
+	case <-s.closed:
+		_ = st.Reset()
+	}
+}
+
+// Accept returns the next inbound raft stream as a net.Conn.
+func (s *StreamLayer) Accept() (net.Conn, error) {
+	select {
+	case st := <-s.incoming:
+		return &streamConn{Stream: st}, nil
+	case <-s.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops accepting streams. Streams already accepted stay open until raft closes them.
+func (s *StreamLayer) Close() error {
+	s.closeOnce.Do(func() {
+		s.host.RemoveStreamHandler(s.proto)
+		close(s.closed)
+	})
+	return nil
+}
+
+// Addr is this host's raft address: its peer ID.
+func (s *StreamLayer) Addr() net.Addr { return peerAddr(s.host.ID()) }
+
+// Dial opens a raft stream to the peer whose ID is address. The peerstore must know how to
+// reach it (the mesh keeps it connected; Reconcile adds the addresses it is given).
+func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	select {
+	case <-s.closed:
+		return nil, net.ErrClosed
+	default:
+	}
+	id, err := peer.Decode(string(address))
+	if err != nil {
+		return nil, fmt.Errorf("raft address %q is not a peer ID: %w", address, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	st, err := s.host.NewStream(ctx, id, s.proto)
+	if err != nil {
+		return nil, fmt.Errorf("dial raft peer %s: %w", id.ShortString(), err)
+	}
+	return &streamConn{Stream: st}, nil
+}
+
+// streamConn makes a libp2p stream a net.Conn.
+type streamConn struct{ network.Stream }
+
+func (c *streamConn) LocalAddr() net.Addr  { return peerAddr(c.Conn().LocalPeer()) }
+func (c *streamConn) RemoteAddr() net.Addr { return peerAddr(c.Conn().RemotePeer()) }
+
+// Close closes the stream; if the remote is gone, the stream is reset so nothing lingers.
+func (c *streamConn) Close() error {
+	if err := c.Stream.Close(); err != nil {
+		_ = c.Stream.Reset()
+		if !errors.Is(err, network.ErrReset) {
+			return err
+		}
+	}
+	return nil
+}
+
+// peerAddr is a peer ID as a net.Addr.
+type peerAddr peer.ID
+
+func (a peerAddr) Network() string { return "libp2p" }
+func (a peerAddr) String() string  { return peer.ID(a).String() }
