@@ -1,0 +1,141 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// FrameKey identifies a frame a receiver waits for: what it is, of which job, epoch and
+// step, for which micro-batch and layer, stage or chunk.
+type FrameKey struct {
+	Kind  FrameKind
+	Job   uint64
+	Epoch uint32
+	Step  uint32
+	Micro uint16
+	Index uint16
+}
+
+// Key is the frame's FrameKey.
+func (f *Frame) Key() FrameKey {
+	return FrameKey{Kind: f.Kind, Job: f.Job, Epoch: f.Epoch, Step: f.Step, Micro: f.Micro, Index: f.Index}
+}
+
+// ErrMailboxClosed is returned by Receive after Close.
+var ErrMailboxClosed = errors.New("mailbox closed")
+
+// ErrMailboxFull is returned by Deliver when a sender has buffered more unclaimed payload
+// than the bound: a peer flooding frames nobody asked for is disconnected.
+var ErrMailboxFull = errors.New("mailbox full")
+
+type mailKey struct {
+	from string
+	key  FrameKey
+}
+
+type slot struct {
+	frames  []*Frame
+	waiters int
+	wake    chan struct{} // closed and replaced at each delivery
+}
+
+// Mailbox holds frames that have arrived until the engine asks for them, so that senders
+// and receivers need not agree on an order. Frames with the same sender and key are
+// received in arrival order. It is safe for concurrent use.
+type Mailbox struct {
+	mu       sync.Mutex
+	slots    map[mailKey]*slot
+	buffered map[string]int64 // unclaimed payload bytes per sender
+	maxBytes int64
+	closed   error
+}
+
+// NewMailbox returns a mailbox that refuses frames from a sender once maxBytes of its
+// payload wait unclaimed (≤ 0: no bound).
+func NewMailbox(maxBytes int64) *Mailbox {
+	return &Mailbox{slots: map[mailKey]*slot{}, buffered: map[string]int64{}, maxBytes: maxBytes}
+}
+
+func (m *Mailbox) slotLocked(k mailKey) *slot {
+	s := m.slots[k]
+	if s == nil {
+		s = &slot{wake: make(chan struct{})}
+		m.slots[k] = s
+	}
+	return s
+}
+
+// Deliver stores a frame that arrived from a peer.
+func (m *Mailbox) Deliver(from string, f *Frame) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed != nil {
+		return m.closed
+	}
+	if m.maxBytes > 0 && m.buffered[from]+int64(len(f.Payload)) > m.maxBytes {
+		return fmt.Errorf("%w: %s has %d unclaimed bytes, bound %d", ErrMailboxFull, from, m.buffered[from], m.maxBytes)
+	}
+	m.buffered[from] += int64(len(f.Payload))
+	s := m.slotLocked(mailKey{from, f.Key()})
+	s.frames = append(s.frames, f)
+	close(s.wake)
+	s.wake = make(chan struct{})
+	return nil
+}
+
+// Receive waits for the next frame from `from` with key k.
+func (m *Mailbox) Receive(ctx context.Context, from string, k FrameKey) (*Frame, error) {
+	mk := mailKey{from, k}
+	m.mu.Lock()
+	s := m.slotLocked(mk)
+	s.waiters++
+	defer func() {
+		m.mu.Lock()
+		s.waiters--
+		if s.waiters == 0 && len(s.frames) == 0 && m.slots[mk] == s {
+			delete(m.slots, mk)
+		}
+		m.mu.Unlock()
+	}()
+	for {
+		if len(s.frames) > 0 {
+			f := s.frames[0]
+			s.frames[0] = nil
+			s.frames = s.frames[1:]
+			m.buffered[from] -= int64(len(f.Payload))
+			m.mu.Unlock()
+			return f, nil
+		}
+		if m.closed != nil {
+			m.mu.Unlock()
+			return nil, m.closed
+		}
+		wake := s.wake
+		m.mu.Unlock()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		m.mu.Lock()
+	}
+}
+
+// Close wakes every waiter with err (ErrMailboxClosed when nil) and refuses new frames.
+func (m *Mailbox) Close(err error) {
+	if err == nil {
+		err = ErrMailboxClosed
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed != nil {
+		return
+	}
+	m.closed = err
+	for _, s := range m.slots {
+		close(s.wake)
+		s.wake = make(chan struct{})
+	}
+}
