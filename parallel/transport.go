@@ -1,0 +1,84 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// Transport moves tensor frames between the engine's peers (pipeline neighbours and
+// replicas). The QUIC data plane (mesh.DataPlane) implements it across machines; InMemory
+// implements it inside one process for tests. Peers are named by their node IDs.
+type Transport interface {
+	// Self is this peer's ID.
+	Self() string
+	// Send delivers f to peer `to`. It may return before the peer has read the frame.
+	Send(ctx context.Context, to string, f *mesh.Frame) error
+	// Recv waits for the next frame from peer `from` with key k. Frames may arrive in any
+	// order; each is handed to the receiver that asks for its key.
+	Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error)
+}
+
+// InMemory is a set of in-process peers connected to each other: each has a mailbox, and
+// Send delivers straight into the receiver's. It counts bytes sent per kind.
+type InMemory struct {
+	mu    sync.Mutex
+	boxes map[string]*mesh.Mailbox
+	sent  [8]atomic.Int64 // payload bytes by frame kind
+}
+
+// NewInMemory returns an in-process network of the named peers.
+func NewInMemory(peers ...string) *InMemory {
+	n := &InMemory{boxes: map[string]*mesh.Mailbox{}}
+	for _, p := range peers {
+		n.boxes[p] = mesh.NewMailbox(0)
+	}
+	return n
+}
+
+// Peer returns peer id's endpoint.
+func (n *InMemory) Peer(id string) Transport { return &inMemoryPeer{net: n, id: id} }
+
+// SentBytes reports the payload bytes sent in frames of kind k by all peers.
+func (n *InMemory) SentBytes(k mesh.FrameKind) int64 { return n.sent[k].Load() }
+
+// Close wakes every waiting receiver with an error.
+func (n *InMemory) Close() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, b := range n.boxes {
+		b.Close(nil)
+	}
+}
+
+type inMemoryPeer struct {
+	net *InMemory
+	id  string
+}
+
+func (p *inMemoryPeer) Self() string { return p.id }
+
+func (p *inMemoryPeer) Send(_ context.Context, to string, f *mesh.Frame) error {
+	p.net.mu.Lock()
+	box := p.net.boxes[to]
+	p.net.mu.Unlock()
+	if box == nil {
+		return fmt.Errorf("in-memory transport: no peer %q", to)
+	}
+	// The receiver owns what it receives: copy, as a network would.
+	cp := *f
+	cp.Payload = append([]byte(nil), f.Payload...)
+	cp.Shape = append([]int(nil), f.Shape...)
+	p.net.sent[int(f.Kind)%len(p.net.sent)].Add(int64(len(f.Payload)))
+	return box.Deliver(p.id, &cp)
+}
+
+func (p *inMemoryPeer) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+	p.net.mu.Lock()
+	box := p.net.boxes[p.id]
+	p.net.mu.Unlock()
+	return box.Receive(ctx, from, k)
+}
