@@ -96,14 +96,13 @@ func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha flo
 }
 
 // splitRows chooses between cutting C into bands of rows (tm tiles high) or of columns
-// (tn tiles wide) over threads goroutines: whichever leaves the busiest goroutine the
-// fewest tiles per unit of work, rows on a tie (each band then packs op(B) once; a band
-// of columns reads op(A) in place, which costs nothing extra either).
+// (tn tiles wide) over threads goroutines: rows, unless a split into columns leaves the
+// busiest goroutine clearly (>12%) fewer tiles. A band of rows reads only its own rows of
+// op(A) and packs all of op(B), which is the smaller operand in training's tall products.
 func splitRows(tm, tn, threads int) bool {
-	// Tiles of the busiest goroutine, relative to a perfect split: ceil(t/T)/(t/T).
-	rowLoad := ((tm + threads - 1) / threads) * tn
+	rowLoad := ((tm + threads - 1) / threads) * tn // tiles of the busiest goroutine
 	colLoad := ((tn + threads - 1) / threads) * tm
-	return rowLoad <= colLoad
+	return 8*rowLoad <= 9*colLoad
 }
 
 // parallelBands calls f over min(threads, tiles) contiguous ranges of [0, tiles), one per

@@ -49,6 +49,19 @@ func getSIMDBuf(n int) *[]float32 {
 	return p
 }
 
+// simdCall is one serial SIMD GEMM in progress: the operands and its packing buffers.
+type simdCall struct {
+	kr            *simdKernel
+	tA, tB        bool
+	m             int
+	alpha         float32
+	a, b, c       []float32
+	lda, ldb, ldc int
+	bPanels       []float32 // a packed kc×nc block of op(B)
+	aPanel        []float32 // one copied MR×kc micro-panel of op(A)
+	directB       bool      // read whole panels of an untransposed B in place
+}
+
 // gemmSIMD is the blocked GEMM around a SIMD microkernel. Its contract is Gemm's.
 //
 // C is first set to beta·C (skipped for beta 1; for beta 0 the first k block overwrites C
@@ -70,56 +83,64 @@ func gemmSIMD(kr *simdKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 	default:
 		scaleC(m, n, beta, c, ldc)
 	}
-	mr, nr := kr.mr, kr.nr
-	ncMax := min(simdNC, roundUp(n, nr))
-	kcMax := min(simdKC, k)
-	bufp := getSIMDBuf(ncMax*kcMax + mr*kcMax)
-	buf := *bufp
-	aPanel := buf[ncMax*kcMax:]
-	directB := !tB && m < directBMaxRows
+	ncMax, kcMax := min(simdNC, roundUp(n, kr.nr)), min(simdKC, k)
+	bufp := getSIMDBuf(ncMax*kcMax + kr.mr*kcMax)
+	g := simdCall{kr: kr, tA: tA, tB: tB, m: m, alpha: alpha, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc,
+		bPanels: (*bufp)[:ncMax*kcMax], aPanel: (*bufp)[ncMax*kcMax:], directB: !tB && m < directBMaxRows}
 	for jc := 0; jc < n; jc += simdNC {
 		nc := min(simdNC, n-jc)
 		for pc := 0; pc < k; pc += simdKC {
-			kc := min(simdKC, k-pc)
 			acc := 1
 			if pc == 0 {
 				acc = accFirst
 			}
-			bp := buf[:roundUp(nc, nr)*kc]
-			full := nc // columns read in place when directB
-			if directB {
-				full = nc / nr * nr
-				if full < nc {
-					packB(false, b, ldb, pc, jc+full, kc, nc-full, nr, bp[full*kc:])
-				}
-			} else {
-				packBSIMD(tB, b, ldb, pc, jc, kc, nc, nr, bp)
-			}
-			packAll := nc >= packAMinColsN || (tA && nc >= packAMinCols)
-			for ir := 0; ir < m; ir += mr {
-				rows := min(mr, m-ir)
-				ap, rs, ps := &aPanel[0], 0, 0
-				switch {
-				case rows < mr || packAll:
-					rs, ps = copyAPanel(tA, a, lda, ir, pc, rows, kc, mr, aPanel)
-				case tA:
-					ap, rs, ps = &a[pc*lda+ir], 1, lda
-				default:
-					ap, rs, ps = &a[ir*lda+pc], lda, 1
-				}
-				crow := c[ir*ldc+jc:]
-				for jr := 0; jr < nc; jr += nr {
-					cols := min(nr, nc-jr)
-					bptr, bs := &bp[jr*kc], nr
-					if jr < full && directB {
-						bptr, bs = &b[pc*ldb+jc+jr], ldb
-					}
-					kr.tile(kc, ap, rs, ps, bptr, bs, &crow[jr], ldc, rows, cols, acc, alpha)
-				}
-			}
+			g.block(jc, pc, nc, min(simdKC, k-pc), acc)
 		}
 	}
 	simdPool.Put(bufp)
+}
+
+// block adds alpha·op(A)[:, pc:pc+kc]·op(B)[pc:pc+kc, jc:jc+nc] to C's columns jc…jc+nc
+// (or overwrites them when acc is 0): it packs the block of op(B), then runs every row
+// panel of op(A) against every column panel of it.
+func (g *simdCall) block(jc, pc, nc, kc, acc int) {
+	mr, nr := g.kr.mr, g.kr.nr
+	full := nc // columns read in place when directB
+	if g.directB {
+		full = nc / nr * nr
+		if full < nc {
+			packB(false, g.b, g.ldb, pc, jc+full, kc, nc-full, nr, g.bPanels[full*kc:])
+		}
+	} else {
+		packBSIMD(g.tB, g.b, g.ldb, pc, jc, kc, nc, nr, g.bPanels)
+	}
+	copyA := nc >= packAMinColsN || (g.tA && nc >= packAMinCols)
+	for ir := 0; ir < g.m; ir += mr {
+		rows := min(mr, g.m-ir)
+		ap, rs, ps := g.aPanelAt(ir, pc, kc, rows, copyA)
+		crow := g.c[ir*g.ldc+jc:]
+		for jr := 0; jr < nc; jr += nr {
+			bp, bs := &g.bPanels[jr*kc], nr
+			if g.directB && jr < full {
+				bp, bs = &g.b[pc*g.ldb+jc+jr], g.ldb
+			}
+			g.kr.tile(kc, ap, rs, ps, bp, bs, &crow[jr], g.ldc, rows, min(nr, nc-jr), acc, g.alpha)
+		}
+	}
+}
+
+// aPanelAt locates the rows×kc micro-panel of op(A) at (ir, pc) for the kernel: in place,
+// or copied to aPanel (always for a short edge panel, whose missing rows read as zeros).
+func (g *simdCall) aPanelAt(ir, pc, kc, rows int, copyA bool) (ap *float32, rs, ps int) {
+	switch {
+	case rows < g.kr.mr || copyA:
+		rs, ps = copyAPanel(g.tA, g.a, g.lda, ir, pc, rows, kc, g.kr.mr, g.aPanel)
+		return &g.aPanel[0], rs, ps
+	case g.tA:
+		return &g.a[pc*g.lda+ir], 1, g.lda
+	default:
+		return &g.a[ir*g.lda+pc], g.lda, 1
+	}
 }
 
 // packBSIMD packs the kc×nc block of op(B) at (pc, jc) into panels of nr columns, as packB
@@ -166,10 +187,21 @@ func copyAPanel(tA bool, a []float32, lda, ir, pc, rows, kc, mr int, dst []float
 		clear(dst[rows*kc : mr*kc])
 		return kc, 1
 	}
-	for p := 0; p < kc; p++ {
-		d := dst[p*mr : p*mr+mr]
-		copy(d[:rows], a[(pc+p)*lda+ir:])
-		clear(d[rows:])
+	switch {
+	case rows == 14 && mr == 14:
+		for p := 0; p < kc; p++ { // fixed-size moves: no memmove call per k step
+			*(*[14]float32)(dst[p*14:]) = *(*[14]float32)(a[(pc+p)*lda+ir:])
+		}
+	case rows == 6 && mr == 6:
+		for p := 0; p < kc; p++ {
+			*(*[6]float32)(dst[p*6:]) = *(*[6]float32)(a[(pc+p)*lda+ir:])
+		}
+	default:
+		for p := 0; p < kc; p++ {
+			d := dst[p*mr : p*mr+mr]
+			copy(d[:rows], a[(pc+p)*lda+ir:])
+			clear(d[rows:])
+		}
 	}
 	return 1, mr
 }

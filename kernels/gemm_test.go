@@ -343,3 +343,21 @@ func FuzzGemm(f *testing.F) {
 		checkGemmCase(t, "Gemm", Gemm, tc, seed)
 	})
 }
+
+func TestGemmSplitRows(t *testing.T) {
+	for _, tc := range []struct {
+		tm, tn, threads int
+		rows            bool
+	}{
+		{147, 4, 2, true},  // tall training product: rows, though columns split as evenly
+		{1, 64, 2, false},  // one tile high: only columns can split
+		{3, 64, 2, false},  // 2+1 tiles of rows against 32+32 columns
+		{10, 10, 2, true},  // even either way
+		{64, 3, 4, true},   // 16 tiles each in rows against 1 column each of 64
+		{5, 100, 4, false}, // 2 of 5 rows per goroutine against 25 of 100 columns
+	} {
+		if got := splitRows(tc.tm, tc.tn, tc.threads); got != tc.rows {
+			t.Errorf("splitRows(%d, %d, %d) = %v, want %v", tc.tm, tc.tn, tc.threads, got, tc.rows)
+		}
+	}
+}
