@@ -1,0 +1,292 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// draft is a plan in node indices, before it is estimated and named.
+type draft struct {
+	replicas []replicaDraft
+	m        int
+	note     string // how the strategy built it, the start of Plan.Reason
+}
+
+// replicaDraft is one pipeline: stage s holds layers [bounds[s], bounds[s+1]) on nodes[s].
+type replicaDraft struct {
+	nodes  []int
+	bounds []int
+	batch  int
+}
+
+func (r replicaDraft) micro(m int) int { return min(m, r.batch) }
+
+// replicaEstimate is the planner's closed-form model of one pipeline's step:
+// fill (every stage's compute and every boundary's transfer once) plus (M−1) periods, the
+// period being the slowest of: a stage's compute, a link's serialisation, and for 1F1B a
+// stage's round trip to the end of the pipeline divided by its in-flight window.
+type replicaEstimate struct {
+	step, compute, transfer, bubble float64
+	// boundKind is what set the period (boundCompute, boundLink, boundWindow) at boundStage.
+	boundKind, boundStage int
+}
+
+const (
+	boundCompute = iota
+	boundLink
+	boundWindow
+)
+
+// pipelineTimes fills c (compute per micro-batch), comm (transfer and latency both ways at
+// the boundary after each stage) and xmax (the slower direction's serialisation) for r.
+func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []float64) {
+	S := len(r.nodes)
+	for s := 0; s < S; s++ {
+		c[s] = seqs * in.tokens * (in.flops[r.bounds[s+1]] - in.flops[r.bounds[s]]) / in.speed[r.nodes[s]]
+		comm[s], xmax[s] = 0, 0
+		if s+1 < S {
+			bytes := seqs * in.tokens * in.out[r.bounds[s+1]-1]
+			bwF, latF := in.link(r.nodes[s], r.nodes[s+1])
+			bwB, latB := in.link(r.nodes[s+1], r.nodes[s])
+			x, y := bytes/bwF, bytes/bwB
+			comm[s], xmax[s] = x+y+latF+latB, math.Max(x, y)
+		}
+	}
+}
+
+// pipelineStep is the closed form over the per-stage times of pipelineTimes.
+func pipelineStep(sched Schedule, c, comm, xmax []float64, mr int) replicaEstimate {
+	S := len(c)
+	maxC, cStage, maxX, xStage := 0.0, 0, 0.0, 0
+	for s := 0; s < S; s++ {
+		if c[s] > maxC {
+			maxC, cStage = c[s], s
+		}
+		if xmax[s] > maxX {
+			maxX, xStage = xmax[s], s
+		}
+	}
+	e := replicaEstimate{boundKind: boundCompute, boundStage: cStage}
+	period := maxC
+	if maxX > period {
+		period, e.boundKind, e.boundStage = maxX, boundLink, xStage
+	}
+	// Under 1F1B stage s admits a new micro-batch only when one of its w = min(M, S−s)
+	// in flight has come back: the M−w micro-batches past the window each wait a round trip
+	// to the end of the pipeline and back (RT_s) shared by w, so the steady part is at least
+	// (M−w)·RT_s/w.
+	fill, fillComm, steady := 0.0, 0.0, float64(mr-1)*period
+	for s := S - 1; s >= 0; s-- {
+		fill += c[s] + comm[s]
+		fillComm += comm[s]
+		if w := min(mr, S-s); sched == Schedule1F1B && mr > w {
+			if t := math.Ceil(float64(mr-w)/float64(w)) * fill; t > steady*(1+1e-9) {
+				steady, e.boundKind, e.boundStage = t, boundWindow, s
+			}
+		}
+	}
+	e.step = fill + steady
+	e.compute = float64(mr) * maxC
+	e.transfer = fillComm + steady - float64(mr-1)*maxC
+	e.bubble = math.Max(0, e.step-e.compute-e.transfer)
+	return e
+}
+
+func (in *instance) estimateReplica(r replicaDraft, m int) replicaEstimate {
+	S, mr := len(r.nodes), r.micro(m)
+	buf := make([]float64, 3*S)
+	c, comm, xmax := buf[:S], buf[S:2*S], buf[2*S:]
+	in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax)
+	return pipelineStep(in.sched, c, comm, xmax, mr)
+}
+
+// boundText names what bound a replica's estimate.
+func (in *instance) boundText(r replicaDraft, m int, e replicaEstimate) string {
+	s, S := e.boundStage, len(r.nodes)
+	switch e.boundKind {
+	case boundLink:
+		return fmt.Sprintf("link %s→%s bandwidth", in.ids[r.nodes[s]], in.ids[r.nodes[s+1]])
+	case boundWindow:
+		return fmt.Sprintf("1F1B round trip from stage %d (%s) over its %d in-flight micro-batches (compute and transfer downstream)", s, in.ids[r.nodes[s]], min(r.micro(m), S-s))
+	}
+	return fmt.Sprintf("compute on %s (stage %d of %d, layers [%d,%d))", in.ids[r.nodes[s]], s, S, r.bounds[s], r.bounds[s+1])
+}
+
+// syncEstimate is the planner's model of one sync phase: every layer's holders form a ring
+// in replica order and all-reduce its (compressed) parameter-sized payload in 2(R−1)
+// rounds; consecutive layers with the same holders go as one bucket. The phase takes as long
+// as the most loaded ring link: its bytes over its bandwidth plus a latency per round of
+// every bucket crossing it. It also returns the bytes each link carries per phase.
+func (in *instance) syncEstimate(d draft) (seconds float64, bytes map[[2]int]float64) {
+	R := len(d.replicas)
+	bytes = map[[2]int]float64{}
+	if R < 2 {
+		return 0, bytes
+	}
+	holders := in.holders(d)
+	rounds := map[[2]int]float64{}
+	for l := 0; l < in.L; l++ {
+		share := 2 * float64(R-1) / float64(R) * in.params[l] / in.compress
+		newBucket := l == 0 || !sameHolders(holders, l-1, l)
+		for r := 0; r < R; r++ {
+			e := [2]int{holders[r][l], holders[(r+1)%R][l]}
+			bytes[e] += share
+			if newBucket {
+				rounds[e] += 2 * float64(R-1)
+			}
+		}
+	}
+	for e, v := range bytes {
+		bw, lat := in.link(e[0], e[1])
+		seconds = math.Max(seconds, v/bw+rounds[e]*lat)
+	}
+	return seconds, bytes
+}
+
+// holders[r][l] is the node holding layer l in replica r.
+func (in *instance) holders(d draft) [][]int {
+	h := make([][]int, len(d.replicas))
+	for r, rep := range d.replicas {
+		h[r] = make([]int, in.L)
+		for s, nd := range rep.nodes {
+			for l := rep.bounds[s]; l < rep.bounds[s+1]; l++ {
+				h[r][l] = nd
+			}
+		}
+	}
+	return h
+}
+
+// estimate is the planner's predicted step of a draft: the slowest replica plus the
+// amortised sync, and the reason naming the binding constraint.
+func (in *instance) estimate(d draft) (Breakdown, string) {
+	var b Breakdown
+	reason := ""
+	for _, r := range d.replicas {
+		e := in.estimateReplica(r, d.m)
+		if e.step > b.Step || reason == "" {
+			b = Breakdown{Step: e.step, Compute: e.compute, Transfer: e.transfer, Bubble: e.bubble}
+			reason = in.boundText(r, d.m, e)
+		}
+	}
+	syncPhase, _ := in.syncEstimate(d)
+	b.Sync = syncPhase / in.inner
+	b.Step += b.Sync
+	if b.Sync > 0.5*b.Step {
+		reason = fmt.Sprintf("replica sync (%.3g s per step amortised over %g steps)", b.Sync, in.inner)
+	}
+	return b, reason
+}
+
+// estimateStep is estimate's step time alone.
+func (in *instance) estimateStep(d draft) float64 {
+	step := 0.0
+	for _, r := range d.replicas {
+		step = math.Max(step, in.estimateReplica(r, d.m).step)
+	}
+	syncPhase, _ := in.syncEstimate(d)
+	return step + syncPhase/in.inner
+}
+
+// memoryCheck verifies every stage's memory under the plan's schedule and reports the worst
+// overflow.
+func (in *instance) memoryCheck(d draft) error {
+	for _, r := range d.replicas {
+		S, mr := len(r.nodes), r.micro(d.m)
+		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
+		for s, nd := range r.nodes {
+			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)))
+			if need > in.mem[nd] {
+				return infeasible("activation-memory", need, in.mem[nd],
+					"node %s: layers [%d,%d) with %d micro-batches of %g sequences in flight need %s but its budget is %s (short by %s)",
+					in.ids[nd], r.bounds[s], r.bounds[s+1], inflight(in.sched, mr, S, s), maxSeqs, gib(need), gib(in.mem[nd]), gib(need-in.mem[nd]))
+			}
+		}
+	}
+	return nil
+}
+
+// toPlan names a draft and attaches its estimate, memory and link loads.
+func (in *instance) toPlan(strategy Strategy, d draft) Plan {
+	b, bound := in.estimate(d)
+	p := Plan{Strategy: strategy, MicroBatches: d.m, Schedule: in.sched, Predicted: b}
+	p.Reason = bound
+	if d.note != "" {
+		p.Reason = d.note + "; bound by " + bound
+	}
+	loads := map[[2]int]float64{}
+	for _, r := range d.replicas {
+		S, mr := len(r.nodes), r.micro(d.m)
+		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
+		rep := Replica{Batch: r.batch}
+		for s, nd := range r.nodes {
+			mem := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)))
+			rep.Stages = append(rep.Stages, Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], MemoryBytes: mem})
+			if s+1 < S {
+				act := float64(r.batch) * in.tokens * in.out[r.bounds[s+1]-1]
+				loads[[2]int{nd, r.nodes[s+1]}] += act
+				loads[[2]int{r.nodes[s+1], nd}] += act
+			}
+		}
+		p.Replicas = append(p.Replicas, rep)
+	}
+	_, syncBytes := in.syncEstimate(d)
+	for e, v := range syncBytes {
+		loads[e] += v / in.inner
+	}
+	p.LinkBytes = in.sortedLoads(loads)
+	return p
+}
+
+func (in *instance) sortedLoads(loads map[[2]int]float64) []LinkLoad {
+	out := make([]LinkLoad, 0, len(loads))
+	for e, v := range loads {
+		if v > 0 {
+			out = append(out, LinkLoad{From: in.ids[e[0]], To: in.ids[e[1]], Bytes: v})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].From != out[j].From {
+			return out[i].From < out[j].From
+		}
+		return out[i].To < out[j].To
+	})
+	return out
+}
+
+// fromPlan turns a Plan back into a draft; ok is false when it names a node the instance
+// lacks or its ranges do not tile the layers.
+func (in *instance) fromPlan(p Plan) (draft, error) {
+	d := draft{m: p.MicroBatches}
+	if d.m < 1 {
+		return d, fmt.Errorf("plan: micro_batches must be ≥ 1 (got %d)", p.MicroBatches)
+	}
+	used := map[int]bool{}
+	for ri, rep := range p.Replicas {
+		r := replicaDraft{batch: rep.Batch, bounds: []int{0}}
+		for _, st := range rep.Stages {
+			nd, ok := in.index[st.Node]
+			if !ok {
+				return d, fmt.Errorf("plan: replica %d: node %s is not in the snapshot", ri, st.Node)
+			}
+			if used[nd] {
+				return d, fmt.Errorf("plan: node %s holds two stages", st.Node)
+			}
+			used[nd] = true
+			if st.First != r.bounds[len(r.bounds)-1] || st.Last <= st.First {
+				return d, fmt.Errorf("plan: replica %d: stage on %s has layers [%d,%d), want a non-empty range from %d", ri, st.Node, st.First, st.Last, r.bounds[len(r.bounds)-1])
+			}
+			r.nodes = append(r.nodes, nd)
+			r.bounds = append(r.bounds, st.Last)
+		}
+		if r.bounds[len(r.bounds)-1] != in.L || rep.Batch < 1 {
+			return d, fmt.Errorf("plan: replica %d covers layers [0,%d) of %d with batch %d", ri, r.bounds[len(r.bounds)-1], in.L, rep.Batch)
+		}
+		d.replicas = append(d.replicas, r)
+	}
+	if len(d.replicas) == 0 {
+		return d, fmt.Errorf("plan: no replicas")
+	}
+	return d, nil
+}

@@ -1,0 +1,169 @@
+package balancer
+
+import (
+	"fmt"
+	"math"
+	"sort"
+)
+
+// instance is a Snapshot and a Job validated and flattened into dense arrays: node
+// capabilities by index, an n×n link matrix, and prefix sums of the layer costs.
+type instance struct {
+	job   Job
+	ids   []string
+	index map[string]int
+	speed []float64 // FLOP/s
+	mem   []float64 // bytes
+	n     int
+	bw    []float64 // n×n bytes/s, +Inf on the diagonal
+	lat   []float64 // n×n one-way seconds
+	L     int
+	// Prefix sums over layers (index i covers layers [0, i)).
+	flops, fwd, bwd, static, saved []float64
+	out                            []float64 // per layer: bytes per token crossing its output boundary
+	prevSmaller                    []int     // per layer: the last earlier layer with strictly smaller out, or -1
+	params                         []float64 // per layer: parameter bytes (the sync payload before compression)
+	tokens                         float64   // context
+	inner                          float64   // steps per sync
+	compress                       float64
+	sched                          Schedule
+}
+
+func newInstance(snap Snapshot, job Job) (*instance, error) {
+	if err := job.Validate(); err != nil {
+		return nil, err
+	}
+	if len(snap.Nodes) == 0 {
+		return nil, infeasible("nodes", 1, 0, "no nodes: a plan needs at least one node with a measured speed and memory to hold %d layers", len(job.Layers))
+	}
+	in := &instance{job: job, n: len(snap.Nodes), L: len(job.Layers), index: map[string]int{}}
+	if err := in.addNodes(snap.Nodes); err != nil {
+		return nil, err
+	}
+	if err := in.addLinks(snap.Links); err != nil {
+		return nil, err
+	}
+	in.addLayers(job)
+	return in, nil
+}
+
+func (in *instance) addNodes(nodes []Node) error {
+	for i, nd := range nodes {
+		if nd.ID == "" {
+			return fmt.Errorf("node %d: id is empty", i)
+		}
+		if _, dup := in.index[nd.ID]; dup {
+			return fmt.Errorf("node %q: listed twice", nd.ID)
+		}
+		sp, mem := nd.capability()
+		if !(sp > 0) || math.IsInf(sp, 0) {
+			return infeasible("speed", 1, sp/1e9, "node %q: measured GEMM speed is %g GFLOP/s; it must be > 0 (re-run its profile or leave it out)", nd.ID, sp/1e9)
+		}
+		if !(mem > 0) {
+			return infeasible("memory", 1, mem, "node %q: memory budget is %g bytes; it must be > 0", nd.ID, mem)
+		}
+		in.index[nd.ID] = i
+		in.ids = append(in.ids, nd.ID)
+		in.speed = append(in.speed, sp)
+		in.mem = append(in.mem, mem)
+	}
+	return nil
+}
+
+// addLinks fills the link matrix; missing pairs get the worst measured bandwidth and RTT.
+func (in *instance) addLinks(links []Link) error {
+	n := in.n
+	in.bw, in.lat = make([]float64, n*n), make([]float64, n*n)
+	worstBW, worstLat := math.Inf(1), 0.0
+	for _, l := range links {
+		a, okA := in.index[l.From]
+		b, okB := in.index[l.To]
+		if !okA || !okB {
+			continue // a link to a node outside the snapshot does not matter
+		}
+		if !(l.Bandwidth > 0) || l.RTT < 0 || math.IsNaN(l.RTT) {
+			return fmt.Errorf("link %s→%s: bandwidth must be > 0 and rtt ≥ 0 (got %g B/s, %g s)", l.From, l.To, l.Bandwidth, l.RTT)
+		}
+		in.bw[a*n+b], in.lat[a*n+b] = l.Bandwidth, l.RTT/2
+		worstBW, worstLat = math.Min(worstBW, l.Bandwidth), math.Max(worstLat, l.RTT/2)
+	}
+	if math.IsInf(worstBW, 1) {
+		worstBW, worstLat = 100e6/8, 0.05
+	}
+	for a := 0; a < n; a++ {
+		for b := 0; b < n; b++ {
+			switch {
+			case a == b:
+				in.bw[a*n+b], in.lat[a*n+b] = math.Inf(1), 0
+			case in.bw[a*n+b] == 0:
+				in.bw[a*n+b], in.lat[a*n+b] = worstBW, worstLat
+			}
+		}
+	}
+	return nil
+}
+
+func (in *instance) addLayers(job Job) {
+	L := in.L
+	in.flops, in.fwd, in.bwd = make([]float64, L+1), make([]float64, L+1), make([]float64, L+1)
+	in.static, in.saved = make([]float64, L+1), make([]float64, L+1)
+	in.out, in.params, in.prevSmaller = make([]float64, L), make([]float64, L), make([]int, L)
+	for i, c := range job.Layers {
+		in.fwd[i+1] = in.fwd[i] + c.ForwardFLOPsPerToken
+		in.bwd[i+1] = in.bwd[i] + c.BackwardFLOPsPerToken
+		in.flops[i+1] = in.flops[i] + c.FLOPsPerToken()
+		in.static[i+1] = in.static[i] + float64(c.StaticBytes())
+		in.saved[i+1] = in.saved[i] + float64(c.SavedBytesPerToken)
+		in.out[i] = float64(c.OutputBytesPerToken)
+		in.params[i] = float64(c.ParamBytes)
+		p := i - 1
+		for p >= 0 && in.out[p] >= in.out[i] {
+			p = in.prevSmaller[p]
+		}
+		in.prevSmaller[i] = p
+	}
+	in.tokens = float64(job.Context)
+	in.sched = job.Schedule
+	if in.sched == "" {
+		in.sched = Schedule1F1B
+	}
+	in.compress = job.Sync.Compression
+	if in.compress == 0 {
+		in.compress = 1
+	}
+	in.inner = 1
+	if job.Sync.Mode != SyncEveryStep {
+		in.inner = float64(job.Sync.InnerSteps)
+		if in.inner == 0 {
+			in.inner = 100
+		}
+	}
+}
+
+// link returns the serialisation rate and one-way latency from node a to node b.
+func (in *instance) link(a, b int) (bw, lat float64) { return in.bw[a*in.n+b], in.lat[a*in.n+b] }
+
+// memoryOrder returns node indices by decreasing memory (ties: faster first, then by ID):
+// the front of a 1F1B pipeline holds the most in-flight activations.
+func (in *instance) memoryOrder(nodes []int) []int {
+	order := append([]int(nil), nodes...)
+	sort.SliceStable(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if in.mem[a] != in.mem[b] {
+			return in.mem[a] > in.mem[b]
+		}
+		if in.speed[a] != in.speed[b] {
+			return in.speed[a] > in.speed[b]
+		}
+		return in.ids[a] < in.ids[b]
+	})
+	return order
+}
+
+func (in *instance) allNodes() []int {
+	all := make([]int, in.n)
+	for i := range all {
+		all[i] = i
+	}
+	return all
+}

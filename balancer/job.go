@@ -1,0 +1,78 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Validate reports every field of the job that cannot be planned, each error naming its
+// field.
+func (j Job) Validate() error {
+	var errs []error
+	if len(j.Layers) == 0 {
+		errs = append(errs, errors.New("job: layers must list ≥ 1 layer cost (got 0)"))
+	}
+	if j.Batch < 1 {
+		errs = append(errs, fmt.Errorf("job: batch must be ≥ 1 sequence (got %d)", j.Batch))
+	}
+	if j.Context < 1 {
+		errs = append(errs, fmt.Errorf("job: context must be ≥ 1 token (got %d)", j.Context))
+	}
+	if j.MicroBatches < 0 || (j.Batch >= 1 && j.MicroBatches > j.Batch) {
+		errs = append(errs, fmt.Errorf("job: micro_batches must be between 0 (planner chooses) and batch %d (got %d)", j.Batch, j.MicroBatches))
+	}
+	if j.Schedule != "" && j.Schedule != Schedule1F1B && j.Schedule != ScheduleGPipe {
+		errs = append(errs, fmt.Errorf("job: schedule must be %q or %q (got %q)", Schedule1F1B, ScheduleGPipe, j.Schedule))
+	}
+	if j.Sync.Mode != "" && j.Sync.Mode != SyncDiLoCo && j.Sync.Mode != SyncEveryStep {
+		errs = append(errs, fmt.Errorf("job: sync.mode must be %q or %q (got %q)", SyncDiLoCo, SyncEveryStep, j.Sync.Mode))
+	}
+	if j.Sync.InnerSteps < 0 {
+		errs = append(errs, fmt.Errorf("job: sync.inner_steps must be ≥ 0 (got %d)", j.Sync.InnerSteps))
+	}
+	if c := j.Sync.Compression; c != 0 && !(c >= 1) || math.IsInf(c, 0) {
+		errs = append(errs, fmt.Errorf("job: sync.compression must be ≥ 1 or 0 for none (got %g)", c))
+	}
+	for i, l := range j.Layers {
+		if l.ForwardFLOPsPerToken < 0 || l.BackwardFLOPsPerToken < 0 || l.ParamBytes < 0 ||
+			l.GradBytes < 0 || l.OptimizerBytes < 0 || l.OutputBytesPerToken < 0 || l.SavedBytesPerToken < 0 {
+			errs = append(errs, fmt.Errorf("job: layer %d (%s): costs must be ≥ 0", i, l.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stageMemory is the peak memory of layers [j, e) on a stage that holds inflight
+// micro-batches of at most seqs sequences: parameters, gradients and optimizer state, the
+// activations saved for backward per in-flight micro-batch, and a send and a receive buffer
+// for the activation or gradient at each boundary.
+func (in *instance) stageMemory(j, e int, seqs, inflight float64) float64 {
+	tok := seqs * in.tokens
+	boundary := in.out[e-1]
+	if j > 0 {
+		boundary += in.out[j-1]
+	}
+	return in.static[e] - in.static[j] + inflight*tok*(in.saved[e]-in.saved[j]) + 2*tok*boundary
+}
+
+// inflight is the number of micro-batches stage s of a pipeline of S stages holds at once.
+func inflight(sched Schedule, m, stages, s int) int {
+	if sched == ScheduleGPipe {
+		return m
+	}
+	return min(m, stages-s)
+}
+
+// microSizes splits batch sequences into m micro-batches, larger ones first.
+func microSizes(batch, m int) []int {
+	m = min(m, batch)
+	sizes := make([]int, m)
+	for i := range sizes {
+		sizes[i] = batch / m
+		if i < batch%m {
+			sizes[i]++
+		}
+	}
+	return sizes
+}

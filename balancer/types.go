@@ -1,0 +1,205 @@
+package balancer
+
+import "github.com/meshnode/meshnode/model"
+
+// Node is one machine as the mesh measured it.
+type Node struct {
+	// ID is the node's peer ID; plans name nodes by it.
+	ID string `json:"id"`
+	// GFLOPS is the measured GEMM speed on the engine's own kernels at training shapes,
+	// in GFLOP/s (must be > 0).
+	GFLOPS float64 `json:"gflops"`
+	// MemoryBytes is the memory the node lends to training (must be > 0).
+	MemoryBytes int64 `json:"memory_bytes"`
+	// GPU, when present, is the accelerator the node trains on: its speed and memory replace
+	// GFLOPS and MemoryBytes where they are set (> 0).
+	GPU *GPU `json:"gpu,omitempty"`
+}
+
+// GPU is an accelerator found through NVML and measured like the CPU.
+type GPU struct {
+	Name string `json:"name"`
+	// GFLOPS is the measured GEMM speed on the GPU; 0 means not measured (the node's own
+	// GFLOPS is used).
+	GFLOPS float64 `json:"gflops,omitempty"`
+	// MemoryBytes is the device memory; 0 means unknown (the node's MemoryBytes is used).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+}
+
+// speed returns the node's effective FLOP/s and memory budget in bytes.
+func (n Node) capability() (flops, mem float64) {
+	flops, mem = n.GFLOPS*1e9, float64(n.MemoryBytes)
+	if n.GPU != nil {
+		if n.GPU.GFLOPS > 0 {
+			flops = n.GPU.GFLOPS * 1e9
+		}
+		if n.GPU.MemoryBytes > 0 {
+			mem = float64(n.GPU.MemoryBytes)
+		}
+	}
+	return flops, mem
+}
+
+// Link is the measured path from one node to another. Links are directed: the path back is
+// its own Link.
+type Link struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+	// RTT is the measured round-trip time in seconds; a message takes RTT/2 plus its
+	// serialisation time.
+	RTT float64 `json:"rtt_seconds"`
+	// Bandwidth is the measured throughput in bytes per second (must be > 0).
+	Bandwidth float64 `json:"bandwidth_bytes_per_second"`
+}
+
+// Snapshot is the read-only view a plan is computed from. Pairs with no Link are priced as
+// badly as the worst measured link (or 100 Mbit/s and 100 ms when none was measured).
+type Snapshot struct {
+	Nodes []Node `json:"nodes"`
+	Links []Link `json:"links"`
+}
+
+// Schedule is a pipeline schedule.
+type Schedule string
+
+// Pipeline schedules.
+const (
+	// Schedule1F1B runs forward and backward passes alternately after a warm-up, holding at
+	// most S−s micro-batches in flight on stage s of S. The default.
+	Schedule1F1B Schedule = "1f1b"
+	// ScheduleGPipe runs every forward pass, then every backward pass: all micro-batches are
+	// in flight on every stage.
+	ScheduleGPipe Schedule = "gpipe"
+)
+
+// SyncMode says how replicas of the same layers agree.
+type SyncMode string
+
+// Sync modes.
+const (
+	// SyncDiLoCo all-reduces pseudo-gradients every InnerSteps steps. The default.
+	SyncDiLoCo SyncMode = "diloco"
+	// SyncEveryStep all-reduces gradients after every step (classic data parallelism).
+	SyncEveryStep SyncMode = "sync"
+)
+
+// Sync is the job's replica synchronisation.
+type Sync struct {
+	// Mode is SyncDiLoCo or SyncEveryStep; "" means SyncDiLoCo.
+	Mode SyncMode `json:"mode"`
+	// InnerSteps is the number of local steps between DiLoCo syncs; 0 means 100. Ignored by
+	// SyncEveryStep.
+	InnerSteps int `json:"inner_steps"`
+	// Compression is the codec's size ratio (4 for int8 from float32); 0 means 1.
+	Compression float64 `json:"compression"`
+}
+
+// Job is what is being trained: the model's per-layer costs and the batch shape.
+type Job struct {
+	// Layers are the model's layer costs in order (model.Config.LayerCosts); ≥ 1.
+	Layers []model.LayerCost `json:"layers"`
+	// Batch is the number of sequences per optimizer step, over all replicas; ≥ 1.
+	Batch int `json:"batch"`
+	// Context is the number of tokens per sequence; ≥ 1.
+	Context int `json:"context"`
+	// MicroBatches is the number of micro-batches per replica; 0 lets the strategy choose
+	// (even and sky use one sequence per micro-batch).
+	MicroBatches int `json:"micro_batches"`
+	// Schedule is the pipeline schedule; "" means Schedule1F1B.
+	Schedule Schedule `json:"schedule"`
+	// Sync is how replicas synchronise.
+	Sync Sync `json:"sync"`
+}
+
+// Strategy names a planning algorithm.
+type Strategy string
+
+// Strategies.
+const (
+	// StrategyEven gives every node the same number of layers (the Sky Computing baseline).
+	StrategyEven Strategy = "even"
+	// StrategySky balances layer compute against measured speed under memory limits and
+	// ignores links, as the Sky Computing paper does.
+	StrategySky Strategy = "sky"
+	// StrategyOptimal searches every node order, node subset, partition and micro-batch
+	// count of one pipeline. Only for ≤ OptimalMaxNodes nodes and ≤ OptimalMaxLayers layers.
+	StrategyOptimal Strategy = "optimal"
+	// StrategyAuto is meshnode's planner: replicas, node order, link-aware stage sizes and
+	// micro-batch count.
+	StrategyAuto Strategy = "auto"
+)
+
+// Limits of StrategyOptimal.
+const (
+	OptimalMaxNodes  = 6
+	OptimalMaxLayers = 16
+)
+
+// Options tune planning.
+type Options struct {
+	// Strategy is the algorithm; "" means StrategyAuto.
+	Strategy Strategy
+	// MaxReplicas bounds the number of replicas auto may form; 0 means no bound.
+	MaxReplicas int
+	// Margin is Replan's hysteresis: a new plan must be predicted faster by this fraction,
+	// after the cost of moving layers; 0 means 0.10.
+	Margin float64
+	// MoveHorizonSteps is the number of steps over which Replan amortises the time to move
+	// layers; 0 means 100.
+	MoveHorizonSteps int
+}
+
+// Plan is where every layer runs and what that is predicted to cost per step.
+type Plan struct {
+	Strategy Strategy `json:"strategy"`
+	// Replicas each hold the whole model as an ordered list of stages.
+	Replicas []Replica `json:"replicas"`
+	// MicroBatches is the micro-batch count per replica (a replica with a smaller batch uses
+	// one micro-batch per sequence).
+	MicroBatches int      `json:"micro_batches"`
+	Schedule     Schedule `json:"schedule"`
+	// Predicted is the planner's own estimate of one step.
+	Predicted Breakdown `json:"predicted"`
+	// LinkBytes is the predicted traffic per step on each directed link that carries any,
+	// activations plus amortised sync, sorted by From then To.
+	LinkBytes []LinkLoad `json:"link_bytes"`
+	// Reason says which constraint bound the plan.
+	Reason string `json:"reason"`
+}
+
+// Replica is one pipeline holding every layer once.
+type Replica struct {
+	// Batch is the number of sequences this replica processes per step.
+	Batch  int     `json:"batch"`
+	Stages []Stage `json:"stages"`
+}
+
+// Stage is a contiguous layer range [First, Last) on one node.
+type Stage struct {
+	Node  string `json:"node"`
+	First int    `json:"first"`
+	Last  int    `json:"last"`
+	// MemoryBytes is the predicted peak memory of the stage under the plan's schedule.
+	MemoryBytes float64 `json:"memory_bytes"`
+}
+
+// Breakdown splits a step time in seconds.
+type Breakdown struct {
+	Step float64 `json:"step_s"`
+	// Compute is the busiest stage's compute over all its micro-batches.
+	Compute float64 `json:"compute_s"`
+	// Transfer is time the pipeline waits on links: activation latency and serialisation
+	// during fill and drain, and any excess of a link or of a 1F1B round trip over compute.
+	Transfer float64 `json:"transfer_s"`
+	// Bubble is the rest of the pipeline phase: fill and drain of compute.
+	Bubble float64 `json:"bubble_s"`
+	// Sync is the replica synchronisation, amortised per step.
+	Sync float64 `json:"sync_s"`
+}
+
+// LinkLoad is the bytes per step on one directed link.
+type LinkLoad struct {
+	From  string  `json:"from"`
+	To    string  `json:"to"`
+	Bytes float64 `json:"bytes"`
+}
