@@ -22,6 +22,10 @@ type Event struct {
 	// TokensPerSec is the training throughput so far, excluding evaluation, on evaluation
 	// steps and at the end.
 	TokensPerSec float64
+	// PipelineBytes and SyncBytes are the payload bytes sent so far between pipeline stages
+	// and between replicas (distributed runs, on evaluation steps and at the end: HasBytes).
+	PipelineBytes, SyncBytes int64
+	HasBytes                 bool
 }
 
 // Trainer trains a whole model in one process.

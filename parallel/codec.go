@@ -1,0 +1,287 @@
+package parallel
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// CodecName names a compression codec for synchronisation traffic.
+type CodecName string
+
+const (
+	CodecNone CodecName = "none"
+	CodecFP16 CodecName = "fp16"
+	CodecInt8 CodecName = "int8"
+	CodecTopK CodecName = "topk"
+)
+
+// Int8Block is the block size of the int8 codec: one float32 scale per block.
+const Int8Block = 256
+
+// Codec compresses float32 vectors for the wire. Decode must reject payloads that do not
+// fit n elements (they come from the network).
+type Codec interface {
+	Name() CodecName
+	Wire() mesh.Codec
+	Encode(dst []byte, x []float32) []byte
+	Decode(x []float32, payload []byte) error
+}
+
+// NewCodec returns the codec of that name; topkFraction is the share of elements the topk
+// codec keeps (ignored by the others).
+func NewCodec(name CodecName, topkFraction float64) (Codec, error) {
+	switch name {
+	case CodecNone, "":
+		return noneCodec{}, nil
+	case CodecFP16:
+		return fp16Codec{}, nil
+	case CodecInt8:
+		return int8Codec{}, nil
+	case CodecTopK:
+		if !(topkFraction > 0 && topkFraction <= 1) {
+			return nil, fmt.Errorf("topk fraction must be in (0, 1] (got %g)", topkFraction)
+		}
+		return topkCodec{fraction: topkFraction}, nil
+	}
+	return nil, fmt.Errorf("codec must be none, fp16, int8 or topk (got %q)", name)
+}
+
+// codecForWire returns the decoder of a frame's codec.
+func codecForWire(c mesh.Codec, topkFraction float64) (Codec, error) {
+	switch c {
+	case mesh.CodecNone:
+		return noneCodec{}, nil
+	case mesh.CodecFP16:
+		return fp16Codec{}, nil
+	case mesh.CodecInt8:
+		return int8Codec{}, nil
+	case mesh.CodecTopK:
+		return topkCodec{fraction: topkFraction}, nil
+	}
+	return nil, fmt.Errorf("unknown codec %d", c)
+}
+
+type noneCodec struct{}
+
+func (noneCodec) Name() CodecName  { return CodecNone }
+func (noneCodec) Wire() mesh.Codec { return mesh.CodecNone }
+func (noneCodec) Encode(dst []byte, x []float32) []byte {
+	return appendF32(dst, x)
+}
+func (noneCodec) Decode(x []float32, p []byte) error { return decodeF32(x, p) }
+
+func appendF32(dst []byte, x []float32) []byte {
+	for _, v := range x {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v))
+	}
+	return dst
+}
+
+func decodeF32(x []float32, p []byte) error {
+	if len(p) != 4*len(x) {
+		return fmt.Errorf("float32 payload of %d bytes for %d elements", len(p), len(x))
+	}
+	for i := range x {
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*i:]))
+	}
+	return nil
+}
+
+type fp16Codec struct{}
+
+func (fp16Codec) Name() CodecName  { return CodecFP16 }
+func (fp16Codec) Wire() mesh.Codec { return mesh.CodecFP16 }
+func (fp16Codec) Encode(dst []byte, x []float32) []byte {
+	for _, v := range x {
+		dst = binary.LittleEndian.AppendUint16(dst, float32ToHalf(v))
+	}
+	return dst
+}
+func (fp16Codec) Decode(x []float32, p []byte) error {
+	if len(p) != 2*len(x) {
+		return fmt.Errorf("fp16 payload of %d bytes for %d elements", len(p), len(x))
+	}
+	for i := range x {
+		x[i] = halfToFloat32(binary.LittleEndian.Uint16(p[2*i:]))
+	}
+	return nil
+}
+
+// float32ToHalf converts to IEEE 754 binary16, rounding to nearest even; out-of-range
+// values become ±Inf, NaN stays NaN.
+func float32ToHalf(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	man := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp >= 31: // overflow or Inf
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero
+		if exp < -10 {
+			return sign
+		}
+		man |= 0x800000
+		shift := uint(14 - exp)
+		h := man >> shift
+		rem := man & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // may carry into the exponent, and up to Inf: both correct
+	}
+	return sign | uint16(h)
+}
+
+func halfToFloat32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0:
+		return math.Float32frombits(sign) + float32(man)*float32(math.Ldexp(1, -24))*sign1(sign)
+	case exp == 31:
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	}
+	return math.Float32frombits(sign | (exp-15+127)<<23 | man<<13)
+}
+
+func sign1(sign uint32) float32 {
+	if sign != 0 {
+		return -1
+	}
+	return 1
+}
+
+type int8Codec struct{}
+
+func (int8Codec) Name() CodecName  { return CodecInt8 }
+func (int8Codec) Wire() mesh.Codec { return mesh.CodecInt8 }
+
+// Encode writes one float32 scale per block of Int8Block elements (max |x| / 127), then
+// every element as round(x / scale) in int8.
+func (int8Codec) Encode(dst []byte, x []float32) []byte {
+	nb := (len(x) + Int8Block - 1) / Int8Block
+	scales := make([]float32, nb)
+	for b := range scales {
+		var m float32
+		for _, v := range x[b*Int8Block : min(len(x), (b+1)*Int8Block)] {
+			m = max(m, float32(math.Abs(float64(v))))
+		}
+		scales[b] = m / 127
+	}
+	dst = appendF32(dst, scales)
+	for i, v := range x {
+		q := float32(0)
+		if s := scales[i/Int8Block]; s > 0 {
+			q = float32(math.Round(float64(v / s)))
+		}
+		dst = append(dst, byte(int8(max(-127, min(127, q)))))
+	}
+	return dst
+}
+
+func (int8Codec) Decode(x []float32, p []byte) error {
+	nb := (len(x) + Int8Block - 1) / Int8Block
+	if len(p) != 4*nb+len(x) {
+		return fmt.Errorf("int8 payload of %d bytes for %d elements", len(p), len(x))
+	}
+	scales := make([]float32, nb)
+	decodeF32(scales, p[:4*nb])
+	q := p[4*nb:]
+	for i := range x {
+		x[i] = float32(int8(q[i])) * scales[i/Int8Block]
+	}
+	return nil
+}
+
+type topkCodec struct{ fraction float64 }
+
+func (topkCodec) Name() CodecName  { return CodecTopK }
+func (topkCodec) Wire() mesh.Codec { return mesh.CodecTopK }
+
+// Encode keeps the k = ⌈fraction·n⌉ largest-magnitude elements (ties by lower index) as
+// k uint32 indices in increasing order followed by their k float32 values.
+func (c topkCodec) Encode(dst []byte, x []float32) []byte {
+	k := min(len(x), int(math.Ceil(c.fraction*float64(len(x)))))
+	idx := make([]int, len(x))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool {
+		ma, mb := math.Abs(float64(x[idx[a]])), math.Abs(float64(x[idx[b]]))
+		if ma != mb {
+			return ma > mb
+		}
+		return idx[a] < idx[b]
+	})
+	keep := idx[:k]
+	sort.Ints(keep)
+	for _, i := range keep {
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(i))
+	}
+	for _, i := range keep {
+		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x[i]))
+	}
+	return dst
+}
+
+func (topkCodec) Decode(x []float32, p []byte) error {
+	if len(p)%8 != 0 || len(p)/8 > len(x) {
+		return fmt.Errorf("topk payload of %d bytes for %d elements", len(p), len(x))
+	}
+	k := len(p) / 8
+	clear(x)
+	prev := -1
+	for j := 0; j < k; j++ {
+		i := int(binary.LittleEndian.Uint32(p[4*j:]))
+		if i <= prev || i >= len(x) {
+			return fmt.Errorf("topk index %d out of order or range (n=%d)", i, len(x))
+		}
+		prev = i
+		x[i] = math.Float32frombits(binary.LittleEndian.Uint32(p[4*k+4*j:]))
+	}
+	return nil
+}
+
+// ErrorFeedback compresses successive vectors with a codec, carrying what compression
+// lost into the next round (as RedSync and DeMo do): send = C(x + r), r ← x + r − D(send).
+type ErrorFeedback struct {
+	codec    Codec
+	residual []float32
+}
+
+// NewErrorFeedback returns an error-feedback compressor for vectors of n elements.
+func NewErrorFeedback(c Codec, n int) *ErrorFeedback {
+	return &ErrorFeedback{codec: c, residual: make([]float32, n)}
+}
+
+// Encode compresses x plus the carried residual, updates the residual, and returns the
+// payload and the decoded vector it stands for (what the receivers will see).
+func (e *ErrorFeedback) Encode(x []float32) (payload []byte, sent []float32) {
+	v := make([]float32, len(x))
+	for i := range x {
+		v[i] = x[i] + e.residual[i]
+	}
+	payload = e.codec.Encode(nil, v)
+	sent = make([]float32, len(x))
+	if err := e.codec.Decode(sent, payload); err != nil {
+		panic(fmt.Sprintf("parallel: codec %s cannot decode its own output: %v", e.codec.Name(), err))
+	}
+	for i := range v {
+		e.residual[i] = v[i] - sent[i]
+	}
+	return payload, sent
+}

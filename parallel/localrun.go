@@ -1,0 +1,162 @@
+package parallel
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/model"
+)
+
+// LocalRun runs every worker of a plan in this process, one goroutine per worker and step,
+// over any Transport (the in-memory one, or real QUIC data planes on loopback). It is the
+// engine's test harness and the distributed mode of `meshnode train`.
+type LocalRun struct {
+	cfg       JobConfig
+	workers   []*Worker
+	trainTime time.Duration
+	tokens    int
+}
+
+// NewLocalRun builds the workers of plan; transport gives each node its endpoint.
+func NewLocalRun(cfg JobConfig, plan Plan, data *model.Dataset, transport func(node string) Transport) (*LocalRun, error) {
+	if err := plan.Validate(cfg.Train.Model.NumLayers()); err != nil {
+		return nil, err
+	}
+	lr := &LocalRun{cfg: cfg}
+	for _, stages := range plan.Replicas {
+		for _, st := range stages {
+			w, err := NewWorker(cfg, plan, st.Node, transport(st.Node), data)
+			if err != nil {
+				return nil, err
+			}
+			lr.workers = append(lr.workers, w)
+		}
+	}
+	return lr, nil
+}
+
+// Workers lists the run's workers, replica by replica, stage by stage.
+func (l *LocalRun) Workers() []*Worker { return l.workers }
+
+// parallelDo calls f for every worker selected by pick concurrently and returns the first
+// error; the others are cancelled through ctx.
+func (l *LocalRun) parallelDo(ctx context.Context, pick func(*Worker) bool, f func(context.Context, int, *Worker) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(l.workers))
+	for i, w := range l.workers {
+		if !pick(w) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if errs[i] = f(ctx, i, w); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func all(*Worker) bool { return true }
+
+// Step runs one step on every worker and returns the training loss: the mean over the
+// replicas of each replica's loss, in replica order.
+func (l *LocalRun) Step(ctx context.Context) (float64, error) {
+	start := time.Now()
+	results := make([]StepResult, len(l.workers))
+	err := l.parallelDo(ctx, all, func(ctx context.Context, i int, w *Worker) error {
+		var err error
+		results[i], err = w.Step(ctx)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	l.trainTime += time.Since(start)
+	var loss float64
+	replicas := 0
+	for i, w := range l.workers {
+		if w.IsLast() {
+			loss += results[i].Loss
+			replicas++
+		}
+	}
+	l.tokens += replicas * l.cfg.Train.Batch * l.cfg.Train.Model.Context
+	return loss / float64(replicas), nil
+}
+
+// Evaluate returns replica 0's validation loss, computed through its pipeline.
+func (l *LocalRun) Evaluate(ctx context.Context) (float64, error) {
+	var loss float64
+	err := l.parallelDo(ctx, func(w *Worker) bool { return w.Replica() == 0 }, func(ctx context.Context, _ int, w *Worker) error {
+		v, ok, err := w.Evaluate(ctx)
+		if ok {
+			loss = v
+		}
+		return err
+	})
+	return loss, err
+}
+
+// BytesSent sums what the workers sent for the pipeline and for synchronisation.
+func (l *LocalRun) BytesSent() (pipeline, sync int64) {
+	for _, w := range l.workers {
+		p, s := w.BytesSent()
+		pipeline += p
+		sync += s
+	}
+	return pipeline, sync
+}
+
+// StepsDone is the number of completed steps.
+func (l *LocalRun) StepsDone() int { return l.workers[0].StepsDone() }
+
+// Run trains to the end of the schedule (or stopAt), emitting events as Trainer.Run does,
+// with the bytes sent added to evaluation and done events.
+func (l *LocalRun) Run(ctx context.Context, stopAt int, emit func(Event)) error {
+	t := l.cfg.Train
+	if stopAt <= 0 || stopAt > t.Steps {
+		stopAt = t.Steps
+	}
+	for l.StepsDone() < stopAt {
+		loss, err := l.Step(ctx)
+		if err != nil {
+			return err
+		}
+		ev := Event{Kind: "step", Step: l.StepsDone(), TrainLoss: loss}
+		if (t.EvalEvery > 0 && ev.Step%t.EvalEvery == 0) || ev.Step == t.Steps {
+			if ev.ValLoss, err = l.Evaluate(ctx); err != nil {
+				return err
+			}
+			ev.HasVal, ev.TokensPerSec = true, l.tokensPerSec()
+			ev.PipelineBytes, ev.SyncBytes = l.BytesSent()
+			ev.HasBytes = true
+		}
+		emit(ev)
+	}
+	val, err := l.Evaluate(ctx)
+	if err != nil {
+		return err
+	}
+	done := Event{Kind: "done", Step: l.StepsDone(), ValLoss: val, HasVal: true, TokensPerSec: l.tokensPerSec(), HasBytes: true}
+	done.PipelineBytes, done.SyncBytes = l.BytesSent()
+	emit(done)
+	return nil
+}
+
+func (l *LocalRun) tokensPerSec() float64 {
+	if l.trainTime <= 0 {
+		return 0
+	}
+	return float64(l.tokens) / l.trainTime.Seconds()
+}

@@ -1,0 +1,233 @@
+package parallel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+)
+
+// SyncMode says how data-parallel replicas stay in sync.
+type SyncMode string
+
+const (
+	// SyncEveryStep all-reduces gradients every step: the baseline.
+	SyncEveryStep SyncMode = "sync"
+	// SyncDiLoCo runs InnerSteps local steps, then all-reduces each layer's pseudo-gradient
+	// (parameters at the last sync − now) and applies an outer Nesterov step.
+	SyncDiLoCo SyncMode = "diloco"
+)
+
+// SyncConfig configures data-parallel synchronisation.
+type SyncConfig struct {
+	Mode SyncMode `json:"mode"`
+	// InnerSteps is DiLoCo's H, local steps between synchronisations.
+	InnerSteps int `json:"inner_steps"`
+	// OuterLR and OuterMomentum are the outer Nesterov step's (DiLoCo: 0.7, 0.9).
+	OuterLR       float64 `json:"outer_lr"`
+	OuterMomentum float64 `json:"outer_momentum"`
+	// Codec compresses what replicas exchange, with error feedback.
+	Codec CodecName `json:"codec"`
+	// TopKFraction is the share of elements the topk codec keeps.
+	TopKFraction float64 `json:"topk_fraction"`
+}
+
+// DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
+func DefaultSyncConfig() SyncConfig {
+	return SyncConfig{Mode: SyncDiLoCo, InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecNone, TopKFraction: 0.01}
+}
+
+// Validate names every bad field.
+func (c SyncConfig) Validate() error {
+	var errs []error
+	if c.Mode != SyncEveryStep && c.Mode != SyncDiLoCo {
+		errs = append(errs, fmt.Errorf("sync must be sync or diloco (got %q)", c.Mode))
+	}
+	if c.Mode == SyncDiLoCo && c.InnerSteps < 1 {
+		errs = append(errs, fmt.Errorf("inner-steps must be ≥ 1 (got %d)", c.InnerSteps))
+	}
+	if c.Mode == SyncDiLoCo && !(c.OuterLR > 0) {
+		errs = append(errs, fmt.Errorf("outer-lr must be > 0 (got %g)", c.OuterLR))
+	}
+	if c.OuterMomentum < 0 || c.OuterMomentum >= 1 {
+		errs = append(errs, fmt.Errorf("outer-momentum must be in [0, 1) (got %g)", c.OuterMomentum))
+	}
+	if _, err := NewCodec(c.Codec, c.TopKFraction); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// JobConfig is everything a worker needs besides the plan: the training recipe (Batch is
+// per replica), the pipeline schedule, the synchronisation, and the ids frames carry.
+type JobConfig struct {
+	Train    TrainConfig `json:"train"`
+	Schedule Schedule    `json:"schedule"`
+	Sync     SyncConfig  `json:"sync"`
+	Job      uint64      `json:"job"`
+	Epoch    uint32      `json:"epoch"`
+}
+
+// normIndex is the frame index of the squared-gradient-norm exchange between stages.
+const normIndex = 0xffff
+
+// evalMicro marks the micro-batch numbers of evaluation frames.
+const evalMicro = 0x8000
+
+// Worker runs one stage of one replica of a plan: its slice of the model, its optimizer,
+// its part of the pipeline schedule and of the replicas' synchronisation.
+type Worker struct {
+	cfg             JobConfig
+	plan            Plan
+	tr              Transport
+	replica, stage  int
+	S, R            int
+	prev, next      string
+	layers          []model.Layer
+	params          []*model.Param
+	opt             *Optimizer
+	ws              model.Workspace
+	sampler         model.Sampler
+	data            *model.Dataset
+	valOffs         []int
+	runs            []syncRun
+	runParams       [][]*model.Param
+	feedback        []*ErrorFeedback
+	outer           []*outerRun // DiLoCo state per run
+	stageGroup      Group
+	step            int
+	codec           Codec
+	pipelineSent    int64
+	syncSent        int64
+	pipelineStarved int64 // nanoseconds spent waiting on neighbours
+}
+
+// NewWorker builds the worker that node self runs in plan.
+func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.Dataset) (*Worker, error) {
+	if err := cfg.Train.Validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Sync.Validate(); err != nil {
+		return nil, err
+	}
+	if _, err := ParseSchedule(string(cfg.Schedule)); err != nil {
+		return nil, err
+	}
+	if err := plan.Validate(cfg.Train.Model.NumLayers()); err != nil {
+		return nil, err
+	}
+	if err := data.CheckContext(cfg.Train.Model.Context); err != nil {
+		return nil, err
+	}
+	r, s, ok := plan.locate(self)
+	if !ok {
+		return nil, fmt.Errorf("node %s has no stage in the plan", self)
+	}
+	codec, _ := NewCodec(cfg.Sync.Codec, cfg.Sync.TopKFraction)
+	st := plan.Replicas[r][s]
+	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, S: len(plan.Replicas[r]), R: len(plan.Replicas),
+		layers: model.NewLayers(cfg.Train.Model, cfg.Train.Seed, st.First, st.Last), data: data, codec: codec,
+		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+	w.params = model.LayerParams(w.layers)
+	w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
+	w.sampler = model.Sampler{Train: data.Train, Batch: cfg.Train.Batch, Context: cfg.Train.Model.Context,
+		Seed: cfg.Train.Seed, Replica: r, Replicas: w.R}
+	if s > 0 {
+		w.prev = plan.Replicas[r][s-1].Node
+	}
+	if s < w.S-1 {
+		w.next = plan.Replicas[r][s+1].Node
+	}
+	for _, sp := range plan.Replicas[r] {
+		w.stageGroup.Members = append(w.stageGroup.Members, sp.Node)
+	}
+	w.stageGroup.Self = s
+	w.runs = plan.syncRuns(r, s)
+	for _, run := range w.runs {
+		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])
+		w.runParams = append(w.runParams, ps)
+		var ef *ErrorFeedback
+		if codec.Name() != CodecNone {
+			ef = NewErrorFeedback(codec, countParams(ps))
+		}
+		w.feedback = append(w.feedback, ef)
+		if cfg.Sync.Mode == SyncDiLoCo {
+			w.outer = append(w.outer, newOuterRun(ps))
+		}
+	}
+	return w, nil
+}
+
+// IsLast reports whether the worker runs the last stage of its replica (the one that
+// computes the loss).
+func (w *Worker) IsLast() bool { return w.stage == w.S-1 }
+
+// Replica is the worker's replica index.
+func (w *Worker) Replica() int { return w.replica }
+
+// Layers are the worker's layers.
+func (w *Worker) Layers() []model.Layer { return w.layers }
+
+// StepsDone is the number of completed steps.
+func (w *Worker) StepsDone() int { return w.step }
+
+// BytesSent reports the payload bytes this worker sent for the pipeline (activations and
+// their gradients) and for synchronisation (collectives between replicas).
+func (w *Worker) BytesSent() (pipeline, sync int64) { return w.pipelineSent, w.syncSent }
+
+// counting wraps the transport to count what the worker sends by purpose.
+func (w *Worker) send(ctx context.Context, to string, f *mesh.Frame) error {
+	switch f.Kind {
+	case mesh.KindActivation, mesh.KindGradient:
+		w.pipelineSent += int64(len(f.Payload))
+	case mesh.KindReduce:
+		w.syncSent += int64(len(f.Payload))
+	}
+	return w.tr.Send(ctx, to, f)
+}
+
+type countingTransport struct{ w *Worker }
+
+func (c countingTransport) Self() string { return c.w.tr.Self() }
+func (c countingTransport) Send(ctx context.Context, to string, f *mesh.Frame) error {
+	return c.w.send(ctx, to, f)
+}
+func (c countingTransport) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+	return c.w.tr.Recv(ctx, from, k)
+}
+
+func countParams(ps []*model.Param) int {
+	n := 0
+	for _, p := range ps {
+		n += p.Value.Size()
+	}
+	return n
+}
+
+func (w *Worker) key(kind mesh.FrameKind, micro, index int) mesh.FrameKey {
+	return mesh.FrameKey{Kind: kind, Job: w.cfg.Job, Epoch: w.cfg.Epoch, Step: uint32(w.step), Micro: uint16(micro), Index: uint16(index)}
+}
+
+func (w *Worker) activationFrame(kind mesh.FrameKind, micro, index int, x []float32, rows int) *mesh.Frame {
+	k := w.key(kind, micro, index)
+	return &mesh.Frame{Kind: kind, DType: mesh.DTypeF32, Codec: mesh.CodecNone, Job: k.Job, Epoch: k.Epoch, Step: k.Step,
+		Micro: k.Micro, Index: k.Index, Shape: []int{rows, len(x) / max(rows, 1)}, Payload: appendF32(make([]byte, 0, 4*len(x)), x)}
+}
+
+// recvTensor waits for a tensor frame and decodes it into a workspace buffer of n floats.
+func (w *Worker) recvTensor(ctx context.Context, from string, k mesh.FrameKey, n int) ([]float32, error) {
+	f, err := w.tr.Recv(ctx, from, k)
+	if err != nil {
+		return nil, err
+	}
+	if f.DType != mesh.DTypeF32 || f.Codec != mesh.CodecNone || f.Elements() != n {
+		return nil, fmt.Errorf("frame from %s: %v elements of dtype %d codec %d, want %d float32", from, f.Shape, f.DType, f.Codec, n)
+	}
+	x := w.ws.AllocDirty(n)
+	if err := decodeF32(x, f.Payload); err != nil {
+		return nil, fmt.Errorf("frame from %s: %w", from, err)
+	}
+	return x, nil
+}

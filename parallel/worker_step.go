@@ -1,0 +1,240 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+)
+
+// StepResult is what one worker learned from one step.
+type StepResult struct {
+	// Step is the number of steps completed.
+	Step int
+	// Loss is the step's mean training loss, known to the last stage only (HasLoss).
+	Loss    float64
+	HasLoss bool
+	// Synced says whether the replicas synchronised at the end of this step.
+	Synced bool
+}
+
+// inflight is one micro-batch between its forward and backward pass.
+type inflight struct {
+	mb    *model.Batch
+	saved []model.Saved
+}
+
+// Step runs one training step: the stage's share of the schedule over all micro-batches,
+// the replicas' synchronisation, clipping by the global norm across stages, and AdamW.
+func (w *Worker) Step(ctx context.Context) (StepResult, error) {
+	w.ws.Reset()
+	model.ZeroGrads(w.layers)
+	M := w.cfg.Train.MicroBatches
+	flight := make([]inflight, M)
+	res := StepResult{}
+	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.S, M) {
+		if !o.backward {
+			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
+			if err != nil {
+				return res, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
+			}
+			res.Loss += float64(loss) / float64(M)
+			continue
+		}
+		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
+			return res, fmt.Errorf("step %d backward micro-batch %d: %w", w.step+1, o.micro, err)
+		}
+	}
+	res.HasLoss = w.IsLast()
+	if w.cfg.Sync.Mode == SyncEveryStep {
+		if err := w.syncGradients(ctx); err != nil {
+			return res, err
+		}
+	}
+	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+	if err != nil {
+		return res, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+	}
+	var total float64
+	for _, n := range norms {
+		total += n
+	}
+	t := w.cfg.Train
+	w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
+	w.step++
+	if w.cfg.Sync.Mode == SyncDiLoCo && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+		if err := w.outerStep(ctx); err != nil {
+			return res, err
+		}
+		res.Synced = true
+	}
+	res.Step = w.step
+	return res, nil
+}
+
+func (w *Worker) roundKey(index int) roundKey {
+	return roundKey{job: w.cfg.Job, epoch: w.cfg.Epoch, step: uint32(w.step), index: uint16(index)}
+}
+
+// forward runs micro-batch m through the stage and passes its output on; on the last stage
+// it returns the micro-batch's loss.
+func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, error) {
+	fl.mb = w.sampler.MicroBatch(w.step, m, M)
+	rows, d := fl.mb.Rows(), w.cfg.Train.Model.DModel
+	var x []float32
+	if w.stage > 0 {
+		var err error
+		start := time.Now()
+		if x, err = w.recvTensor(ctx, w.prev, w.key(mesh.KindActivation, m, w.stage), rows*d); err != nil {
+			return 0, err
+		}
+		w.pipelineStarved += int64(time.Since(start))
+	}
+	fl.saved = make([]model.Saved, len(w.layers))
+	for i, l := range w.layers {
+		x, fl.saved[i] = l.Forward(&w.ws, fl.mb, x)
+	}
+	if w.IsLast() {
+		return x[0], nil
+	}
+	return 0, w.send(ctx, w.next, w.activationFrame(mesh.KindActivation, m, w.stage+1, x, rows))
+}
+
+// backward propagates micro-batch m's gradient through the stage and passes it back.
+func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
+	rows, d := fl.mb.Rows(), w.cfg.Train.Model.DModel
+	var dy []float32
+	if w.IsLast() {
+		dy = []float32{1 / float32(M)}
+	} else {
+		var err error
+		start := time.Now()
+		if dy, err = w.recvTensor(ctx, w.next, w.key(mesh.KindGradient, m, w.stage), rows*d); err != nil {
+			return err
+		}
+		w.pipelineStarved += int64(time.Since(start))
+	}
+	for i := len(w.layers) - 1; i >= 0; i-- {
+		dy = w.layers[i].Backward(&w.ws, fl.mb, fl.saved[i], dy)
+	}
+	fl.saved = nil
+	if w.stage == 0 {
+		return nil
+	}
+	return w.send(ctx, w.prev, w.activationFrame(mesh.KindGradient, m, w.stage-1, dy, rows))
+}
+
+// syncGradients averages every run's gradients across the replicas.
+func (w *Worker) syncGradients(ctx context.Context) error {
+	for i, run := range w.runs {
+		g := flattenGrads(w.runParams[i])
+		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i]); err != nil {
+			return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
+		}
+		unflattenGrads(w.runParams[i], g)
+	}
+	return nil
+}
+
+func flattenGrads(ps []*model.Param) []float32 {
+	out := make([]float32, 0, countParams(ps))
+	for _, p := range ps {
+		out = append(out, p.Grad.Data...)
+	}
+	return out
+}
+
+func unflattenGrads(ps []*model.Param, g []float32) {
+	for _, p := range ps {
+		g = g[copy(p.Grad.Data, g):]
+	}
+}
+
+// outerRun is DiLoCo's state for one run of layers: the parameters at the last
+// synchronisation and the outer Nesterov momentum.
+type outerRun struct {
+	anchor   []float32
+	momentum []float32
+}
+
+func newOuterRun(ps []*model.Param) *outerRun {
+	o := &outerRun{momentum: make([]float32, countParams(ps))}
+	for _, p := range ps {
+		o.anchor = append(o.anchor, p.Value.Data...)
+	}
+	return o
+}
+
+// outerStep is DiLoCo's outer step for every run: Δ = anchor − θ averaged across the
+// replicas (compressed with error feedback), then Nesterov as torch.optim.SGD does it:
+// u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor.
+func (w *Worker) outerStep(ctx context.Context) error {
+	lr, mu := float32(w.cfg.Sync.OuterLR), float32(w.cfg.Sync.OuterMomentum)
+	for i, run := range w.runs {
+		o, ps := w.outer[i], w.runParams[i]
+		delta := make([]float32, len(o.anchor))
+		off := 0
+		for _, p := range ps {
+			for j, v := range p.Value.Data {
+				delta[off+j] = o.anchor[off+j] - v
+			}
+			off += p.Value.Size()
+		}
+		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i]); err != nil {
+			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
+		}
+		for j, d := range delta {
+			o.momentum[j] = mu*o.momentum[j] + d
+			o.anchor[j] -= lr * (d + mu*o.momentum[j])
+		}
+		off = 0
+		for _, p := range ps {
+			off += copy(p.Value.Data, o.anchor[off:])
+		}
+	}
+	return nil
+}
+
+// Evaluate computes the validation loss of the replica's current weights through its
+// pipeline. Every stage of the replica must call it; the last stage returns the loss
+// (ok), the others return ok = false.
+func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
+	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
+	var total float64
+	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {
+		w.ws.Reset()
+		chunk := w.valOffs[i:min(len(w.valOffs), i+B)]
+		mb := model.ValBatch(w.data.Val, chunk, T)
+		var x []float32
+		if w.stage > 0 {
+			if x, err = w.recvTensor(ctx, w.prev, w.key(mesh.KindActivation, evalMicro+c, w.stage), mb.Rows()*d); err != nil {
+				return 0, false, fmt.Errorf("evaluation: %w", err)
+			}
+		}
+		if w.IsLast() {
+			mb.RowLoss = make([]float64, mb.Rows())
+		}
+		for _, l := range w.layers {
+			x, _ = l.Forward(&w.ws, mb, x)
+		}
+		if !w.IsLast() {
+			if err := w.send(ctx, w.next, w.activationFrame(mesh.KindActivation, evalMicro+c, w.stage+1, x, mb.Rows())); err != nil {
+				return 0, false, fmt.Errorf("evaluation: %w", err)
+			}
+			continue
+		}
+		for k := range chunk {
+			var s float64
+			for _, l := range mb.RowLoss[k*T : (k+1)*T] {
+				s += l
+			}
+			total += s / float64(T)
+		}
+	}
+	if !w.IsLast() {
+		return 0, false, nil
+	}
+	return total / float64(len(w.valOffs)), true, nil
+}
