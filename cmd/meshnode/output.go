@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 
@@ -34,3 +35,17 @@ func ptr[T any](v T) *T { return &v }
 
 func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// humanBytes renders a byte count for people: 512 B, 3.2 MiB, 1.5 GiB.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

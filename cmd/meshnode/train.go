@@ -20,6 +20,7 @@ import (
 
 type trainOptions struct {
 	cfg             parallel.TrainConfig
+	dist            distOptions
 	out             string
 	resume          string
 	checkpointEvery int
@@ -65,6 +66,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
 	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
+	o.dist.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -89,9 +91,18 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	if o.dist.distributed() {
+		if err := o.dist.validate(cmd, o); err != nil {
+			return err
+		}
+	}
 	data, err := model.LoadDataset(o.cfg.Data, o.cfg.Model.Vocab)
 	if err != nil {
 		return usagef("--data: %v", err)
+	}
+	if o.dist.distributed() {
+		kernels.SetThreads(o.threads)
+		return o.dist.run(cmd.Context(), cmd.OutOrStdout(), o, data)
 	}
 	tr, err := parallel.NewTrainer(o.cfg, data)
 	if err != nil {
@@ -242,12 +253,14 @@ func newTrainReporter(w io.Writer, asJSON bool, steps, done int) *trainReporter 
 }
 
 type stepJSON struct {
-	Event        string   `json:"event"`
-	Step         int      `json:"step"`
-	TrainLoss    *float64 `json:"train_loss,omitempty"`
-	ValLoss      *float64 `json:"val_loss,omitempty"`
-	TokensPerSec *float64 `json:"tokens_per_sec,omitempty"`
-	Checkpoint   string   `json:"checkpoint,omitempty"`
+	Event         string   `json:"event"`
+	Step          int      `json:"step"`
+	TrainLoss     *float64 `json:"train_loss,omitempty"`
+	ValLoss       *float64 `json:"val_loss,omitempty"`
+	TokensPerSec  *float64 `json:"tokens_per_sec,omitempty"`
+	SyncBytes     *int64   `json:"sync_bytes,omitempty"`
+	PipelineBytes *int64   `json:"pipeline_bytes,omitempty"`
+	Checkpoint    string   `json:"checkpoint,omitempty"`
 }
 
 func (r *trainReporter) event(ev parallel.Event) {
@@ -258,6 +271,9 @@ func (r *trainReporter) event(ev parallel.Event) {
 		}
 		if ev.HasVal {
 			rec.ValLoss, rec.TokensPerSec = ptr(round6(ev.ValLoss)), ptr(round1(ev.TokensPerSec))
+		}
+		if ev.HasBytes {
+			rec.SyncBytes, rec.PipelineBytes = ptr(ev.SyncBytes), ptr(ev.PipelineBytes)
 		}
 		writeJSONLine(r.w, rec)
 		return
@@ -271,11 +287,15 @@ func (r *trainReporter) event(ev parallel.Event) {
 	if r.bar != nil {
 		r.bar.Clear()
 	}
+	traffic := ""
+	if ev.HasBytes {
+		traffic = fmt.Sprintf("  pipeline %s  sync %s", humanBytes(ev.PipelineBytes), humanBytes(ev.SyncBytes))
+	}
 	if ev.Kind == "done" {
-		fmt.Fprintf(r.w, "done    step %d  val %.4f  %.0f tokens/s\n", ev.Step, ev.ValLoss, ev.TokensPerSec)
+		fmt.Fprintf(r.w, "done    step %d  val %.4f  %.0f tokens/s%s\n", ev.Step, ev.ValLoss, ev.TokensPerSec, traffic)
 		return
 	}
-	fmt.Fprintf(r.w, "step %d  train %.4f  val %.4f  %.0f tokens/s\n", ev.Step, ev.TrainLoss, ev.ValLoss, ev.TokensPerSec)
+	fmt.Fprintf(r.w, "step %d  train %.4f  val %.4f  %.0f tokens/s%s\n", ev.Step, ev.TrainLoss, ev.ValLoss, ev.TokensPerSec, traffic)
 }
 
 func (r *trainReporter) checkpoint(dir string, step int) {

@@ -269,3 +269,34 @@ func brokenCheckpoint(t *testing.T, src, dir string) brokenCheckpoints {
 	rewriteModel(t, b.misshapen, func(tf map[string][]int) { tf["lm_head.weight"] = []int{32, 256} })
 	return b
 }
+
+func TestTrainDistributedOverQUIC(t *testing.T) {
+	data := corpus(t)
+	args := smallTrain(data, "--stages", "2", "--replicas", "2", "--sync", "diloco", "--inner-steps", "4", "--codec", "int8", "--steps", "8")
+	code, out, errs := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var done struct {
+		Event         string  `json:"event"`
+		ValLoss       float64 `json:"val_loss"`
+		SyncBytes     *int64  `json:"sync_bytes"`
+		PipelineBytes *int64  `json:"pipeline_bytes"`
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &done); err != nil || done.Event != "done" {
+		t.Fatalf("last line %q: %v", lines[len(lines)-1], err)
+	}
+	if done.SyncBytes == nil || *done.SyncBytes == 0 || done.PipelineBytes == nil || *done.PipelineBytes == 0 {
+		t.Fatalf("done event lacks traffic counts: %s", lines[len(lines)-1])
+	}
+	for _, bad := range [][]string{
+		{"--stages", "9"}, {"--replicas", "0"}, {"--stages", "2", "--codec", "zip"},
+		{"--stages", "2", "--sync", "sometimes"}, {"--stages", "2", "--out", t.TempDir()},
+	} {
+		code, _, errs := runCLI(t, smallTrain(data, bad...)...)
+		if code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, %q", bad, code, errs)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// distOptions are train's flags for running a plan of pipeline stages and data-parallel
+// replicas inside one process, each worker with its own endpoint: the engine end to end
+// without consensus.
+type distOptions struct {
+	stages, replicas int
+	schedule         string
+	syncMode         string
+	codec            string
+	transport        string
+	sync             parallel.SyncConfig
+}
+
+func (d *distOptions) addFlags(cmd *cobra.Command) {
+	d.sync = parallel.DefaultSyncConfig()
+	f := cmd.Flags()
+	f.IntVar(&d.stages, "stages", 1, "pipeline stages per replica (each a worker with its own data plane)")
+	f.IntVar(&d.replicas, "replicas", 1, "data-parallel replicas, each with --batch sequences per step")
+	f.StringVar(&d.schedule, "schedule", string(parallel.OneFOneB), "pipeline schedule: 1f1b or gpipe")
+	f.StringVar(&d.syncMode, "sync", string(parallel.SyncDiLoCo), "replica synchronisation: sync (gradients every step) or diloco")
+	f.IntVar(&d.sync.InnerSteps, "inner-steps", d.sync.InnerSteps, "DiLoCo: local steps between synchronisations")
+	f.Float64Var(&d.sync.OuterLR, "outer-lr", d.sync.OuterLR, "DiLoCo: outer Nesterov learning rate")
+	f.Float64Var(&d.sync.OuterMomentum, "outer-momentum", d.sync.OuterMomentum, "DiLoCo: outer Nesterov momentum")
+	f.StringVar(&d.codec, "codec", string(parallel.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
+	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
+	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")
+}
+
+func (d *distOptions) distributed() bool { return d.stages > 1 || d.replicas > 1 }
+
+// validate checks the distributed flags; the run's own recipe is checked by the caller.
+func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
+	if L := o.cfg.Model.NumLayers(); d.stages < 1 || d.stages > L {
+		return usagef("--stages must be between 1 and the %d layers of the model (embedding, %d blocks, head), got %d", L, o.cfg.Model.Layers, d.stages)
+	}
+	if d.replicas < 1 {
+		return usagef("--replicas must be ≥ 1 (got %d)", d.replicas)
+	}
+	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every"} {
+		if cmd.Flags().Changed(name) {
+			return usagef("--%s is not supported with --stages/--replicas > 1 yet: distributed checkpoints come with the node's checkpoint protocol", name)
+		}
+	}
+	if _, err := parallel.ParseSchedule(d.schedule); err != nil {
+		return usagef("--schedule: %v", err)
+	}
+	d.sync.Mode, d.sync.Codec = parallel.SyncMode(d.syncMode), parallel.CodecName(d.codec)
+	if err := d.sync.Validate(); err != nil {
+		return usageError{err: err}
+	}
+	if d.transport != "quic" && d.transport != "memory" {
+		return usagef("--transport must be quic or memory (got %q)", d.transport)
+	}
+	return nil
+}
+
+// run trains the plan: replicas × stages workers, layers cut evenly.
+func (d *distOptions) run(ctx context.Context, w io.Writer, o *trainOptions, data *model.Dataset) error {
+	endpoints, names, closeAll, err := d.endpoints(ctx)
+	if err != nil {
+		return err
+	}
+	defer closeAll()
+	nodes := make([][]string, d.replicas)
+	for r := range nodes {
+		nodes[r] = names[r*d.stages : (r+1)*d.stages]
+	}
+	cfg := parallel.JobConfig{Train: o.cfg, Schedule: parallel.Schedule(d.schedule), Sync: d.sync, Job: 1}
+	run, err := parallel.NewLocalRun(cfg, parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...), data,
+		func(n string) parallel.Transport { return endpoints[n] })
+	if err != nil {
+		return usagef("%v", err)
+	}
+	rep := newTrainReporter(w, o.output == "json", o.cfg.Steps, 0)
+	if err := run.Run(ctx, 0, rep.event); err != nil {
+		return fmt.Errorf("training stopped at step %d: %w", run.StepsDone(), err)
+	}
+	return nil
+}
+
+// endpoints creates one transport per worker: QUIC data planes on 127.0.0.1 with fresh
+// identities that know each other's addresses, or an in-memory network.
+func (d *distOptions) endpoints(ctx context.Context) (map[string]parallel.Transport, []string, func(), error) {
+	n := d.stages * d.replicas
+	eps := map[string]parallel.Transport{}
+	if d.transport == "memory" {
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("worker-%d", i)
+		}
+		net := parallel.NewInMemory(names...)
+		for _, name := range names {
+			eps[name] = net.Peer(name)
+		}
+		return eps, names, net.Close, nil
+	}
+	var planes []*mesh.DataPlane
+	closeAll := func() {
+		for _, p := range planes {
+			p.Close()
+		}
+	}
+	names := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		key, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		cfg := mesh.DefaultDataPlaneConfig()
+		cfg.ListenAddr, cfg.Identity = "127.0.0.1:0", key
+		p, err := mesh.NewDataPlane(ctx, cfg)
+		if err != nil {
+			closeAll()
+			return nil, nil, nil, err
+		}
+		planes = append(planes, p)
+		names = append(names, p.Self())
+		eps[p.Self()] = p
+	}
+	for _, p := range planes {
+		for _, q := range planes {
+			if p != q {
+				p.SetPeerAddr(q.Self(), q.Addr())
+			}
+		}
+	}
+	return eps, names, closeAll, nil
+}
