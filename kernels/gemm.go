@@ -60,8 +60,9 @@ func Gemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []flo
 }
 
 // gemmParallelMinWork is the number of multiply-adds below which Gemm stays on the calling
-// goroutine: under ~0.5 M a goroutine costs more than it saves. Tests lower it.
-var gemmParallelMinWork = 1 << 19
+// goroutine: under ~2 M (about 20 µs on one AVX-512 core) waking a second goroutine costs
+// more than it saves, the more so on a busy machine. Tests lower it.
+var gemmParallelMinWork = 1 << 21
 
 // gemmThreads is Gemm through impl on up to threads goroutines. C is cut into contiguous
 // bands of whole register tiles (rows or columns), one band per goroutine; each band is an

@@ -26,6 +26,12 @@ func gemmKernel6x16(kc int, a *float32, rs, ps int, b *float32, bs int, c *float
 //go:noescape
 func gemmPackBT32(kc int, b *float32, ldb int, dst *float32)
 
+// gemmPackB32 packs one 32-column panel of an untransposed op(B) = B with AVX-512: for
+// p < kc, dst[p·32+s] = b[p·ldb+s], s < 32. kc ≥ 1.
+//
+//go:noescape
+func gemmPackB32(kc int, b *float32, ldb int, dst *float32)
+
 // avx2Masks[n] holds n lane masks of -1 followed by zeros: the valid columns of a tile
 // that is n columns wide.
 var avx2Masks = func() (m [17][16]int32) {

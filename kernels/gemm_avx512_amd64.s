@@ -689,3 +689,57 @@ half1:
 	JG block
 	VZEROUPPER
 	RET
+
+// func gemmPackB32(kc int, b *float32, ldb int, dst *float32)
+//
+// Requires kc ≥ 1 and rows p < kc of b to hold 32 values each.
+TEXT ·gemmPackB32(SB), NOSPLIT, $0-32
+	MOVQ kc+0(FP), CX
+	MOVQ b+8(FP), SI
+	MOVQ ldb+16(FP), R9
+	SHLQ $2, R9
+	MOVQ dst+24(FP), DI
+	CMPQ CX, $4
+	JLT tail
+
+loop4:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	ADDQ R9, SI
+	VMOVUPS (SI), Z2
+	VMOVUPS 64(SI), Z3
+	ADDQ R9, SI
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	ADDQ R9, SI
+	VMOVUPS (SI), Z6
+	VMOVUPS 64(SI), Z7
+	ADDQ R9, SI
+	VMOVUPS Z0, 0(DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VMOVUPS Z4, 256(DI)
+	VMOVUPS Z5, 320(DI)
+	VMOVUPS Z6, 384(DI)
+	VMOVUPS Z7, 448(DI)
+	ADDQ $512, DI
+	SUBQ $4, CX
+	CMPQ CX, $4
+	JGE loop4
+
+tail:
+	TESTQ CX, CX
+	JZ done
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	ADDQ R9, SI
+	ADDQ $128, DI
+	DECQ CX
+	JMP tail
+
+done:
+	VZEROUPPER
+	RET

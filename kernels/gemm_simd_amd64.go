@@ -145,21 +145,26 @@ func (g *simdCall) aPanelAt(ir, pc, kc, rows int, copyA bool) (ap *float32, rs, 
 
 // packBSIMD packs the kc×nc block of op(B) at (pc, jc) into panels of nr columns, as packB
 // does, with faster paths for whole panels (nr 32 means the AVX-512 kernel, so the AVX-512
-// transposing pack is available).
+// packs are available).
 func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32) {
 	full := nc / nr * nr
-	if !tB {
+	switch {
+	case !tB && nr == 32:
+		for q := 0; q < full; q += nr {
+			gemmPackB32(kc, &b[pc*ldb+jc+q], ldb, &dst[q*kc])
+		}
+	case !tB:
 		for p := 0; p < kc; p++ {
 			src := b[(pc+p)*ldb+jc : (pc+p)*ldb+jc+full]
 			for q := 0; q < full; q += nr {
 				copy(dst[q*kc+p*nr:q*kc+p*nr+nr], src[q:q+nr])
 			}
 		}
-	} else if nr == 32 {
+	case nr == 32:
 		for q := 0; q < full; q += nr {
 			gemmPackBT32(kc, &b[(jc+q)*ldb+pc], ldb, &dst[q*kc])
 		}
-	} else {
+	default:
 		for q := 0; q < full; q += nr {
 			panel := dst[q*kc : q*kc+kc*nr]
 			for s := 0; s < nr; s++ {

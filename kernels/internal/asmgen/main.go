@@ -24,7 +24,7 @@ import (
 func main() {
 	out := flag.String("out", ".", "directory to write the .s files to")
 	flag.Parse()
-	write(filepath.Join(*out, "gemm_avx512_amd64.s"), append(avx512(), packBT32()...))
+	write(filepath.Join(*out, "gemm_avx512_amd64.s"), append(append(avx512(), packBT32()...), packB32()...))
 	write(filepath.Join(*out, "gemm_avx2_amd64.s"), avx2())
 }
 
@@ -327,4 +327,54 @@ func transpose16(g *gen) {
 		g.f("\tVSHUFF32X4 $0xDD, Z18, Z16, Z%d", 8+j)
 		g.f("\tVSHUFF32X4 $0xDD, Z19, Z17, Z%d", 12+j)
 	}
+}
+
+// packB32 is the AVX-512 pack of one 32-column panel of an untransposed op(B) = B: for
+// p < kc, dst[p·32 : p·32+32] = b[p·ldb : p·ldb+32], four k steps per iteration.
+func packB32() []byte {
+	g := &gen{}
+	g.f("")
+	g.f("// func gemmPackB32(kc int, b *float32, ldb int, dst *float32)")
+	g.f("//")
+	g.f("// Requires kc ≥ 1 and rows p < kc of b to hold 32 values each.")
+	g.f("TEXT ·gemmPackB32(SB), NOSPLIT, $0-32")
+	g.f("\tMOVQ kc+0(FP), CX")
+	g.f("\tMOVQ b+8(FP), SI")
+	g.f("\tMOVQ ldb+16(FP), R9")
+	g.f("\tSHLQ $2, R9")
+	g.f("\tMOVQ dst+24(FP), DI")
+	g.f("\tCMPQ CX, $4")
+	g.f("\tJLT tail")
+	g.f("")
+	g.f("loop4:")
+	for i := 0; i < 4; i++ {
+		g.f("\tVMOVUPS (SI), Z%d", 2*i)
+		g.f("\tVMOVUPS 64(SI), Z%d", 2*i+1)
+		g.f("\tADDQ R9, SI")
+	}
+	for i := 0; i < 4; i++ {
+		g.f("\tVMOVUPS Z%d, %d(DI)", 2*i, 128*i)
+		g.f("\tVMOVUPS Z%d, %d(DI)", 2*i+1, 128*i+64)
+	}
+	g.f("\tADDQ $512, DI")
+	g.f("\tSUBQ $4, CX")
+	g.f("\tCMPQ CX, $4")
+	g.f("\tJGE loop4")
+	g.f("")
+	g.f("tail:")
+	g.f("\tTESTQ CX, CX")
+	g.f("\tJZ done")
+	g.f("\tVMOVUPS (SI), Z0")
+	g.f("\tVMOVUPS 64(SI), Z1")
+	g.f("\tVMOVUPS Z0, (DI)")
+	g.f("\tVMOVUPS Z1, 64(DI)")
+	g.f("\tADDQ R9, SI")
+	g.f("\tADDQ $128, DI")
+	g.f("\tDECQ CX")
+	g.f("\tJMP tail")
+	g.f("")
+	g.f("done:")
+	g.f("\tVZEROUPPER")
+	g.f("\tRET")
+	return g.Bytes()
 }
