@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/meshnode/meshnode/mesh"
 )
@@ -74,9 +73,16 @@ func (noneCodec) Encode(dst []byte, x []float32) []byte {
 }
 func (noneCodec) Decode(x []float32, p []byte) error { return decodeF32(x, p) }
 
+// grow extends dst by n bytes and returns the whole slice and the new part.
+func grow(dst []byte, n int) ([]byte, []byte) {
+	dst = append(dst, make([]byte, n)...)
+	return dst, dst[len(dst)-n:]
+}
+
 func appendF32(dst []byte, x []float32) []byte {
-	for _, v := range x {
-		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(v))
+	dst, out := grow(dst, 4*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint32(out[4*i:], math.Float32bits(v))
 	}
 	return dst
 }
@@ -96,8 +102,9 @@ type fp16Codec struct{}
 func (fp16Codec) Name() CodecName  { return CodecFP16 }
 func (fp16Codec) Wire() mesh.Codec { return mesh.CodecFP16 }
 func (fp16Codec) Encode(dst []byte, x []float32) []byte {
-	for _, v := range x {
-		dst = binary.LittleEndian.AppendUint16(dst, float32ToHalf(v))
+	dst, out := grow(dst, 2*len(x))
+	for i, v := range x {
+		binary.LittleEndian.PutUint16(out[2*i:], float32ToHalf(v))
 	}
 	return dst
 }
@@ -174,21 +181,31 @@ func (int8Codec) Wire() mesh.Codec { return mesh.CodecInt8 }
 // every element as round(x / scale) in int8.
 func (int8Codec) Encode(dst []byte, x []float32) []byte {
 	nb := (len(x) + Int8Block - 1) / Int8Block
-	scales := make([]float32, nb)
-	for b := range scales {
+	dst, out := grow(dst, 4*nb+len(x))
+	q := out[4*nb:]
+	for b := 0; b < nb; b++ {
+		blk := x[b*Int8Block : min(len(x), (b+1)*Int8Block)]
 		var m float32
-		for _, v := range x[b*Int8Block : min(len(x), (b+1)*Int8Block)] {
-			m = max(m, float32(math.Abs(float64(v))))
+		for _, v := range blk {
+			m = max(m, v, -v)
 		}
-		scales[b] = m / 127
-	}
-	dst = appendF32(dst, scales)
-	for i, v := range x {
-		q := float32(0)
-		if s := scales[i/Int8Block]; s > 0 {
-			q = float32(math.Round(float64(v / s)))
+		scale := m / 127
+		binary.LittleEndian.PutUint32(out[4*b:], math.Float32bits(scale))
+		inv := float32(0)
+		if scale > 0 {
+			inv = 1 / scale
 		}
-		dst = append(dst, byte(int8(max(-127, min(127, q)))))
+		qb := q[b*Int8Block:]
+		for i, v := range blk {
+			r := v * inv
+			// Round half away from zero, clamped to ±127.
+			if r >= 0 {
+				r += 0.5
+			} else {
+				r -= 0.5
+			}
+			qb[i] = byte(int8(max(-127, min(127, int32(r)))))
+		}
 	}
 	return dst
 }
@@ -213,29 +230,75 @@ func (topkCodec) Name() CodecName  { return CodecTopK }
 func (topkCodec) Wire() mesh.Codec { return mesh.CodecTopK }
 
 // Encode keeps the k = ⌈fraction·n⌉ largest-magnitude elements (ties by lower index) as
-// k uint32 indices in increasing order followed by their k float32 values.
+// k uint32 indices in increasing order followed by their k float32 values. The k-th
+// largest magnitude is found by selection in O(n).
 func (c topkCodec) Encode(dst []byte, x []float32) []byte {
 	k := min(len(x), int(math.Ceil(c.fraction*float64(len(x)))))
-	idx := make([]int, len(x))
-	for i := range idx {
-		idx[i] = i
+	dst, out := grow(dst, 8*k)
+	if k == 0 {
+		return dst
 	}
-	sort.Slice(idx, func(a, b int) bool {
-		ma, mb := math.Abs(float64(x[idx[a]])), math.Abs(float64(x[idx[b]]))
-		if ma != mb {
-			return ma > mb
+	mags := make([]float32, len(x))
+	for i, v := range x {
+		mags[i] = max(v, -v)
+	}
+	thr := kthLargest(append([]float32(nil), mags...), k)
+	above := 0 // elements strictly above the threshold all go in; ties fill the rest
+	for _, m := range mags {
+		if m > thr {
+			above++
 		}
-		return idx[a] < idx[b]
-	})
-	keep := idx[:k]
-	sort.Ints(keep)
-	for _, i := range keep {
-		dst = binary.LittleEndian.AppendUint32(dst, uint32(i))
 	}
-	for _, i := range keep {
-		dst = binary.LittleEndian.AppendUint32(dst, math.Float32bits(x[i]))
+	ties := k - above
+	j := 0
+	for i, m := range mags {
+		if m > thr || (m == thr && ties > 0) {
+			if m == thr {
+				ties--
+			}
+			binary.LittleEndian.PutUint32(out[4*j:], uint32(i))
+			binary.LittleEndian.PutUint32(out[4*k+4*j:], math.Float32bits(x[i]))
+			j++
+		}
 	}
 	return dst
+}
+
+// kthLargest returns the k-th largest value of a (1-based), reordering a (quickselect
+// with a median-of-three pivot).
+func kthLargest(a []float32, k int) float32 {
+	lo, hi, target := 0, len(a)-1, k-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		p := medianOf3(a[lo], a[mid], a[hi])
+		i, j := lo, hi
+		for i <= j {
+			for a[i] > p {
+				i++
+			}
+			for a[j] < p {
+				j--
+			}
+			if i <= j {
+				a[i], a[j] = a[j], a[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case target <= j:
+			hi = j
+		case target >= i:
+			lo = i
+		default:
+			return a[target]
+		}
+	}
+	return a[target]
+}
+
+func medianOf3(a, b, c float32) float32 {
+	return max(min(a, b), min(max(a, b), c))
 }
 
 func (topkCodec) Decode(x []float32, p []byte) error {

@@ -122,3 +122,21 @@ func FuzzCodecDecode(f *testing.F) {
 		_ = c.Decode(y, payload) // must not panic or write out of bounds
 	})
 }
+
+func TestKthLargest(t *testing.T) {
+	for n := 1; n < 60; n += 7 {
+		x := randVec(n, uint64(n))
+		x = append(x, x[:n/3]...) // duplicates
+		for k := 1; k <= len(x); k += 3 {
+			sorted := append([]float32(nil), x...)
+			for i := range sorted { // insertion sort, descending
+				for j := i; j > 0 && sorted[j] > sorted[j-1]; j-- {
+					sorted[j], sorted[j-1] = sorted[j-1], sorted[j]
+				}
+			}
+			if got := kthLargest(append([]float32(nil), x...), k); got != sorted[k-1] {
+				t.Fatalf("n=%d k=%d: %g, want %g", len(x), k, got, sorted[k-1])
+			}
+		}
+	}
+}
