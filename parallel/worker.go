@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/model"
@@ -176,6 +177,10 @@ func (w *Worker) StepsDone() int { return w.step }
 // BytesSent reports the payload bytes this worker sent for the pipeline (activations and
 // their gradients) and for synchronisation (collectives between replicas).
 func (w *Worker) BytesSent() (pipeline, sync int64) { return w.pipelineSent, w.syncSent }
+
+// WaitTime is how long the worker has waited for its pipeline neighbours (activations and
+// gradients), the measured bubble.
+func (w *Worker) WaitTime() time.Duration { return time.Duration(w.pipelineStarved) }
 
 // counting wraps the transport to count what the worker sends by purpose.
 func (w *Worker) send(ctx context.Context, to string, f *mesh.Frame) error {
