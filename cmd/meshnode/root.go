@@ -22,6 +22,11 @@ speed and memory, and every node runs a real training engine.`,
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newInitCmd(),
+		newJoinCmd(),
+		newPeersCmd(),
+		newStatusCmd(),
+		newIDCmd(),
 		newPlanCmd(),
 		newBenchCmd(),
 		newTrainCmd(),

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node"
+)
+
+type joinOptions struct {
+	cfg          node.Config
+	memoryBudget string
+	gemmShape    string
+	probeMax     string
+	threads      int
+	logLevel     string
+}
+
+func newJoinCmd() *cobra.Command {
+	o := joinOptions{cfg: node.DefaultConfig()}
+	cmd := &cobra.Command{
+		Use:   "join",
+		Short: "Run a node: join (or start) a mesh and serve the local API until interrupted",
+		Long: `Run a meshnode node in the foreground. It measures this machine (GEMM rate on the engine's
+kernels, memory, disk, GPUs), joins the mesh through --bootstrap peers, mDNS and the DHT,
+proves the join secret to every peer it meets, and serves the local HTTP API (--api) for
+` + "`meshnode status`, `meshnode peers`" + ` and the rest. The first node of a mesh needs no --bootstrap.
+SIGINT or SIGTERM makes it announce that it leaves and exit.
+
+--listen and --bootstrap take libp2p multiaddrs, repeated or comma-separated, e.g.
+  --listen /ip4/0.0.0.0/tcp/4242,/ip4/0.0.0.0/udp/4242/quic-v1
+  --bootstrap /ip4/203.0.113.7/tcp/4242/p2p/12D3KooW...
+Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other users.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runJoin(cmd, &o) },
+	}
+	c := &o.cfg
+	f := cmd.Flags()
+	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "node data directory (identity key, state)")
+	f.StringVar(&c.Mesh, "mesh", c.Mesh, "mesh name")
+	f.StringVar(&c.JoinSecret, "join-secret", "", "the mesh's join secret, as printed by `meshnode init`")
+	f.StringSliceVar(&c.Allow, "allow", nil, "admit only these peer IDs (in addition to the secret)")
+	f.StringSliceVar(&c.Listen, "listen", nil, "multiaddrs to listen on (default QUIC-v1 and TCP on port 4242, IPv4 and IPv6)")
+	f.StringSliceVar(&c.Bootstrap, "bootstrap", nil, "multiaddrs of members to join through, ending in /p2p/<peer-id>")
+	f.StringVar(&c.API, "api", c.API, "loopback host:port of the local HTTP API (port 0: any free port; empty: no API)")
+	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
+	f.BoolVar(&c.DHT, "dht", c.DHT, "advertise and find members through the mesh's Kademlia DHT")
+	f.BoolVar(&c.NAT, "nat", c.NAT, "NAT traversal: UPnP/NAT-PMP port mapping, AutoNAT, hole punching, relay v2")
+	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval")
+	f.DurationVar(&c.SuspectAfter, "suspect-after", 0, "heartbeat age after which a peer is suspect (default 3 heartbeats)")
+	f.DurationVar(&c.DeadAfter, "dead-after", 0, "heartbeat age after which a peer is dead (default 5 heartbeats)")
+	f.DurationVar(&c.AuthTimeout, "auth-timeout", c.AuthTimeout, "time a new peer has to prove the join secret")
+	f.DurationVar(&c.DiscoveryInterval, "discovery-interval", c.DiscoveryInterval, "how often bootstrap peers are retried and the DHT is queried")
+	f.DurationVar(&c.Reprofile, "reprofile", c.Reprofile, "how often the device profile is measured again (negative: only at start)")
+	f.DurationVar(&c.Probe.Interval, "probe-interval", 5*time.Minute, "how often links to peers are probed again (negative: only on join)")
+	f.StringVar(&o.probeMax, "probe-max-bytes", "32MiB", "largest bandwidth-probe transfer")
+	f.StringVar(&o.memoryBudget, "memory-budget", "80%", "memory offered to training: a size (8GiB) or a share of available memory (80%)")
+	f.Float64Var(&c.Profile.Slowdown, "slowdown", 1, "divide the measured compute rate by this factor (testnets emulate slow devices)")
+	f.StringVar(&o.gemmShape, "gemm-shape", "2048x512x512", "GEMM shape MxNxK of the profile measurement")
+	f.DurationVar(&c.Profile.BatchDuration, "profile-batch", c.Profile.BatchDuration, "length of each of the three timed GEMM batches")
+	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: all cores)")
+	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return withEnv(cmd)
+}
+
+func runJoin(cmd *cobra.Command, o *joinOptions) error {
+	if err := o.finish(); err != nil {
+		return err
+	}
+	if err := o.cfg.Validate(); err != nil {
+		return usageError{err: err}
+	}
+	if o.threads > 0 {
+		kernels.SetThreads(o.threads)
+	}
+	n, err := node.New(o.cfg)
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	st := n.Status()
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "node %s joined mesh %q\n", st.ID, st.Mesh)
+	if api := n.APIAddr(); api != "" {
+		fmt.Fprintf(w, "API: http://%s\n", api)
+	}
+	for _, a := range st.Addrs {
+		fmt.Fprintf(w, "address: %s\n", a)
+	}
+	<-ctx.Done()
+	fmt.Fprintln(w, "leaving the mesh")
+	return n.Close()
+}
+
+// finish turns the string flags into configuration and fills in what depends on others.
+func (o *joinOptions) finish() error {
+	c := &o.cfg
+	c.Version = Version
+	level, err := parseLogLevel(o.logLevel)
+	if err != nil {
+		return err
+	}
+	c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if c.JoinSecret == "" && len(c.Allow) == 0 {
+		return usagef("no join secret: pass --join-secret or set MESHNODE_JOIN_SECRET (`meshnode init` makes one)")
+	}
+	if c.JoinSecret != "" && len(c.JoinSecret) < mesh.MinSecretLen {
+		return usagef("join secret is %d characters: use at least %d (`meshnode init` makes one)", len(c.JoinSecret), mesh.MinSecretLen)
+	}
+	if err := mesh.ValidateMeshName(c.Mesh); err != nil {
+		return usagef("--mesh: %v", err)
+	}
+	if strings.HasSuffix(o.memoryBudget, "%") {
+		pct, err := strconv.ParseFloat(strings.TrimSuffix(o.memoryBudget, "%"), 64)
+		if err != nil || pct <= 0 || pct > 100 {
+			return usagef("--memory-budget %q: a share must be in (0%%, 100%%]", o.memoryBudget)
+		}
+		c.MemoryBudgetFraction, c.MemoryBudget = pct/100, 0
+	} else if c.MemoryBudget, err = parseSize(o.memoryBudget); err != nil {
+		return usagef("--memory-budget: %v", err)
+	}
+	probeMax, err := parseSize(o.probeMax)
+	if err != nil {
+		return usagef("--probe-max-bytes: %v", err)
+	}
+	c.Probe.MaxBytes = int(min(probeMax, 1<<40))
+	if _, err := fmt.Sscanf(o.gemmShape, "%dx%dx%d", &c.Profile.GemmM, &c.Profile.GemmN, &c.Profile.GemmK); err != nil ||
+		c.Profile.GemmM <= 0 || c.Profile.GemmN <= 0 || c.Profile.GemmK <= 0 {
+		return usagef("--gemm-shape %q: want MxNxK with positive sizes, e.g. 2048x512x512", o.gemmShape)
+	}
+	if o.threads < 0 {
+		return usagef("--threads must be ≥ 0 (got %d)", o.threads)
+	}
+	c.Profile.Threads = o.threads
+	return nil
+}
+
+func parseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, usagef("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// parseSize reads a byte count: a plain number or one with a unit (KB, MB, GB, TB: powers
+// of 1000; KiB, MiB, GiB, TiB: powers of 1024).
+func parseSize(s string) (uint64, error) {
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), 1.0
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || v < 0 || v*mult >= 1<<63 {
+		return 0, fmt.Errorf("%q is not a size (e.g. 8GiB, 512MiB, 1000000)", s)
+	}
+	return uint64(v * mult), nil
+}

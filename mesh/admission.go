@@ -1,0 +1,265 @@
+package mesh
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// ErrNotAdmitted is returned when a peer has not proved knowledge of the join secret.
+var ErrNotAdmitted = errors.New("peer not admitted to the mesh")
+
+// admission runs the auth exchange with every newly connected peer and remembers the
+// outcome per peer until its last connection closes. Both sides initiate an exchange on
+// a new connection (so neither depends on the other's notion of who dialled) and a peer is
+// admitted once either exchange verified its proof. A peer that sends a wrong proof or a
+// malformed message, or is not admitted within the timeout, is banned in the gater and
+// disconnected.
+type admission struct {
+	host    host.Host
+	gater   *gater
+	secret  []byte
+	mesh    string
+	timeout time.Duration
+	log     *slog.Logger
+	onAdmit func(peer.ID) // called once per admission, on its own goroutine
+
+	ctx context.Context // cancelled at shutdown
+
+	mu    sync.Mutex
+	peers map[peer.ID]*admitState
+
+	failures atomic.Uint64
+	refused  atomic.Uint64
+}
+
+type admitState struct {
+	done     chan struct{} // closed once decided
+	admitted bool          // valid after done is closed
+	timer    *time.Timer
+}
+
+func newAdmission(ctx context.Context, h host.Host, g *gater, cfg Config, log *slog.Logger) *admission {
+	return &admission{
+		host: h, gater: g, secret: []byte(cfg.JoinSecret), mesh: cfg.meshName(),
+		timeout: cfg.authTimeout(), log: log, ctx: ctx, peers: map[peer.ID]*admitState{},
+		onAdmit: func(peer.ID) {},
+	}
+}
+
+// start registers the auth handler and the connection notifications, and starts an
+// exchange with every peer already connected.
+func (a *admission) start() {
+	a.host.SetStreamHandler(ProtocolAuth, a.handleAuth)
+	a.host.Network().Notify(&network.NotifyBundle{
+		ConnectedF:    func(_ network.Network, c network.Conn) { a.ensure(c.RemotePeer()) },
+		DisconnectedF: func(_ network.Network, c network.Conn) { a.disconnected(c.RemotePeer()) },
+	})
+	for _, p := range a.host.Network().Peers() {
+		a.ensure(p)
+	}
+}
+
+// ensure returns p's state, creating it and starting an exchange if p has none.
+func (a *admission) ensure(p peer.ID) *admitState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.peers[p]; ok {
+		return st
+	}
+	st := &admitState{done: make(chan struct{})}
+	a.peers[p] = st
+	st.timer = time.AfterFunc(a.timeout, func() { a.expire(p, st) })
+	go a.initiate(p)
+	return st
+}
+
+// isAdmitted reports, without waiting, whether p is admitted.
+func (a *admission) isAdmitted(p peer.ID) bool {
+	a.mu.Lock()
+	st, ok := a.peers[p]
+	a.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-st.done:
+		return st.admitted
+	default:
+		return false
+	}
+}
+
+// wait blocks until p's admission is decided (at most the auth timeout after it
+// connected) or ctx ends, and reports whether p is admitted. p must be connected.
+func (a *admission) wait(ctx context.Context, p peer.ID) bool {
+	if p == a.host.ID() {
+		return true
+	}
+	if a.host.Network().Connectedness(p) != network.Connected {
+		return false
+	}
+	st := a.ensure(p)
+	select {
+	case <-st.done:
+		return st.admitted
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// admitted lists the peers admitted so far and still connected.
+func (a *admission) admitted() []peer.ID {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []peer.ID
+	for p, st := range a.peers {
+		select {
+		case <-st.done:
+			if st.admitted {
+				out = append(out, p)
+			}
+		default:
+		}
+	}
+	return out
+}
+
+func (a *admission) initiate(p peer.ID) {
+	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	defer cancel()
+	s, err := a.host.NewStream(ctx, p, ProtocolAuth)
+	if err != nil {
+		// Not fatal by itself: the peer may still authenticate to us. The timer decides.
+		a.log.Debug("open auth stream", "peer", p, "err", err)
+		return
+	}
+	_ = s.SetDeadline(time.Now().Add(a.timeout))
+	a.finish(p, s, a.party(p).initiate(s))
+}
+
+func (a *admission) handleAuth(s network.Stream) {
+	p := s.Conn().RemotePeer()
+	a.ensure(p)
+	_ = s.SetDeadline(time.Now().Add(a.timeout))
+	a.finish(p, s, a.party(p).respond(s))
+}
+
+func (a *admission) party(p peer.ID) authParty {
+	return authParty{secret: a.secret, mesh: a.mesh, self: a.host.ID(), remote: p, rand: rand.Reader}
+}
+
+// finish closes the exchange's stream and records its outcome.
+func (a *admission) finish(p peer.ID, s network.Stream, err error) {
+	switch {
+	case err == nil:
+		_ = s.Close()
+		a.admit(p)
+	case errors.Is(err, errAuthProtocol):
+		lingerAndReset(s)
+		a.fail(p, err.Error())
+	default:
+		_ = s.Reset()
+		a.log.Debug("auth exchange", "peer", p, "err", err)
+	}
+}
+
+func (a *admission) admit(p peer.ID) {
+	a.mu.Lock()
+	st, ok := a.peers[p]
+	decided := ok && isClosed(st.done)
+	if ok && !decided {
+		st.admitted = true
+		st.timer.Stop()
+		close(st.done)
+	}
+	a.mu.Unlock()
+	if ok && !decided {
+		a.log.Info("peer admitted", "peer", p)
+		go a.onAdmit(p)
+	}
+}
+
+// fail refuses p: banned, disconnected, logged. An already admitted peer that misbehaves
+// on the auth protocol is only disconnected.
+func (a *admission) fail(p peer.ID, reason string) {
+	a.mu.Lock()
+	st, ok := a.peers[p]
+	wasAdmitted := ok && isClosed(st.done) && st.admitted
+	if ok && !isClosed(st.done) {
+		st.timer.Stop()
+		close(st.done)
+	}
+	a.mu.Unlock()
+	if !wasAdmitted {
+		a.gater.ban(p)
+		a.failures.Add(1)
+	}
+	a.log.Warn("peer refused admission", "peer", p, "reason", reason, "banned", !wasAdmitted)
+	_ = a.host.Network().ClosePeer(p)
+}
+
+// expire fails p if it is still undecided when its timer fires and still connected.
+func (a *admission) expire(p peer.ID, st *admitState) {
+	a.mu.Lock()
+	current := a.peers[p] == st && !isClosed(st.done)
+	a.mu.Unlock()
+	if !current {
+		return
+	}
+	if a.host.Network().Connectedness(p) != network.Connected {
+		a.disconnected(p)
+		return
+	}
+	a.fail(p, fmt.Sprintf("no valid auth within %s", a.timeout))
+}
+
+// disconnected forgets p once its last connection is gone, so that a reconnect runs a
+// fresh exchange. Waiters on an undecided state are released with "not admitted".
+func (a *admission) disconnected(p peer.ID) {
+	if len(a.host.Network().ConnsToPeer(p)) > 0 {
+		return
+	}
+	a.mu.Lock()
+	st, ok := a.peers[p]
+	if ok {
+		delete(a.peers, p)
+		st.timer.Stop()
+		if !isClosed(st.done) {
+			close(st.done)
+		}
+	}
+	a.mu.Unlock()
+}
+
+// lingerAndReset lets a reject reach the peer: it closes the write side and waits (at most
+// a second) for the peer to hang up before resetting the stream.
+func lingerAndReset(s network.Stream) {
+	_ = s.CloseWrite()
+	_ = s.SetReadDeadline(time.Now().Add(time.Second))
+	var buf [64]byte
+	for {
+		if _, err := s.Read(buf[:]); err != nil {
+			break
+		}
+	}
+	_ = s.Reset()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,19 @@
+// Package mesh is meshnode's peer-to-peer layer: the libp2p host (QUIC-v1 and TCP), the
+// node's persistent identity, discovery (bootstrap addresses, mDNS, Kademlia rendezvous on
+// the mesh name), NAT traversal as go-libp2p offers it (port mapping, AutoNAT, hole
+// punching, relay v2), admission of peers by a join secret and an optional allowlist, signed
+// heartbeats over gossipsub that carry each node's measured Profile, the peer table built
+// from them, and link probes (RTT and bandwidth) between peers.
+//
+// Admission is the package's central guarantee: a peer is admitted only after it proved
+// knowledge of the mesh's join secret on ProtocolAuth, bound to both peer IDs. Until then
+// every other protocol the mesh serves or opens (its own, the DHT's and gossipsub's) waits,
+// and a peer that fails or stays silent for the auth timeout is disconnected and refused by
+// the connection gater from then on.
+//
+// The package also holds the tensor data plane (frames, the QUIC streams between stages),
+// documented in its own files.
+//
+// mesh depends on libraries only. It does not measure devices (package node does and hands
+// the result in through SetProfile), keep job state (consensus) or plan anything (balancer).
+package mesh

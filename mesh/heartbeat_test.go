@@ -1,0 +1,121 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/network"
+)
+
+func validHeartbeat(t testing.TB) *heartbeat {
+	return &heartbeat{
+		ID: testPeerID(t).String(), Mesh: "test", Seq: 7, SentAt: 1700000000000,
+		Addrs: []string{"/ip4/10.0.0.1/tcp/4242", "/ip4/10.0.0.1/udp/4242/quic-v1"},
+		Profile: &Profile{GemmGFLOPS: 42.5, GemmShape: "2048x512x512", Cores: 8, MemoryBudgetBytes: 1 << 30,
+			GPUs: []GPU{{Name: "A100", MemoryTotalBytes: 40 << 30, Multiprocessors: 108}}, OS: "linux", Arch: "amd64"},
+	}
+}
+
+func TestHeartbeatRoundTrip(t *testing.T) {
+	hb := validHeartbeat(t)
+	b, err := encodeHeartbeat(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeHeartbeat(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.ID != hb.ID || got.Seq != hb.Seq || len(got.Addrs) != 2 || got.Profile.GPUs[0].Multiprocessors != 108 {
+		t.Errorf("round trip changed the heartbeat: %+v", got)
+	}
+}
+
+func TestDecodeHeartbeatRejects(t *testing.T) {
+	enc := func(mut func(*heartbeat)) []byte {
+		hb := validHeartbeat(t)
+		mut(hb)
+		b, _ := encodeHeartbeat(hb)
+		return b
+	}
+	tooMany := make([]string, maxHeartbeatAddrs+1)
+	for i := range tooMany {
+		tooMany[i] = "/ip4/1.2.3.4/tcp/1"
+	}
+	cases := map[string][]byte{
+		"empty":          nil,
+		"oversized":      append([]byte{heartbeatVersion}, bytes.Repeat([]byte(" "), maxHeartbeatBytes)...),
+		"not json":       {heartbeatVersion, '{'},
+		"bad id":         enc(func(h *heartbeat) { h.ID = "nope" }),
+		"bad mesh":       enc(func(h *heartbeat) { h.Mesh = "UPPER" }),
+		"bad addr":       enc(func(h *heartbeat) { h.Addrs = []string{"/ip4/300.0.0.1/tcp/1"} }),
+		"too many addrs": enc(func(h *heartbeat) { h.Addrs = tooMany }),
+		"negative rate":  enc(func(h *heartbeat) { h.Profile.GemmGFLOPS = -1 }),
+		"long gpu name":  enc(func(h *heartbeat) { h.Profile.GPUs[0].Name = strings.Repeat("x", 300) }),
+	}
+	for name, b := range cases {
+		if _, err := decodeHeartbeat(b); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	if _, err := decodeHeartbeat([]byte{9, '{', '}'}); !errors.Is(err, errHeartbeatVersion) {
+		t.Errorf("unknown version: %v", err)
+	}
+}
+
+func FuzzDecodeHeartbeat(f *testing.F) {
+	b, err := encodeHeartbeat(validHeartbeat(f))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	leaving := validHeartbeat(f)
+	leaving.Leaving, leaving.Profile = true, nil
+	b, _ = encodeHeartbeat(leaving)
+	f.Add(b)
+	f.Add([]byte{heartbeatVersion, '{', '}'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		hb, err := decodeHeartbeat(data)
+		if err != nil {
+			return
+		}
+		// Whatever decodes must re-encode and decode to the same checks.
+		again, err := encodeHeartbeat(hb)
+		if err != nil {
+			t.Fatalf("re-encode: %v", err)
+		}
+		if _, err := decodeHeartbeat(again); err != nil {
+			t.Fatalf("re-decode: %v", err)
+		}
+	})
+}
+
+// TestMalformedHeartbeatDisconnects checks the validator: a malformed heartbeat (or one
+// whose claimed id is not its signer's) delivered by an admitted peer is rejected, counted,
+// logged and the peer disconnected.
+func TestMalformedHeartbeatDisconnects(t *testing.T) {
+	a := startMesh(t, testConfig(t, testSecret))
+	b := startMesh(t, testConfig(t, testSecret, a))
+	waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+	good, _ := encodeHeartbeat(validHeartbeat(t)) // claims a random id, signed by b
+	for name, data := range map[string][]byte{"garbage": []byte("\x01{not json"), "claims another id": good} {
+		waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+		before := a.Stats().Malformed
+		msg := &pubsub.Message{Message: &pb.Message{Data: data, From: []byte(b.ID())}, ReceivedFrom: b.ID()}
+		if res := a.validateHeartbeat(context.Background(), b.ID(), msg); res != pubsub.ValidationReject {
+			t.Errorf("%s: validation result %v, want reject", name, res)
+		}
+		if a.Stats().Malformed != before+1 {
+			t.Errorf("%s: not counted", name)
+		}
+		waitFor(t, 5*time.Second, name+": b disconnected", func() bool {
+			return a.host.Network().Connectedness(b.ID()) != network.Connected || !a.IsAdmitted(b.ID())
+		})
+	}
+}

@@ -1,0 +1,139 @@
+package mesh
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// PeerState is a peer's liveness as judged from the age of its last heartbeat.
+type PeerState string
+
+// Peer states. A peer is alive while its last heartbeat is younger than SuspectAfter,
+// suspect until DeadAfter, dead after that or as soon as it announced it is leaving.
+const (
+	StateAlive   PeerState = "alive"
+	StateSuspect PeerState = "suspect"
+	StateDead    PeerState = "dead"
+)
+
+// Link is what the probes measured towards one peer. Zero values mean "not measured yet".
+type Link struct {
+	// RTT is the median round-trip time of the last probe.
+	RTT time.Duration
+	// BandwidthBps is the last measured throughput towards the peer, in bytes per second.
+	BandwidthBps float64
+	// MeasuredAt is when the last probe finished (successfully or not).
+	MeasuredAt time.Time
+	// Err describes why the last probe failed; empty when it succeeded.
+	Err string
+}
+
+// PeerInfo is one row of the peer table, a copy the caller may keep.
+type PeerInfo struct {
+	ID       peer.ID
+	Addrs    []ma.Multiaddr
+	State    PeerState
+	LastSeen time.Time
+	Profile  *Profile
+	Link     Link
+}
+
+type peerEntry struct {
+	addrs    []ma.Multiaddr
+	lastSeen time.Time
+	seq      uint64
+	left     bool
+	profile  *Profile
+	link     Link
+}
+
+// peerTable keeps what heartbeats and probes said about every other member.
+type peerTable struct {
+	suspectAfter, deadAfter, forgetAfter time.Duration
+	now                                  func() time.Time
+
+	mu    sync.Mutex
+	peers map[peer.ID]*peerEntry
+}
+
+func newPeerTable(suspectAfter, deadAfter, forgetAfter time.Duration) *peerTable {
+	return &peerTable{suspectAfter: suspectAfter, deadAfter: deadAfter, forgetAfter: forgetAfter,
+		now: time.Now, peers: map[peer.ID]*peerEntry{}}
+}
+
+// observe records a heartbeat from p. It reports whether p joined: it was unknown or dead
+// before this heartbeat and is alive now.
+func (t *peerTable) observe(p peer.ID, hb *heartbeat) (joined bool) {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.peers[p]
+	if !ok {
+		e = &peerEntry{}
+		t.peers[p] = e
+	}
+	wasDead := !ok || t.stateLocked(e, now) == StateDead
+	if ok && hb.Seq <= e.seq {
+		return false // a stale or duplicate heartbeat arriving late
+	}
+	e.seq, e.lastSeen, e.left = hb.Seq, now, hb.Leaving
+	e.addrs = hb.multiaddrs()
+	if hb.Profile != nil {
+		e.profile = hb.Profile.Clone()
+	}
+	return wasDead && !hb.Leaving
+}
+
+func (t *peerTable) setLink(p peer.ID, l Link) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.peers[p]; ok {
+		e.link = l
+	}
+}
+
+func (t *peerTable) stateLocked(e *peerEntry, now time.Time) PeerState {
+	age := now.Sub(e.lastSeen)
+	switch {
+	case e.left || age >= t.deadAfter:
+		return StateDead
+	case age >= t.suspectAfter:
+		return StateSuspect
+	default:
+		return StateAlive
+	}
+}
+
+// snapshot returns every known peer sorted by ID, dropping those dead for longer than
+// forgetAfter.
+func (t *peerTable) snapshot() []PeerInfo {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]PeerInfo, 0, len(t.peers))
+	for p, e := range t.peers {
+		if now.Sub(e.lastSeen) >= t.forgetAfter {
+			delete(t.peers, p)
+			continue
+		}
+		out = append(out, PeerInfo{ID: p, Addrs: append([]ma.Multiaddr(nil), e.addrs...),
+			State: t.stateLocked(e, now), LastSeen: e.lastSeen, Profile: e.profile.Clone(), Link: e.link})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// state returns p's state, and false when p is not in the table.
+func (t *peerTable) state(p peer.ID) (PeerState, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.peers[p]
+	if !ok {
+		return "", false
+	}
+	return t.stateLocked(e, t.now()), true
+}

@@ -1,0 +1,96 @@
+package mesh
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Profile is what a node measured about itself, carried in every heartbeat. The balancer
+// plans with these numbers, so they are measurements, never claims: package node fills
+// them in.
+type Profile struct {
+	// GemmGFLOPS is the sustained float32 GEMM rate of the engine's own kernels at
+	// GemmShape, already divided by Slowdown.
+	GemmGFLOPS float64 `json:"gemm_gflops"`
+	// GemmShape is the measured shape as "MxNxK".
+	GemmShape string `json:"gemm_shape,omitempty"`
+	// Slowdown is the emulated slowdown factor applied to compute (1 on real nodes).
+	Slowdown float64 `json:"slowdown,omitempty"`
+	// Cores is the number of logical CPUs the process may use.
+	Cores int `json:"cores"`
+	// MemoryTotalBytes and MemoryAvailableBytes describe host RAM at measurement time.
+	MemoryTotalBytes     uint64 `json:"memory_total_bytes"`
+	MemoryAvailableBytes uint64 `json:"memory_available_bytes"`
+	// MemoryBudgetBytes is how much memory this node offers to training.
+	MemoryBudgetBytes uint64 `json:"memory_budget_bytes"`
+	// DiskFreeBytes is the free space in the node's data directory.
+	DiskFreeBytes uint64 `json:"disk_free_bytes"`
+	// GPUs lists the devices NVML reported; empty (never null in JSON) without any.
+	GPUs []GPU `json:"gpus"`
+	// OS, Arch and Version identify the platform and the meshnode release.
+	OS      string `json:"os"`
+	Arch    string `json:"arch"`
+	Version string `json:"version"`
+	// MeasuredAt is when the measurement finished.
+	MeasuredAt time.Time `json:"measured_at"`
+}
+
+// GPU describes one device as NVML reports it.
+type GPU struct {
+	Index             int    `json:"index"`
+	Name              string `json:"name"`
+	UUID              string `json:"uuid,omitempty"`
+	MemoryTotalBytes  uint64 `json:"memory_total_bytes"`
+	MemoryFreeBytes   uint64 `json:"memory_free_bytes"`
+	Multiprocessors   int    `json:"multiprocessors"`
+	SMClockMHz        uint32 `json:"sm_clock_mhz"`
+	MemoryClockMHz    uint32 `json:"memory_clock_mhz"`
+	ComputeCapability string `json:"compute_capability,omitempty"`
+}
+
+// Limits on what a profile received from the network may hold.
+const (
+	maxProfileGPUs   = 64
+	maxProfileString = 256
+)
+
+// Validate checks a profile received from the network: finite, non-negative numbers,
+// bounded strings and GPU count.
+func (p *Profile) Validate() error {
+	if math.IsNaN(p.GemmGFLOPS) || math.IsInf(p.GemmGFLOPS, 0) || p.GemmGFLOPS < 0 {
+		return fmt.Errorf("profile: gemm_gflops %v is not a rate", p.GemmGFLOPS)
+	}
+	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
+		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)
+	}
+	if p.Cores < 0 {
+		return fmt.Errorf("profile: cores %d < 0", p.Cores)
+	}
+	if len(p.GPUs) > maxProfileGPUs {
+		return fmt.Errorf("profile: %d GPUs exceeds %d", len(p.GPUs), maxProfileGPUs)
+	}
+	strs := []string{p.GemmShape, p.OS, p.Arch, p.Version}
+	for _, g := range p.GPUs {
+		if g.Index < 0 || g.Multiprocessors < 0 {
+			return fmt.Errorf("profile: GPU %d has negative fields", g.Index)
+		}
+		strs = append(strs, g.Name, g.UUID, g.ComputeCapability)
+	}
+	for _, s := range strs {
+		if len(s) > maxProfileString {
+			return fmt.Errorf("profile: a %d-byte string exceeds %d", len(s), maxProfileString)
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of p.
+func (p *Profile) Clone() *Profile {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.GPUs = append([]GPU{}, p.GPUs...)
+	return &c
+}

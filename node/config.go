@@ -1,0 +1,233 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// DefaultAPIAddr is where the local HTTP API listens unless told otherwise.
+const DefaultAPIAddr = "127.0.0.1:7070"
+
+// Config is everything a Node needs. Start from DefaultConfig.
+type Config struct {
+	// DataDir holds the identity key and the node's state. Required.
+	DataDir string
+	// Mesh names the mesh to join. Empty means "default".
+	Mesh string
+	// JoinSecret is the mesh's shared secret (see `meshnode init`). Required unless
+	// Allow is set.
+	JoinSecret string
+	// Allow, when non-empty, lists the only peer IDs admitted.
+	Allow []string
+	// Listen lists libp2p multiaddrs to listen on. Empty means QUIC-v1 and TCP on
+	// mesh.DefaultPort on every interface.
+	Listen []string
+	// Bootstrap lists multiaddrs (ending in /p2p/<id>) of members to join through.
+	Bootstrap []string
+	// MDNS, DHT and NAT switch LAN discovery, DHT rendezvous and NAT traversal; all on in
+	// DefaultConfig, off in the zero value.
+	MDNS, DHT, NAT bool
+	// API is the host:port of the local HTTP API; the host must be a loopback address.
+	// Port 0 picks a free port (see Node.APIAddr). Empty disables the API.
+	API string
+
+	// Heartbeat, SuspectAfter, DeadAfter and AuthTimeout are passed to the mesh; zero
+	// means the mesh's defaults (2 s, 3 and 5 heartbeats, 5 s).
+	Heartbeat, SuspectAfter, DeadAfter, AuthTimeout time.Duration
+	// DiscoveryInterval is how often bootstrap peers are retried and the DHT queried.
+	// Zero means the mesh's default (30 s).
+	DiscoveryInterval time.Duration
+	// Probe configures the link probes; zero fields mean the mesh's defaults.
+	Probe mesh.ProbeConfig
+
+	// Reprofile is how often the device profile is measured again. Zero means 10 min;
+	// negative means only at start.
+	Reprofile time.Duration
+	// MemoryBudget is the memory offered to training, in bytes. Zero means
+	// MemoryBudgetFraction of the memory available at measurement time.
+	MemoryBudget uint64
+	// MemoryBudgetFraction is used when MemoryBudget is zero. Zero means 0.8.
+	MemoryBudgetFraction float64
+	// Profile configures the GEMM measurement.
+	Profile ProfileConfig
+
+	// Version is the meshnode release reported in the profile and the API.
+	Version string
+	// Logger receives the node's logs. Nil discards them.
+	Logger *slog.Logger
+}
+
+// ProfileConfig configures the GEMM measurement of the device profile.
+type ProfileConfig struct {
+	// GemmM, GemmN and GemmK give the measured shape C(M×N) = A(M×K)·B(K×N): M tokens
+	// through a d_model×d_model linear layer. Zero means 2048×512×512.
+	GemmM, GemmN, GemmK int
+	// BatchDuration is the minimum length of each of the three timed batches (the
+	// median is kept). Zero means 300 ms, about one second of work in all.
+	BatchDuration time.Duration
+	// Threads is the number of goroutines the GEMM may use. Zero means kernels.Threads().
+	Threads int
+	// Slowdown divides the measured rate, so that a testnet can emulate a slower device.
+	// Zero means 1 (no slowdown); it must be ≥ 1 otherwise.
+	Slowdown float64
+}
+
+// DefaultConfig returns the configuration `meshnode join` starts from.
+func DefaultConfig() Config {
+	return Config{
+		DataDir: DefaultDataDir(), Mesh: "default",
+		MDNS: true, DHT: true, NAT: true,
+		API:                  DefaultAPIAddr,
+		Heartbeat:            2 * time.Second,
+		AuthTimeout:          5 * time.Second,
+		DiscoveryInterval:    30 * time.Second,
+		Reprofile:            10 * time.Minute,
+		MemoryBudgetFraction: 0.8,
+		Profile:              ProfileConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 300 * time.Millisecond, Slowdown: 1},
+	}
+}
+
+// DefaultDataDir is ~/.meshnode, or ./.meshnode when there is no home directory.
+func DefaultDataDir() string {
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".meshnode")
+	}
+	return ".meshnode"
+}
+
+// Validate reports the first problem with c in words a user can act on. It checks
+// everything that can be checked without touching the network or the disk.
+func (c Config) Validate() error {
+	if c.DataDir == "" {
+		return errors.New("data dir: required (--data-dir)")
+	}
+	for _, s := range c.Listen {
+		if _, err := ma.NewMultiaddr(s); err != nil {
+			return fmt.Errorf("listen address %q: %w", s, err)
+		}
+	}
+	if _, err := mesh.ParseBootstrap(c.Bootstrap); err != nil {
+		return err
+	}
+	if _, err := c.allowPeers(); err != nil {
+		return err
+	}
+	if err := validateAPIAddr(c.API); err != nil {
+		return err
+	}
+	if c.MemoryBudgetFraction < 0 || c.MemoryBudgetFraction > 1 {
+		return fmt.Errorf("memory budget fraction must be in (0, 1] (got %v)", c.MemoryBudgetFraction)
+	}
+	return c.Profile.validate()
+}
+
+func (p ProfileConfig) validate() error {
+	if p.GemmM < 0 || p.GemmN < 0 || p.GemmK < 0 {
+		return fmt.Errorf("GEMM shape %dx%dx%d: sizes must be ≥ 0", p.GemmM, p.GemmN, p.GemmK)
+	}
+	if p.BatchDuration < 0 || p.Threads < 0 {
+		return errors.New("profile batch duration and threads must be ≥ 0")
+	}
+	if p.Slowdown != 0 && !(p.Slowdown >= 1) {
+		return fmt.Errorf("slowdown must be ≥ 1 (got %v)", p.Slowdown)
+	}
+	return nil
+}
+
+func validateAPIAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("API address %q: %w (want host:port, e.g. %s)", addr, err, DefaultAPIAddr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return fmt.Errorf("API address %q: the API has no authentication, so it listens on loopback only (e.g. %s)", addr, DefaultAPIAddr)
+	}
+	return nil
+}
+
+func (c Config) allowPeers() ([]peer.ID, error) {
+	var out []peer.ID
+	for _, s := range c.Allow {
+		id, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("--allow %q: not a peer ID (`meshnode id` prints one): %w", s, err)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+func (p ProfileConfig) shape() (m, n, k int) {
+	m, n, k = p.GemmM, p.GemmN, p.GemmK
+	if m == 0 {
+		m = 2048
+	}
+	if n == 0 {
+		n = 512
+	}
+	if k == 0 {
+		k = 512
+	}
+	return m, n, k
+}
+
+func (p ProfileConfig) batchDuration() time.Duration {
+	if p.BatchDuration == 0 {
+		return 300 * time.Millisecond
+	}
+	return p.BatchDuration
+}
+
+func (p ProfileConfig) slowdown() float64 {
+	if p.Slowdown == 0 {
+		return 1
+	}
+	return p.Slowdown
+}
+
+func (c Config) reprofile() time.Duration {
+	if c.Reprofile == 0 {
+		return 10 * time.Minute
+	}
+	return c.Reprofile
+}
+
+// meshConfig translates c into the mesh's configuration.
+func (c Config) meshConfig() (mesh.Config, error) {
+	mc := mesh.DefaultConfig()
+	mc.Mesh, mc.JoinSecret = c.Mesh, c.JoinSecret
+	mc.MDNS, mc.DHT, mc.NAT = c.MDNS, c.DHT, c.NAT
+	mc.HeartbeatInterval, mc.SuspectAfter, mc.DeadAfter = c.Heartbeat, c.SuspectAfter, c.DeadAfter
+	mc.AuthTimeout, mc.DiscoveryInterval, mc.Probe = c.AuthTimeout, c.DiscoveryInterval, c.Probe
+	var err error
+	if mc.AllowPeers, err = c.allowPeers(); err != nil {
+		return mc, err
+	}
+	if mc.Bootstrap, err = mesh.ParseBootstrap(c.Bootstrap); err != nil {
+		return mc, err
+	}
+	for _, s := range c.Listen {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return mc, fmt.Errorf("listen address %q: %w", s, err)
+		}
+		mc.ListenAddrs = append(mc.ListenAddrs, a)
+	}
+	return mc, nil
+}

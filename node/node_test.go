@@ -1,0 +1,290 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+const testSecret = "node-test-secret-0123456789"
+
+type tWriter struct {
+	mu   sync.Mutex
+	t    testing.TB
+	done bool
+}
+
+func (w *tWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimRight(string(b), "\n"))
+	}
+	return len(b), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	w := &tWriter{t: t}
+	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// testConfig is a fast node on loopback: ephemeral ports, no mDNS or NAT, heartbeats every
+// 100 ms, a small GEMM measurement.
+func testConfig(t testing.TB, bootstrap ...string) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Mesh = "nodetest"
+	cfg.JoinSecret = testSecret
+	cfg.Listen = []string{"/ip4/127.0.0.1/udp/0/quic-v1", "/ip4/127.0.0.1/tcp/0"}
+	cfg.Bootstrap = bootstrap
+	cfg.MDNS, cfg.NAT = false, false
+	cfg.API = "127.0.0.1:0"
+	// Generous against a loaded 2-core machine (and -race): a node whose heartbeats are
+	// late by a second is still alive.
+	cfg.Heartbeat, cfg.SuspectAfter, cfg.DeadAfter = 200*time.Millisecond, 1500*time.Millisecond, 3*time.Second
+	cfg.DiscoveryInterval = time.Second
+	cfg.Probe = mesh.ProbeConfig{Interval: -1, MinBytes: 16 << 10, MaxBytes: 256 << 10, Target: 20 * time.Millisecond}
+	cfg.Profile = ProfileConfig{GemmM: 128, GemmN: 128, GemmK: 128, BatchDuration: 5 * time.Millisecond, Threads: 1}
+	cfg.Version = "test"
+	cfg.Logger = testLogger(t)
+	return cfg
+}
+
+func startNode(t testing.TB, cfg Config) *Node {
+	t.Helper()
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func getJSON(t testing.TB, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+}
+
+func stateOf(n *Node, id string) mesh.PeerState {
+	for _, p := range n.Peers() {
+		if p.ID == id {
+			return p.State
+		}
+	}
+	return ""
+}
+
+// TestSixNodesFindEachOther is acceptance 1: six nodes with only node 0 as bootstrap list
+// each other alive with profiles within 10 s; a stopped node turns dead within the
+// configured timeout and the others keep running.
+func TestSixNodesFindEachOther(t *testing.T) {
+	first := startNode(t, testConfig(t))
+	nodes := []*Node{first}
+	for range 5 {
+		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
+	}
+	start := time.Now()
+	defer func() {
+		if t.Failed() {
+			for i, n := range nodes {
+				for _, p := range n.Peers() {
+					t.Logf("node %d: %s %s profile=%v rtt=%v", i, p.ID, p.State, p.Profile != nil, p.RTTMs)
+				}
+				t.Logf("node %d stats %+v", i, n.Mesh().Stats())
+			}
+		}
+	}()
+	waitFor(t, 10*time.Second, "all six list each other alive with profiles", func() bool {
+		for _, n := range nodes {
+			ps := n.Peers()
+			if len(ps) != 5 {
+				return false
+			}
+			for _, p := range ps {
+				if p.State != mesh.StateAlive || p.Profile == nil || p.Profile.GemmGFLOPS <= 0 {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	t.Logf("full mesh of 6 after %s", time.Since(start).Round(time.Millisecond))
+
+	stopped := nodes[3]
+	id := stopped.ID().String()
+	stoppedAt := time.Now()
+	if err := stopped.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rest := append(append([]*Node{}, nodes[:3]...), nodes[4:]...)
+	waitFor(t, 5*time.Second, "the stopped node dead everywhere", func() bool {
+		for _, n := range rest {
+			if stateOf(n, id) != mesh.StateDead {
+				return false
+			}
+		}
+		return true
+	})
+	if took := time.Since(stoppedAt); took > 3*time.Second {
+		t.Errorf("dead after %s; dead-after is 3s", took)
+	}
+	// The others keep running: their heartbeats go on arriving after the stop.
+	later := time.Now().Add(300 * time.Millisecond)
+	waitFor(t, 5*time.Second, "the others alive and fresh", func() bool {
+		for _, n := range rest {
+			fresh := 0
+			for _, p := range n.Peers() {
+				if p.ID != id && p.State == mesh.StateAlive && p.LastSeen.After(later) {
+					fresh++
+				}
+			}
+			if fresh != 4 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func TestAPIStatusPeersMetrics(t *testing.T) {
+	a := startNode(t, testConfig(t))
+	b := startNode(t, testConfig(t, a.Status().Addrs...))
+	base := "http://" + a.APIAddr()
+	waitFor(t, 10*time.Second, "b probed by a", func() bool {
+		var peers []map[string]any
+		getJSON(t, base+"/v1/peers", &peers)
+		return len(peers) == 1 && peers[0]["rtt_ms"] != nil && peers[0]["bandwidth_mbps"] != nil
+	})
+	var status map[string]any
+	getJSON(t, base+"/v1/status", &status)
+	for _, k := range []string{"id", "addrs", "profile", "peers"} {
+		if _, ok := status[k]; !ok {
+			t.Errorf("status lacks %q: %v", k, status)
+		}
+	}
+	if status["id"] != a.ID().String() || status["peers"] != 1.0 {
+		t.Errorf("status = %v", status)
+	}
+	prof := status["profile"].(map[string]any)
+	for _, k := range []string{"gemm_gflops", "cores", "memory_budget_bytes", "gpus"} {
+		if _, ok := prof[k]; !ok {
+			t.Errorf("profile lacks %q", k)
+		}
+	}
+	if _, ok := prof["gpus"].([]any); !ok {
+		t.Errorf("gpus is %T, want a list", prof["gpus"])
+	}
+	var peers []map[string]any
+	getJSON(t, base+"/v1/peers", &peers)
+	for _, k := range []string{"id", "addrs", "state", "last_seen", "rtt_ms", "bandwidth_mbps", "profile"} {
+		if _, ok := peers[0][k]; !ok {
+			t.Errorf("peer lacks %q", k)
+		}
+	}
+	if peers[0]["id"] != b.ID().String() || peers[0]["state"] != "alive" {
+		t.Errorf("peer = %v", peers[0])
+	}
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`meshnode_peers{state="alive"} 1`, "meshnode_gemm_gflops", "meshnode_peer_rtt_seconds"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	info, err := ReadRuntimeFile(a.cfg.DataDir)
+	if err != nil || info.API != a.APIAddr() || info.ID != a.ID().String() {
+		t.Errorf("runtime file %+v, %v", info, err)
+	}
+	a.Close()
+	if _, err := ReadRuntimeFile(a.cfg.DataDir); err == nil {
+		t.Error("runtime file left behind after Close")
+	}
+}
+
+// recService records its start and close in a shared log.
+type recService struct {
+	name    string
+	log     *[]string
+	failure error
+}
+
+func (s recService) Name() string { return s.name }
+func (s recService) Start(context.Context) error {
+	*s.log = append(*s.log, "start "+s.name)
+	return s.failure
+}
+func (s recService) Close() error { *s.log = append(*s.log, "close "+s.name); return nil }
+
+func TestServicesStartInOrderAndCloseInReverse(t *testing.T) {
+	var log []string
+	n, err := New(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AddService(recService{"consensus", &log, nil})
+	n.AddService(recService{"engine", &log, nil})
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n.AddService(recService{"late", &log, nil}) == nil {
+		t.Error("AddService after Start accepted")
+	}
+	n.Close()
+	want := "start consensus,start engine,close engine,close consensus"
+	if got := strings.Join(log, ","); got != want {
+		t.Errorf("order %s, want %s", got, want)
+	}
+
+	log = nil
+	n, err = New(testConfig(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.AddService(recService{"ok", &log, nil})
+	n.AddService(recService{"broken", &log, io.ErrUnexpectedEOF})
+	if err := n.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "start broken") {
+		t.Errorf("start error %v", err)
+	}
+	if got := strings.Join(log, ","); got != "start ok,start broken,close ok" {
+		t.Errorf("order after a failed start: %s", got)
+	}
+	n.Close()
+}

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// Profiler measures this machine's device profile. Its fields are the measurement hooks,
+// replaceable in tests.
+type Profiler struct {
+	cfg     ProfileConfig
+	dataDir string
+	budget  uint64  // fixed memory budget; 0: fraction × available
+	frac    float64 // budget fraction of available memory
+	version string
+
+	gemm   func(m, n, k, threads int, batch time.Duration) float64
+	memory func() (total, available uint64)
+	disk   func(dir string) uint64
+	gpus   func() ([]mesh.GPU, error)
+}
+
+// NewProfiler returns a profiler for cfg's profile settings and data directory.
+func NewProfiler(cfg Config) *Profiler {
+	frac := cfg.MemoryBudgetFraction
+	if frac == 0 {
+		frac = 0.8
+	}
+	return &Profiler{
+		cfg: cfg.Profile, dataDir: cfg.DataDir, budget: cfg.MemoryBudget, frac: frac, version: cfg.Version,
+		gemm: kernels.MeasureGemm, memory: systemMemory, disk: diskFree, gpus: detectGPUs,
+	}
+}
+
+// Measure runs every measurement once: about one second of GEMM on the engine's kernels at
+// the configured training shape, then memory, disk and GPUs. A GPU query that fails is
+// reported as no GPU (and returned as warn), never as a failed profile.
+func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) {
+	if err := ctx.Err(); err != nil {
+		return prof, err
+	}
+	m, n, k := p.cfg.shape()
+	gflops := p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
+	total, avail := p.memory()
+	prof = mesh.Profile{
+		GemmGFLOPS:       gflops / p.cfg.slowdown(),
+		GemmShape:        fmt.Sprintf("%dx%dx%d", m, n, k),
+		Slowdown:         p.cfg.slowdown(),
+		Cores:            runtime.GOMAXPROCS(0),
+		MemoryTotalBytes: total, MemoryAvailableBytes: avail,
+		MemoryBudgetBytes: p.budget,
+		DiskFreeBytes:     p.disk(p.dataDir),
+		OS:                runtime.GOOS, Arch: runtime.GOARCH, Version: p.version,
+		GPUs: []mesh.GPU{},
+	}
+	if prof.MemoryBudgetBytes == 0 {
+		prof.MemoryBudgetBytes = uint64(p.frac * float64(avail))
+	}
+	gpus, err := p.gpus()
+	if err != nil {
+		warn = fmt.Errorf("GPU detection: %w", err)
+	} else if gpus != nil {
+		prof.GPUs = gpus
+	}
+	prof.MeasuredAt = time.Now().UTC()
+	return prof, warn
+}
