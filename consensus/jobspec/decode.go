@@ -108,7 +108,7 @@ func typeError(err error, f reflect.Value, val *yaml.Node) string {
 		return err.Error()
 	}
 	want := map[reflect.Kind]string{
-		reflect.Int: "an integer", reflect.Int64: "an integer",
+		reflect.Int: "an integer", reflect.Int64: "an integer", reflect.Uint64: "a non-negative integer",
 		reflect.Float64: "a number", reflect.String: "a string",
 	}[f.Kind()]
 	if want == "" {

@@ -45,21 +45,22 @@ type Data struct {
 	Val string `json:"val,omitempty" yaml:"val"`
 }
 
-// Train holds the training loop's settings.
+// Train holds the training loop's settings. The defaults are `meshnode train`'s recipe
+// (parallel.DefaultTrainConfig) except MicroBatches: a pipeline needs several in flight.
 type Train struct {
-	// Steps is the number of optimiser steps (≥ 1). Default 200.
+	// Steps is the number of optimiser steps (≥ 1). Default 300.
 	Steps int `json:"steps" yaml:"steps"`
 	// Batch is the global batch in sequences per step per replica (≥ 1). Default 16.
 	Batch int `json:"batch" yaml:"batch"`
 	// MicroBatches splits Batch for the pipeline (≥ 1, divides Batch). Default 4.
 	MicroBatches int `json:"micro_batches" yaml:"micro_batches"`
-	// LR is the peak AdamW learning rate (> 0, ≤ 1). Default 0.001.
+	// LR is the peak AdamW learning rate (> 0, ≤ 1). Default 0.002.
 	LR float64 `json:"lr" yaml:"lr"`
-	// Warmup is the number of linear warm-up steps (0 ≤ warmup ≤ steps). Default 20.
+	// Warmup is the number of linear warm-up steps (0 ≤ warmup ≤ steps). Default 30.
 	Warmup int `json:"warmup" yaml:"warmup"`
 	// Seed fixes initialisation and data order. Default 1.
-	Seed int64 `json:"seed" yaml:"seed"`
-	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 50.
+	Seed uint64 `json:"seed" yaml:"seed"`
+	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
 }
 
@@ -127,7 +128,7 @@ func DefaultSpec() Spec {
 		Name:  "job",
 		Model: Model{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256},
 		Data:  Data{Source: BuiltinGoStd},
-		Train: Train{Steps: 200, Batch: 16, MicroBatches: 4, LR: 1e-3, Warmup: 20, Seed: 1, EvalEvery: 50},
+		Train: Train{Steps: 300, Batch: 16, MicroBatches: 4, LR: 2e-3, Warmup: 30, Seed: 1, EvalEvery: 100},
 		Parallel: Parallel{
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
