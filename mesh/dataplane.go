@@ -1,0 +1,389 @@
+package mesh
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
+	"github.com/quic-go/quic-go"
+)
+
+// Data-plane errors that callers branch on.
+var (
+	// ErrDataPlaneClosed is returned by every call after Close, and wakes waiting Recvs.
+	ErrDataPlaneClosed = errors.New("data plane closed")
+	// ErrNoPeerAddr is returned by Send to a peer whose address was never set.
+	ErrNoPeerAddr = errors.New("data plane: no address for peer")
+	// ErrPeerIdentity is returned when a peer's TLS identity is not the expected peer ID.
+	ErrPeerIdentity = errors.New("data plane: peer identity mismatch")
+)
+
+// DataPlane moves tensor frames between nodes over QUIC, on its own UDP port, with TLS
+// bound to the nodes' libp2p identities (ALPN TensorALPN). It satisfies the engine's
+// Transport interface (Self, Send, Recv).
+//
+// Each pair of nodes shares one connection, dialled lazily by the first Send in either
+// direction (if both dial at once both connections stay in use; frames are attributed to
+// the authenticated peer whichever carries them). On a connection each frame kind has its
+// own unidirectional stream, written one frame at a time. Every incoming frame is bounded
+// by MaxPayload before allocation; a malformed frame resets its stream with a FrameReset*
+// code and is counted; a peer that floods the mailbox past MailboxBytes is disconnected.
+type DataPlane struct {
+	cfg        DataPlaneConfig
+	log        *slog.Logger
+	self       peer.ID
+	selfID     string
+	ident      *p2ptls.Identity
+	udp        net.PacketConn
+	tr         *quic.Transport
+	ln         *quic.Listener
+	qconf      *quic.Config
+	maxPayload int
+	box        *Mailbox
+	stats      dpStats
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine the data plane started
+
+	mu     sync.Mutex
+	closed bool
+	addrs  map[string]string  // peer ID → UDP host:port
+	peers  map[string]*dpPeer // peer ID → the connection Send uses
+	conns  map[*dpConn]struct{}
+}
+
+// dpPeer is the send side's view of one peer: the connection frames go out on, and a
+// channel closed when a dial in progress ends.
+type dpPeer struct {
+	conn    *dpConn
+	dialing chan struct{}
+}
+
+// dpConn is one authenticated QUIC connection and its outgoing streams, one per kind.
+type dpConn struct {
+	qc   *quic.Conn
+	peer string // the verified remote peer ID
+
+	mu      sync.Mutex
+	streams map[FrameKind]*dpSendStream
+}
+
+func (c *dpConn) alive() bool { return c.qc.Context().Err() == nil }
+
+// NewDataPlane listens on cfg.ListenAddr and serves incoming connections until Close. ctx
+// bounds the setup only.
+func NewDataPlane(ctx context.Context, cfg DataPlaneConfig) (*DataPlane, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	self, err := peer.IDFromPrivateKey(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("data plane: peer ID of identity: %w", err)
+	}
+	ident, err := p2ptls.NewIdentity(cfg.Identity)
+	if err != nil {
+		return nil, fmt.Errorf("data plane: TLS identity: %w", err)
+	}
+	var lc net.ListenConfig
+	udp, err := lc.ListenPacket(ctx, "udp", cfg.listenAddr())
+	if err != nil {
+		return nil, fmt.Errorf("data plane: listen on UDP %s: %w", cfg.listenAddr(), err)
+	}
+	d := &DataPlane{
+		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
+		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
+		box:   NewMailbox(cfg.mailboxBytes()),
+		addrs: map[string]string{}, peers: map[string]*dpPeer{}, conns: map[*dpConn]struct{}{},
+	}
+	d.log = cfg.logger().With("component", "dataplane", "self", d.selfID, "addr", udp.LocalAddr().String())
+	d.stats.init()
+	d.ln, err = d.tr.Listen(d.serverTLS(), d.qconf)
+	if err != nil {
+		d.tr.Close()
+		udp.Close()
+		return nil, fmt.Errorf("data plane: QUIC listener on %s: %w", udp.LocalAddr(), err)
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.wg.Add(1)
+	go d.acceptLoop()
+	return d, nil
+}
+
+// Self is this node's peer ID (peer.ID.String()).
+func (d *DataPlane) Self() string { return d.selfID }
+
+// Addr is the UDP host:port the data plane listens on, as bound (an unspecified host
+// stays unspecified: announce it with the node's reachable IP).
+func (d *DataPlane) Addr() string { return d.udp.LocalAddr().String() }
+
+// SetPeerAddr records where peer peerID's data plane listens (UDP host:port). It is used
+// by the next dial; an existing connection is kept.
+func (d *DataPlane) SetPeerAddr(peerID, addr string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.addrs[peerID] = addr
+}
+
+// Send writes f to peer `to` on the stream of f's kind, dialling the peer first if no
+// connection is open. It returns once the frame is handed to QUIC (flow control may make
+// it wait), not when the peer has read it. A failed Send is not retried: the frame may or
+// may not have arrived. Frames of one kind to one peer arrive in the order sent.
+func (d *DataPlane) Send(ctx context.Context, to string, f *Frame) error {
+	if len(f.Payload) > d.maxPayload {
+		return fmt.Errorf("data plane: send to %s: %w: %d-byte payload, bound %d", to, ErrFrameTooBig, len(f.Payload), d.maxPayload)
+	}
+	hdr, err := appendFrameHeader(make([]byte, 0, FrameHeaderSize), f)
+	if err != nil {
+		return fmt.Errorf("data plane: encode frame for %s: %w", to, err)
+	}
+	c, err := d.connTo(ctx, to)
+	if err != nil {
+		return err
+	}
+	if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
+		return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
+	}
+	d.stats.count(dirSent, to, f)
+	return nil
+}
+
+// Recv waits for the next frame from peer `from` with key k, whatever order frames
+// arrived in. It returns ErrDataPlaneClosed after Close, or ctx's error.
+func (d *DataPlane) Recv(ctx context.Context, from string, k FrameKey) (*Frame, error) {
+	return d.box.Receive(ctx, from, k)
+}
+
+// Close closes every connection and the listener, wakes waiting Recvs with
+// ErrDataPlaneClosed and returns when every goroutine of the data plane has ended.
+func (d *DataPlane) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	conns := make([]*dpConn, 0, len(d.conns))
+	for c := range d.conns {
+		conns = append(conns, c)
+	}
+	d.mu.Unlock()
+
+	d.cancel()
+	d.box.Close(ErrDataPlaneClosed)
+	lnErr := d.ln.Close()
+	for _, c := range conns {
+		c.qc.CloseWithError(DataConnShutdown, "data plane closed")
+	}
+	trErr := d.tr.Close()
+	udpErr := d.udp.Close()
+	d.wg.Wait()
+	return errors.Join(lnErr, trErr, udpErr)
+}
+
+// serverTLS verifies every client's certificate chain as libp2p does (a fresh
+// ConfigForPeer("") per handshake) and fails the handshake of a peer AllowPeer refuses;
+// acceptLoop then reads the verified peer ID from the connection state.
+func (d *DataPlane) serverTLS() *tls.Config {
+	return &tls.Config{
+		NextProtos: []string{TensorALPN},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			conf, keyCh := d.ident.ConfigForPeer("")
+			conf.NextProtos = []string{TensorALPN}
+			if d.cfg.AllowPeer != nil {
+				verify := conf.VerifyPeerCertificate
+				conf.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
+					if err := verify(raw, chains); err != nil {
+						return err
+					}
+					return d.checkAllowed(<-keyCh) // verify sent the key before returning nil
+				}
+			}
+			return conf, nil
+		},
+	}
+}
+
+func (d *DataPlane) checkAllowed(pub crypto.PubKey) error {
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	if !d.cfg.AllowPeer(id.String()) {
+		d.log.Warn("refused peer not allowed", "peer", id)
+		return fmt.Errorf("peer %s is not allowed on this data plane", id)
+	}
+	return nil
+}
+
+// remotePeerID is the peer ID proven by the connection's TLS certificate chain.
+func remotePeerID(qc *quic.Conn) (peer.ID, error) {
+	st := qc.ConnectionState().TLS
+	if st.NegotiatedProtocol != TensorALPN {
+		return "", fmt.Errorf("%w: ALPN %q, want %q", ErrPeerIdentity, st.NegotiatedProtocol, TensorALPN)
+	}
+	pub, err := p2ptls.PubKeyFromCertChain(st.PeerCertificates)
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrPeerIdentity, err)
+	}
+	return peer.IDFromPublicKey(pub)
+}
+
+func (d *DataPlane) acceptLoop() {
+	defer d.wg.Done()
+	for {
+		qc, err := d.ln.Accept(d.ctx)
+		if err != nil {
+			return // listener closed
+		}
+		remote, err := remotePeerID(qc)
+		if err != nil {
+			d.log.Warn("refused connection", "remote", qc.RemoteAddr(), "err", err)
+			qc.CloseWithError(DataConnBadIdentity, "bad identity")
+			continue
+		}
+		if d.cfg.AllowPeer != nil && !d.cfg.AllowPeer(remote.String()) {
+			d.log.Warn("refused peer not allowed", "peer", remote, "remote", qc.RemoteAddr())
+			qc.CloseWithError(DataConnNotAllowed, "peer not allowed")
+			continue
+		}
+		d.log.Debug("accepted connection", "peer", remote, "remote", qc.RemoteAddr())
+		d.adopt(qc, remote.String())
+	}
+}
+
+// connTo returns the connection frames to `to` go out on, dialling when there is none. One
+// dial per peer runs at a time; concurrent senders wait for it.
+func (d *DataPlane) connTo(ctx context.Context, to string) (*dpConn, error) {
+	d.mu.Lock()
+	p := d.peers[to]
+	if p == nil {
+		p = &dpPeer{}
+		d.peers[to] = p
+	}
+	for {
+		if d.closed {
+			d.mu.Unlock()
+			return nil, ErrDataPlaneClosed
+		}
+		if p.conn != nil && p.conn.alive() {
+			c := p.conn
+			d.mu.Unlock()
+			return c, nil
+		}
+		if p.dialing == nil {
+			break
+		}
+		wait := p.dialing
+		d.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		d.mu.Lock()
+	}
+	addr, ok := d.addrs[to]
+	if !ok {
+		d.mu.Unlock()
+		return nil, fmt.Errorf("%w %s: set it with SetPeerAddr", ErrNoPeerAddr, to)
+	}
+	done := make(chan struct{})
+	p.dialing = done
+	d.mu.Unlock()
+
+	c, err := d.dial(ctx, to, addr)
+	d.mu.Lock()
+	p.dialing = nil
+	d.mu.Unlock()
+	close(done)
+	return c, err
+}
+
+// dial connects to peer `to` at addr. The TLS configuration from ConfigForPeer fails the
+// handshake unless the server's certificate is bound to `to`.
+func (d *DataPlane) dial(ctx context.Context, to, addr string) (*dpConn, error) {
+	pid, err := peer.Decode(to)
+	if err != nil {
+		return nil, fmt.Errorf("data plane: %q is not a peer ID: %w", to, err)
+	}
+	ua, err := net.ResolveUDPAddr("udp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("data plane: address of %s: %w", to, err)
+	}
+	tlsConf, _ := d.ident.ConfigForPeer(pid)
+	tlsConf.NextProtos = []string{TensorALPN}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.dialTimeout())
+	defer cancel()
+	qc, err := d.tr.Dial(ctx, ua, tlsConf, d.qconf)
+	if err != nil {
+		return nil, fmt.Errorf("data plane: dial %s at %s: %w", to, addr, err)
+	}
+	got, err := remotePeerID(qc)
+	if err == nil && got != pid {
+		err = fmt.Errorf("%w: dialled %s, certificate of %s", ErrPeerIdentity, pid, got)
+	}
+	if err != nil {
+		qc.CloseWithError(DataConnBadIdentity, "bad identity")
+		return nil, fmt.Errorf("data plane: dial %s at %s: %w", to, addr, err)
+	}
+	d.log.Debug("dialled", "peer", to, "remote", addr)
+	return d.adopt(qc, to)
+}
+
+// adopt registers an authenticated connection, makes it the peer's send connection when
+// it has none, and serves the streams the peer opens on it.
+func (d *DataPlane) adopt(qc *quic.Conn, remote string) (*dpConn, error) {
+	c := &dpConn{qc: qc, peer: remote, streams: map[FrameKind]*dpSendStream{}}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		qc.CloseWithError(DataConnShutdown, "data plane closed")
+		return nil, ErrDataPlaneClosed
+	}
+	d.conns[c] = struct{}{}
+	p := d.peers[remote]
+	if p == nil {
+		p = &dpPeer{}
+		d.peers[remote] = p
+	}
+	if p.conn == nil || !p.conn.alive() {
+		p.conn = c
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	go d.serveConn(c)
+	return c, nil
+}
+
+// serveConn starts a reader for every stream the peer opens, until the connection ends.
+func (d *DataPlane) serveConn(c *dpConn) {
+	defer d.wg.Done()
+	defer d.forget(c)
+	for {
+		s, err := c.qc.AcceptUniStream(d.ctx)
+		if err != nil {
+			d.log.Debug("connection ended", "peer", c.peer, "err", err)
+			return
+		}
+		d.wg.Add(1)
+		go d.readStream(c, s)
+	}
+}
+
+func (d *DataPlane) forget(c *dpConn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.conns, c)
+	if p := d.peers[c.peer]; p != nil && p.conn == c {
+		p.conn = nil
+	}
+}

@@ -1,0 +1,152 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/quic-go/quic-go"
+)
+
+// DefaultDataPort is the UDP port of the tensor data plane unless configured otherwise
+// (one above the libp2p host's default port).
+const DefaultDataPort = 4243
+
+// DataPlaneConfig configures a DataPlane. Every field documents what its zero value means.
+type DataPlaneConfig struct {
+	// ListenAddr is the UDP host:port the data plane listens and dials from. Empty: an
+	// ephemeral port on all interfaces (":0"). DefaultDataPlaneConfig uses DefaultDataPort.
+	ListenAddr string
+	// Identity is the node's libp2p private key; the data plane's TLS certificate is bound
+	// to it and peers are named by the peer ID derived from it. Required.
+	Identity crypto.PrivKey
+	// MaxPayload bounds the payload of one incoming frame; a longer one resets its stream
+	// before anything is allocated. Zero: DefaultMaxPayload. Sends of larger frames fail.
+	MaxPayload int
+	// MailboxBytes bounds the payload bytes one peer may have waiting unclaimed in the
+	// mailbox; a peer past it is disconnected. Zero: 1 GiB. Negative: no bound.
+	MailboxBytes int64
+	// StreamReceiveWindow is the flow-control window of one stream, the most bytes in
+	// flight per stream: size it to the bandwidth-delay product of the slowest link
+	// you want to fill. Zero: 32 MiB.
+	StreamReceiveWindow uint64
+	// ConnReceiveWindow is the flow-control window of one connection across its streams.
+	// Zero: 64 MiB.
+	ConnReceiveWindow uint64
+	// MaxIncomingStreams bounds the concurrently open streams a peer may have towards this
+	// node (each may hold up to MaxPayload while a frame arrives). Zero: 16.
+	MaxIncomingStreams int64
+	// KeepAlive is the interval of keep-alive packets on idle connections. Zero: 10 s.
+	KeepAlive time.Duration
+	// IdleTimeout closes a connection that received nothing for this long. Zero: 60 s.
+	IdleTimeout time.Duration
+	// DialTimeout bounds a connection attempt (dial and handshake) on top of the caller's
+	// context. Zero: 10 s.
+	DialTimeout time.Duration
+	// AllowPeer decides whether an authenticated incoming peer may connect (for instance:
+	// only peers admitted to the mesh). Nil: every peer that proves its identity.
+	AllowPeer func(peerID string) bool
+	// Logger receives the data plane's logs. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// DefaultDataPlaneConfig returns the configuration of a node's data plane, listening on
+// DefaultDataPort; Identity must still be set.
+func DefaultDataPlaneConfig() DataPlaneConfig {
+	return DataPlaneConfig{
+		ListenAddr:          fmt.Sprintf(":%d", DefaultDataPort),
+		MaxPayload:          DefaultMaxPayload,
+		MailboxBytes:        1 << 30,
+		StreamReceiveWindow: 32 << 20,
+		ConnReceiveWindow:   64 << 20,
+		MaxIncomingStreams:  16,
+		KeepAlive:           10 * time.Second,
+		IdleTimeout:         60 * time.Second,
+		DialTimeout:         10 * time.Second,
+	}
+}
+
+// Validate reports the first problem with the configuration, saying what to change.
+func (c DataPlaneConfig) Validate() error {
+	if c.Identity == nil {
+		return errors.New("data plane: Identity must be set to the node's libp2p key")
+	}
+	if c.ListenAddr != "" {
+		if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
+			return fmt.Errorf("data plane: listen address %q must be host:port (e.g. 0.0.0.0:%d): %v", c.ListenAddr, DefaultDataPort, err)
+		}
+	}
+	if c.MaxPayload < 0 || uint64(c.MaxPayload) > 1<<32-1 {
+		return fmt.Errorf("data plane: MaxPayload must be in [0, 4 GiB) (got %d)", c.MaxPayload)
+	}
+	if c.MaxIncomingStreams < 0 {
+		return fmt.Errorf("data plane: MaxIncomingStreams must be ≥ 0 (got %d)", c.MaxIncomingStreams)
+	}
+	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 {
+		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout)
+	}
+	if c.keepAlive() >= c.idleTimeout() {
+		return fmt.Errorf("data plane: KeepAlive (%v) must be shorter than IdleTimeout (%v)", c.keepAlive(), c.idleTimeout())
+	}
+	return nil
+}
+
+func (c DataPlaneConfig) listenAddr() string       { return dpOr(c.ListenAddr, ":0") }
+func (c DataPlaneConfig) maxPayload() int          { return dpOr(c.MaxPayload, DefaultMaxPayload) }
+func (c DataPlaneConfig) streamWindow() uint64     { return dpOr(c.StreamReceiveWindow, 32<<20) }
+func (c DataPlaneConfig) connWindow() uint64       { return dpOr(c.ConnReceiveWindow, 64<<20) }
+func (c DataPlaneConfig) maxStreams() int64        { return dpOr(c.MaxIncomingStreams, 16) }
+func (c DataPlaneConfig) keepAlive() time.Duration { return dpOr(c.KeepAlive, 10*time.Second) }
+func (c DataPlaneConfig) idleTimeout() time.Duration {
+	return dpOr(c.IdleTimeout, 60*time.Second)
+}
+func (c DataPlaneConfig) dialTimeout() time.Duration {
+	return dpOr(c.DialTimeout, 10*time.Second)
+}
+
+func (c DataPlaneConfig) mailboxBytes() int64 {
+	switch {
+	case c.MailboxBytes == 0:
+		return 1 << 30
+	case c.MailboxBytes < 0:
+		return 0 // Mailbox: no bound
+	}
+	return c.MailboxBytes
+}
+
+func (c DataPlaneConfig) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c.Logger
+}
+
+// quicConfig is the QUIC configuration of both directions: large receive windows from the
+// start (quic-go allocates buffers as data arrives, not up front), keep-alives, and no
+// bidirectional streams (the data plane uses one unidirectional stream per purpose).
+func (c DataPlaneConfig) quicConfig() *quic.Config {
+	return &quic.Config{
+		InitialStreamReceiveWindow:     c.streamWindow(),
+		MaxStreamReceiveWindow:         c.streamWindow(),
+		InitialConnectionReceiveWindow: c.connWindow(),
+		MaxConnectionReceiveWindow:     c.connWindow(),
+		MaxIncomingStreams:             -1,
+		MaxIncomingUniStreams:          c.maxStreams(),
+		KeepAlivePeriod:                c.keepAlive(),
+		MaxIdleTimeout:                 c.idleTimeout(),
+		HandshakeIdleTimeout:           c.dialTimeout(),
+	}
+}
+
+// dpOr returns v, or def when v is the zero value.
+func dpOr[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

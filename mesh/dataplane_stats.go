@@ -1,0 +1,124 @@
+package mesh
+
+import "sync"
+
+// Traffic counts frames and their payload bytes in one direction. Wire bytes add
+// FrameHeaderSize per frame.
+type Traffic struct {
+	Frames int64
+	Bytes  int64
+}
+
+// DataPlaneStats is a snapshot of a data plane's counters since it started.
+type DataPlaneStats struct {
+	// Sent and Received hold the traffic per peer ID and frame kind. Sent counts frames
+	// handed to QUIC, Received frames that passed every check.
+	Sent     map[string]map[FrameKind]Traffic
+	Received map[string]map[FrameKind]Traffic
+	// BadFrames counts, per peer, frames that failed validation and reset their stream.
+	BadFrames map[string]int64
+	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
+	MailboxOverflows map[string]int64
+}
+
+// SentBytes is the payload bytes sent in frames of kind k to all peers.
+func (s DataPlaneStats) SentBytes(k FrameKind) int64 { return sumKind(s.Sent, k) }
+
+// ReceivedBytes is the payload bytes received in frames of kind k from all peers.
+func (s DataPlaneStats) ReceivedBytes(k FrameKind) int64 { return sumKind(s.Received, k) }
+
+// TotalBadFrames is the number of bad frames from all peers.
+func (s DataPlaneStats) TotalBadFrames() int64 {
+	var n int64
+	for _, v := range s.BadFrames {
+		n += v
+	}
+	return n
+}
+
+func sumKind(m map[string]map[FrameKind]Traffic, k FrameKind) int64 {
+	var n int64
+	for _, kinds := range m {
+		n += kinds[k].Bytes
+	}
+	return n
+}
+
+type dpDirection int
+
+const (
+	dirSent dpDirection = iota
+	dirReceived
+)
+
+type dpTrafficKey struct {
+	dir  dpDirection
+	peer string
+	kind FrameKind
+}
+
+// dpStats holds the counters behind Stats. Updates are per frame, so one mutex is cheap.
+type dpStats struct {
+	mu        sync.Mutex
+	traffic   map[dpTrafficKey]Traffic
+	bad       map[string]int64
+	overflows map[string]int64
+}
+
+func (s *dpStats) init() {
+	s.traffic = map[dpTrafficKey]Traffic{}
+	s.bad = map[string]int64{}
+	s.overflows = map[string]int64{}
+}
+
+func (s *dpStats) count(dir dpDirection, peer string, f *Frame) {
+	k := dpTrafficKey{dir, peer, f.Kind}
+	s.mu.Lock()
+	t := s.traffic[k]
+	t.Frames++
+	t.Bytes += int64(len(f.Payload))
+	s.traffic[k] = t
+	s.mu.Unlock()
+}
+
+func (s *dpStats) badFrame(peer string) {
+	s.mu.Lock()
+	s.bad[peer]++
+	s.mu.Unlock()
+}
+
+func (s *dpStats) overflow(peer string) {
+	s.mu.Lock()
+	s.overflows[peer]++
+	s.mu.Unlock()
+}
+
+// Stats returns a snapshot of the data plane's counters.
+func (d *DataPlane) Stats() DataPlaneStats {
+	s := &d.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := DataPlaneStats{
+		Sent:             map[string]map[FrameKind]Traffic{},
+		Received:         map[string]map[FrameKind]Traffic{},
+		BadFrames:        make(map[string]int64, len(s.bad)),
+		MailboxOverflows: make(map[string]int64, len(s.overflows)),
+	}
+	for k, t := range s.traffic {
+		m := out.Sent
+		if k.dir == dirReceived {
+			m = out.Received
+		}
+		if m[k.peer] == nil {
+			m[k.peer] = map[FrameKind]Traffic{}
+		}
+		m[k.peer][k.kind] = t
+	}
+	for p, n := range s.bad {
+		out.BadFrames[p] = n
+	}
+	for p, n := range s.overflows {
+		out.MailboxOverflows[p] = n
+	}
+	return out
+}
