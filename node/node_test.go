@@ -159,7 +159,10 @@ func TestSixNodesFindEachOther(t *testing.T) {
 		}
 		return true
 	})
-	if took := time.Since(stoppedAt); took > 3*time.Second {
+	// A clean stop announces itself, so this is normally immediate; if the announcement is
+	// lost the heartbeat age decides: dead-after (3 s) plus polling and scheduling slack on
+	// a loaded machine.
+	if took := time.Since(stoppedAt); took > 4*time.Second {
 		t.Errorf("dead after %s; dead-after is 3s", took)
 	}
 	// The others keep running: their heartbeats go on arriving after the stop.
