@@ -13,15 +13,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/meshnode/meshnode/mesh"
 )
 
-// Stream protocols of this package. The version is part of the ID: a breaking change to the
-// framing gets a new ID, never a silent change under the old one.
+// Stream protocols of this package; the versioned IDs live with the mesh's other protocols.
 const (
 	// ProtocolRaft carries raft's NetworkTransport RPCs.
-	ProtocolRaft protocol.ID = "/meshnode/raft/1.0.0"
+	ProtocolRaft = mesh.ProtocolRaft
 	// ProtocolRPC carries forwarded writes and consistent reads (see rpc.go).
-	ProtocolRPC protocol.ID = "/meshnode/rpc/1.0.0"
+	ProtocolRPC = mesh.ProtocolRPC
 )
 
 // StreamLayer is a raft.StreamLayer over libp2p streams: raft addresses are peer IDs, each

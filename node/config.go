@@ -61,6 +61,9 @@ type Config struct {
 	// Profile configures the GEMM measurement.
 	Profile ProfileConfig
 
+	// Consensus configures the Raft control plane; the zero value runs it with defaults.
+	Consensus ConsensusConfig
+
 	// Version is the meshnode release reported in the profile and the API.
 	Version string
 	// Logger receives the node's logs. Nil discards them.

@@ -28,6 +28,7 @@ type Node struct {
 	reg      *prometheus.Registry
 	mux      *http.ServeMux
 	api      *apiServer
+	cons     *consensusService
 
 	mu       sync.Mutex
 	services []Service
@@ -77,6 +78,9 @@ func New(cfg Config) (*Node, error) {
 	n.services = []Service{
 		&profilerService{n: n, done: make(chan struct{})},
 		funcService{"mesh", n.mesh.Start, n.mesh.Close},
+	}
+	if err := n.addConsensus(); err != nil {
+		return nil, err
 	}
 	if cfg.API != "" {
 		n.api = &apiServer{addr: cfg.API, handler: n.mux, dataDir: cfg.DataDir, log: n.log}

@@ -68,6 +68,8 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.DurationVar(&c.Profile.BatchDuration, "profile-batch", c.Profile.BatchDuration, "length of each of the three timed GEMM batches")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: all cores)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.BoolVar(&c.Consensus.Bootstrap, "bootstrap-raft", false, "found a new Raft control plane even with --bootstrap peers (default: only without them)")
+	f.IntVar(&c.Consensus.Voters, "voters", 3, "Raft voting members the leader keeps (odd); later nodes join as non-voters")
 	return withEnv(cmd)
 }
 

@@ -31,6 +31,10 @@ speed and memory, and every node runs a real training engine.`,
 		newBenchCmd(),
 		newTrainCmd(),
 		newGenerateCmd(),
+		newSubmitCmd(),
+		newJobsCmd(),
+		newJobCmd(),
+		newRaftCmd(),
 	)
 	// Flag parsing errors are usage errors: exit code 2 with the flag named.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

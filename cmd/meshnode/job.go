@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/consensus"
+)
+
+func newJobCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Inspect or cancel one job",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("job: name a subcommand: status or cancel") },
+	}
+	cmd.AddCommand(newJobStatusCmd(), newJobCancelCmd())
+	return cmd
+}
+
+type jobStatusOptions struct {
+	api        string
+	consistent bool
+	events     int
+	output     string
+}
+
+func newJobStatusCmd() *cobra.Command {
+	o := &jobStatusOptions{}
+	cmd := &cobra.Command{
+		Use:   "status ID",
+		Short: "Show a job's status, plan, progress and events",
+		Example: `  meshnode job status 3f9a1c2e7b4d
+  meshnode job status 3f9a1c2e7b4d -o json   # {"id":..,"status":..,"spec":{..},"plan":..,"progress":{..},"events":[..]}`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	addJobAPIFlag(cmd, &o.api)
+	cmd.Flags().BoolVar(&o.consistent, "consistent", false, "read through the Raft leader")
+	cmd.Flags().IntVar(&o.events, "events", 10, "how many of the latest events to print (text output)")
+	addOutputFlag(cmd, &o.output)
+	return cmd
+}
+
+func (o *jobStatusOptions) run(cmd *cobra.Command, id string) error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	api, err := newJobAPI(o.api)
+	if err != nil {
+		return err
+	}
+	var d consensus.JobDetail
+	if err := api.do(cmd.Context(), http.MethodGet, "/v1/jobs/"+id+consistentQuery(o.consistent), nil, &d); err != nil {
+		return jobErr(id, err)
+	}
+	if o.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), d)
+	}
+	printJobDetail(cmd.OutOrStdout(), d, o.events)
+	return nil
+}
+
+func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
+	fmt.Fprintf(w, "job        %s\nname       %s\nstatus     %s\nsubmitted  %s (%s)\n",
+		d.ID, d.Name, d.Status, d.SubmittedAt.Local().Format("2006-01-02 15:04:05"), ago(d.SubmittedAt))
+	m, p := d.Spec.Model, d.Spec.Parallel
+	fmt.Fprintf(w, "model      %d layers, d_model %d, %d heads, context %d, vocab %d\n", m.Layers, m.DModel, m.Heads, m.Context, m.Vocab)
+	fmt.Fprintf(w, "parallel   replicas %s, stages %s, %s, %s every %d, codec %s\n", p.Replicas, p.Stages, p.Schedule, p.Sync, p.InnerSteps, p.Codec)
+	if d.Plan == nil {
+		fmt.Fprintln(w, "plan       none yet")
+	} else {
+		fmt.Fprintf(w, "plan       epoch %d (%s)\n", d.Plan.Epoch, ago(d.Plan.SetAt))
+	}
+	if pr := d.Progress; pr.UpdatedAt != nil {
+		fmt.Fprintf(w, "progress   step %d/%d, loss %.4f, %.0f tok/s, %d bytes sent\n", pr.Step, pr.Steps, pr.Loss, pr.TokensPerSec, pr.BytesSent)
+	} else {
+		fmt.Fprintf(w, "progress   none reported (0/%d steps)\n", d.Progress.Steps)
+	}
+	start := max(0, len(d.Events)-events)
+	if len(d.Events) > 0 && events > 0 {
+		fmt.Fprintln(w, "events")
+	}
+	for _, e := range d.Events[start:] {
+		fmt.Fprintf(w, "  %s  %-10s %s\n", e.Time.Local().Format("15:04:05"), e.Kind, e.Message)
+	}
+}
+
+type jobCancelOptions struct {
+	api    string
+	output string
+}
+
+func newJobCancelCmd() *cobra.Command {
+	o := &jobCancelOptions{}
+	cmd := &cobra.Command{
+		Use:     "cancel ID",
+		Short:   "Cancel a job",
+		Example: `  meshnode job cancel 3f9a1c2e7b4d`,
+		Args:    cobra.ExactArgs(1),
+		RunE:    func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	addJobAPIFlag(cmd, &o.api)
+	addOutputFlag(cmd, &o.output)
+	return cmd
+}
+
+func (o *jobCancelOptions) run(cmd *cobra.Command, id string) error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	api, err := newJobAPI(o.api)
+	if err != nil {
+		return err
+	}
+	var res consensus.JobSummary
+	if err := api.do(cmd.Context(), http.MethodDelete, "/v1/jobs/"+id, nil, &res); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+			return fmt.Errorf("cancel job %s: %s", id, ae.Message)
+		}
+		return jobErr(id, err)
+	}
+	if o.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "cancelled job %s\n", id)
+	return nil
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+func runJobCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// The job spec copies model.Config and the train recipe rather than importing them
+// (consensus may import only mesh); this keeps the copies honest.
+func TestJobSpecDefaultsMatchModelAndTrainer(t *testing.T) {
+	s, m := jobspec.DefaultSpec(), model.DefaultConfig()
+	if (model.Config{Layers: s.Model.Layers, DModel: s.Model.DModel, Heads: s.Model.Heads, Context: s.Model.Context, Vocab: s.Model.Vocab}) != m {
+		t.Fatalf("jobspec model defaults %+v ≠ model.DefaultConfig() %+v", s.Model, m)
+	}
+	tc := parallel.DefaultTrainConfig()
+	tr := s.Train
+	if tr.Steps != tc.Steps || tr.Batch != tc.Batch || tr.LR != tc.LR || tr.Warmup != tc.Warmup || tr.Seed != tc.Seed || tr.EvalEvery != tc.EvalEvery {
+		t.Fatalf("jobspec train defaults %+v differ from parallel.DefaultTrainConfig() %+v", tr, tc)
+	}
+	if s.Data.Source != tc.Data {
+		t.Fatalf("default data %q ≠ %q", s.Data.Source, tc.Data)
+	}
+}
+
+// fakeAPI is a minimal node API: it records requests and answers from a job table.
+type fakeAPI struct {
+	mu        sync.Mutex
+	submitted []jobspec.Spec
+	jobs      map[string]consensus.Job
+	// initial is the status new jobs get (submitted unless a test says otherwise).
+	initial consensus.JobStatus
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	reply := func(code int, v any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	id := strings.TrimPrefix(r.URL.Path, "/v1/jobs/")
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
+		b, _ := io.ReadAll(r.Body)
+		spec, err := jobspec.Parse(b)
+		if err != nil {
+			reply(http.StatusBadRequest, map[string]string{"error": err.Error()})
+			return
+		}
+		f.submitted = append(f.submitted, spec)
+		status := f.initial
+		if status == "" {
+			status = consensus.JobSubmitted
+		}
+		f.jobs["abc123"] = consensus.Job{ID: "abc123", Name: spec.Name, Spec: spec, Status: status, SubmittedAt: time.Now()}
+		reply(http.StatusCreated, consensus.SubmitResult{ID: "abc123"})
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/jobs":
+		out := []consensus.JobSummary{}
+		for _, j := range f.jobs {
+			out = append(out, j.Summary())
+		}
+		reply(http.StatusOK, out)
+	case r.Method == http.MethodGet:
+		j, ok := f.jobs[id]
+		if !ok {
+			reply(http.StatusNotFound, map[string]string{"error": "job " + id + " not found"})
+			return
+		}
+		reply(http.StatusOK, j.Detail(7))
+	case r.Method == http.MethodDelete:
+		j, ok := f.jobs[id]
+		switch {
+		case !ok:
+			reply(http.StatusNotFound, map[string]string{"error": "job " + id + " not found"})
+		case j.Status.Terminal():
+			reply(http.StatusConflict, map[string]string{"error": "job " + id + " is " + string(j.Status)})
+		default:
+			j.Status = consensus.JobCancelled
+			f.jobs[id] = j
+			reply(http.StatusOK, j.Summary())
+		}
+	default:
+		reply(http.StatusNotFound, map[string]string{"error": "no route"})
+	}
+}
+
+func startFakeAPI(t *testing.T) (*fakeAPI, string) {
+	f := &fakeAPI{jobs: map[string]consensus.Job{}}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv.URL
+}
+
+func writeSpec(t *testing.T, body string) string {
+	p := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSubmitInvalidSpecExits2(t *testing.T) {
+	_, url := startFakeAPI(t)
+	for body, field := range map[string]string{
+		"parallel: {inner_steps: 0}\n":                       "parallel.inner_steps: must be ≥ 1, got 0",
+		"model: {layerz: 3}\n":                               "model.layerz: unknown field",
+		"data: {train: missing.bin, val: missing-val.bin}\n": "data.train: ",
+	} {
+		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
+		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %q", body, code, out, errOut, field)
+		}
+	}
+	if code, _, errOut := runJobCLI(t, "submit", filepath.Join(t.TempDir(), "nope.yaml"), "--api", url); code != 2 || !strings.Contains(errOut, "nope.yaml") {
+		t.Errorf("missing file: exit %d %q", code, errOut)
+	}
+}
+
+func TestSubmitJobsStatusCancel(t *testing.T) {
+	f, url := startFakeAPI(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "corpus.txt"), []byte("hello"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(dir, "job.yaml")
+	if err := os.WriteFile(spec, []byte("name: cli-test\ndata: {source: corpus.txt}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MESHNODE_API", url)
+	code, out, errOut := runJobCLI(t, "submit", spec, "-o", "json")
+	if code != 0 || strings.TrimSpace(out) != `{"id":"abc123"}` {
+		t.Fatalf("submit: exit %d out %q err %q", code, out, errOut)
+	}
+	if got := f.submitted[0].Data.Source; got != filepath.Join(dir, "corpus.txt") {
+		t.Fatalf("data path sent as %q, want it resolved against the spec's directory", got)
+	}
+
+	code, out, _ = runJobCLI(t, "jobs", "-o", "json")
+	var list []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 {
+		t.Fatalf("jobs -o json: exit %d %q", code, out)
+	}
+	for _, k := range []string{"id", "name", "status", "submitted_at"} {
+		if _, ok := list[0][k]; !ok {
+			t.Errorf("jobs -o json lacks %q: %s", k, out)
+		}
+	}
+	if code, out, _ = runJobCLI(t, "jobs"); code != 0 || !strings.Contains(out, "cli-test") || !strings.Contains(out, "submitted") {
+		t.Fatalf("jobs: %d %q", code, out)
+	}
+
+	code, out, _ = runJobCLI(t, "job", "status", "abc123", "-o", "json")
+	var detail map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &detail) != nil {
+		t.Fatalf("job status -o json: %d %q", code, out)
+	}
+	for _, k := range []string{"id", "name", "status", "spec", "plan", "progress", "events"} {
+		if _, ok := detail[k]; !ok {
+			t.Errorf("job status -o json lacks %q", k)
+		}
+	}
+	if detail["plan"] != nil || detail["status"] != "submitted" {
+		t.Errorf("fresh job: plan %v status %v", detail["plan"], detail["status"])
+	}
+	if code, out, _ = runJobCLI(t, "job", "status", "abc123"); code != 0 || !strings.Contains(out, "plan       none yet") {
+		t.Fatalf("job status: %d %q", code, out)
+	}
+
+	if code, out, _ = runJobCLI(t, "job", "cancel", "abc123"); code != 0 || !strings.Contains(out, "cancelled job abc123") {
+		t.Fatalf("cancel: %d %q", code, out)
+	}
+	if code, _, errOut = runJobCLI(t, "job", "cancel", "abc123"); code != 1 || !strings.Contains(errOut, "is cancelled") {
+		t.Fatalf("second cancel: %d %q", code, errOut)
+	}
+	if code, _, errOut = runJobCLI(t, "job", "status", "nope"); code != 2 || !strings.Contains(errOut, "job nope not found") {
+		t.Fatalf("status of unknown job: %d %q", code, errOut)
+	}
+	// --wait on a job that ends cancelled returns exit 1.
+	f.mu.Lock()
+	f.initial = consensus.JobCancelled
+	f.mu.Unlock()
+	if code, out, _ = runJobCLI(t, "submit", spec, "--wait", "--poll", "10ms"); code != 1 {
+		t.Fatalf("submit --wait on a cancelled job: %d %q", code, out)
+	}
+}
+
+func TestJobCommandsWithoutNode(t *testing.T) {
+	code, _, errOut := runJobCLI(t, "jobs", "--api", "127.0.0.1:1")
+	if code != 1 || !strings.Contains(errOut, "cannot reach the meshnode API") {
+		t.Fatalf("exit %d %q", code, errOut)
+	}
+	if code, _, _ := runJobCLI(t, "jobs", "-o", "yaml"); code != 2 {
+		t.Fatalf("bad -o: exit %d", code)
+	}
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+type raftStatusJSON struct {
+	Leader       string   `json:"leader"`
+	Term         uint64   `json:"term"`
+	Voters       []string `json:"voters"`
+	Nonvoters    []string `json:"nonvoters"`
+	AppliedIndex uint64   `json:"applied_index"`
+}
+
+type jobSummaryJSON struct {
+	ID          string    `json:"id"`
+	Name        string    `json:"name"`
+	Status      string    `json:"status"`
+	SubmittedAt time.Time `json:"submitted_at"`
+}
+
+// TestSubmitSurvivesLeaderKill is acceptance 5 of the consensus issue: three real `meshnode
+// join` processes form a Raft group, a job submitted with `meshnode submit` through a
+// follower is on every node, the leader process is killed with SIGKILL, and the survivors
+// elect a new leader and still list the job with `meshnode jobs -o json`.
+func TestSubmitSurvivesLeaderKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("execs the binary")
+	}
+	bin := meshnodeBinary(t)
+	first := startJoin(t, bin) // no --bootstrap: founds the Raft group
+	infoFirst := first.runtime(t)
+	procs := []*joinProcess{first, startJoin(t, bin, infoFirst.Addrs...), startJoin(t, bin, infoFirst.Addrs...)}
+	apis := map[string]string{} // peer ID → API address
+	byID := map[string]*joinProcess{}
+	for _, p := range procs {
+		info := p.runtime(t)
+		apis[info.ID], byID[info.ID] = info.API, p
+	}
+	raftStatus := func(api string) raftStatusJSON {
+		var st raftStatusJSON
+		out, err := cli(t, bin, "raft", "status", "-o", "json", "--api", api)
+		if err == nil {
+			_ = json.Unmarshal(out, &st)
+		}
+		return st
+	}
+	var st raftStatusJSON
+	waitUntil(t, 60*time.Second, "three raft voters", func() bool {
+		st = raftStatus(infoFirst.API)
+		return len(st.Voters) == 3 && st.Leader != ""
+	})
+	t.Logf("raft group of 3 voters, leader %s", st.Leader)
+	var follower string
+	for id := range apis {
+		if id != st.Leader {
+			follower = id
+		}
+	}
+
+	spec := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(spec, []byte("name: survives-kill\ntrain: {steps: 10, warmup: 1}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, bin, "submit", spec, "-o", "json", "--api", apis[follower])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out, &sub); err != nil || sub.ID == "" {
+		t.Fatalf("submit -o json = %q (%v)", out, err)
+	}
+	listed := func(api string, extra ...string) bool {
+		out, err := cli(t, bin, append([]string{"jobs", "-o", "json", "--api", api}, extra...)...)
+		if err != nil {
+			return false
+		}
+		var jobs []jobSummaryJSON
+		return json.Unmarshal(out, &jobs) == nil && slices.ContainsFunc(jobs, func(j jobSummaryJSON) bool {
+			return j.ID == sub.ID && j.Name == "survives-kill" && j.Status == "submitted" && !j.SubmittedAt.IsZero()
+		})
+	}
+	for id, api := range apis {
+		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(api) })
+	}
+
+	t.Logf("job %s on all nodes; killing the leader", sub.ID)
+	leader := byID[st.Leader]
+	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.exited
+	leader.exited <- nil // for the cleanup
+	delete(apis, st.Leader)
+	for id, api := range apis {
+		waitUntil(t, 30*time.Second, "a new leader seen by "+id, func() bool {
+			s := raftStatus(api)
+			return s.Leader != "" && s.Leader != st.Leader
+		})
+		t.Logf("%s sees a new leader", id)
+		// A consistent read goes through the new leader: the committed job survived.
+		waitUntil(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(api, "--consistent") })
+	}
+	out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--api", apis[follower])
+	if err != nil || !strings.Contains(string(out), `"plan":null`) || !strings.Contains(string(out), `"status":"submitted"`) {
+		t.Fatalf("job status -o json = %s (%v)", out, err)
+	}
+}

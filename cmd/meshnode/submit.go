@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+type submitOptions struct {
+	api    string
+	wait   bool
+	poll   time.Duration
+	output string
+}
+
+func newSubmitCmd() *cobra.Command {
+	o := &submitOptions{}
+	cmd := &cobra.Command{
+		Use:   "submit JOB.yaml",
+		Short: "Submit a training job to the mesh",
+		Long: `Validate a job spec (docs/jobspec.md) and submit it through the local node, which
+forwards it to the Raft leader. Every bad field is reported at once and the command exits 2
+without contacting the node. Relative data paths are resolved against the spec's directory
+and must exist on this machine. "-" reads the spec from stdin.
+
+With --wait, the command follows the job until it is done (exit 0), failed or cancelled
+(exit 1). Until the training engine runs jobs, a job stays "submitted".`,
+		Example: `  meshnode submit job.yaml
+  meshnode submit job.yaml --wait
+  meshnode submit job.yaml -o json   # {"id":"..."}`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
+	}
+	addJobAPIFlag(cmd, &o.api)
+	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the job until it finishes")
+	cmd.Flags().DurationVar(&o.poll, "poll", time.Second, "how often --wait asks for the job's status")
+	addOutputFlag(cmd, &o.output)
+	return cmd
+}
+
+func (o *submitOptions) run(cmd *cobra.Command, path string) error {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	spec, err := loadSpec(path, cmd.InOrStdin())
+	if err != nil {
+		return err
+	}
+	api, err := newJobAPI(o.api)
+	if err != nil {
+		return err
+	}
+	var res consensus.SubmitResult
+	if err := api.do(cmd.Context(), http.MethodPost, "/v1/jobs", spec, &res); err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
+			return usagef("%s: %s", path, ae.Message)
+		}
+		return fmt.Errorf("submit %s: %w", path, err)
+	}
+	w := cmd.OutOrStdout()
+	if o.output == "json" {
+		if err := writeJSON(w, res); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(w, "submitted job %s (%s)\n", res.ID, spec.Name)
+	}
+	if !o.wait {
+		return nil
+	}
+	return o.follow(cmd.Context(), api, res.ID, w)
+}
+
+// loadSpec reads, parses and validates a spec, and resolves its data paths against the
+// spec's directory. Every problem is a usage error naming the file and the field.
+func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
+	var b []byte
+	var err error
+	dir := filepath.Dir(path)
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, jobspec.MaxSpecBytes+1))
+		dir = "."
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return jobspec.Spec{}, usagef("read job spec: %v", err)
+	}
+	spec, err := jobspec.Parse(b)
+	if err != nil {
+		return spec, usagef("%s: %w", path, err)
+	}
+	var errs []error
+	resolve := func(field string, p *string) {
+		if *p == "" || strings.HasPrefix(*p, "builtin:") {
+			return
+		}
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+		if abs, err := filepath.Abs(*p); err == nil {
+			*p = abs
+		}
+		if _, err := os.Stat(*p); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %s does not exist on this machine", field, *p))
+		}
+	}
+	resolve("data.source", &spec.Data.Source)
+	resolve("data.train", &spec.Data.Train)
+	resolve("data.val", &spec.Data.Val)
+	if len(errs) > 0 {
+		return spec, usagef("%s: %w", path, errors.Join(errs...))
+	}
+	return spec, nil
+}
+
+// follow polls the job until it reaches a terminal status, printing each change.
+func (o *submitOptions) follow(ctx context.Context, api *jobAPI, id string, w io.Writer) error {
+	var last string
+	for {
+		var d consensus.JobDetail
+		if err := api.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &d); err != nil {
+			return jobErr(id, err)
+		}
+		line := string(d.Status)
+		if d.Progress.UpdatedAt != nil {
+			line = fmt.Sprintf("%s  step %d/%d  loss %.4f  %.0f tok/s", d.Status, d.Progress.Step, d.Progress.Steps, d.Progress.Loss, d.Progress.TokensPerSec)
+		}
+		if line != last && o.output != "json" {
+			fmt.Fprintf(w, "job %s: %s\n", id, line)
+		}
+		last = line
+		if d.Status.Terminal() {
+			if o.output == "json" {
+				if err := writeJSON(w, map[string]any{"id": id, "status": d.Status}); err != nil {
+					return err
+				}
+			}
+			if d.Status != consensus.JobDone {
+				return fmt.Errorf("job %s %s", id, d.Status)
+			}
+			return nil
+		}
+		t := time.NewTimer(o.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
