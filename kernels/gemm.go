@@ -69,6 +69,7 @@ var gemmParallelMinWork = 1 << 21
 // independent product, so no reduction is ever split and the result is the same for any
 // thread count.
 func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	defer slowdownEnd(slowdownStart()) // emulated slow devices (testnet); free otherwise
 	if threads <= 1 || k == 0 || m*n*k < gemmParallelMinWork {
 		impl.Serial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return

@@ -39,6 +39,7 @@ func ParallelFor(n, grain int, f func(lo, hi int)) {
 	if grain < 1 {
 		grain = 1
 	}
+	defer slowdownEnd(slowdownStart())
 	parts := min(Threads(), (n+grain-1)/grain)
 	if parts <= 1 {
 		f(0, n)
