@@ -34,6 +34,11 @@ type Profile struct {
 	Version string `json:"version"`
 	// MeasuredAt is when the measurement finished.
 	MeasuredAt time.Time `json:"measured_at"`
+	// DataAddr is the UDP host:port where peers reach this node's tensor data plane (what
+	// it advertises: on a testnet, the address of the WAN relay in front of it).
+	DataAddr string `json:"data_addr,omitempty"`
+	// Region is an operator-given label of where the node is (a testnet's emulated region).
+	Region string `json:"region,omitempty"`
 }
 
 // GPU describes one device as NVML reports it.

@@ -55,6 +55,8 @@ type RuntimeInfo struct {
 	API   string   `json:"api"`
 	Addrs []string `json:"addrs"`
 	PID   int      `json:"pid"`
+	// DataAddr is the UDP address the data plane is bound to (not the advertised one).
+	DataAddr string `json:"data_addr,omitempty"`
 }
 
 // Status returns what GET /v1/status serves.
@@ -130,6 +132,9 @@ func (n *Node) startAPI(ctx context.Context) error {
 		return err
 	}
 	info := RuntimeInfo{ID: n.ID().String(), API: n.api.boundAddr(), PID: os.Getpid(), Addrs: n.Status().Addrs}
+	if dp := n.DataPlane(); dp != nil {
+		info.DataAddr = dp.Addr()
+	}
 	if err := writeRuntimeFile(filepath.Join(n.cfg.DataDir, RuntimeFile), info); err != nil {
 		n.log.Warn("runtime file", "err", err)
 	}

@@ -64,6 +64,16 @@ type Config struct {
 	// Consensus configures the Raft control plane; the zero value runs it with defaults.
 	Consensus ConsensusConfig
 
+	// DataListen is the UDP host:port of the tensor data plane. Empty means
+	// mesh.DefaultDataPort on every interface; port 0 picks a free port.
+	DataListen string
+	// DataAdvertise is the data-plane address announced to peers. Empty means the bound
+	// listen address (with 127.0.0.1 for an unspecified host); a testnet points it at the
+	// WAN relay in front of the node.
+	DataAdvertise string
+	// Region labels where the node is; it travels in the profile.
+	Region string
+
 	// Version is the meshnode release reported in the profile and the API.
 	Version string
 	// Logger receives the node's logs. Nil discards them.
@@ -96,6 +106,7 @@ func DefaultConfig() Config {
 		DiscoveryInterval:    30 * time.Second,
 		Reprofile:            10 * time.Minute,
 		MemoryBudgetFraction: 0.8,
+		DataListen:           fmt.Sprintf(":%d", mesh.DefaultDataPort),
 		Profile:              ProfileConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 300 * time.Millisecond, Slowdown: 1},
 	}
 }

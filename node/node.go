@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 )
 
@@ -29,6 +30,9 @@ type Node struct {
 	mux      *http.ServeMux
 	api      *apiServer
 	cons     *consensusService
+
+	dpMu sync.Mutex
+	dp   *mesh.DataPlane
 
 	mu       sync.Mutex
 	services []Service
@@ -75,7 +79,11 @@ func New(cfg Config) (*Node, error) {
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newMeshCollector(n.mesh))
 	n.routes()
+	// Kernels of this process run as slow as the emulated device (a testnet's --slowdown);
+	// the profile's GEMM measurement sees it.
+	kernels.SetSlowdown(cfg.Profile.slowdown())
 	n.services = []Service{
+		&dataPlaneService{n: n, key: key},
 		&profilerService{n: n, done: make(chan struct{})},
 		funcService{"mesh", n.mesh.Start, n.mesh.Close},
 	}
@@ -221,6 +229,7 @@ func (n *Node) measure(ctx context.Context) error {
 	if prof.MemoryBudgetBytes > prof.MemoryAvailableBytes && prof.MemoryAvailableBytes > 0 {
 		n.log.Warn("memory budget exceeds available memory", "budget", prof.MemoryBudgetBytes, "available", prof.MemoryAvailableBytes)
 	}
+	prof.DataAddr, prof.Region = n.DataAddr(), n.cfg.Region
 	n.mesh.SetProfile(prof)
 	n.log.Info("device profile measured", "gemm_gflops", fmt.Sprintf("%.1f", prof.GemmGFLOPS), "shape", prof.GemmShape,
 		"cores", prof.Cores, "memory_budget", prof.MemoryBudgetBytes, "gpus", len(prof.GPUs), "took", time.Since(start).Round(time.Millisecond))

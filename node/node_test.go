@@ -48,6 +48,7 @@ func testConfig(t testing.TB, bootstrap ...string) Config {
 	cfg.Bootstrap = bootstrap
 	cfg.MDNS, cfg.NAT = false, false
 	cfg.API = "127.0.0.1:0"
+	cfg.DataListen = "127.0.0.1:0"
 	// Generous against a loaded 2-core machine (and -race): a node whose heartbeats are
 	// late by a second is still alive.
 	cfg.Heartbeat, cfg.SuspectAfter, cfg.DeadAfter = 200*time.Millisecond, 1500*time.Millisecond, 3*time.Second

@@ -48,7 +48,7 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	gflops := p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
 	total, avail := p.memory()
 	prof = mesh.Profile{
-		GemmGFLOPS:       gflops / p.cfg.slowdown(),
+		GemmGFLOPS:       gflops, // measured through kernels.SetSlowdown, so already slowed
 		GemmShape:        fmt.Sprintf("%dx%dx%d", m, n, k),
 		Slowdown:         p.cfg.slowdown(),
 		Cores:            runtime.GOMAXPROCS(0),

@@ -48,7 +48,7 @@ type joinProcess struct {
 func startJoin(t *testing.T, bin string, bootstrap ...string) *joinProcess {
 	t.Helper()
 	p := &joinProcess{dataDir: t.TempDir(), out: &syncBuffer{}, exited: make(chan error, 1)}
-	args := []string{"join", "--data-dir", p.dataDir, "--mesh", "clitest", "--api", "127.0.0.1:0",
+	args := []string{"join", "--data-dir", p.dataDir, "--mesh", "clitest", "--api", "127.0.0.1:0", "--data-listen", "127.0.0.1:0",
 		"--heartbeat", "200ms", "--gemm-shape", "256x256x256", "--profile-batch", "20ms",
 		"--probe-max-bytes", "1MiB", "--discovery-interval", "1s", "--log-level", "warn"}
 	if len(bootstrap) > 0 {

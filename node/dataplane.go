@@ -1,0 +1,73 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// dataPlaneService runs the node's QUIC tensor data plane, bound to the node's identity
+// and admitting only peers the mesh has admitted.
+type dataPlaneService struct {
+	n   *Node
+	key crypto.PrivKey
+}
+
+func (s *dataPlaneService) Name() string { return "dataplane" }
+
+func (s *dataPlaneService) Start(ctx context.Context) error {
+	cfg := mesh.DefaultDataPlaneConfig()
+	cfg.ListenAddr, cfg.Identity, cfg.Logger = s.n.cfg.DataListen, s.key, s.n.log
+	cfg.AllowPeer = func(id string) bool {
+		p, err := peer.Decode(id)
+		return err == nil && s.n.mesh.IsAdmitted(p)
+	}
+	dp, err := mesh.NewDataPlane(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("data plane: %w", err)
+	}
+	s.n.dpMu.Lock()
+	s.n.dp = dp
+	s.n.dpMu.Unlock()
+	return nil
+}
+
+func (s *dataPlaneService) Close() error {
+	if dp := s.n.DataPlane(); dp != nil {
+		return dp.Close()
+	}
+	return nil
+}
+
+// DataPlane is the node's tensor data plane, nil before Start.
+func (n *Node) DataPlane() *mesh.DataPlane {
+	n.dpMu.Lock()
+	defer n.dpMu.Unlock()
+	return n.dp
+}
+
+// DataAddr is the data-plane address the node announces: DataAdvertise, or the bound
+// address with a loopback host in place of an unspecified one. Empty before Start.
+func (n *Node) DataAddr() string {
+	if n.cfg.DataAdvertise != "" {
+		return n.cfg.DataAdvertise
+	}
+	dp := n.DataPlane()
+	if dp == nil {
+		return ""
+	}
+	addr := dp.Addr()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
+}
