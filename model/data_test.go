@@ -39,10 +39,10 @@ func TestSamplerRowsAndMicroBatches(t *testing.T) {
 		t.Fatalf("micro-batch 1 of 2 does not hold rows 2..3: %+v", mb)
 	}
 	// Replicas draw disjoint rows of one global batch.
-	r0 := Sampler{Train: ByteTokens(data), Batch: 2, Context: 5, Seed: 3, Replica: 0, Replicas: 2}
-	r1 := Sampler{Train: ByteTokens(data), Batch: 2, Context: 5, Seed: 3, Replica: 1, Replicas: 2}
+	r0 := Sampler{Train: ByteTokens(data), Batch: 2, Context: 5, Seed: 3, RowOffset: 0, GlobalBatch: 4}
+	r1 := Sampler{Train: ByteTokens(data), Batch: 2, Context: 5, Seed: 3, RowOffset: 2, GlobalBatch: 4}
 	if r0.Offset(2, 1) != s.Offset(2, 1) || r1.Offset(2, 0) != s.Offset(2, 2) {
-		t.Fatal("replica k must read rows [k·B, (k+1)·B) of the global batch")
+		t.Fatal("a replica must read rows [RowOffset, RowOffset+Batch) of the global batch")
 	}
 }
 

@@ -13,20 +13,27 @@ func SplitMix64(seed, i uint64) uint64 {
 // SplitMix64(seed, s·B + r) mod (len(train) − T − 1).
 //
 // Data-parallel replicas draw disjoint streams by giving each replica its own rows of a
-// larger global batch: replica k of R reads rows [k·B, (k+1)·B) of a global batch of R·B
-// rows, so that R replicas together see what one process would see with batch R·B.
+// larger global batch: a replica with Batch rows starting at RowOffset reads rows
+// [RowOffset, RowOffset+Batch) of a global batch of GlobalBatch rows, so that the replicas
+// together see what one process would see with batch GlobalBatch. With equal shares,
+// replica k of R has RowOffset k·B and GlobalBatch R·B.
 type Sampler struct {
 	Train Tokens
-	// Batch is B, the rows of one replica's step; Context is T.
+	// Batch is B, the rows of this replica's step; Context is T.
 	Batch, Context int
 	Seed           uint64
-	// Replica and Replicas select the replica's share; zero values mean one replica.
-	Replica, Replicas int
+	// RowOffset and GlobalBatch place the replica's rows in the global batch; zero values
+	// mean one replica (offset 0, global batch = Batch).
+	RowOffset, GlobalBatch int
 }
 
 // Offset is the start of row r (0 ≤ r < Batch) of step s for this sampler's replica.
 func (s Sampler) Offset(step, r int) int {
-	global := uint64(step)*uint64(max(1, s.Replicas)*s.Batch) + uint64(s.Replica*s.Batch+r)
+	g := s.GlobalBatch
+	if g == 0 {
+		g = s.Batch
+	}
+	global := uint64(step)*uint64(g) + uint64(s.RowOffset+r)
 	span := uint64(s.Train.Len() - s.Context - 1)
 	return int(SplitMix64(s.Seed, global) % span)
 }

@@ -83,16 +83,17 @@ func (l *LocalRun) Step(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	l.trainTime += time.Since(start)
+	// The step's loss is the mean over every row of every replica.
 	var loss float64
-	replicas := 0
+	rows := 0
 	for i, w := range l.workers {
 		if w.IsLast() {
-			loss += results[i].Loss
-			replicas++
+			loss += results[i].Loss * float64(w.Batch())
+			rows += w.Batch()
 		}
 	}
-	l.tokens += replicas * l.cfg.Train.Batch * l.cfg.Train.Model.Context
-	return loss / float64(replicas), nil
+	l.tokens += rows * l.cfg.Train.Model.Context
+	return loss / float64(rows), nil
 }
 
 // Evaluate returns replica 0's validation loss, computed through its pipeline.

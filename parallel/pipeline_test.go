@@ -149,3 +149,23 @@ func TestStageOpsOrder(t *testing.T) {
 		t.Fatal("bubble of 4 stages, 4 micro-batches is 3/7")
 	}
 }
+
+// TestUnequalReplicaBatchesWeighTheirGradients: replicas given 4 and 8 sequences by the
+// plan train like one process with the 12 — the average is weighted by batch.
+func TestUnequalReplicaBatchesWeighTheirGradients(t *testing.T) {
+	cfg := pipelineConfig(5)
+	cfg.Train.MicroBatches = 2
+	whole := cfg.Train
+	whole.Batch, whole.MicroBatches = 12, 3
+	want := singleProcessLosses(t, whole)
+	L := cfg.Train.Model.NumLayers()
+	plan := EvenPlan(L, []string{"a0", "a1"}, []string{"b0", "b1", "b2"})
+	plan.Batches = []int{4, 8}
+	got, run := runLocal(t, cfg, plan)
+	for i := range want {
+		if rel := math.Abs(got[i]-want[i]) / want[i]; rel > 1e-4 {
+			t.Fatalf("step %d: replicas of 4 and 8 %v, one process of 12 %v", i+1, got[i], want[i])
+		}
+	}
+	assertReplicasEqual(t, run)
+}

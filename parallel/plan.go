@@ -17,6 +17,25 @@ type StagePlan struct {
 // layer once. Replicas may cut the model differently; a node runs at most one stage.
 type Plan struct {
 	Replicas [][]StagePlan `json:"replicas"`
+	// Batches, when set, gives each replica its own number of sequences per step (the
+	// balancer splits the batch by throughput); empty means every replica takes the job's
+	// batch. Gradients and pseudo-gradients are averaged weighted by these shares.
+	Batches []int `json:"batches,omitempty"`
+}
+
+// replicaBatch is the batch of replica r, its first row in the global batch, and the
+// global batch, given the job's per-replica default.
+func (p Plan) replicaBatch(r, def int) (batch, offset, global int) {
+	if len(p.Batches) == 0 {
+		return def, r * def, len(p.Replicas) * def
+	}
+	for k, b := range p.Batches {
+		if k < r {
+			offset += b
+		}
+		global += b
+	}
+	return p.Batches[r], offset, global
 }
 
 // EvenPlan cuts numLayers layers into stages of as equal counts as possible, for each of
@@ -39,6 +58,14 @@ func EvenPlan(numLayers int, replicas ...[]string) Plan {
 func (p Plan) Validate(numLayers int) error {
 	if len(p.Replicas) == 0 {
 		return errors.New("plan has no replicas")
+	}
+	if len(p.Batches) != 0 && len(p.Batches) != len(p.Replicas) {
+		return fmt.Errorf("plan has %d batch shares for %d replicas", len(p.Batches), len(p.Replicas))
+	}
+	for r, b := range p.Batches {
+		if b < 1 {
+			return fmt.Errorf("replica %d has a batch of %d", r, b)
+		}
 	}
 	seen := map[string]bool{}
 	for r, stages := range p.Replicas {

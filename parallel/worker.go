@@ -98,6 +98,8 @@ type Worker struct {
 	feedback        []*ErrorFeedback
 	outer           []*outerRun // DiLoCo state per run
 	stageGroup      Group
+	batch, micro    int     // this replica's sequences and micro-batches per step
+	syncWeight      float32 // R·batch/global: scales contributions so a mean is weighted by batch
 	step            int
 	codec           Codec
 	pipelineSent    int64
@@ -133,8 +135,11 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	w.params = model.LayerParams(w.layers)
 	w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
-	w.sampler = model.Sampler{Train: data.Train, Batch: cfg.Train.Batch, Context: cfg.Train.Model.Context,
-		Seed: cfg.Train.Seed, Replica: r, Replicas: w.R}
+	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
+	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
+	w.syncWeight = float32(w.R*batch) / float32(global)
+	w.sampler = model.Sampler{Train: data.Train, Batch: batch, Context: cfg.Train.Model.Context,
+		Seed: cfg.Train.Seed, RowOffset: offset, GlobalBatch: global}
 	if s > 0 {
 		w.prev = plan.Replicas[r][s-1].Node
 	}
@@ -173,6 +178,9 @@ func (w *Worker) Layers() []model.Layer { return w.layers }
 
 // StepsDone is the number of completed steps.
 func (w *Worker) StepsDone() int { return w.step }
+
+// Batch is the number of sequences this worker's replica trains on per step.
+func (w *Worker) Batch() int { return w.batch }
 
 // BytesSent reports the payload bytes this worker sent for the pipeline (activations and
 // their gradients) and for synchronisation (collectives between replicas).

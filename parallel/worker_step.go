@@ -31,7 +31,7 @@ type inflight struct {
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	w.ws.Reset()
 	model.ZeroGrads(w.layers)
-	M := w.cfg.Train.MicroBatches
+	M := w.micro
 	flight := make([]inflight, M)
 	res := StepResult{}
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.S, M) {
@@ -40,7 +40,7 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 			if err != nil {
 				return res, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
 			}
-			res.Loss += float64(loss) / float64(M)
+			res.Loss += float64(loss) * float64(flight[o.micro].mb.B) / float64(w.batch)
 			continue
 		}
 		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
@@ -107,7 +107,8 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 	rows, d := fl.mb.Rows(), w.cfg.Train.Model.DModel
 	var dy []float32
 	if w.IsLast() {
-		dy = []float32{1 / float32(M)}
+		// Micro-batch m's mean loss weighs rows_m/B in the step's mean (1/M when equal).
+		dy = []float32{float32(fl.mb.B) / float32(w.batch)}
 	} else {
 		var err error
 		start := time.Now()
@@ -130,12 +131,24 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 func (w *Worker) syncGradients(ctx context.Context) error {
 	for i, run := range w.runs {
 		g := flattenGrads(w.runParams[i])
+		w.weigh(g)
 		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i]); err != nil {
 			return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 		}
 		unflattenGrads(w.runParams[i], g)
 	}
 	return nil
+}
+
+// weigh scales a contribution by R·batch/global, so that the replicas' plain mean is the
+// mean weighted by their batches (a no-op when they are equal).
+func (w *Worker) weigh(x []float32) {
+	if w.syncWeight == 1 {
+		return
+	}
+	for i := range x {
+		x[i] *= w.syncWeight
+	}
 }
 
 func flattenGrads(ps []*model.Param) []float32 {
@@ -182,6 +195,7 @@ func (w *Worker) outerStep(ctx context.Context) error {
 			}
 			off += p.Value.Size()
 		}
+		w.weigh(delta)
 		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i]); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
