@@ -1,0 +1,312 @@
+package mesh
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// errFetchComplete ends a fetch's workers once every chunk is in.
+var errFetchComplete = errors.New("fetch complete")
+
+// busyBackoff is how long a fetch waits before asking a busy source again.
+const busyBackoff = 50 * time.Millisecond
+
+// Fetch makes blob id complete in the local store, unless it already is, by fetching it
+// from the peers in from. The manifest comes from the first source that has it and is
+// checked against the ID; chunks are fetched Parallel at a time, first from the first
+// source still trusted, each checked against the manifest. A chunk that fails its check
+// or its request is fetched again from the next source (the same one when it is the
+// only one); a source that answers "not found", or fails more than MaxBadChunks times, is
+// dropped. The whole blob is checked at the end and only then enters the store. Fetch
+// fails with an error matching ErrBlobNotFound when no source had it, or describing the
+// last failure when every source was dropped. Concurrent Fetches of one blob share the work.
+func (b *BlobService) Fetch(ctx context.Context, id string, from []peer.ID) error {
+	if _, err := parseBlobID(id); err != nil {
+		return err
+	}
+	for {
+		if b.store.Has(id) {
+			return nil
+		}
+		b.mu.Lock()
+		c := b.inflight[id]
+		if c == nil {
+			c = &fetchCall{done: make(chan struct{})}
+			b.inflight[id] = c
+			b.mu.Unlock()
+			c.err = b.fetch(ctx, id, from)
+			b.mu.Lock()
+			delete(b.inflight, id)
+			b.mu.Unlock()
+			close(c.done)
+			return c.err
+		}
+		b.mu.Unlock()
+		select { // another Fetch is at it: wait, then look again
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// fetchState is one Fetch in progress.
+type fetchState struct {
+	b  *BlobService
+	id string
+	m  *BlobManifest
+	f  *os.File
+
+	mu       sync.Mutex
+	sources  []peer.ID // still trusted, in the caller's order
+	fails    map[peer.ID]int
+	attempts []int // per chunk
+	left     int   // chunks not yet written
+	lastErr  error
+}
+
+func (b *BlobService) fetch(ctx context.Context, id string, from []peer.ID) error {
+	st := &fetchState{b: b, id: id, fails: map[peer.ID]int{}}
+	for _, p := range from {
+		if !slices.Contains(st.sources, p) {
+			st.sources = append(st.sources, p)
+		}
+	}
+	if len(st.sources) == 0 {
+		return fmt.Errorf("fetch blob %s: %w: no sources given", id, ErrBlobNotFound)
+	}
+	var err error
+	if st.m, err = st.manifest(ctx); err != nil {
+		return fmt.Errorf("fetch blob %s: %w", id, err)
+	}
+	tmp, err := os.CreateTemp(b.store.dir, ".fetch-*")
+	if err != nil {
+		return fmt.Errorf("fetch blob %s: %w", id, err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once committed
+	st.f = tmp
+	err = tmp.Truncate(st.m.Size)
+	if err == nil {
+		err = st.chunks(ctx)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = verifyFile(tmp.Name(), st.m)
+	}
+	if err == nil {
+		_, err = b.store.commit(tmp.Name(), st.m)
+	}
+	if err != nil {
+		return fmt.Errorf("fetch blob %s: %w", id, err)
+	}
+	b.log.Info("fetched blob", "blob", id, "bytes", st.m.Size, "chunks", len(st.m.Chunks))
+	return nil
+}
+
+// manifest asks the sources in order for the manifest and checks it against the ID,
+// going round again (after a pause) while any source is still trusted.
+func (st *fetchState) manifest(ctx context.Context) (*BlobManifest, error) {
+	want, _ := parseBlobID(st.id)
+	for round := 1; ; round++ {
+		for _, p := range st.trusted() {
+			m, err := st.manifestFrom(ctx, p, want)
+			if err == nil {
+				return m, nil
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			st.fail(p, err)
+		}
+		st.mu.Lock()
+		left, last := len(st.sources), st.lastErr
+		st.mu.Unlock()
+		if left == 0 {
+			return nil, fmt.Errorf("no source served the manifest: %w", last)
+		}
+		select {
+		case <-time.After(time.Duration(round) * 100 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (st *fetchState) manifestFrom(ctx context.Context, p peer.ID, want [32]byte) (*BlobManifest, error) {
+	b, err := st.b.request(ctx, p, blobRequest{kind: blobReqManifest, id: want}, MaxBlobManifestBytes)
+	if err != nil {
+		return nil, err
+	}
+	if sha256.Sum256(b) != want {
+		return nil, fmt.Errorf("manifest from %s: %w", p, ErrBlobCorrupt)
+	}
+	return DecodeBlobManifest(b)
+}
+
+func (st *fetchState) trusted() []peer.ID {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return slices.Clone(st.sources)
+}
+
+// chunks fetches every chunk into st.f with Parallel workers.
+func (st *fetchState) chunks(ctx context.Context) error {
+	n := len(st.m.Chunks)
+	if n == 0 {
+		return nil
+	}
+	st.attempts, st.left = make([]int, n), n
+	queue := make(chan int, n) // never more than n chunks are queued
+	for i := range n {
+		queue <- i
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var wg sync.WaitGroup
+	for range min(st.b.cfg.parallel(), n) {
+		wg.Go(func() {
+			for {
+				select {
+				case i := <-queue:
+					if err := st.chunk(ctx, i); err != nil {
+						cancel(err)
+						return
+					}
+					if ctx.Err() == nil && !st.isDone(i) {
+						queue <- i
+					}
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); !errors.Is(err, errFetchComplete) {
+		return err
+	}
+	return nil
+}
+
+// chunk makes one attempt at chunk i. It returns an error only when the whole fetch must
+// stop: errFetchComplete after the last chunk, or the reason no source is left.
+func (st *fetchState) chunk(ctx context.Context, i int) error {
+	p, ok := st.pick(i)
+	if !ok {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return fmt.Errorf("every source was dropped; last error: %w", st.lastErr)
+	}
+	want, _ := parseBlobID(st.id)
+	size := st.m.ChunkLen(i)
+	data, err := st.b.request(ctx, p, blobRequest{kind: blobReqChunk, id: want, index: uint32(i)}, size)
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err == nil && (len(data) != size || sha256.Sum256(data) != st.m.Chunks[i]):
+		st.b.bad.Add(1)
+		st.b.log.Warn("bad chunk; fetching it again", "blob", st.id, "chunk", i, "peer", p)
+		err = fmt.Errorf("chunk %d from %s: %w", i, p, ErrBlobCorrupt)
+	case err != nil && isBusy(err):
+		st.unpick(i)
+		select {
+		case <-time.After(busyBackoff):
+		case <-ctx.Done():
+		}
+		return nil
+	}
+	if err != nil {
+		st.fail(p, err)
+		return nil
+	}
+	if _, err := st.f.WriteAt(data, int64(i)*int64(st.m.ChunkSize)); err != nil {
+		return err
+	}
+	st.b.fetched.Add(1)
+	return st.markDone(i)
+}
+
+// pick chooses the source of the next attempt at chunk i: the first trusted source, then
+// the next one at each further attempt.
+func (st *fetchState) pick(i int) (peer.ID, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.sources) == 0 {
+		return "", false
+	}
+	p := st.sources[st.attempts[i]%len(st.sources)]
+	st.attempts[i]++
+	return p, true
+}
+
+func (st *fetchState) unpick(i int) {
+	st.mu.Lock()
+	st.attempts[i]--
+	st.mu.Unlock()
+}
+
+// fail records a failed request or a bad chunk from p, dropping p when it has no such
+// blob or has failed more than MaxBadChunks times.
+func (st *fetchState) fail(p peer.ID, err error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.lastErr = err
+	st.fails[p]++
+	if !errors.Is(err, ErrBlobNotFound) && st.fails[p] <= st.b.cfg.maxBad() {
+		st.b.log.Info("blob source failed", "blob", st.id, "peer", p, "failures", st.fails[p], "err", err)
+		return
+	}
+	if i := slices.Index(st.sources, p); i >= 0 {
+		st.sources = slices.Delete(st.sources, i, i+1)
+		st.b.dropped.Add(1)
+		st.b.log.Warn("dropped blob source", "blob", st.id, "peer", p, "failures", st.fails[p], "err", err)
+	}
+}
+
+func (st *fetchState) markDone(i int) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.attempts[i] = -1 // done
+	st.left--
+	if st.left == 0 {
+		return errFetchComplete
+	}
+	return nil
+}
+
+func (st *fetchState) isDone(i int) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.attempts[i] < 0
+}
+
+func isBusy(err error) bool {
+	var se *blobStatusErr
+	return errors.As(err, &se) && se.status == blobStatusBusy
+}
+
+// BlobIDOf returns the ID data would have if published with chunkSize (zero: the
+// default), without storing anything.
+func BlobIDOf(data []byte, chunkSize int) string {
+	if chunkSize == 0 {
+		chunkSize = DefaultBlobChunkSize
+	}
+	m := &BlobManifest{Size: int64(len(data)), ChunkSize: chunkSize, Sum: sha256.Sum256(data)}
+	for off := 0; off < len(data); off += chunkSize {
+		m.Chunks = append(m.Chunks, sha256.Sum256(data[off:min(off+chunkSize, len(data))]))
+	}
+	return m.ID()
+}

@@ -1,0 +1,210 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+// BlobHost is what the blob service needs from the mesh: Mesh satisfies it, serving and
+// opening streams with admitted peers only.
+type BlobHost interface {
+	Handle(pid protocol.ID, handler network.StreamHandler)
+	NewStream(ctx context.Context, p peer.ID, pid protocol.ID) (network.Stream, error)
+}
+
+// BlobConfig configures a BlobService. Every field documents its zero value.
+type BlobConfig struct {
+	// Parallel is the number of chunks one Fetch requests at a time. Zero means 4.
+	Parallel int
+	// MaxBadChunks is how many bad chunks (wrong hash) or failed requests a source may
+	// cost one Fetch before it is dropped as a source. Zero means 3.
+	MaxBadChunks int
+	// RequestTimeout bounds one request, served or made. Zero means 60 s.
+	RequestTimeout time.Duration
+	// MaxServing bounds the requests served at once; more are answered "busy". Zero
+	// means 16.
+	MaxServing int
+	// Logger receives the service's logs. Nil discards them.
+	Logger *slog.Logger
+
+	// TamperChunk, when set, may replace each chunk this node serves (fault-injection
+	// tests: it proves that corrupted chunks are detected and refetched). Nil in
+	// production.
+	TamperChunk func(id string, index int, chunk []byte) []byte
+}
+
+func (c BlobConfig) parallel() int                 { return orDefault(c.Parallel, 4) }
+func (c BlobConfig) maxBad() int                   { return orDefault(c.MaxBadChunks, 3) }
+func (c BlobConfig) requestTimeout() time.Duration { return orDefault(c.RequestTimeout, 60*time.Second) }
+func (c BlobConfig) maxServing() int               { return orDefault(c.MaxServing, 16) }
+
+// BlobStats counts the blob service's work since it started.
+type BlobStats struct {
+	// ChunksServed and ChunksFetched count chunks sent to and verified from peers.
+	ChunksServed, ChunksFetched int64
+	// BadChunks counts fetched chunks whose hash did not match (each is refetched).
+	BadChunks int64
+	// DroppedSources counts sources a Fetch gave up on.
+	DroppedSources int64
+}
+
+// BlobService serves the blobs of a BlobStore on ProtocolBlob and fetches blobs from
+// peers into it, verifying every chunk against the manifest and the manifest against the
+// blob ID. Create it with NewBlobService; it is safe for concurrent use.
+type BlobService struct {
+	host  BlobHost
+	store *BlobStore
+	cfg   BlobConfig
+	log   *slog.Logger
+	slots chan struct{} // MaxServing tokens
+
+	served, fetched, bad, dropped atomic.Int64
+
+	mu       sync.Mutex
+	inflight map[string]*fetchCall // one Fetch per blob at a time
+}
+
+type fetchCall struct {
+	done chan struct{}
+	err  error
+}
+
+// NewBlobService serves store's blobs on h (registering ProtocolBlob) and fetches into it.
+func NewBlobService(h BlobHost, store *BlobStore, cfg BlobConfig) *BlobService {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	b := &BlobService{host: h, store: store, cfg: cfg, log: log.With("component", "blob"),
+		slots: make(chan struct{}, cfg.maxServing()), inflight: map[string]*fetchCall{}}
+	h.Handle(ProtocolBlob, b.handle)
+	return b
+}
+
+// Store is the service's store.
+func (b *BlobService) Store() *BlobStore { return b.store }
+
+// Publish stores r's bytes as a blob that peers can fetch, and returns its ID.
+func (b *BlobService) Publish(ctx context.Context, r io.Reader) (string, error) {
+	return b.store.Publish(ctx, r)
+}
+
+// Has reports whether the blob is complete in the local store.
+func (b *BlobService) Has(id string) bool { return b.store.Has(id) }
+
+// Open opens a blob of the local store for reading.
+func (b *BlobService) Open(id string) (*os.File, error) { return b.store.Open(id) }
+
+// Stats returns the service's counters.
+func (b *BlobService) Stats() BlobStats {
+	return BlobStats{ChunksServed: b.served.Load(), ChunksFetched: b.fetched.Load(), BadChunks: b.bad.Load(),
+		DroppedSources: b.dropped.Load()}
+}
+
+// handle serves one request: a deadline on the stream, Reset on any error, Close after
+// the response.
+func (b *BlobService) handle(s network.Stream) {
+	p := s.Conn().RemotePeer()
+	_ = s.SetDeadline(time.Now().Add(b.cfg.requestTimeout()))
+	req, err := readBlobRequest(s)
+	if err != nil {
+		b.log.Info("bad blob request", "peer", p, "err", err)
+		_ = s.Reset()
+		return
+	}
+	status, payload := b.serve(req)
+	if err := writeBlobResponse(s, status, payload); err != nil {
+		b.log.Debug("blob response", "peer", p, "err", err)
+		_ = s.Reset()
+		return
+	}
+	_ = s.Close()
+}
+
+func (b *BlobService) serve(req blobRequest) (byte, []byte) {
+	select {
+	case b.slots <- struct{}{}:
+		defer func() { <-b.slots }()
+	default:
+		return blobStatusBusy, []byte("too many requests in progress")
+	}
+	id := req.idString()
+	var payload []byte
+	var err error
+	if req.kind == blobReqManifest {
+		var m *BlobManifest
+		if m, err = b.store.Manifest(id); err == nil {
+			payload = m.Encode()
+		}
+	} else {
+		payload, err = b.store.readChunk(id, int(req.index))
+		if err == nil && b.cfg.TamperChunk != nil {
+			payload = b.cfg.TamperChunk(id, int(req.index), payload)
+		}
+	}
+	switch {
+	case err == nil:
+		if req.kind == blobReqChunk {
+			b.served.Add(1)
+		}
+		return blobStatusOK, payload
+	case errors.Is(err, ErrBlobNotFound):
+		return blobStatusNone, []byte(truncate(err.Error(), maxBlobMessage))
+	default:
+		b.log.Warn("serving blob", "blob", id, "index", req.index, "err", err)
+		return blobStatusError, []byte(truncate(err.Error(), maxBlobMessage))
+	}
+}
+
+// request makes one request to p and returns the ok payload (at most maxLen bytes).
+func (b *BlobService) request(ctx context.Context, p peer.ID, req blobRequest, maxLen int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout())
+	defer cancel()
+	s, err := b.host.NewStream(ctx, p, ProtocolBlob)
+	if err != nil {
+		return nil, fmt.Errorf("open blob stream to %s: %w", p, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = s.SetDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
+	payload, err := b.exchange(s, req, maxLen)
+	if err != nil {
+		_ = s.Reset()
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		return nil, fmt.Errorf("blob request to %s: %w", p, err)
+	}
+	_ = s.Close()
+	return payload, nil
+}
+
+func (b *BlobService) exchange(s network.Stream, req blobRequest, maxLen int) ([]byte, error) {
+	if _, err := s.Write(appendBlobRequest(nil, req)); err != nil {
+		return nil, err
+	}
+	if err := s.CloseWrite(); err != nil {
+		return nil, err
+	}
+	return readBlobResponse(s, maxLen)
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,189 @@
+package mesh
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+const testBlobChunk = 4096
+
+// blobNode is one mesh member with a blob store and service.
+type blobNode struct {
+	m *Mesh
+	b *BlobService
+}
+
+// startBlobNodes starts n admitted mesh members, each with its own store; tamper[i], when
+// set, is node i's TamperChunk.
+func startBlobNodes(t *testing.T, tamper ...func(string, int, []byte) []byte) []blobNode {
+	t.Helper()
+	var nodes []blobNode
+	for i := range tamper {
+		var boot []*Mesh
+		if i > 0 {
+			boot = append(boot, nodes[0].m)
+		}
+		m := startMesh(t, testConfig(t, testSecret, boot...))
+		cfg := BlobConfig{Parallel: 3, MaxBadChunks: 2, RequestTimeout: 10 * time.Second, Logger: testLogger(t),
+			TamperChunk: tamper[i]}
+		nodes = append(nodes, blobNode{m: m, b: NewBlobService(m, openTestStore(t, testBlobChunk), cfg)})
+	}
+	waitFor(t, 10*time.Second, "every pair admitted", func() bool {
+		for _, a := range nodes {
+			for _, b := range nodes {
+				if a.m != b.m && !a.m.IsAdmitted(b.m.ID()) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+func (n blobNode) read(t *testing.T, id string) []byte {
+	t.Helper()
+	f, err := n.b.Open(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func fetchCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// flipChunk corrupts chunk `index` the first `times` times it is served.
+func flipChunk(index int, times int64) func(string, int, []byte) []byte {
+	var n atomic.Int64
+	return func(_ string, i int, b []byte) []byte {
+		if i == index && n.Add(1) <= times {
+			b = bytes.Clone(b)
+			b[len(b)/2] ^= 0x40
+		}
+		return b
+	}
+}
+
+// flipAll corrupts every chunk served.
+func flipAll(_ string, _ int, b []byte) []byte {
+	b = bytes.Clone(b)
+	b[0] ^= 1
+	return b
+}
+
+func TestBlobFetchRefetchesCorruptChunk(t *testing.T) {
+	nodes := startBlobNodes(t, flipChunk(3, 2), nil, nil)
+	holder, b, c := nodes[0], nodes[1], nodes[2]
+	data := testBlobData(25*testBlobChunk+100, 7)
+	id, err := holder.b.Publish(context.Background(), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := fetchCtx(t)
+	// Two concurrent Fetches on b share one transfer; c fetches too.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, n := range []blobNode{b, b, c} {
+		wg.Go(func() { errs[i] = n.b.Fetch(ctx, id, []peer.ID{holder.m.ID()}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("fetch %d: %v", i, err)
+		}
+	}
+	for _, n := range []blobNode{b, c} {
+		if !bytes.Equal(n.read(t, id), data) {
+			t.Fatalf("fetched blob differs from the published one")
+		}
+	}
+	bad := b.b.Stats().BadChunks + c.b.Stats().BadChunks
+	if bad != 2 {
+		t.Errorf("fetchers saw %d bad chunks, the holder corrupted 2", bad)
+	}
+	if got := b.b.Stats().ChunksFetched; got != 26 {
+		t.Errorf("b fetched %d chunks, want 26 (one transfer for two concurrent Fetches)", got)
+	}
+	if d := b.b.Stats().DroppedSources + c.b.Stats().DroppedSources; d != 0 {
+		t.Errorf("%d sources dropped for 2 bad chunks with MaxBadChunks 2", d)
+	}
+}
+
+func TestBlobFetchDropsLyingSource(t *testing.T) {
+	nodes := startBlobNodes(t, flipAll, nil, nil)
+	liar, honest, c := nodes[0], nodes[1], nodes[2]
+	data := testBlobData(10*testBlobChunk, 8)
+	var id string
+	for _, n := range []blobNode{liar, honest} {
+		var err error
+		if id, err = n.b.Publish(context.Background(), bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := fetchCtx(t)
+	// The liar alone: every chunk is bad, it is dropped and nothing enters the store.
+	err := c.b.Fetch(ctx, id, []peer.ID{liar.m.ID()})
+	if !errors.Is(err, ErrBlobCorrupt) || c.b.Has(id) {
+		t.Fatalf("fetch from a lying source: err %v, stored %v; want ErrBlobCorrupt and nothing stored", err, c.b.Has(id))
+	}
+	if got := c.b.Stats().DroppedSources; got != 1 {
+		t.Errorf("dropped %d sources, want 1", got)
+	}
+	// Liar first, then an honest holder: the liar is dropped, the honest one serves.
+	if err := c.b.Fetch(ctx, id, []peer.ID{liar.m.ID(), honest.m.ID()}); err != nil {
+		t.Fatalf("fetch with an honest second source: %v", err)
+	}
+	if !bytes.Equal(c.read(t, id), data) {
+		t.Fatal("fetched blob differs from the published one")
+	}
+	if st := c.b.Stats(); st.DroppedSources != 2 || st.BadChunks < 2*3 {
+		t.Errorf("stats %+v: want the liar dropped again after more than MaxBadChunks (2) bad chunks", st)
+	}
+}
+
+func TestBlobFetchNotFound(t *testing.T) {
+	nodes := startBlobNodes(t, nil, nil, nil)
+	holder, empty, c := nodes[0], nodes[1], nodes[2]
+	data := testBlobData(3*testBlobChunk, 9)
+	id, err := holder.b.Publish(context.Background(), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := fetchCtx(t)
+	if err := c.b.Fetch(ctx, id, []peer.ID{empty.m.ID()}); !errors.Is(err, ErrBlobNotFound) {
+		t.Fatalf("fetch from a peer without the blob: got %v, want ErrBlobNotFound", err)
+	}
+	if err := c.b.Fetch(ctx, id, nil); !errors.Is(err, ErrBlobNotFound) {
+		t.Fatalf("fetch without sources: got %v, want ErrBlobNotFound", err)
+	}
+	if err := c.b.Fetch(ctx, "not-an-id", []peer.ID{holder.m.ID()}); !errors.Is(err, ErrBadBlobID) {
+		t.Fatalf("fetch of a malformed ID: got %v, want ErrBadBlobID", err)
+	}
+	if err := c.b.Fetch(ctx, id, []peer.ID{empty.m.ID(), holder.m.ID()}); err != nil {
+		t.Fatalf("fetch with a holder second: %v", err)
+	}
+	if !bytes.Equal(c.read(t, id), data) {
+		t.Fatal("fetched blob differs from the published one")
+	}
+	// A Fetch of a blob already held needs no source.
+	if err := c.b.Fetch(ctx, id, nil); err != nil {
+		t.Fatalf("fetch of a held blob: %v", err)
+	}
+}

@@ -1,0 +1,236 @@
+package mesh
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// BlobStore keeps content-addressed blobs in one directory: the data in <dir>/<id> and
+// the manifest in <dir>/<id>.manifest. Both are written to temporary files and renamed
+// into place, data first, so a blob is present (Has) only once both are complete. It is
+// safe for concurrent use, also by several processes sharing the directory.
+type BlobStore struct {
+	dir       string
+	chunkSize int
+
+	mu        sync.Mutex
+	manifests map[string]*BlobManifest // cache of manifests read or written
+}
+
+// OpenBlobStore creates dir if needed. chunkSize is the chunk size of blobs published
+// here: zero means DefaultBlobChunkSize; at most MaxBlobChunkSize.
+func OpenBlobStore(dir string, chunkSize int) (*BlobStore, error) {
+	if chunkSize == 0 {
+		chunkSize = DefaultBlobChunkSize
+	}
+	if chunkSize < 0 || chunkSize > MaxBlobChunkSize {
+		return nil, fmt.Errorf("blob store: chunk size must be in [1, %d] (got %d)", MaxBlobChunkSize, chunkSize)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	return &BlobStore{dir: dir, chunkSize: chunkSize, manifests: map[string]*BlobManifest{}}, nil
+}
+
+// Dir is the store's directory.
+func (s *BlobStore) Dir() string { return s.dir }
+
+func (s *BlobStore) dataPath(id string) string     { return filepath.Join(s.dir, id) }
+func (s *BlobStore) manifestPath(id string) string { return filepath.Join(s.dir, id+".manifest") }
+
+// Publish stores everything r yields as a blob and returns its ID. Publishing the same
+// bytes twice gives the same ID and stores them once.
+func (s *BlobStore) Publish(ctx context.Context, r io.Reader) (string, error) {
+	tmp, err := os.CreateTemp(s.dir, ".publish-*")
+	if err != nil {
+		return "", fmt.Errorf("blob store: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	m, err := s.writeChunks(ctx, tmp, r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", fmt.Errorf("blob store: publish: %w", err)
+	}
+	return s.commit(tmp.Name(), m)
+}
+
+// writeChunks copies r to f chunk by chunk, hashing each chunk and the whole.
+func (s *BlobStore) writeChunks(ctx context.Context, f *os.File, r io.Reader) (*BlobManifest, error) {
+	m := &BlobManifest{ChunkSize: s.chunkSize}
+	whole := sha256.New()
+	buf := make([]byte, s.chunkSize)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if len(m.Chunks) == MaxBlobChunks {
+				return nil, fmt.Errorf("more than %d chunks of %d bytes", MaxBlobChunks, s.chunkSize)
+			}
+			m.Chunks = append(m.Chunks, sha256.Sum256(buf[:n]))
+			whole.Write(buf[:n])
+			m.Size += int64(n)
+			if _, werr := f.Write(buf[:n]); werr != nil {
+				return nil, werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	copy(m.Sum[:], whole.Sum(nil))
+	return m, f.Sync()
+}
+
+// commit moves a complete, verified data file into place and writes its manifest.
+func (s *BlobStore) commit(tmpData string, m *BlobManifest) (string, error) {
+	id := m.ID()
+	if s.Has(id) {
+		return id, nil
+	}
+	if err := os.Rename(tmpData, s.dataPath(id)); err != nil {
+		return "", fmt.Errorf("blob store: %w", err)
+	}
+	if err := writeFileAtomic(s.manifestPath(id), m.Encode()); err != nil {
+		return "", fmt.Errorf("blob store: manifest of %s: %w", id, err)
+	}
+	syncDir(s.dir)
+	s.mu.Lock()
+	s.manifests[id] = m
+	s.mu.Unlock()
+	return id, nil
+}
+
+// Has reports whether the blob is complete in the store.
+func (s *BlobStore) Has(id string) bool {
+	_, err := s.Manifest(id)
+	return err == nil
+}
+
+// Manifest returns the manifest of a stored blob, or an error matching ErrBlobNotFound.
+func (s *BlobStore) Manifest(id string) (*BlobManifest, error) {
+	if _, err := parseBlobID(id); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	m := s.manifests[id]
+	s.mu.Unlock()
+	if m != nil {
+		return m, nil
+	}
+	b, err := os.ReadFile(s.manifestPath(id))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrBlobNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	if m, err = DecodeBlobManifest(b); err != nil {
+		return nil, fmt.Errorf("blob store: %s: %w", s.manifestPath(id), err)
+	}
+	if m.ID() != id {
+		return nil, fmt.Errorf("blob store: %s: %w", s.manifestPath(id), ErrBlobCorrupt)
+	}
+	if st, err := os.Stat(s.dataPath(id)); err != nil || st.Size() != m.Size {
+		return nil, fmt.Errorf("%w: %s: data file missing or of the wrong size", ErrBlobNotFound, id)
+	}
+	s.mu.Lock()
+	s.manifests[id] = m
+	s.mu.Unlock()
+	return m, nil
+}
+
+// Open opens a stored blob's data for reading.
+func (s *BlobStore) Open(id string) (*os.File, error) {
+	if _, err := s.Manifest(id); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(s.dataPath(id))
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	return f, nil
+}
+
+// readChunk returns chunk i of a stored blob after checking it against its hash, so that
+// disk corruption is never served.
+func (s *BlobStore) readChunk(id string, i int) ([]byte, error) {
+	m, err := s.Manifest(id)
+	if err != nil {
+		return nil, err
+	}
+	if i < 0 || i >= len(m.Chunks) {
+		return nil, fmt.Errorf("%w: chunk %d of %s (it has %d)", ErrBlobNotFound, i, id, len(m.Chunks))
+	}
+	f, err := os.Open(s.dataPath(id))
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	defer f.Close()
+	b := make([]byte, m.ChunkLen(i))
+	if _, err := f.ReadAt(b, int64(i)*int64(m.ChunkSize)); err != nil {
+		return nil, fmt.Errorf("blob store: read chunk %d of %s: %w", i, id, err)
+	}
+	if sha256.Sum256(b) != m.Chunks[i] {
+		return nil, fmt.Errorf("blob store: chunk %d of %s: %w", i, id, ErrBlobCorrupt)
+	}
+	return b, nil
+}
+
+// verifyFile checks that the file at path holds exactly the blob m describes.
+func verifyFile(path string, m *BlobManifest) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return err
+	}
+	if n != m.Size || [32]byte(h.Sum(nil)) != m.Sum {
+		return ErrBlobCorrupt
+	}
+	return nil
+}
+
+// writeFileAtomic writes b to a temporary file beside path, syncs it and renames it.
+func writeFileAtomic(path string, b []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".write-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// syncDir makes renames in dir durable (best effort: not every platform can).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
+}
