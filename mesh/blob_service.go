@@ -44,10 +44,12 @@ type BlobConfig struct {
 	TamperChunk func(id string, index int, chunk []byte) []byte
 }
 
-func (c BlobConfig) parallel() int                 { return orDefault(c.Parallel, 4) }
-func (c BlobConfig) maxBad() int                   { return orDefault(c.MaxBadChunks, 3) }
-func (c BlobConfig) requestTimeout() time.Duration { return orDefault(c.RequestTimeout, 60*time.Second) }
-func (c BlobConfig) maxServing() int               { return orDefault(c.MaxServing, 16) }
+func (c BlobConfig) parallel() int { return orDefault(c.Parallel, 4) }
+func (c BlobConfig) maxBad() int   { return orDefault(c.MaxBadChunks, 3) }
+func (c BlobConfig) requestTimeout() time.Duration {
+	return orDefault(c.RequestTimeout, 60*time.Second)
+}
+func (c BlobConfig) maxServing() int { return orDefault(c.MaxServing, 16) }
 
 // BlobStats counts the blob service's work since it started.
 type BlobStats struct {
