@@ -89,6 +89,11 @@ type ProgressSample struct {
 	Loss         float64   `json:"loss"`
 	TokensPerSec float64   `json:"tokens_per_sec"`
 	BytesSent    uint64    `json:"bytes_sent"`
+	// ValLoss is the validation loss at Step, on evaluation steps only (step 0: the
+	// untrained model's).
+	ValLoss *float64 `json:"val_loss,omitempty"`
+	// StepSeconds is the mean wall time of the steps since the previous sample.
+	StepSeconds float64 `json:"step_s,omitempty"`
 }
 
 // CheckpointFile is one stage's file of a checkpoint, addressed by content hash.

@@ -39,6 +39,16 @@ type Profile struct {
 	DataAddr string `json:"data_addr,omitempty"`
 	// Region is an operator-given label of where the node is (a testnet's emulated region).
 	Region string `json:"region,omitempty"`
+	// Links are this node's latest measurements of its paths to peers, so that every node,
+	// and the leader planning a job, learns the whole link matrix from heartbeats.
+	Links []ProfileLink `json:"links,omitempty"`
+}
+
+// ProfileLink is one measured path from the announcing node to a peer.
+type ProfileLink struct {
+	Peer         string  `json:"peer"`
+	RTTSeconds   float64 `json:"rtt_s"`
+	BandwidthBps float64 `json:"bandwidth_bps"`
 }
 
 // GPU describes one device as NVML reports it.
@@ -97,5 +107,6 @@ func (p *Profile) Clone() *Profile {
 	}
 	c := *p
 	c.GPUs = append([]GPU{}, p.GPUs...)
+	c.Links = append([]ProfileLink(nil), p.Links...)
 	return &c
 }

@@ -90,6 +90,9 @@ func New(cfg Config) (*Node, error) {
 	if err := n.addConsensus(); err != nil {
 		return nil, err
 	}
+	if !cfg.Consensus.Disabled {
+		n.services = append(n.services, &engine{n: n})
+	}
 	if cfg.API != "" {
 		n.api = &apiServer{addr: cfg.API, handler: n.mux, dataDir: cfg.DataDir, log: n.log}
 		n.services = append(n.services, funcService{"api", n.startAPI, n.api.close})

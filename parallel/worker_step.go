@@ -252,3 +252,30 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 	}
 	return total / float64(len(w.valOffs)), true, nil
 }
+
+// trafficIndex is the frame index of the traffic totals every worker shares at reports.
+const trafficIndex = 0xfffe
+
+// GatherTraffic returns the payload bytes every worker of the plan has sent so far
+// (pipeline and synchronisation). Every worker of the plan must call it at the same step.
+func (w *Worker) GatherTraffic(ctx context.Context) (int64, error) {
+	var g Group
+	for _, stages := range w.plan.Replicas {
+		for _, st := range stages {
+			if st.Node == w.tr.Self() {
+				g.Self = len(g.Members)
+			}
+			g.Members = append(g.Members, st.Node)
+		}
+	}
+	pipe, sync := w.BytesSent()
+	all, err := allGatherScalars(ctx, w.tr, g, w.roundKey(trafficIndex), float64(pipe+sync))
+	if err != nil {
+		return 0, fmt.Errorf("traffic totals: %w", err)
+	}
+	var total float64
+	for _, v := range all {
+		total += v
+	}
+	return int64(total), nil
+}

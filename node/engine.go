@@ -1,0 +1,224 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+)
+
+// engineTick is how often the engine looks at the job state: the leader plans submitted
+// jobs, every node starts or stops the stages the current plans give it, and the node's
+// link measurements are republished in its profile.
+const engineTick = 300 * time.Millisecond
+
+// engine turns committed job state into training: it is the node service that plans on the
+// leader and runs workers everywhere.
+type engine struct {
+	n      *Node
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	runs     map[string]*jobRun // job id → the worker this node runs for it
+	datasets map[string]*model.Dataset
+}
+
+// jobRun is one worker of one plan epoch.
+type jobRun struct {
+	epoch  uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (e *engine) Name() string { return "engine" }
+
+func (e *engine) Start(context.Context) error {
+	e.ctx, e.cancel = context.WithCancel(context.Background())
+	e.runs, e.datasets = map[string]*jobRun{}, map[string]*model.Dataset{}
+	e.wg.Add(1)
+	go e.loop()
+	return nil
+}
+
+func (e *engine) Close() error {
+	e.cancel()
+	e.wg.Wait()
+	return nil
+}
+
+func (e *engine) loop() {
+	defer e.wg.Done()
+	t := time.NewTicker(engineTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-e.ctx.Done():
+			e.stopAll()
+			return
+		case <-t.C:
+		}
+		e.publishLinks()
+		c := e.n.Consensus()
+		if c == nil {
+			continue
+		}
+		jobs, _, err := c.Jobs(e.ctx, false)
+		if err != nil {
+			continue
+		}
+		for _, j := range jobs {
+			if j.Status == consensus.JobSubmitted && c.IsLeader() {
+				e.plan(c, j)
+			}
+			e.reconcile(j)
+		}
+	}
+}
+
+// plan computes and commits the first plan of a submitted job on the leader.
+func (e *engine) plan(c *consensus.Consensus, j consensus.Job) {
+	log := e.n.log.With("job", j.ID)
+	if err := c.SetJobStatus(e.ctx, j.ID, consensus.JobPlanning, "planning"); err != nil {
+		log.Warn("mark job planning", "err", err)
+		return
+	}
+	jp, err := planJob(j.Spec, e.candidates())
+	if err != nil {
+		log.Warn("no plan", "err", err)
+		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, "no feasible plan: "+err.Error())
+		return
+	}
+	raw, _ := json.Marshal(jp)
+	epoch, err := c.SetPlan(e.ctx, j.ID, raw, jp.Reason)
+	if err != nil {
+		log.Warn("commit plan", "err", err)
+		return
+	}
+	log.Info("plan committed", "epoch", epoch, "strategy", jp.Strategy, "replicas", len(jp.Replicas), "predicted_step_s", jp.PredictedStepS)
+	if err := c.SetJobStatus(e.ctx, j.ID, consensus.JobRunning, fmt.Sprintf("epoch %d: %s", epoch, jp.Reason)); err != nil {
+		log.Warn("mark job running", "err", err)
+	}
+}
+
+// candidates are this node and the live peers that announced a measured profile and a
+// data-plane address.
+func (e *engine) candidates() []planCandidate {
+	var out []planCandidate
+	if p := e.n.mesh.Profile(); usable(p) {
+		out = append(out, planCandidate{id: e.n.ID().String(), profile: p})
+	}
+	for _, pi := range e.n.mesh.Peers() {
+		if pi.State == mesh.StateAlive && usable(pi.Profile) {
+			out = append(out, planCandidate{id: pi.ID.String(), profile: pi.Profile})
+		}
+	}
+	return out
+}
+
+func usable(p *mesh.Profile) bool {
+	return p != nil && p.GemmGFLOPS > 0 && p.MemoryBudgetBytes > 0 && p.DataAddr != ""
+}
+
+// publishLinks copies the peer table's link measurements into the announced profile, so
+// the leader sees every node's row of the link matrix.
+func (e *engine) publishLinks() {
+	prof := e.n.mesh.Profile()
+	if prof == nil {
+		return
+	}
+	var links []mesh.ProfileLink
+	for _, pi := range e.n.mesh.Peers() {
+		if l := pi.Link; l.Err == "" && l.BandwidthBps > 0 {
+			links = append(links, mesh.ProfileLink{Peer: pi.ID.String(), RTTSeconds: l.RTT.Seconds(), BandwidthBps: l.BandwidthBps})
+		}
+	}
+	if len(links) == len(prof.Links) {
+		same := true
+		for i := range links {
+			same = same && links[i] == prof.Links[i]
+		}
+		if same {
+			return
+		}
+	}
+	prof.Links = links
+	e.n.mesh.SetProfile(*prof)
+}
+
+// reconcile starts the worker a running job's current plan gives this node, and stops
+// workers of finished jobs or superseded epochs.
+func (e *engine) reconcile(j consensus.Job) {
+	e.mu.Lock()
+	run := e.runs[j.ID]
+	e.mu.Unlock()
+	cur := j.CurrentPlan()
+	if run != nil && (j.Status.Terminal() || cur == nil || cur.Epoch != run.epoch) {
+		run.cancel()
+		<-run.done
+		e.mu.Lock()
+		delete(e.runs, j.ID)
+		e.mu.Unlock()
+		run = nil
+	}
+	if run != nil || j.Status != consensus.JobRunning || cur == nil {
+		return
+	}
+	var jp JobPlan
+	if err := json.Unmarshal(cur.Plan, &jp); err != nil {
+		e.n.log.Warn("unreadable plan", "job", j.ID, "epoch", cur.Epoch, "err", err)
+		return
+	}
+	self := e.n.ID().String()
+	mine := false
+	for _, id := range jp.Nodes() {
+		mine = mine || id == self
+	}
+	if !mine {
+		return
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	run = &jobRun{epoch: cur.Epoch, cancel: cancel, done: make(chan struct{})}
+	e.mu.Lock()
+	e.runs[j.ID] = run
+	e.mu.Unlock()
+	go func() {
+		defer close(run.done)
+		e.runWorker(ctx, j, cur.Epoch, jp)
+	}()
+}
+
+func (e *engine) stopAll() {
+	e.mu.Lock()
+	runs := e.runs
+	e.runs = map[string]*jobRun{}
+	e.mu.Unlock()
+	for _, r := range runs {
+		r.cancel()
+		<-r.done
+	}
+}
+
+// frameJob is the 64-bit job id that data-plane frames carry.
+func frameJob(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
+}
+
+// errNoDataPlane means the node has no data plane to train over.
+var errNoDataPlane = errors.New("the node's data plane is not running")
+
+// errNoConsensus means the node's control plane is not running.
+var errNoConsensus = errors.New("the node's control plane is not running")
+
+// engineCandidates lists the nodes a plan could use right now (tests wait for it).
+func (n *Node) engineCandidates() []planCandidate { return (&engine{n: n}).candidates() }

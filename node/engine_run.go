@@ -1,0 +1,207 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// progressEvery bounds how often a worker commits progress between evaluations.
+const progressEvery = 2 * time.Second
+
+// jobConfig is the engine's configuration of a job under a plan.
+func jobConfig(j consensus.Job, epoch uint64, jp JobPlan) parallel.JobConfig {
+	s := j.Spec
+	tc := parallel.DefaultTrainConfig()
+	tc.Model, tc.Data = modelConfig(s), s.Data.Source
+	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
+	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
+	sc := parallel.DefaultSyncConfig()
+	sc.Mode, sc.InnerSteps = parallel.SyncMode(s.Parallel.Sync), s.Parallel.InnerSteps
+	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, parallel.CodecName(s.Parallel.Codec)
+	return parallel.JobConfig{Train: tc, Schedule: parallel.Schedule(s.Parallel.Schedule), Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
+}
+
+// dataset loads the job's corpus once per node.
+func (e *engine) dataset(j consensus.Job) (*model.Dataset, error) {
+	key := j.Spec.Data.Source + "|" + j.Spec.Data.Train + "|" + j.Spec.Data.Val
+	e.mu.Lock()
+	ds := e.datasets[key]
+	e.mu.Unlock()
+	if ds != nil {
+		return ds, nil
+	}
+	src := j.Spec.Data.Source
+	if src == "" {
+		src = j.Spec.Data.Train
+	}
+	ds, err := model.LoadDataset(src, j.Spec.Model.Vocab)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.datasets[key] = ds
+	e.mu.Unlock()
+	return ds, nil
+}
+
+// runWorker trains this node's stage of a plan epoch to the end of the job, reporting
+// progress; a failure marks the job failed.
+func (e *engine) runWorker(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan) {
+	log := e.n.log.With("job", j.ID, "epoch", epoch)
+	err := e.train(ctx, j, epoch, jp)
+	if err == nil || ctx.Err() != nil {
+		return
+	}
+	log.Warn("worker failed", "err", err)
+	if c := e.n.Consensus(); c != nil {
+		bg, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+		defer cancel()
+		_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: "worker_failed", Epoch: epoch, Message: fmt.Sprintf("%s: %v", e.n.ID(), err)})
+		_ = c.SetJobStatus(bg, j.ID, consensus.JobFailed, err.Error())
+	}
+}
+
+// progress collects what the reporting worker commits.
+type progress struct {
+	e       *engine
+	job     string
+	epoch   uint64
+	report  bool // this worker commits progress (the last stage of replica 0)
+	pending []consensus.ProgressSample
+	last    time.Time
+	steps   int // steps since the last sample
+	elapsed time.Duration
+	tokens  int // tokens per step, all replicas
+}
+
+func (p *progress) add(ctx context.Context, step int, loss float64, val *float64, traffic int64, force bool) error {
+	if !p.report {
+		return nil
+	}
+	s := consensus.ProgressSample{Time: time.Now().UTC(), Epoch: p.epoch, Step: step, Loss: loss, ValLoss: val, BytesSent: uint64(max(traffic, 0))}
+	if p.steps > 0 {
+		s.StepSeconds = p.elapsed.Seconds() / float64(p.steps)
+		s.TokensPerSec = float64(p.tokens*p.steps) / p.elapsed.Seconds()
+	}
+	if !force && time.Since(p.last) < progressEvery {
+		return nil
+	}
+	p.pending = append(p.pending, s)
+	p.steps, p.elapsed, p.last = 0, 0, time.Now()
+	c := p.e.n.Consensus()
+	if c == nil {
+		return errNoConsensus
+	}
+	if err := c.ReportProgress(ctx, p.job, p.pending); err != nil {
+		return fmt.Errorf("report progress: %w", err)
+	}
+	p.pending = p.pending[:0]
+	return nil
+}
+
+func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan) error {
+	data, err := e.dataset(j)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	dp := e.n.DataPlane()
+	if dp == nil {
+		return errNoDataPlane
+	}
+	if err := e.addressPeers(jp); err != nil {
+		return err
+	}
+	cfg := jobConfig(j, epoch, jp)
+	w, err := parallel.NewWorker(cfg, jp.Engine(), e.n.ID().String(), dp, data)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	global := 0
+	for _, b := range jp.Engine().Batches {
+		global += b
+	}
+	if global == 0 {
+		global = cfg.Train.Batch * len(jp.Replicas)
+	}
+	p := &progress{e: e, job: j.ID, epoch: epoch, report: w.Replica() == 0 && w.IsLast(), tokens: global * cfg.Train.Model.Context}
+	evaluate := func() (*float64, int64, error) {
+		var val *float64
+		if w.Replica() == 0 {
+			v, ok, err := w.Evaluate(ctx)
+			if err != nil {
+				return nil, 0, err
+			}
+			if ok {
+				val = &v
+			}
+		}
+		traffic, err := w.GatherTraffic(ctx)
+		return val, traffic, err
+	}
+	val, traffic, err := evaluate()
+	if err != nil {
+		return err
+	}
+	if err := p.add(ctx, w.StepsDone(), 0, val, traffic, true); err != nil {
+		return err
+	}
+	T := cfg.Train
+	for w.StepsDone() < T.Steps {
+		start := time.Now()
+		res, err := w.Step(ctx)
+		if err != nil {
+			return err
+		}
+		p.steps++
+		p.elapsed += time.Since(start)
+		step := w.StepsDone()
+		if (T.EvalEvery > 0 && step%T.EvalEvery == 0) || step == T.Steps {
+			if val, traffic, err = evaluate(); err != nil {
+				return err
+			}
+			if err := p.add(ctx, step, res.Loss, val, traffic, true); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := p.add(ctx, step, res.Loss, nil, -1, false); err != nil {
+			return err
+		}
+	}
+	if !p.report {
+		return nil
+	}
+	c := e.n.Consensus()
+	msg := fmt.Sprintf("finished %d steps: validation loss %.4f", T.Steps, *val)
+	_ = c.AddEvent(ctx, j.ID, consensus.Event{Kind: "done", Epoch: epoch, Step: T.Steps, Message: msg})
+	return c.SetJobStatus(ctx, j.ID, consensus.JobDone, msg)
+}
+
+// addressPeers tells the data plane where every node of the plan listens, from their
+// announced profiles.
+func (e *engine) addressPeers(jp JobPlan) error {
+	addrs := map[string]string{}
+	for _, pi := range e.n.mesh.Peers() {
+		if pi.Profile != nil && pi.Profile.DataAddr != "" {
+			addrs[pi.ID.String()] = pi.Profile.DataAddr
+		}
+	}
+	self := e.n.ID().String()
+	dp := e.n.DataPlane()
+	for _, id := range jp.Nodes() {
+		if id == self {
+			continue
+		}
+		a, ok := addrs[id]
+		if !ok {
+			return fmt.Errorf("node %s of the plan announces no data-plane address", id)
+		}
+		dp.SetPeerAddr(id, a)
+	}
+	return nil
+}
