@@ -21,6 +21,23 @@ type JobPlan struct {
 	Strategy       string                 `json:"strategy"`
 	PredictedStepS float64                `json:"predicted_step_s"`
 	Reason         string                 `json:"reason"`
+	// Inputs are what the balancer planned from: the measured nodes and links, the job's
+	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
+	Inputs PlanInputs `json:"inputs"`
+}
+
+// PlanInputs are the balancer's inputs of a committed plan.
+type PlanInputs struct {
+	Snapshot balancer.Snapshot `json:"snapshot"`
+	Job      balancer.Job      `json:"job"`
+	Strategy balancer.Strategy `json:"strategy"`
+	// MaxReplicas is the job's fixed replica count, 0 when the balancer chooses.
+	MaxReplicas int `json:"max_replicas,omitempty"`
+}
+
+// Replan runs the balancer again on the recorded inputs.
+func (in PlanInputs) Replan() (balancer.Plan, error) {
+	return balancer.NewPlan(in.Snapshot, in.Job, balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas})
 }
 
 // Engine is the plan the workers run.
@@ -100,15 +117,15 @@ func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
 		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
 			Compression: codecCompression(spec.Parallel.Codec)},
 	}
-	opts := balancer.Options{Strategy: balancer.Strategy(spec.Placement.Strategy)}
+	in := PlanInputs{Snapshot: snap, Job: job, Strategy: balancer.Strategy(spec.Placement.Strategy)}
 	if !spec.Parallel.Replicas.IsAuto {
-		opts.MaxReplicas = spec.Parallel.Replicas.N
+		in.MaxReplicas = spec.Parallel.Replicas.N
 	}
-	bp, err := balancer.NewPlan(snap, job, opts)
+	bp, err := in.Replan()
 	if err != nil {
 		return JobPlan{}, err
 	}
-	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason}
+	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
 	for _, r := range bp.Replicas {
 		var stages []parallel.StagePlan
 		for _, s := range r.Stages {

@@ -60,6 +60,21 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	if len(jp.Nodes()) < 2 {
 		t.Errorf("the plan uses %d node(s): %+v", len(jp.Nodes()), jp)
 	}
+	// The committed plan is the balancer's output for the measured inputs it records.
+	if len(jp.Inputs.Snapshot.Nodes) != 3 || len(jp.Inputs.Snapshot.Links) == 0 {
+		t.Errorf("plan inputs: %d nodes, %d links measured", len(jp.Inputs.Snapshot.Nodes), len(jp.Inputs.Snapshot.Links))
+	}
+	again, err := jp.Inputs.Replan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r, rep := range again.Replicas {
+		for s, st := range rep.Stages {
+			if got := jp.Replicas[r][s]; got.Node != st.Node || got.First != st.First || got.Last != st.Last {
+				t.Fatalf("committed stage %d.%d %+v, balancer gives %+v", r, s, got, st)
+			}
+		}
+	}
 	var vals []float64
 	for _, s := range job.Progress {
 		if s.ValLoss != nil {
