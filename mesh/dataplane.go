@@ -49,6 +49,7 @@ type DataPlane struct {
 	maxPayload int
 	box        *Mailbox
 	stats      dpStats
+	probes     probeState // dataplane_probe.go
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

@@ -78,6 +78,10 @@ func (d *DataPlane) readStream(c *dpConn, s *quic.ReceiveStream) {
 			return
 		}
 		d.stats.count(dirReceived, c.peer, f)
+		if f.Kind == KindProbe {
+			d.handleProbeFrame(c, f) // answered or consumed here, never mailed
+			continue
+		}
 		if err := d.box.Deliver(c.peer, f); err != nil {
 			if errors.Is(err, ErrMailboxFull) {
 				d.stats.overflow(c.peer)

@@ -54,7 +54,7 @@ const (
 	KindReduce FrameKind = 3
 	// KindScalar carries small vectors: squared gradient norms, losses.
 	KindScalar FrameKind = 4
-	maxKind              = KindScalar
+	maxKind              = KindProbe // dataplane_probe.go
 )
 
 // DType is the element type of a frame's payload after decoding its codec.
@@ -191,7 +191,7 @@ func parseFrameHeader(h []byte, maxPayload int) (*Frame, int, error) {
 		}
 	}
 	n := binary.LittleEndian.Uint32(h[48:])
-	if uint64(n) > uint64(maxPayload) {
+	if uint64(n) > uint64(maxPayload) || !probePayloadOK(f.Kind, n) {
 		return nil, 0, fmt.Errorf("%w: %d bytes > %d", ErrFrameTooBig, n, maxPayload)
 	}
 	return f, int(n), nil
