@@ -35,14 +35,20 @@ type JobDetail struct {
 // ProgressView is the latest progress sample and the bounded history behind it. Before the
 // engine reports anything, every number is zero and Samples is empty.
 type ProgressView struct {
-	Step         int              `json:"step"`
-	Steps        int              `json:"steps"`
-	Epoch        uint64           `json:"epoch"`
-	Loss         float64          `json:"loss"`
-	TokensPerSec float64          `json:"tokens_per_sec"`
-	BytesSent    uint64           `json:"bytes_sent"`
-	UpdatedAt    *time.Time       `json:"updated_at"`
-	Samples      []ProgressSample `json:"samples"`
+	Step         int     `json:"step"`
+	Steps        int     `json:"steps"`
+	Epoch        uint64  `json:"epoch"`
+	Loss         float64 `json:"loss"`
+	TokensPerSec float64 `json:"tokens_per_sec"`
+	BytesSent    uint64  `json:"bytes_sent"`
+	// StepSeconds is the latest mean step time.
+	StepSeconds float64 `json:"step_s"`
+	// InitialValLoss and ValLoss are the first and the latest validation losses reported
+	// (the untrained model's, then the newest evaluation); null before any.
+	InitialValLoss *float64         `json:"initial_val_loss"`
+	ValLoss        *float64         `json:"val_loss"`
+	UpdatedAt      *time.Time       `json:"updated_at"`
+	Samples        []ProgressSample `json:"samples"`
 }
 
 // Summary is the job's JobSummary.
@@ -62,6 +68,15 @@ func (j *Job) Detail(index uint64) JobDetail {
 		s := j.Progress[n-1]
 		d.Progress.Step, d.Progress.Epoch, d.Progress.Loss = s.Step, s.Epoch, s.Loss
 		d.Progress.TokensPerSec, d.Progress.BytesSent, d.Progress.UpdatedAt = s.TokensPerSec, s.BytesSent, &s.Time
+		d.Progress.StepSeconds = s.StepSeconds
+	}
+	for i := range j.Progress {
+		if v := j.Progress[i].ValLoss; v != nil {
+			if d.Progress.InitialValLoss == nil {
+				d.Progress.InitialValLoss = v
+			}
+			d.Progress.ValLoss = v
+		}
 	}
 	return d
 }

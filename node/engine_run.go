@@ -76,14 +76,18 @@ type progress struct {
 	last    time.Time
 	steps   int // steps since the last sample
 	elapsed time.Duration
-	tokens  int // tokens per step, all replicas
+	tokens  int   // tokens per step, all replicas
+	traffic int64 // the latest traffic total, carried into samples between evaluations
 }
 
 func (p *progress) add(ctx context.Context, step int, loss float64, val *float64, traffic int64, force bool) error {
 	if !p.report {
 		return nil
 	}
-	s := consensus.ProgressSample{Time: time.Now().UTC(), Epoch: p.epoch, Step: step, Loss: loss, ValLoss: val, BytesSent: uint64(max(traffic, 0))}
+	if traffic >= 0 {
+		p.traffic = traffic
+	}
+	s := consensus.ProgressSample{Time: time.Now().UTC(), Epoch: p.epoch, Step: step, Loss: loss, ValLoss: val, BytesSent: uint64(p.traffic)}
 	if p.steps > 0 {
 		s.StepSeconds = p.elapsed.Seconds() / float64(p.steps)
 		s.TokensPerSec = float64(p.tokens*p.steps) / p.elapsed.Seconds()

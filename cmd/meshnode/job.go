@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/node"
 )
 
 func newJobCmd() *cobra.Command {
@@ -75,9 +77,13 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 		fmt.Fprintln(w, "plan       none yet")
 	} else {
 		fmt.Fprintf(w, "plan       epoch %d (%s)\n", d.Plan.Epoch, ago(d.Plan.SetAt))
+		printLayerMap(w, d.Plan.Plan)
 	}
 	if pr := d.Progress; pr.UpdatedAt != nil {
-		fmt.Fprintf(w, "progress   step %d/%d, loss %.4f, %.0f tok/s, %d bytes sent\n", pr.Step, pr.Steps, pr.Loss, pr.TokensPerSec, pr.BytesSent)
+		fmt.Fprintf(w, "progress   step %d/%d, loss %.4f, %.0f tok/s, %.2f s/step, %s sent\n", pr.Step, pr.Steps, pr.Loss, pr.TokensPerSec, pr.StepSeconds, humanBytes(int64(pr.BytesSent)))
+		if pr.InitialValLoss != nil && pr.ValLoss != nil {
+			fmt.Fprintf(w, "val loss   %.4f at start, %.4f now\n", *pr.InitialValLoss, *pr.ValLoss)
+		}
 	} else {
 		fmt.Fprintf(w, "progress   none reported (0/%d steps)\n", d.Progress.Steps)
 	}
@@ -130,4 +136,23 @@ func (o *jobCancelOptions) run(cmd *cobra.Command, id string) error {
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "cancelled job %s\n", id)
 	return nil
+}
+
+// printLayerMap prints which node holds which layers under a committed plan.
+func printLayerMap(w io.Writer, raw json.RawMessage) {
+	var jp node.JobPlan
+	if err := json.Unmarshal(raw, &jp); err != nil || len(jp.Replicas) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "           %s: %s\n", jp.Strategy, jp.Reason)
+	for r, stages := range jp.Replicas {
+		batch := ""
+		if r < len(jp.Batches) {
+			batch = fmt.Sprintf(", batch %d", jp.Batches[r])
+		}
+		fmt.Fprintf(w, "  replica %d%s\n", r, batch)
+		for _, s := range stages {
+			fmt.Fprintf(w, "    layers %3d–%-3d %s\n", s.First, s.Last-1, s.Node)
+		}
+	}
 }
