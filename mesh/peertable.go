@@ -30,7 +30,20 @@ type Link struct {
 	MeasuredAt time.Time
 	// Err describes why the last probe failed; empty when it succeeded.
 	Err string
+	// Source is the probe that measured the link.
+	Source LinkSource
 }
+
+// LinkSource names a link probe.
+type LinkSource string
+
+// Link sources. A data-plane measurement is preferred: it follows the path tensors take.
+const (
+	// LinkLibp2p: ProtocolProbe on the libp2p connection (the mesh's own probe loop).
+	LinkLibp2p LinkSource = "libp2p"
+	// LinkDataPlane: KindProbe frames over the QUIC tensor data plane.
+	LinkDataPlane LinkSource = "dataplane"
+)
 
 // PeerInfo is one row of the peer table, a copy the caller may keep.
 type PeerInfo struct {
@@ -39,7 +52,11 @@ type PeerInfo struct {
 	State    PeerState
 	LastSeen time.Time
 	Profile  *Profile
-	Link     Link
+	// Link is the preferred measurement: the data plane's once it measured numbers (even
+	// if its latest probe failed, Err then says why), else the libp2p probe's.
+	Link Link
+	// Links holds the latest measurement of every source that probed the peer.
+	Links []Link
 }
 
 type peerEntry struct {
@@ -48,7 +65,26 @@ type peerEntry struct {
 	seq      uint64
 	left     bool
 	profile  *Profile
-	link     Link
+	link     Link // LinkLibp2p
+	dataLink Link // LinkDataPlane
+}
+
+// preferred is the link PeerInfo.Link shows.
+func (e *peerEntry) preferred() Link {
+	if e.dataLink.RTT > 0 || e.link.MeasuredAt.IsZero() {
+		return e.dataLink
+	}
+	return e.link
+}
+
+func (e *peerEntry) links() []Link {
+	var out []Link
+	for _, l := range []Link{e.dataLink, e.link} {
+		if !l.MeasuredAt.IsZero() {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // peerTable keeps what heartbeats and probes said about every other member.
@@ -88,10 +124,20 @@ func (t *peerTable) observe(p peer.ID, hb *heartbeat) (joined bool) {
 	return wasDead && !hb.Leaving
 }
 
+// setLink records a measurement of l.Source (LinkLibp2p when empty) towards p, a peer
+// already in the table.
 func (t *peerTable) setLink(p peer.ID, l Link) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.peers[p]; ok {
+	e, ok := t.peers[p]
+	if !ok {
+		return
+	}
+	switch l.Source {
+	case LinkDataPlane:
+		e.dataLink = l
+	default:
+		l.Source = LinkLibp2p
 		e.link = l
 	}
 }
@@ -121,7 +167,8 @@ func (t *peerTable) snapshot() []PeerInfo {
 			continue
 		}
 		out = append(out, PeerInfo{ID: p, Addrs: append([]ma.Multiaddr(nil), e.addrs...),
-			State: t.stateLocked(e, now), LastSeen: e.lastSeen, Profile: e.profile.Clone(), Link: e.link})
+			State: t.stateLocked(e, now), LastSeen: e.lastSeen, Profile: e.profile.Clone(), Link: e.preferred(),
+			Links: e.links()})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
