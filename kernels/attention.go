@@ -65,12 +65,24 @@ func AttentionForward(out, probs, qkv []float32, B, T, H, hd int) {
 			base := b * T * 3 * d
 			q, k, v := qkv[base+h*hd:], qkv[base+d+h*hd:], qkv[base+2*d+h*hd:]
 			p := probs[bh*T*T : (bh+1)*T*T]
-			GemmSerial(false, true, T, T, hd, scale, q, 3*d, k, 3*d, 0, p, T)
+			o := out[b*T*d+h*hd:]
+			// Row block [i0, i1) attends to positions [0, i1) only: the causal triangle
+			// plus the block's diagonal, about half the work of the full square.
+			for i0 := 0; i0 < T; i0 += attnBlock {
+				i1 := min(T, i0+attnBlock)
+				GemmSerial(false, true, i1-i0, i1, hd, scale, q[i0*3*d:], 3*d, k, 3*d, 0, p[i0*T:], T)
+			}
 			causalSoftmax(p, T)
-			GemmSerial(false, false, T, hd, T, 1, p, T, v, 3*d, 0, out[b*T*d+h*hd:], d)
+			for i0 := 0; i0 < T; i0 += attnBlock {
+				i1 := min(T, i0+attnBlock)
+				GemmSerial(false, false, i1-i0, hd, i1, 1, p[i0*T:], T, v, 3*d, 0, o[i0*d:], d)
+			}
 		}
 	})
 }
+
+// attnBlock is the row block of the causal attention GEMMs.
+const attnBlock = 32
 
 // causalSoftmax replaces each row i of the T×T scores p by the softmax of its first i+1
 // entries and zeroes the rest.
@@ -107,11 +119,25 @@ func AttentionBackward(dqkv, dout, probs, qkv []float32, B, T, H, hd int) {
 			dq, dk, dv := dqkv[base+h*hd:], dqkv[base+d+h*hd:], dqkv[base+2*d+h*hd:]
 			do := dout[b*T*d+h*hd:]
 			p := probs[bh*T*T : (bh+1)*T*T]
-			GemmSerial(false, true, T, T, hd, 1, do, d, v, 3*d, 0, dp, T)
-			GemmSerial(true, false, T, hd, T, 1, p, T, do, d, 0, dv, 3*d)
+			// P and dS are zero above the diagonal: row blocks of dP, dQ need columns
+			// [0, i1) only, and row blocks [j0, j1) of dV, dK need rows [j0, T) only.
+			for i0 := 0; i0 < T; i0 += attnBlock {
+				i1 := min(T, i0+attnBlock)
+				GemmSerial(false, true, i1-i0, i1, hd, 1, do[i0*d:], d, v, 3*d, 0, dp[i0*T:], T)
+			}
+			for j0 := 0; j0 < T; j0 += attnBlock {
+				j1 := min(T, j0+attnBlock)
+				GemmSerial(true, false, j1-j0, hd, T-j0, 1, p[j0*T+j0:], T, do[j0*d:], d, 0, dv[j0*3*d:], 3*d)
+			}
 			softmaxBackwardRows(dp, p, T, scale)
-			GemmSerial(false, false, T, hd, T, 1, dp, T, k, 3*d, 0, dq, 3*d)
-			GemmSerial(true, false, T, hd, T, 1, dp, T, q, 3*d, 0, dk, 3*d)
+			for i0 := 0; i0 < T; i0 += attnBlock {
+				i1 := min(T, i0+attnBlock)
+				GemmSerial(false, false, i1-i0, hd, i1, 1, dp[i0*T:], T, k, 3*d, 0, dq[i0*3*d:], 3*d)
+			}
+			for j0 := 0; j0 < T; j0 += attnBlock {
+				j1 := min(T, j0+attnBlock)
+				GemmSerial(true, false, j1-j0, hd, T-j0, 1, dp[j0*T+j0:], T, q[j0*3*d:], 3*d, 0, dk[j0*3*d:], 3*d)
+			}
 		}
 	})
 }
