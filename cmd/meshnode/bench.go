@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/meshnode/meshnode/kernels"
 )
@@ -227,26 +226,4 @@ func envInt(name string, def int) int {
 		return v
 	}
 	return def
-}
-
-// ---- `bench --train` hook ------------------------------------------------------------
-//
-// TODO(model author): `meshnode bench --train [model flags] -o json` prints
-// {"kind":"train",...,"tokens_per_sec":..}, one line per configuration, measuring tokens/s
-// as the node's device profile does. Register --train and the model flags in
-// addTrainBenchFlags (setting o.enabled), fill in runTrainBench; run() already dispatches
-// to it before any GEMM work. Nothing here registers a flag yet, so `bench --train` is an
-// unknown flag until then.
-
-// trainBenchOptions are the options of `bench --train`.
-type trainBenchOptions struct {
-	enabled bool
-}
-
-// addTrainBenchFlags registers the flags of `bench --train`.
-func addTrainBenchFlags(_ *pflag.FlagSet, _ *trainBenchOptions) {}
-
-// runTrainBench runs `bench --train`.
-func runTrainBench(_ *cobra.Command, _ *benchOptions) error {
-	return fmt.Errorf("bench --train: not implemented in this build")
 }

@@ -300,3 +300,21 @@ func TestTrainDistributedOverQUIC(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchTrainJSON(t *testing.T) {
+	code, out, errs := runCLI(t, "bench", "--train", "--layers", "1", "--d-model", "32", "--heads", "2", "--context", "16",
+		"--batch", "2", "--train-time", "1ms", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rec struct {
+		Kind         string  `json:"kind"`
+		TokensPerSec float64 `json:"tokens_per_sec"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil || rec.Kind != "train" || rec.TokensPerSec <= 0 {
+		t.Fatalf("bench --train printed %q (%v)", out, err)
+	}
+	if code, _, _ := runCLI(t, "bench", "--train", "--heads", "3"); code != 2 {
+		t.Fatalf("d-model 128 with 3 heads: exit %d, want 2", code)
+	}
+}
