@@ -42,11 +42,14 @@ type PeerView struct {
 	LastSeen time.Time      `json:"last_seen"`
 	// RTTMs and BandwidthMbps are null until the first successful probe. Bandwidth is in
 	// megabits per second.
-	RTTMs         *float64      `json:"rtt_ms"`
-	BandwidthMbps *float64      `json:"bandwidth_mbps"`
-	ProbedAt      *time.Time    `json:"probed_at,omitempty"`
-	ProbeError    string        `json:"probe_error,omitempty"`
-	Profile       *mesh.Profile `json:"profile"`
+	RTTMs         *float64   `json:"rtt_ms"`
+	BandwidthMbps *float64   `json:"bandwidth_mbps"`
+	ProbedAt      *time.Time `json:"probed_at,omitempty"`
+	ProbeError    string     `json:"probe_error,omitempty"`
+	// LinkSource is the probe behind the numbers: "dataplane" (over the tensor data
+	// plane, preferred) or "libp2p".
+	LinkSource string        `json:"link_source,omitempty"`
+	Profile    *mesh.Profile `json:"profile"`
 }
 
 // RuntimeInfo is the content of RuntimeFile.
@@ -79,7 +82,7 @@ func (n *Node) Peers() []PeerView {
 	out := []PeerView{}
 	for _, p := range n.mesh.Peers() {
 		v := PeerView{ID: p.ID.String(), Addrs: []string{}, State: p.State, LastSeen: p.LastSeen.UTC(), Profile: p.Profile,
-			ProbeError: p.Link.Err}
+			ProbeError: p.Link.Err, LinkSource: string(p.Link.Source)}
 		for _, a := range p.Addrs {
 			v.Addrs = append(v.Addrs, a.String())
 		}

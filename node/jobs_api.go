@@ -10,10 +10,14 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 )
 
 // jobAPITimeout bounds one job API request, forwarding to the leader included.
 const jobAPITimeout = 15 * time.Second
+
+// datasetPublishTimeout bounds packing and storing a submitted job's dataset.
+const datasetPublishTimeout = 5 * time.Minute
 
 // jobRoutes serves the job API:
 //
@@ -57,6 +61,19 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 	spec, err := jobspec.Parse(body)
 	if err != nil {
 		replyError(w, http.StatusBadRequest, err)
+		return
+	}
+	// The corpus is read here, where its paths live, and published as a blob that every
+	// node of the job fetches; a missing or unusable path is the user's error.
+	pctx, pcancel := context.WithTimeout(r.Context(), datasetPublishTimeout)
+	spec.Data.Blob, err = h.s.n.PublishDataset(pctx, spec.Data, spec.Model.Vocab)
+	pcancel()
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, model.ErrBadData) {
+			code = http.StatusBadRequest
+		}
+		replyError(w, code, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), jobAPITimeout)

@@ -34,6 +34,8 @@ type Node struct {
 	dpMu sync.Mutex
 	dp   *mesh.DataPlane
 
+	data *datasets // dataset.go: blobs and decoded datasets
+
 	mu       sync.Mutex
 	services []Service
 	started  int // how many services started; Close closes these
@@ -86,6 +88,11 @@ func New(cfg Config) (*Node, error) {
 		&dataPlaneService{n: n, key: key},
 		&profilerService{n: n, done: make(chan struct{})},
 		funcService{"mesh", n.mesh.Start, n.mesh.Close},
+		newLinkProber(n), // linkprobe.go
+	}
+	if n.data, err = newDatasets(n); err != nil {
+		n.mesh.Close()
+		return nil, err
 	}
 	if err := n.addConsensus(); err != nil {
 		return nil, err

@@ -123,7 +123,7 @@ func typeError(err error, f reflect.Value, val *yaml.Node) string {
 func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := range t.NumField() {
-		if yamlName(t.Field(i)) == name {
+		if n := yamlName(t.Field(i)); n == name && n != "-" {
 			return v.Field(i), true
 		}
 	}
@@ -133,7 +133,9 @@ func fieldByTag(v reflect.Value, name string) (reflect.Value, bool) {
 func tags(t reflect.Type) []string {
 	var out []string
 	for i := range t.NumField() {
-		out = append(out, yamlName(t.Field(i)))
+		if n := yamlName(t.Field(i)); n != "-" { // set by the node, not by users
+			out = append(out, n)
+		}
 	}
 	return out
 }

@@ -43,6 +43,10 @@ type Data struct {
 	Train string `json:"train,omitempty" yaml:"train"`
 	// Val is a .bin token file for evaluation; Train must be set with it.
 	Val string `json:"val,omitempty" yaml:"val"`
+	// Blob is the ID of the dataset blob the submitting node packed from the fields above
+	// (node.PublishDataset), which every node of the job fetches and trains on. The node
+	// sets it at submission; a spec's YAML cannot (it is an unknown field there).
+	Blob string `json:"blob,omitempty" yaml:"-"`
 }
 
 // Train holds the training loop's settings. The defaults are `meshnode train`'s recipe

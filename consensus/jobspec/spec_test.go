@@ -159,3 +159,24 @@ func TestDefaultSpecValid(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestBlobIsSetByTheNodeOnly(t *testing.T) {
+	for _, doc := range []string{"data:\n  blob: abc\n", `{"data": {"blob": "abc"}}`, "data:\n  \"-\": x\n"} {
+		_, err := Parse([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "unknown field") {
+			t.Errorf("%q: got %v, want an unknown-field error", doc, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "known fields: source, train, val, -") {
+			t.Errorf("%q: the error lists the hidden field: %v", doc, err)
+		}
+	}
+	s := DefaultSpec()
+	s.Data.Blob = strings.Repeat("ab", 32)
+	if err := s.Validate(); err != nil {
+		t.Errorf("a spec with a blob ID: %v", err)
+	}
+	s.Data.Blob = "not-hex"
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "data.blob") {
+		t.Errorf("a malformed blob ID: got %v, want a data.blob error", err)
+	}
+}

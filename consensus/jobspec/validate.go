@@ -11,6 +11,9 @@ import (
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
+// blobIDPattern is a mesh blob ID: the hex SHA-256 of the blob's manifest.
+var blobIDPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // Validate reports every field that makes the spec unrunnable, each error naming the field's
 // dotted path and why: "parallel.inner_steps: must be ≥ 1, got 0". It returns nil for a
 // valid spec. Validate does not touch the file system: whether data paths exist is checked
@@ -44,6 +47,9 @@ func (m Model) validate(v *validator) {
 }
 
 func (d Data) validate(v *validator) {
+	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
+		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
+	}
 	switch {
 	case d.Source != "" && (d.Train != "" || d.Val != ""):
 		v.addf("data", "set either data.source or data.train and data.val, not both")

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+)
+
+// BlobDir is the directory of the node's content-addressed blobs, under its data dir.
+const BlobDir = "blobs"
+
+// datasets publishes the corpora of jobs submitted here as blobs, fetches and decodes
+// the blobs of jobs this node runs, and keeps one decoded copy of each in memory.
+type datasets struct {
+	n     *Node
+	blobs *mesh.BlobService
+
+	mu      sync.Mutex
+	loaded  map[string]*datasetLoad // blob ID → decoded dataset (or its load in progress)
+	builtin map[string]string       // builtin corpus → its blob ID (packed once per process)
+}
+
+type datasetLoad struct {
+	done chan struct{}
+	ds   *model.Dataset
+	err  error
+}
+
+// newDatasets opens the blob store in the data dir and serves it on the mesh.
+func newDatasets(n *Node) (*datasets, error) {
+	store, err := mesh.OpenBlobStore(filepath.Join(n.cfg.DataDir, BlobDir), 0)
+	if err != nil {
+		return nil, err
+	}
+	blobs := mesh.NewBlobService(n.mesh, store, mesh.BlobConfig{Logger: n.log})
+	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
+}
+
+// Blobs is the node's blob service: its store and the blob protocol.
+func (n *Node) Blobs() *mesh.BlobService { return n.data.blobs }
+
+// PublishDataset packs the corpus d names, on this node, into a dataset blob and returns
+// its ID: builtin:gostd (packed once per process), a text file (split as
+// model.LoadDataset does), a directory or train.bin with nanoGPT's train.bin/val.bin, or a
+// data.train/data.val pair of uint16 token files checked against vocab. A path that
+// does not exist or holds unusable data is an error wrapping model.ErrBadData that names
+// the field and the path.
+func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int) (string, error) {
+	return n.data.publish(ctx, d, vocab)
+}
+
+// LoadDataset returns the dataset in blob blobID, fetching the blob first when this node
+// does not hold it: from holders in order, then from every other live peer. The blob is
+// verified chunk by chunk and whole; the decoded dataset is cached, one copy per blob.
+func (n *Node) LoadDataset(ctx context.Context, blobID string, holders []peer.ID) (*model.Dataset, error) {
+	return n.data.load(ctx, blobID, holders)
+}
+
+func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int) (string, error) {
+	if d.Source == jobspec.BuiltinGoStd {
+		s.mu.Lock()
+		id := s.builtin[d.Source]
+		s.mu.Unlock()
+		if id != "" && s.blobs.Has(id) {
+			return id, nil
+		}
+	}
+	p, err := s.pack(d, vocab)
+	if err != nil {
+		return "", err
+	}
+	id, err := s.blobs.Publish(ctx, p.reader())
+	if err != nil {
+		return "", fmt.Errorf("publish dataset %s: %w", p.source, err)
+	}
+	if d.Source == jobspec.BuiltinGoStd {
+		s.mu.Lock()
+		s.builtin[d.Source] = id
+		s.mu.Unlock()
+	}
+	s.n.log.Info("published dataset", "source", p.source, "blob", id, "train_tokens", len(p.train)/p.width(),
+		"val_tokens", len(p.val)/p.width())
+	return id, nil
+}
+
+// pack reads the corpus d names into its two splits.
+func (s *datasets) pack(d jobspec.Data, vocab int) (*packedDataset, error) {
+	switch {
+	case d.Source == jobspec.BuiltinGoStd:
+		root, err := model.GoRoot()
+		if err != nil {
+			return nil, fmt.Errorf("data.source: %w", err)
+		}
+		train, val, err := model.GoStdCorpus(root)
+		if err != nil {
+			return nil, fmt.Errorf("data.source: %w", err)
+		}
+		return &packedDataset{source: d.Source, vocab: 256, train: train, val: val}, nil
+	case d.Source != "":
+		if err := s.checkPath("data.source", d.Source); err != nil {
+			return nil, err
+		}
+		ds, err := model.LoadDataset(d.Source, vocab)
+		if err != nil {
+			return nil, fmt.Errorf("data.source: %w", err)
+		}
+		u16 := ds.Vocab > 256
+		return &packedDataset{source: d.Source, vocab: ds.Vocab, u16: u16, train: packTokens(ds.Train, u16), val: packTokens(ds.Val, u16)}, nil
+	}
+	if err := errors.Join(s.checkPath("data.train", d.Train), s.checkPath("data.val", d.Val)); err != nil {
+		return nil, err
+	}
+	train, err := s.readTokenFile("data.train", d.Train, vocab)
+	if err != nil {
+		return nil, err
+	}
+	val, err := s.readTokenFile("data.val", d.Val, vocab)
+	if err != nil {
+		return nil, err
+	}
+	return &packedDataset{source: d.Train + "," + d.Val, vocab: vocab, u16: true, train: train, val: val}, nil
+}
+
+// checkPath turns a missing path into an error a user can act on.
+func (s *datasets) checkPath(field, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return badData("%s: %s does not exist on the submitting node %s (data paths are read where the job is submitted)",
+				field, path, s.n.ID())
+		}
+		return badData("%s: %v", field, err)
+	}
+	return nil
+}
+
+// readTokenFile reads a nanoGPT .bin file: little-endian uint16 ids below vocab.
+func (s *datasets) readTokenFile(field, path string, vocab int) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, badData("%s: %v", field, err)
+	}
+	if len(b) == 0 || len(b)%2 != 0 {
+		return nil, badData("%s: %s has %d bytes, not a non-empty run of uint16 tokens", field, path, len(b))
+	}
+	for i := 0; i < len(b); i += 2 {
+		if v := int(binary.LittleEndian.Uint16(b[i:])); v >= vocab {
+			return nil, badData("%s: %s holds token id %d, not below model.vocab %d", field, path, v, vocab)
+		}
+	}
+	return b, nil
+}
+
+func (s *datasets) load(ctx context.Context, id string, holders []peer.ID) (*model.Dataset, error) {
+	if !mesh.ValidBlobID(id) {
+		return nil, fmt.Errorf("load dataset: %w %q (is the job's data.blob set?)", mesh.ErrBadBlobID, id)
+	}
+	s.mu.Lock()
+	l := s.loaded[id]
+	if l == nil {
+		l = &datasetLoad{done: make(chan struct{})}
+		s.loaded[id] = l
+		s.mu.Unlock()
+		l.ds, l.err = s.fetchAndDecode(ctx, id, holders)
+		if l.err != nil {
+			s.mu.Lock()
+			delete(s.loaded, id) // a later call tries again
+			s.mu.Unlock()
+		}
+		close(l.done)
+		return l.ds, l.err
+	}
+	s.mu.Unlock()
+	select {
+	case <-l.done:
+		if l.err != nil {
+			return s.load(ctx, id, holders) // the other caller failed: try ourselves
+		}
+		return l.ds, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *datasets) fetchAndDecode(ctx context.Context, id string, holders []peer.ID) (*model.Dataset, error) {
+	if err := s.blobs.Fetch(ctx, id, s.sources(holders)); err != nil {
+		return nil, fmt.Errorf("load dataset: %w", err)
+	}
+	f, err := s.blobs.Open(id)
+	if err != nil {
+		return nil, fmt.Errorf("load dataset: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("load dataset: %w", err)
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, fmt.Errorf("load dataset %s: %w", id, err)
+	}
+	ds, err := decodeDataset(b)
+	if err != nil {
+		return nil, fmt.Errorf("load dataset %s: %w", id, err)
+	}
+	return ds, nil
+}
+
+// sources is holders, then every other live peer, without this node.
+func (s *datasets) sources(holders []peer.ID) []peer.ID {
+	self := s.n.ID()
+	var out []peer.ID
+	add := func(p peer.ID) {
+		if p != self && p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	for _, p := range holders {
+		add(p)
+	}
+	for _, pi := range s.n.mesh.Peers() {
+		if pi.State == mesh.StateAlive {
+			add(pi.ID)
+		}
+	}
+	return out
+}
+
+// badDataError is a user's data problem: its message names the field, and it matches
+// model.ErrBadData.
+type badDataError struct{ msg string }
+
+func (e *badDataError) Error() string        { return e.msg }
+func (e *badDataError) Is(target error) bool { return target == model.ErrBadData }
+
+func badData(format string, args ...any) error { return &badDataError{fmt.Sprintf(format, args...)} }
