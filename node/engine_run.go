@@ -26,8 +26,13 @@ func jobConfig(j consensus.Job, epoch uint64, jp JobPlan) parallel.JobConfig {
 	return parallel.JobConfig{Train: tc, Schedule: parallel.Schedule(s.Parallel.Schedule), Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
-// dataset loads the job's corpus once per node.
-func (e *engine) dataset(j consensus.Job) (*model.Dataset, error) {
+// dataset returns the job's corpus: the blob its submitting node published (fetched from
+// a holder and verified if this node lacks it), or, for a job submitted without one
+// (straight through the consensus API), the corpus read locally.
+func (e *engine) dataset(ctx context.Context, j consensus.Job) (*model.Dataset, error) {
+	if blob := j.Spec.Data.Blob; blob != "" {
+		return e.n.LoadDataset(ctx, blob, nil)
+	}
 	key := j.Spec.Data.Source + "|" + j.Spec.Data.Train + "|" + j.Spec.Data.Val
 	e.mu.Lock()
 	ds := e.datasets[key]
@@ -109,7 +114,7 @@ func (p *progress) add(ctx context.Context, step int, loss float64, val *float64
 }
 
 func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan) error {
-	data, err := e.dataset(j)
+	data, err := e.dataset(ctx, j)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}

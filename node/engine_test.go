@@ -1,8 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,10 +43,20 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, 2, 6, 2
 	spec.Parallel.Replicas, spec.Parallel.InnerSteps = jobspec.Fixed(1), 4
 	spec.Placement.Strategy = jobspec.StrategySky
-	id, err := nodes[1].Consensus().SubmitJob(context.Background(), spec)
+	// Submit through node 1's API, as `meshnode submit` does: it publishes the corpus as a
+	// blob that the planned nodes fetch and verify.
+	body, _ := json.Marshal(spec)
+	resp, err := http.Post("http://"+nodes[1].APIAddr()+"/v1/jobs", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var submitted consensus.JobSummary
+	json.NewDecoder(resp.Body).Decode(&submitted)
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 || submitted.ID == "" {
+		t.Fatalf("POST /v1/jobs: %s %+v", resp.Status, submitted)
+	}
+	id := submitted.ID
 	var job consensus.Job
 	waitFor(t, 90*time.Second, "the job to finish", func() bool {
 		job, _, err = first.Consensus().Job(context.Background(), id, false)
@@ -56,6 +68,9 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	var jp JobPlan
 	if err := json.Unmarshal(job.CurrentPlan().Plan, &jp); err != nil {
 		t.Fatal(err)
+	}
+	if job.Spec.Data.Blob == "" {
+		t.Error("the submitting node published no dataset blob")
 	}
 	if len(jp.Nodes()) < 2 {
 		t.Errorf("the plan uses %d node(s): %+v", len(jp.Nodes()), jp)
