@@ -35,6 +35,7 @@ speed and memory, and every node runs a real training engine.`,
 		newJobsCmd(),
 		newJobCmd(),
 		newRaftCmd(),
+		newTestnetCmd(),
 	)
 	// Flag parsing errors are usage errors: exit code 2 with the flag named.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

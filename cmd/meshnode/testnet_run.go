@@ -1,0 +1,376 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/testnet"
+)
+
+type testnetRunOptions struct {
+	topo    topologyOptions
+	dir     string
+	steps   int
+	job     string
+	timeout time.Duration
+	output  string
+}
+
+func newTestnetRunCmd() *cobra.Command {
+	o := &testnetRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Start a local testnet, train the default job on it, print a summary and shut down",
+		Long: `Start a testnet (default: 4 nodes in 2 emulated regions, slowdowns 1, 1, 2 and 3), wait until
+every node has measured itself and its links, submit the default job (the default GPT on
+builtin:gostd, --steps steps) or --job FILE, follow its progress, print a summary (each
+node's emulated slowdown, measured GEMM speed and layers in the plan; step time, tokens/s,
+bytes on the wire per step, initial and final validation loss) and stop every process.
+It exits 0 when the job ends "done". Ctrl-C stops everything.
+
+Without --dir the testnet lives in a temporary directory removed at the end; with --dir it
+is kept (node logs in DIR/<node>/node.log).`,
+		Example: `  meshnode testnet run
+  meshnode testnet run --nodes 3 --steps 60 -o json
+  meshnode testnet run --topology geo.yaml --job job.yaml --dir /tmp/tn`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	addTopologyFlags(cmd, &o.topo)
+	cmd.Flags().StringVar(&o.dir, "dir", "", "keep the testnet in this directory (default: a temporary one, removed)")
+	cmd.Flags().IntVar(&o.steps, "steps", 300, "training steps of the default job")
+	cmd.Flags().StringVar(&o.job, "job", "", "job spec to submit instead of the default job (docs/jobspec.md)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on the job after this long")
+	addOutputFlag(cmd, &o.output)
+	return withEnv(cmd)
+}
+
+func (o *testnetRunOptions) run(cmd *cobra.Command) (err error) {
+	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	spec, err := o.spec(cmd)
+	if err != nil {
+		return err
+	}
+	dir := o.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "meshnode-testnet-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	cfg, err := o.topo.config(cmd, dir)
+	if err != nil {
+		return err
+	}
+	if o.job == "" {
+		spec.Placement.MinNodes = len(cfg.Topology.Nodes)
+	}
+	tn, err := testnet.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := tn.Stop(); err == nil && serr != nil {
+			err = serr
+		}
+	}()
+	rep := newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json")
+	ctx := cmd.Context()
+	if err := o.start(ctx, tn, len(cfg.Topology.Nodes), rep); err != nil {
+		return err
+	}
+	return o.train(ctx, tn, spec, rep)
+}
+
+// spec is --job, or the default job: the default model on builtin:gostd for --steps.
+func (o *testnetRunOptions) spec(cmd *cobra.Command) (jobspec.Spec, error) {
+	if o.job != "" {
+		if cmd.Flags().Changed("steps") {
+			return jobspec.Spec{}, usagef("--steps and --job: set train.steps in the job file instead")
+		}
+		return loadSpec(o.job, cmd.InOrStdin())
+	}
+	if o.steps < 1 {
+		return jobspec.Spec{}, usagef("--steps: must be ≥ 1 (got %d)", o.steps)
+	}
+	return defaultTestnetJob(o.steps), nil
+}
+
+// defaultTestnetJob is the job `testnet run` submits: the default spec for steps, with
+// evaluations that divide the run (so the last step is evaluated) and one checkpoint.
+func defaultTestnetJob(steps int) jobspec.Spec {
+	s := jobspec.DefaultSpec()
+	s.Name = "testnet"
+	s.Train.Steps = steps
+	s.Train.Warmup = min(s.Train.Warmup, steps/10)
+	s.Train.EvalEvery = steps
+	for _, k := range []int{5, 4, 3, 2} {
+		if steps%k == 0 {
+			s.Train.EvalEvery = steps / k
+			break
+		}
+	}
+	s.Checkpoint.Every = steps
+	return s
+}
+
+// start runs the nodes and waits until the testnet is ready.
+func (o *testnetRunOptions) start(ctx context.Context, tn *testnet.Testnet, nodes int, rep *testnetReporter) error {
+	rep.info("starting %d nodes in %s", nodes, tn.Dir())
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := tn.Start(sctx); err != nil {
+		return err
+	}
+	for _, n := range tn.Nodes() {
+		rep.info("  %-8s region %-6s slowdown %-4g pid %-7d api %s", n.Spec.Name, n.Spec.Region, n.Spec.Slowdown, n.PID(), n.API)
+	}
+	rep.info("waiting for the nodes to meet, probe their links and elect a leader")
+	return tn.WaitReady(sctx)
+}
+
+// train submits the job, follows it to the end and prints the summary.
+func (o *testnetRunOptions) train(ctx context.Context, tn *testnet.Testnet, spec jobspec.Spec, rep *testnetReporter) error {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	api := testnet.NewAPI(tn.Nodes()[0].API)
+	id, err := api.Submit(ctx, body)
+	if err != nil {
+		return fmt.Errorf("submit the job: %w", err)
+	}
+	rep.info("submitted job %s (%d steps)", id, spec.Train.Steps)
+	wire0 := wireBytes(tn)
+	job, err := o.follow(ctx, tn, id, spec.Train.Steps, rep)
+	if err != nil {
+		return err
+	}
+	sum := testnet.Summarize(job, tn.State().Nodes, profiles(ctx, tn))
+	if steps := job.Progress.Step; steps > 0 {
+		sum.WireBytesPerStep = float64(wireBytes(tn)-wire0) / float64(steps)
+	}
+	rep.summary(sum)
+	if job.Status != consensus.JobDone {
+		return fmt.Errorf("job %s ended %s%s", id, job.Status, lastEventMessage(job))
+	}
+	return nil
+}
+
+// follow polls the job until it ends, reporting progress; any live node's API will do.
+func (o *testnetRunOptions) follow(ctx context.Context, tn *testnet.Testnet, id string, steps int, rep *testnetReporter) (consensus.JobDetail, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	rep.startBar(steps)
+	defer rep.endBar()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last consensus.JobDetail
+	var lastErr error
+	for {
+		job, err := jobFromAnyNode(ctx, tn, id)
+		if err == nil {
+			last, lastErr = job, nil
+			rep.progress(job)
+			if job.Status.Terminal() {
+				return job, nil
+			}
+		} else {
+			lastErr = err
+		}
+		select {
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return last, fmt.Errorf("job %s not finished after %s (at step %d; last error: %v)", id, o.timeout, last.Progress.Step, lastErr)
+			}
+			return last, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func jobFromAnyNode(ctx context.Context, tn *testnet.Testnet, id string) (consensus.JobDetail, error) {
+	err := errors.New("no node is running")
+	for _, n := range tn.Nodes() {
+		if !n.Alive() {
+			continue
+		}
+		var job consensus.JobDetail
+		if job, err = testnet.NewAPI(n.API).Job(ctx, id); err == nil {
+			return job, nil
+		}
+	}
+	return consensus.JobDetail{}, err
+}
+
+// profiles collects every node's view of itself and of its peers, by node ID.
+func profiles(ctx context.Context, tn *testnet.Testnet) map[string]node.PeerView {
+	out := map[string]node.PeerView{}
+	for _, n := range tn.Nodes() {
+		if !n.Alive() {
+			continue
+		}
+		a := testnet.NewAPI(n.API)
+		if st, err := a.Status(ctx); err == nil {
+			out[st.ID] = node.PeerView{ID: st.ID, Profile: st.Profile}
+		}
+		if peers, err := a.Peers(ctx); err == nil {
+			for _, p := range peers {
+				if _, ok := out[p.ID]; !ok && p.Profile != nil {
+					out[p.ID] = p
+				}
+			}
+		}
+	}
+	return out
+}
+
+func wireBytes(tn *testnet.Testnet) uint64 {
+	var sum uint64
+	for _, l := range tn.Network().Stats() {
+		sum += l.Bytes
+	}
+	return sum
+}
+
+func lastEventMessage(job consensus.JobDetail) string {
+	for i := len(job.Events) - 1; i >= 0; i-- {
+		if m := job.Events[i].Message; m != "" {
+			return ": " + m
+		}
+	}
+	return ""
+}
+
+// testnetReporter prints what `testnet run` does: lines (text or JSON) and, on a
+// terminal, a progress bar.
+type testnetReporter struct {
+	w, errw  io.Writer
+	json     bool
+	bar      *progressbar.ProgressBar
+	step     int
+	events   int
+	lastLine time.Time
+}
+
+func newTestnetReporter(w, errw io.Writer, asJSON bool) *testnetReporter {
+	return &testnetReporter{w: w, errw: errw, json: asJSON, step: -1}
+}
+
+func (r *testnetReporter) info(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	if r.json {
+		writeJSONLine(r.w, map[string]string{"event": "info", "message": msg})
+		return
+	}
+	if r.bar != nil {
+		r.bar.Clear()
+	}
+	fmt.Fprintln(r.w, msg)
+}
+
+func (r *testnetReporter) startBar(steps int) {
+	if f, ok := r.w.(*os.File); ok && !r.json && term.IsTerminal(int(f.Fd())) {
+		r.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(r.w), progressbar.OptionSetDescription("training"),
+			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
+	}
+}
+
+func (r *testnetReporter) endBar() {
+	if r.bar != nil {
+		r.bar.Clear()
+		r.bar = nil
+	}
+}
+
+type progressJSON struct {
+	Event        string   `json:"event"`
+	Status       string   `json:"status"`
+	Step         int      `json:"step"`
+	Steps        int      `json:"steps"`
+	Epoch        uint64   `json:"epoch"`
+	Loss         float64  `json:"loss"`
+	ValLoss      *float64 `json:"val_loss,omitempty"`
+	TokensPerSec float64  `json:"tokens_per_sec"`
+	BytesSent    uint64   `json:"bytes_sent"`
+}
+
+// progress reports new job events, and the step when it changed.
+func (r *testnetReporter) progress(job consensus.JobDetail) {
+	for ; r.events < len(job.Events); r.events++ {
+		ev := job.Events[r.events]
+		if r.json {
+			writeJSONLine(r.w, map[string]any{"event": "job_event", "kind": ev.Kind, "epoch": ev.Epoch, "step": ev.Step, "message": ev.Message})
+		} else {
+			r.info("event %s (epoch %d, step %d): %s", ev.Kind, ev.Epoch, ev.Step, ev.Message)
+		}
+	}
+	p := job.Progress
+	if p.Step == r.step {
+		return
+	}
+	r.step = p.Step
+	rec := progressJSON{Event: "progress", Status: string(job.Status), Step: p.Step, Steps: p.Steps, Epoch: p.Epoch,
+		Loss: round6(p.Loss), TokensPerSec: round1(p.TokensPerSec), BytesSent: p.BytesSent}
+	if n := len(p.Samples); n > 0 && p.Samples[n-1].ValLoss != nil {
+		rec.ValLoss = ptr(round6(*p.Samples[n-1].ValLoss))
+	}
+	switch {
+	case r.json:
+		writeJSONLine(r.w, rec)
+	case r.bar != nil:
+		r.bar.Describe(fmt.Sprintf("training (loss %.3f, %.0f tok/s)", p.Loss, p.TokensPerSec))
+		r.bar.Set(p.Step)
+		if rec.ValLoss != nil {
+			r.info("step %d: val loss %.4f", p.Step, *rec.ValLoss)
+		}
+	case rec.ValLoss != nil || p.Step > 0 && time.Since(r.lastLine) >= 10*time.Second:
+		line := fmt.Sprintf("step %d/%d  loss %.4f  %.0f tok/s", p.Step, p.Steps, p.Loss, p.TokensPerSec)
+		if rec.ValLoss != nil {
+			line += fmt.Sprintf("  val loss %.4f", *rec.ValLoss)
+		}
+		r.lastLine = time.Now()
+		r.info("%s", line)
+	}
+}
+
+// summary prints the summary: the last line with -o json, a table for people.
+func (r *testnetReporter) summary(s testnet.Summary) {
+	r.endBar()
+	if r.json {
+		writeJSONLine(r.w, s)
+		return
+	}
+	w := r.w
+	fmt.Fprintf(w, "\njob %s: %s after %d steps (plan epoch %d, %s)\n", s.Job, s.Status, s.Steps, s.PlanEpoch, s.Strategy)
+	fmt.Fprintf(w, "%-8s %-8s %-9s %-12s %s\n", "NODE", "REGION", "SLOWDOWN", "GEMM GFLOPS", "LAYERS")
+	for _, n := range s.Nodes {
+		fmt.Fprintf(w, "%-8s %-8s %-9g %-12.1f %s\n", n.Name, n.Region, n.Slowdown, n.GemmGFLOPS, testnet.LayerMap(n.Layers))
+	}
+	fmt.Fprintf(w, "step time        %.3f s (predicted %.3f s)\n", s.StepTimeS, s.PredictedStepTimeS)
+	fmt.Fprintf(w, "throughput       %.0f tokens/s\n", s.TokensPerSec)
+	fmt.Fprintf(w, "bytes per step   %s reported, %s on the emulated links (predicted %s)\n",
+		humanBytes(int64(s.BytesPerStep)), humanBytes(int64(s.WireBytesPerStep)), humanBytes(int64(s.PredictedBytesPerStep)))
+	fmt.Fprintf(w, "validation loss  %s → %s\n", fmtLoss(s.InitialValLoss), fmtLoss(s.FinalValLoss))
+}
+
+func fmtLoss(v *float64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.4f", *v)
+}

@@ -1,0 +1,91 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// WaitReady waits until the testnet can take a job: every running node sees every other
+// running node alive with a measured profile, has probed its link to it (RTT known, or a
+// probe error reported), and all of them name the same Raft leader. On timeout the error
+// says what was still missing. It waits until ctx ends: give it a deadline.
+func (t *Testnet) WaitReady(ctx context.Context) error {
+	start := time.Now()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		missing := t.notReady(ctx)
+		if missing == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("testnet not ready after %s: %s", time.Since(start).Round(time.Second), missing)
+		case <-tick.C:
+		}
+	}
+}
+
+// notReady returns what keeps the testnet from being ready, or "" when it is.
+func (t *Testnet) notReady(ctx context.Context) string {
+	var live []*Node
+	for _, n := range t.Nodes() {
+		if !n.Alive() {
+			continue
+		}
+		live = append(live, n)
+	}
+	if len(live) == 0 {
+		return "no node is running"
+	}
+	leader := ""
+	for _, n := range live {
+		if why := nodeNotReady(ctx, n, live); why != "" {
+			return why
+		}
+		st, err := NewAPI(n.API).Raft(ctx)
+		if err != nil {
+			return fmt.Sprintf("%s: %v", n.Spec.Name, err)
+		}
+		switch {
+		case st.Leader == "":
+			return fmt.Sprintf("%s knows no Raft leader", n.Spec.Name)
+		case leader != "" && st.Leader != leader:
+			return fmt.Sprintf("nodes disagree on the Raft leader (%s and %s)", leader, st.Leader)
+		}
+		leader = st.Leader
+	}
+	return ""
+}
+
+// nodeNotReady checks n's view of the other live nodes.
+func nodeNotReady(ctx context.Context, n *Node, live []*Node) string {
+	peers, err := NewAPI(n.API).Peers(ctx)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", n.Spec.Name, err)
+	}
+	byID := map[string]int{}
+	for i, p := range peers {
+		byID[p.ID] = i
+	}
+	for _, o := range live {
+		if o == n {
+			continue
+		}
+		i, ok := byID[o.ID]
+		switch {
+		case !ok:
+			return fmt.Sprintf("%s has not met %s", n.Spec.Name, o.Spec.Name)
+		case peers[i].State != mesh.StateAlive:
+			return fmt.Sprintf("%s sees %s %s", n.Spec.Name, o.Spec.Name, peers[i].State)
+		case peers[i].Profile == nil || peers[i].Profile.GemmGFLOPS <= 0:
+			return fmt.Sprintf("%s has no profile of %s", n.Spec.Name, o.Spec.Name)
+		case peers[i].RTTMs == nil && peers[i].ProbeError == "":
+			return fmt.Sprintf("%s has not probed its link to %s", n.Spec.Name, o.Spec.Name)
+		}
+	}
+	return ""
+}

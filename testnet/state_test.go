@@ -1,0 +1,83 @@
+package testnet
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+func TestStateRoundTripAndContract(t *testing.T) {
+	dir := t.TempDir()
+	st := State{Dir: dir, Supervisor: 42, Control: "127.0.0.1:1",
+		Nodes: []NodeState{{Name: "node0", ID: "12D3KooWx", API: "127.0.0.1:2", PID: 7, Region: "eu", Slowdown: 2, Alive: true}}}
+	if err := st.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadState(dir)
+	if err != nil || got.Nodes[0] != st.Nodes[0] || got.Supervisor != 42 {
+		t.Fatalf("LoadState = %+v, %v", got, err)
+	}
+	// The documented contract: {"dir":..,"nodes":[{"name","id","api","pid","region","slowdown"}]}.
+	var raw map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, StateFile))
+	json.Unmarshal(b, &raw)
+	n := raw["nodes"].([]any)[0].(map[string]any)
+	for _, k := range []string{"name", "id", "api", "pid", "region", "slowdown"} {
+		if _, ok := n[k]; !ok {
+			t.Errorf("testnet.json node lacks %q: %s", k, b)
+		}
+	}
+	if raw["dir"] != dir {
+		t.Errorf("testnet.json dir = %v", raw["dir"])
+	}
+	if _, err := LoadState(t.TempDir()); err == nil || !strings.Contains(err.Error(), "testnet up") {
+		t.Errorf("LoadState of an empty dir: %v", err)
+	}
+	// A PID that is not ours (this test's own, whose command line does not name the
+	// node's data directory) is never taken for a running node.
+	st.Nodes[0].PID, st.Nodes[0].DataDir = os.Getpid(), filepath.Join(dir, "node0")
+	if Refresh(st).Nodes[0].Alive {
+		t.Error("Refresh took an unrelated process for the node")
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	v0, v1 := 5.55, 3.1
+	t0 := time.Unix(1000, 0)
+	plan, _ := json.Marshal(node.JobPlan{Strategy: "sky", PredictedStepS: 0.5,
+		Replicas: [][]parallel.StagePlan{{{Node: "A", First: 0, Last: 4}, {Node: "B", First: 4, Last: 6}}}})
+	job := consensus.JobDetail{ID: "j1", Status: consensus.JobDone,
+		Plan: &consensus.PlanEpoch{Epoch: 1, Plan: plan},
+		Progress: consensus.ProgressView{Step: 100, Samples: []consensus.ProgressSample{
+			{Time: t0, Epoch: 1, Step: 0, ValLoss: &v0},
+			{Time: t0.Add(20 * time.Second), Epoch: 1, Step: 50, TokensPerSec: 1000, BytesSent: 5000},
+			{Time: t0.Add(40 * time.Second), Epoch: 1, Step: 100, TokensPerSec: 3000, BytesSent: 10000, ValLoss: &v1},
+		}}}
+	nodes := []NodeState{{Name: "a", ID: "A", Region: "eu", Slowdown: 1}, {Name: "b", ID: "B", Region: "us", Slowdown: 3}}
+	peers := map[string]node.PeerView{"A": {Profile: &mesh.Profile{GemmGFLOPS: 60}}, "B": {Profile: &mesh.Profile{GemmGFLOPS: 20}}}
+	s := Summarize(job, nodes, peers)
+	if s.Event != "summary" || s.Status != "done" || s.Strategy != "sky" || s.PredictedStepTimeS != 0.5 {
+		t.Errorf("summary header %+v", s)
+	}
+	if s.StepTimeS != 0.4 || s.TokensPerSec != 2000 || s.BytesPerStep != 100 {
+		t.Errorf("step %v s, %v tok/s, %v B/step; want 0.4, 2000, 100", s.StepTimeS, s.TokensPerSec, s.BytesPerStep)
+	}
+	if *s.InitialValLoss != v0 || *s.FinalValLoss != v1 {
+		t.Errorf("val losses %v → %v", *s.InitialValLoss, *s.FinalValLoss)
+	}
+	if a, b := s.Nodes[0], s.Nodes[1]; a.GemmGFLOPS != 60 || len(a.Layers) != 1 || a.Layers[0] != [2]int{0, 4} ||
+		b.Layers[0] != [2]int{4, 6} || b.Slowdown != 3 {
+		t.Errorf("nodes %+v", s.Nodes)
+	}
+	if got := LayerMap(s.Nodes[0].Layers); got != "0–3" {
+		t.Errorf("LayerMap = %q", got)
+	}
+}

@@ -1,0 +1,130 @@
+package testnet
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binDir holds the meshnode binary the exec tests run; TestMain removes it.
+var (
+	binDir    string
+	buildOnce sync.Once
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "meshnode-testnet-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// meshnodeBinary builds cmd/meshnode once per test run, on first use.
+// $MESHNODE_TESTNET_BIN names a prebuilt binary to use instead.
+func meshnodeBinary(t testing.TB) string {
+	t.Helper()
+	if bin := os.Getenv("MESHNODE_TESTNET_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(binDir, "meshnode")
+	buildOnce.Do(func() {
+		out, err := exec.Command("go", "build", "-o", bin, "github.com/meshnode/meshnode/cmd/meshnode").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+// startTestnet starts a testnet of topo in a temporary directory, waits until it is ready
+// and stops it when the test ends; on failure the nodes' logs are printed.
+func startTestnet(t *testing.T, topo Topology) *Testnet {
+	t.Helper()
+	if testing.Short() && len(topo.Nodes) > 3 {
+		t.Skip("more than three processes: not in -short mode")
+	}
+	tn, err := New(Config{Binary: meshnodeBinary(t), Dir: t.TempDir(), Topology: topo,
+		Heartbeat: 300 * time.Millisecond, ExtraArgs: []string{"--gemm-shape", "512x256x256", "--profile-batch", "50ms"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tn.Stop(); err != nil {
+			t.Error(err)
+		}
+		if t.Failed() {
+			for _, n := range tn.Nodes() {
+				t.Logf("log of %s:\n%s", n.Spec.Name, tailFile(n.LogPath(), 6000))
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	if err := tn.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tn.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return tn
+}
+
+func TestTestnetStartsThreeNodesAndStopsThemAll(t *testing.T) {
+	topo := DefaultTopology(3)
+	tn := startTestnet(t, topo)
+	st, err := LoadState(tn.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Nodes) != 3 {
+		t.Fatalf("state has %d nodes, want 3", len(st.Nodes))
+	}
+	ids := map[string]bool{}
+	for i, n := range st.Nodes {
+		if n.ID == "" || n.API == "" || n.PID <= 0 || !n.Alive || n.Region != topo.Nodes[i].Region || n.Slowdown != topo.Nodes[i].Slowdown {
+			t.Errorf("node %d in state: %+v", i, n)
+		}
+		ids[n.ID] = true
+	}
+	if len(ids) != 3 {
+		t.Errorf("node ids not distinct: %v", ids)
+	}
+	// Every node reports the region and slowdown it was given, and advertises its relay.
+	for _, n := range tn.Nodes() {
+		s, err := NewAPI(n.API).Status(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p := s.Profile; p == nil || p.Region != n.Spec.Region || p.Slowdown != n.Spec.Slowdown || p.DataAddr != n.Relay.Addr().String() {
+			t.Errorf("%s profile %+v; want region %s, slowdown %v, data_addr %s", n.Spec.Name, p, n.Spec.Region, n.Spec.Slowdown, n.Relay.Addr())
+		}
+	}
+	if err := tn.Kill("node2"); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := tn.Node("node2"); n.Alive() || processAlive(n.PID(), "") {
+		t.Error("node2 still runs after Kill")
+	}
+	if err := tn.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range st.Nodes {
+		if processAlive(n.PID, "") {
+			t.Errorf("node %s (pid %d) survived Stop", n.Name, n.PID)
+		}
+	}
+}
