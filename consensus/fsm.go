@@ -172,10 +172,16 @@ func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
 		return err
 	}
 	m := req.Manifest
-	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
 	j.UpdatedAt = m.Time
+	// Stages report their files separately: files of the same epoch and step join one
+	// manifest.
+	if n := len(j.Checkpoints); n > 0 && j.Checkpoints[n-1].Epoch == m.Epoch && j.Checkpoints[n-1].Step == m.Step {
+		j.Checkpoints[n-1].Files = append(j.Checkpoints[n-1].Files, m.Files...)
+		return nil
+	}
+	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
 	j.addEvent(Event{Time: m.Time, Kind: "checkpoint", Epoch: m.Epoch, Step: m.Step,
-		Message: fmt.Sprintf("checkpoint at step %d (%d files)", m.Step, len(m.Files))})
+		Message: fmt.Sprintf("checkpoint at step %d", m.Step)})
 	return nil
 }
 

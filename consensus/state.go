@@ -98,6 +98,9 @@ type ProgressSample struct {
 
 // CheckpointFile is one stage's file of a checkpoint, addressed by content hash.
 type CheckpointFile struct {
+	// Kind is "model" (the layers' weights, GPT-2 names) or "optimizer" (their AdamW
+	// moments, the companion file).
+	Kind   string `json:"kind,omitempty"`
 	Node   string `json:"node"`
 	Layers [2]int `json:"layers"` // [first, last] layer index held in the file
 	Hash   string `json:"hash"`
