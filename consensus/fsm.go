@@ -173,11 +173,13 @@ func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
 	}
 	m := req.Manifest
 	j.UpdatedAt = m.Time
-	// Stages report their files separately: files of the same epoch and step join one
-	// manifest.
-	if n := len(j.Checkpoints); n > 0 && j.Checkpoints[n-1].Epoch == m.Epoch && j.Checkpoints[n-1].Step == m.Step {
-		j.Checkpoints[n-1].Files = append(j.Checkpoints[n-1].Files, m.Files...)
-		return nil
+	// Stages report their files separately, and nodes that copy a file report themselves as
+	// further holders: files of the same epoch and step join one manifest.
+	for i := range j.Checkpoints {
+		if c := &j.Checkpoints[i]; c.Epoch == m.Epoch && c.Step == m.Step {
+			c.Files = append(c.Files, m.Files...)
+			return nil
+		}
 	}
 	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
 	j.addEvent(Event{Time: m.Time, Kind: "checkpoint", Epoch: m.Epoch, Step: m.Step,

@@ -30,6 +30,7 @@ type engine struct {
 	mu       sync.Mutex
 	runs     map[string]*jobRun // job id → the worker this node runs for it
 	datasets map[string]*model.Dataset
+	copied   map[string]bool // checkpoint files this node holds or is fetching
 }
 
 // jobRun is one worker of one plan epoch.
@@ -43,7 +44,7 @@ func (e *engine) Name() string { return "engine" }
 
 func (e *engine) Start(context.Context) error {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.runs, e.datasets = map[string]*jobRun{}, map[string]*model.Dataset{}
+	e.runs, e.datasets, e.copied = map[string]*jobRun{}, map[string]*model.Dataset{}, map[string]bool{}
 	e.wg.Add(1)
 	go e.loop()
 	return nil
@@ -76,10 +77,14 @@ func (e *engine) loop() {
 			continue
 		}
 		for _, j := range jobs {
-			if j.Status == consensus.JobSubmitted && c.IsLeader() {
+			switch {
+			case j.Status == consensus.JobSubmitted && c.IsLeader():
 				e.plan(c, j)
+			case j.Status == consensus.JobRunning && c.IsLeader():
+				e.supervise(c, j)
 			}
 			e.reconcile(j)
+			e.replicate(j)
 		}
 	}
 }
@@ -222,3 +227,123 @@ var errNoConsensus = errors.New("the node's control plane is not running")
 
 // engineCandidates lists the nodes a plan could use right now (tests wait for it).
 func (n *Node) engineCandidates() []planCandidate { return (&engine{n: n}).candidates() }
+
+// Job event kinds the engine writes.
+const (
+	eventWorkerFailed = "worker_failed"
+	eventReplan       = "replan"
+)
+
+// maxRestarts bounds how many times the leader restarts a job from a checkpoint after
+// failures before it gives up and marks the job failed.
+const maxRestarts = 5
+
+// supervise is the leader's watch over a running job: when a node of the current plan is
+// dead, or a worker of the current epoch failed, it commits a new epoch without the dead
+// nodes that resumes from the latest checkpoint holding every layer.
+func (e *engine) supervise(c *consensus.Consensus, j consensus.Job) {
+	cur := j.CurrentPlan()
+	if cur == nil {
+		return
+	}
+	var jp JobPlan
+	if json.Unmarshal(cur.Plan, &jp) != nil {
+		return
+	}
+	state := map[string]mesh.PeerState{}
+	for _, pi := range e.n.mesh.Peers() {
+		state[pi.ID.String()] = pi.State
+	}
+	self := e.n.ID().String()
+	var why []string
+	for _, id := range jp.Nodes() {
+		if id != self && state[id] == mesh.StateDead {
+			why = append(why, "node "+id+" is dead")
+		}
+	}
+	restarts := 0
+	for _, ev := range j.Events {
+		if ev.Kind == eventReplan {
+			restarts++
+		}
+		if ev.Kind == eventWorkerFailed && ev.Epoch == cur.Epoch && len(why) == 0 {
+			why = append(why, "a worker failed: "+ev.Message)
+		}
+	}
+	if len(why) == 0 {
+		return
+	}
+	log := e.n.log.With("job", j.ID, "epoch", cur.Epoch)
+	if restarts >= maxRestarts {
+		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, fmt.Sprintf("gave up after %d restarts: %s", restarts, why[0]))
+		return
+	}
+	next, err := planJob(j.Spec, e.candidates())
+	if err != nil {
+		log.Warn("no plan without the failed nodes", "err", err)
+		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, "no feasible plan after a failure: "+err.Error())
+		return
+	}
+	alive := func(id string) bool { return id == self || state[id] == mesh.StateAlive }
+	if m, ok := completeCheckpoint(j, modelConfig(j.Spec).NumLayers(), alive); ok {
+		next.ResumeStep = m.Step
+	}
+	raw, _ := json.Marshal(next)
+	reason := fmt.Sprintf("%s; resume from step %d", why[0], next.ResumeStep)
+	epoch, err := c.SetPlan(e.ctx, j.ID, raw, reason)
+	if err != nil {
+		log.Warn("commit replan", "err", err)
+		return
+	}
+	lastStep := 0
+	if n := len(j.Progress); n > 0 {
+		lastStep = j.Progress[n-1].Step
+	}
+	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventReplan, Epoch: epoch, Step: next.ResumeStep,
+		Message: fmt.Sprintf("%s (last reported step %d)", reason, lastStep)})
+	log.Info("replanned", "epoch", epoch, "reason", reason)
+}
+
+// replicate copies the files of a running job's latest complete checkpoint to this node
+// if it runs a stage of the job, so that the checkpoint outlives the node that wrote any
+// file of it.
+func (e *engine) replicate(j consensus.Job) {
+	e.mu.Lock()
+	_, mine := e.runs[j.ID]
+	e.mu.Unlock()
+	if !mine || j.Status != consensus.JobRunning {
+		return
+	}
+	m, ok := completeCheckpoint(j, modelConfig(j.Spec).NumLayers(), nil)
+	if !ok {
+		return
+	}
+	blobs, self := e.n.Blobs(), e.n.ID().String()
+	holders := fileHolders(m)
+	for _, f := range m.Files {
+		e.mu.Lock()
+		skip := e.copied[f.Hash] || f.Node == self || blobs.Has(f.Hash)
+		e.copied[f.Hash] = true
+		e.mu.Unlock()
+		if skip {
+			continue
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			err := e.fetchBlob(e.ctx, f.Hash, holders[f.Hash])
+			if err == nil {
+				// Record this node as a holder, so a restore survives the writer's loss.
+				cp := f
+				cp.Node = self
+				err = e.n.Consensus().AddCheckpoint(e.ctx, j.ID, consensus.CheckpointManifest{Epoch: m.Epoch, Step: m.Step, Time: time.Now().UTC(), Files: []consensus.CheckpointFile{cp}})
+			}
+			if err != nil && e.ctx.Err() == nil {
+				e.n.log.Warn("replicate checkpoint file", "job", j.ID, "hash", f.Hash, "err", err)
+				e.mu.Lock()
+				delete(e.copied, f.Hash) // try again on a later tick
+				e.mu.Unlock()
+			}
+		}()
+	}
+}

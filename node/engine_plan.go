@@ -21,6 +21,8 @@ type JobPlan struct {
 	Strategy       string                 `json:"strategy"`
 	PredictedStepS float64                `json:"predicted_step_s"`
 	Reason         string                 `json:"reason"`
+	// ResumeStep is the checkpoint step the epoch starts from (0: from the initial weights).
+	ResumeStep int `json:"resume_step"`
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
 	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
 	Inputs PlanInputs `json:"inputs"`

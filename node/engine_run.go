@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -62,12 +63,13 @@ func (e *engine) runWorker(ctx context.Context, j consensus.Job, epoch uint64, j
 	if err == nil || ctx.Err() != nil {
 		return
 	}
+	// The leader decides what a failure means: a dead peer or a broken stream gets a new
+	// epoch from the last checkpoint; repeated failures end the job.
 	log.Warn("worker failed", "err", err)
 	if c := e.n.Consensus(); c != nil {
 		bg, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 		defer cancel()
-		_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: "worker_failed", Epoch: epoch, Message: fmt.Sprintf("%s: %v", e.n.ID(), err)})
-		_ = c.SetJobStatus(bg, j.ID, consensus.JobFailed, err.Error())
+		_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: eventWorkerFailed, Epoch: epoch, Message: fmt.Sprintf("%s: %v", e.n.ID(), err)})
 	}
 }
 
@@ -137,7 +139,14 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 	if global == 0 {
 		global = cfg.Train.Batch * len(jp.Replicas)
 	}
+	if jp.ResumeStep > 0 {
+		if err := e.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
+			return err
+		}
+	}
 	p := &progress{e: e, job: j.ID, epoch: epoch, report: w.Replica() == 0 && w.IsLast(), tokens: global * cfg.Train.Model.Context}
+	var writes sync.WaitGroup
+	defer writes.Wait()
 	evaluate := func() (*float64, int64, error) {
 		var val *float64
 		if w.Replica() == 0 {
@@ -152,12 +161,15 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 		traffic, err := w.GatherTraffic(ctx)
 		return val, traffic, err
 	}
-	val, traffic, err := evaluate()
-	if err != nil {
-		return err
-	}
-	if err := p.add(ctx, w.StepsDone(), 0, val, traffic, true); err != nil {
-		return err
+	var val *float64
+	var traffic int64
+	if jp.ResumeStep == 0 {
+		if val, traffic, err = evaluate(); err != nil {
+			return err
+		}
+		if err := p.add(ctx, w.StepsDone(), 0, val, traffic, true); err != nil {
+			return err
+		}
 	}
 	T := cfg.Train
 	for w.StepsDone() < T.Steps {
@@ -169,6 +181,16 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 		p.steps++
 		p.elapsed += time.Since(start)
 		step := w.StepsDone()
+		if every := j.Spec.Checkpoint.Every; every > 0 && step%every == 0 && step < T.Steps {
+			snap := w.Snapshot() // a copy: the write runs beside training
+			writes.Add(1)
+			go func() {
+				defer writes.Done()
+				if err := e.writeCheckpoint(ctx, j.ID, epoch, snap); err != nil && ctx.Err() == nil {
+					e.n.log.Warn("checkpoint", "job", j.ID, "step", snap.Step, "err", err)
+				}
+			}()
+		}
 		if (T.EvalEvery > 0 && step%T.EvalEvery == 0) || step == T.Steps {
 			if val, traffic, err = evaluate(); err != nil {
 				return err

@@ -1,0 +1,172 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// Kinds of checkpoint files.
+const (
+	ckptModel     = "model"
+	ckptOptimizer = "optimizer"
+)
+
+// writeCheckpoint writes a stage's snapshot to the node's data dir (temp file, fsync,
+// rename), publishes both files as blobs so any node can fetch them by hash, and commits
+// them to the job's manifest of that step. It runs off the training goroutine.
+func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64, s parallel.StageState) error {
+	dir := filepath.Join(e.n.cfg.DataDir, "checkpoints", jobID, "step-"+strconv.Itoa(s.Step))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	base := fmt.Sprintf("layers-%d-%d", s.First, s.Last)
+	meta := map[string]string{"step": strconv.Itoa(s.Step)}
+	var files []consensus.CheckpointFile
+	for _, f := range []struct {
+		kind    string
+		tensors map[string]*kernels.Tensor
+		meta    map[string]string
+	}{{ckptModel, s.Model, meta}, {ckptOptimizer, s.Optimizer, s.OptimizerMeta}} {
+		var buf bytes.Buffer
+		if err := model.EncodeSafetensors(&buf, f.tensors, f.meta); err != nil {
+			return err
+		}
+		path := filepath.Join(dir, base+"."+f.kind+".safetensors")
+		if err := model.WriteFileAtomic(path, buf.Bytes()); err != nil {
+			return err
+		}
+		id, err := e.n.Blobs().Publish(ctx, bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			return fmt.Errorf("publish %s: %w", path, err)
+		}
+		files = append(files, consensus.CheckpointFile{Kind: f.kind, Node: e.n.ID().String(),
+			Layers: [2]int{s.First, s.Last - 1}, Hash: id, Bytes: int64(buf.Len())})
+	}
+	c := e.n.Consensus()
+	if c == nil {
+		return errNoConsensus
+	}
+	return c.AddCheckpoint(ctx, jobID, consensus.CheckpointManifest{Epoch: epoch, Step: s.Step, Time: time.Now().UTC(), Files: files})
+}
+
+// completeCheckpoint is the latest checkpoint whose files hold every layer of the model,
+// weights and moments, counting only files with a holder for which live says true (nil:
+// every holder); ok is false when there is none.
+func completeCheckpoint(j consensus.Job, numLayers int, live func(node string) bool) (consensus.CheckpointManifest, bool) {
+	for i := len(j.Checkpoints) - 1; i >= 0; i-- {
+		m := j.Checkpoints[i]
+		if covers(m, ckptModel, numLayers, live) && covers(m, ckptOptimizer, numLayers, live) {
+			return m, true
+		}
+	}
+	return consensus.CheckpointManifest{}, false
+}
+
+func covers(m consensus.CheckpointManifest, kind string, numLayers int, live func(string) bool) bool {
+	held := make([]bool, numLayers)
+	for _, f := range m.Files {
+		if f.Kind != kind || (live != nil && !live(f.Node)) {
+			continue
+		}
+		for l := max(0, f.Layers[0]); l <= f.Layers[1] && l < numLayers; l++ {
+			held[l] = true
+		}
+	}
+	for _, h := range held {
+		if !h {
+			return false
+		}
+	}
+	return true
+}
+
+// restoreWorker loads the layers a worker holds from the checkpoint of step, fetching
+// (and verifying) the files it lacks from the nodes that wrote them.
+func (e *engine) restoreWorker(ctx context.Context, j consensus.Job, w *parallel.Worker, step int) error {
+	var m *consensus.CheckpointManifest
+	for i := range j.Checkpoints {
+		if j.Checkpoints[i].Step == step {
+			m = &j.Checkpoints[i]
+		}
+	}
+	if m == nil {
+		return fmt.Errorf("no checkpoint of step %d to resume from", step)
+	}
+	first, last := w.LayerRange()
+	weights := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
+	moments := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}, Metadata: map[string]string{}}
+	holders := fileHolders(*m)
+	done := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Layers[1] < first || f.Layers[0] >= last || done[f.Hash] {
+			continue
+		}
+		done[f.Hash] = true
+		tf, err := e.fetchTensors(ctx, f.Hash, holders[f.Hash])
+		if err != nil {
+			return err
+		}
+		dst := weights
+		if f.Kind == ckptOptimizer {
+			dst = moments
+			moments.Metadata = tf.Metadata
+		}
+		for k, v := range tf.Tensors {
+			dst.Tensors[k] = v
+		}
+	}
+	return w.Restore(weights, moments, step)
+}
+
+// fileHolders maps each file hash of a manifest to the nodes that hold it.
+func fileHolders(m consensus.CheckpointManifest) map[string][]peer.ID {
+	out := map[string][]peer.ID{}
+	for _, f := range m.Files {
+		if p, err := peer.Decode(f.Node); err == nil {
+			out[f.Hash] = append(out[f.Hash], p)
+		}
+	}
+	return out
+}
+
+// fetchBlob makes sure this node holds a checkpoint file, fetching it from its holders
+// (then any live peer) and verifying it if not.
+func (e *engine) fetchBlob(ctx context.Context, hash string, holders []peer.ID) error {
+	if e.n.Blobs().Has(hash) {
+		return nil
+	}
+	if err := e.n.Blobs().Fetch(ctx, hash, holders); err != nil {
+		return fmt.Errorf("fetch checkpoint file %s from %v: %w", hash, holders, err)
+	}
+	return nil
+}
+
+// fetchTensors returns a checkpoint file's tensors, fetching the blob first if needed.
+func (e *engine) fetchTensors(ctx context.Context, hash string, holders []peer.ID) (*model.TensorFile, error) {
+	blobs := e.n.Blobs()
+	if err := e.fetchBlob(ctx, hash, holders); err != nil {
+		return nil, err
+	}
+	r, err := blobs.Open(hash)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(r); err != nil {
+		return nil, err
+	}
+	return model.DecodeSafetensors(buf.Bytes())
+}
