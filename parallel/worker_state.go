@@ -55,3 +55,9 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	}
 	return nil
 }
+
+// LayerRange is the worker's layers [first, last).
+func (w *Worker) LayerRange() (first, last int) {
+	st := w.plan.Replicas[w.replica][w.stage]
+	return st.First, st.Last
+}
