@@ -23,6 +23,8 @@ type Profiler struct {
 	memory func() (total, available uint64)
 	disk   func(dir string) uint64
 	gpus   func() ([]mesh.GPU, error)
+	// cpuTime reads the process's CPU time (processCPUTime); tests replace it.
+	cpuTime func() time.Duration
 }
 
 // NewProfiler returns a profiler for cfg's profile settings and data directory.
@@ -33,7 +35,7 @@ func NewProfiler(cfg Config) *Profiler {
 	}
 	return &Profiler{
 		cfg: cfg.Profile, dataDir: cfg.DataDir, budget: cfg.MemoryBudget, frac: frac, version: cfg.Version,
-		gemm: kernels.MeasureGemm, memory: systemMemory, disk: diskFree, gpus: detectGPUs,
+		gemm: kernels.MeasureGemm, memory: systemMemory, disk: diskFree, gpus: detectGPUs, cpuTime: processCPUTime,
 	}
 }
 
@@ -45,10 +47,16 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 		return prof, err
 	}
 	m, n, k := p.cfg.shape()
+	threads := p.cfg.Threads
+	if threads <= 0 {
+		threads = kernels.Threads()
+	}
+	wall0, cpu0 := time.Now(), p.cpuTime()
 	gflops := p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
+	gflops = cpuNormalisedRate(gflops, time.Since(wall0), p.cpuTime()-cpu0, threads, p.cfg.slowdown())
 	total, avail := p.memory()
 	prof = mesh.Profile{
-		GemmGFLOPS:       gflops, // measured through kernels.SetSlowdown, so already slowed
+		GemmGFLOPS:       gflops,
 		GemmShape:        fmt.Sprintf("%dx%dx%d", m, n, k),
 		Slowdown:         p.cfg.slowdown(),
 		Cores:            runtime.GOMAXPROCS(0),
@@ -69,4 +77,17 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	}
 	prof.MeasuredAt = time.Now().UTC()
 	return prof, warn
+}
+
+// cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
+// threads would reach with the CPU to themselves (other processes on a shared machine
+// take time that says nothing about this device), divided by the emulated slowdown. The
+// kernels' slowdown emulation sleeps, which the CPU time leaves out too, so dividing by the
+// factor here counts it exactly once. Without a CPU reading the wall rate is divided.
+func cpuNormalisedRate(wallRate float64, wall, cpu time.Duration, threads int, slowdown float64) float64 {
+	if wall <= 0 || cpu <= 0 || threads < 1 {
+		return wallRate / slowdown
+	}
+	share := min(1, float64(cpu)/(float64(wall)*float64(threads)))
+	return wallRate / share / slowdown
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ func fakeProfiler(cfg Config) *Profiler {
 	p.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
 	p.disk = func(string) uint64 { return 1 << 40 }
 	p.gpus = func() ([]mesh.GPU, error) { return nil, nil }
+	p.cpuTime = func() time.Duration { return 0 }
 	return p
 }
 
@@ -25,10 +27,9 @@ func TestProfileSlowdownAndBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The slowdown is emulated in the kernels (kernels.SetSlowdown, set by New), so the
-	// measurement already includes it and the profile only records the factor.
-	if prof.GemmGFLOPS != 100 || prof.Slowdown != 4 {
-		t.Errorf("measured 100 GFLOP/s with slowdown 4 gave %v (slowdown %v)", prof.GemmGFLOPS, prof.Slowdown)
+	// Without a CPU-time reading the wall rate is divided by the slowdown.
+	if prof.GemmGFLOPS != 25 || prof.Slowdown != 4 {
+		t.Errorf("slowdown 4 of 100 GFLOP/s gave %v (slowdown %v)", prof.GemmGFLOPS, prof.Slowdown)
 	}
 	if prof.MemoryBudgetBytes != uint64(0.8*float64(10<<30)) {
 		t.Errorf("default budget %d, want 80%% of available", prof.MemoryBudgetBytes)
@@ -118,5 +119,27 @@ func TestConfigValidate(t *testing.T) {
 	c.JoinSecret = ""
 	if _, err := New(c); err == nil {
 		t.Error("node without join secret or allowlist started")
+	}
+}
+
+// TestCPUNormalisedRate: time the process did not get the CPU (other processes, or the
+// slowdown emulation's sleeps) does not count against the device; the slowdown does, once.
+func TestCPUNormalisedRate(t *testing.T) {
+	cases := []struct {
+		wall, cpu time.Duration
+		threads   int
+		slowdown  float64
+		want      float64
+	}{
+		{time.Second, 2 * time.Second, 2, 1, 100}, // two threads, full cores
+		{time.Second, time.Second, 2, 1, 200},     // got half the CPU
+		{time.Second, time.Second / 3, 1, 3, 100}, // slept 2/3 of the time, slowdown 3
+		{time.Second, 3 * time.Second, 2, 1, 100}, // other goroutines: capped at full share
+		{time.Second, 0, 2, 2, 50},                // no CPU reading: wall rate / slowdown
+	}
+	for _, c := range cases {
+		if got := cpuNormalisedRate(100, c.wall, c.cpu, c.threads, c.slowdown); math.Abs(got-c.want) > 1e-6*c.want {
+			t.Errorf("%+v: %v, want %v", c, got, c.want)
+		}
 	}
 }
