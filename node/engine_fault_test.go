@@ -1,13 +1,8 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,36 +18,16 @@ func TestStageNodeLossResumesFromCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains on four in-process nodes and stops one")
 	}
-	first := startNode(t, testConfig(t))
-	nodes := []*Node{first}
-	for range 3 {
-		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
-	}
-	waitFor(t, 30*time.Second, "four nodes ready", func() bool {
-		for _, n := range nodes {
-			if n.Consensus() == nil || n.Consensus().Leader() == "" || len(n.engineCandidates()) != 4 {
-				return false
-			}
-		}
-		return true
-	})
-	corpus := filepath.Join(t.TempDir(), "corpus.txt")
-	os.WriteFile(corpus, []byte(strings.Repeat("for i := range n { sum += i * i } // mesh\n", 1500)), 0o644)
+	nodes := startEngineMesh(t, 4)
+	first := nodes[0]
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 4, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
-	spec.Data = jobspec.Data{Source: corpus}
+	spec.Data = jobspec.Data{Source: writeCorpus(t, "for i := range n { sum += i * i } // mesh\n", 1500)}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 40, 8, 2, 20, 2
 	spec.Parallel.Replicas = jobspec.Fixed(1)
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = 5
-	body, _ := json.Marshal(spec)
-	resp, err := http.Post("http://"+first.APIAddr()+"/v1/jobs", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sub consensus.JobSummary
-	json.NewDecoder(resp.Body).Decode(&sub)
-	resp.Body.Close()
+	sub := consensus.JobSummary{ID: submitThroughAPI(t, first, spec)}
 
 	leader := func() *Node {
 		for _, n := range nodes {

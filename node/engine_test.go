@@ -22,43 +22,20 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a small model on three in-process nodes")
 	}
-	first := startNode(t, testConfig(t))
-	nodes := []*Node{first}
-	for range 2 {
-		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
-	}
-	waitFor(t, 20*time.Second, "three nodes alive with data-plane addresses and a leader", func() bool {
-		for _, n := range nodes {
-			if n.Consensus() == nil || n.Consensus().Leader() == "" || len(n.engineCandidates()) != 3 {
-				return false
-			}
-		}
-		return true
-	})
-	corpus := filepath.Join(t.TempDir(), "corpus.txt")
-	os.WriteFile(corpus, []byte(strings.Repeat("func (n *Node) Start(ctx context.Context) error { return nil }\n", 800)), 0o644)
+	nodes := startEngineMesh(t, 3)
+	first := nodes[0]
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
-	spec.Data = jobspec.Data{Source: corpus}
+	spec.Data = jobspec.Data{Source: writeCorpus(t, "func (n *Node) Start(ctx context.Context) error { return nil }\n", 800)}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, 2, 6, 2
 	spec.Parallel.Replicas, spec.Parallel.InnerSteps = jobspec.Fixed(1), 4
 	spec.Placement.Strategy = jobspec.StrategySky
 	// Submit through node 1's API, as `meshnode submit` does: it publishes the corpus as a
 	// blob that the planned nodes fetch and verify.
-	body, _ := json.Marshal(spec)
-	resp, err := http.Post("http://"+nodes[1].APIAddr()+"/v1/jobs", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var submitted consensus.JobSummary
-	json.NewDecoder(resp.Body).Decode(&submitted)
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 || submitted.ID == "" {
-		t.Fatalf("POST /v1/jobs: %s %+v", resp.Status, submitted)
-	}
-	id := submitted.ID
+	id := submitThroughAPI(t, nodes[1], spec)
 	var job consensus.Job
 	waitFor(t, 90*time.Second, "the job to finish", func() bool {
+		var err error
 		job, _, err = first.Consensus().Job(context.Background(), id, false)
 		return err == nil && job.Status.Terminal()
 	})
@@ -100,4 +77,51 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 		t.Fatalf("validation losses %v: none, or not falling", vals)
 	}
 	t.Logf("plan %+v; validation loss %.3f → %.3f", jp.Replicas, vals[0], vals[len(vals)-1])
+}
+
+// startEngineMesh starts n in-process nodes that know each other and waits until each
+// sees all n as plan candidates and a Raft leader exists.
+func startEngineMesh(t *testing.T, n int) []*Node {
+	t.Helper()
+	first := startNode(t, testConfig(t))
+	nodes := []*Node{first}
+	for range n - 1 {
+		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
+	}
+	waitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
+		for _, nd := range nodes {
+			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || len(nd.engineCandidates()) != n {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+// writeCorpus writes line repeated times to a file and returns its path.
+func writeCorpus(t *testing.T, line string, times int) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "corpus.txt")
+	if err := os.WriteFile(p, []byte(strings.Repeat(line, times)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// submitThroughAPI posts spec to the node's POST /v1/jobs and returns the job id.
+func submitThroughAPI(t *testing.T, n *Node, spec jobspec.Spec) string {
+	t.Helper()
+	body, _ := json.Marshal(spec)
+	resp, err := http.Post("http://"+n.APIAddr()+"/v1/jobs", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sub consensus.JobSummary
+	json.NewDecoder(resp.Body).Decode(&sub)
+	if resp.StatusCode/100 != 2 || sub.ID == "" {
+		t.Fatalf("POST /v1/jobs: %s %+v", resp.Status, sub)
+	}
+	return sub.ID
 }
