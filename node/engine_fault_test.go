@@ -10,56 +10,53 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// TestStageNodeLossResumesFromCheckpoint: a node holding a stage stops mid-job; the leader
-// commits a new epoch without it that resumes from the last complete checkpoint (whose
-// files the other stages copied), and the job finishes done, having redone at most
-// checkpoint.every steps.
+// TestStageNodeLossResumesFromCheckpoint: a node holding a stage stops mid-job — a
+// follower, or the Raft leader itself; the (new) leader commits a new epoch without it that
+// resumes from the last complete checkpoint (whose files the other stages copied), and the
+// job finishes done.
 func TestStageNodeLossResumesFromCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains on four in-process nodes and stops one")
 	}
+	for _, victimIsLeader := range []bool{false, true} {
+		name := "follower"
+		if victimIsLeader {
+			name = "leader"
+		}
+		t.Run(name, func(t *testing.T) { stageNodeLoss(t, victimIsLeader) })
+	}
+}
+
+func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	nodes := startEngineMesh(t, 4)
-	first := nodes[0]
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 4, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "for i := range n { sum += i * i } // mesh\n", 1500)}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 40, 8, 2, 20, 2
 	spec.Parallel.Replicas = jobspec.Fixed(1)
-	spec.Placement.Strategy = jobspec.StrategyEven
+	spec.Placement.Strategy = jobspec.StrategyEven // every node holds a stage
 	spec.Checkpoint.Every = 5
-	sub := consensus.JobSummary{ID: submitThroughAPI(t, first, spec)}
 
-	leader := func() *Node {
-		for _, n := range nodes {
-			if c := n.Consensus(); c != nil && c.IsLeader() {
-				return n
-			}
+	var victim, observer *Node
+	for _, n := range nodes {
+		if n.Consensus().IsLeader() == victimIsLeader && victim == nil {
+			victim = n
 		}
-		return nil
 	}
+	for _, n := range nodes {
+		if n != victim && observer == nil {
+			observer = n
+		}
+	}
+	id := submitThroughAPI(t, observer, spec)
 	job := func() consensus.Job {
-		j, _, _ := first.Consensus().Job(context.Background(), sub.ID, false)
+		j, _, _ := observer.Consensus().Job(context.Background(), id, false)
 		return j
 	}
-	// Pick a stage node that is not the leader, wait until a complete checkpoint survives
-	// without it (its files copied to other holders), then stop it.
-	waitFor(t, 30*time.Second, "a plan", func() bool { j := job(); return j.CurrentPlan() != nil })
-	var jp JobPlan
-	cur := job()
-	json.Unmarshal(cur.CurrentPlan().Plan, &jp)
-	var victim *Node
-	for _, n := range nodes {
-		for _, id := range jp.Nodes() {
-			if n != leader() && n != first && n.ID().String() == id {
-				victim = n
-			}
-		}
-	}
-	if victim == nil {
-		t.Fatalf("no stage node to stop besides the leader and the observer: plan %+v", jp.Replicas)
-	}
+	// Wait until a complete checkpoint survives without the victim (its files copied to
+	// other holders), then stop it.
 	waitFor(t, 60*time.Second, "a checkpoint that survives the victim", func() bool {
-		_, ok := completeCheckpoint(job(), 6, func(id string) bool { return id != victim.ID().String() })
+		_, ok := completeCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
 		return ok
 	})
 	victim.Close()
@@ -76,8 +73,8 @@ func TestStageNodeLossResumesFromCheckpoint(t *testing.T) {
 	}
 	var next JobPlan
 	json.Unmarshal(j.CurrentPlan().Plan, &next)
-	for _, id := range next.Nodes() {
-		if id == victim.ID().String() {
+	for _, n := range next.Nodes() {
+		if n == victim.ID().String() {
 			t.Fatalf("the new plan still uses the stopped node: %+v", next.Replicas)
 		}
 	}
