@@ -86,7 +86,7 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		}
 		var jobs []jobSummaryJSON
 		return json.Unmarshal(out, &jobs) == nil && slices.ContainsFunc(jobs, func(j jobSummaryJSON) bool {
-			return j.ID == sub.ID && j.Name == "survives-kill" && j.Status == "submitted" && !j.SubmittedAt.IsZero()
+			return j.ID == sub.ID && j.Name == "survives-kill" && j.Status != "" && !j.SubmittedAt.IsZero()
 		})
 	}
 	for id, api := range apis {
@@ -110,8 +110,10 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		// A consistent read goes through the new leader: the committed job survived.
 		waitUntil(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(api, "--consistent") })
 	}
-	out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--api", apis[follower])
-	if err != nil || !strings.Contains(string(out), `"plan":null`) || !strings.Contains(string(out), `"status":"submitted"`) {
-		t.Fatalf("job status -o json = %s (%v)", out, err)
-	}
+	// The engine carries on under the new leader (replanning if the old leader held a
+	// stage) and the job finishes.
+	waitUntil(t, 90*time.Second, "the job to finish done", func() bool {
+		out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--api", apis[follower])
+		return err == nil && strings.Contains(string(out), `"status":"done"`)
+	})
 }
