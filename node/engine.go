@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/model"
@@ -30,7 +31,8 @@ type engine struct {
 	mu       sync.Mutex
 	runs     map[string]*jobRun // job id → the worker this node runs for it
 	datasets map[string]*model.Dataset
-	copied   map[string]bool // checkpoint files this node holds or is fetching
+	copied   map[string]bool      // checkpoint files this node holds or is fetching
+	checked  map[string]time.Time // when the leader last weighed a bigger plan, per job
 }
 
 // jobRun is one worker of one plan epoch.
@@ -44,7 +46,7 @@ func (e *engine) Name() string { return "engine" }
 
 func (e *engine) Start(context.Context) error {
 	e.ctx, e.cancel = context.WithCancel(context.Background())
-	e.runs, e.datasets, e.copied = map[string]*jobRun{}, map[string]*model.Dataset{}, map[string]bool{}
+	e.runs, e.datasets, e.copied, e.checked = map[string]*jobRun{}, map[string]*model.Dataset{}, map[string]bool{}, map[string]time.Time{}
 	e.wg.Add(1)
 	go e.loop()
 	return nil
@@ -231,7 +233,8 @@ func (n *Node) engineCandidates() []planCandidate { return (&engine{n: n}).candi
 // Job event kinds the engine writes.
 const (
 	eventWorkerFailed = "worker_failed"
-	eventReplan       = "replan"
+	eventReplan       = "replan"    // a new epoch after a failure (counts towards maxRestarts)
+	eventRebalance    = "rebalance" // a new epoch because joined nodes make the job faster
 )
 
 // maxRestarts bounds how many times the leader restarts a job from a checkpoint after
@@ -271,6 +274,7 @@ func (e *engine) supervise(c *consensus.Consensus, j consensus.Job) {
 		}
 	}
 	if len(why) == 0 {
+		e.considerGrowth(c, j, jp, state)
 		return
 	}
 	log := e.n.log.With("job", j.ID, "epoch", cur.Epoch)
@@ -346,4 +350,64 @@ func (e *engine) replicate(j consensus.Job) {
 			}
 		}()
 	}
+}
+
+// growthInterval is how often the leader weighs a new plan for a running job that new
+// nodes could join.
+const growthInterval = 5 * time.Second
+
+// considerGrowth commits a new epoch for a running job when nodes that joined since its
+// plan would make it faster: the balancer's Replan decides, with its hysteresis (the new
+// plan must win by a margin after the cost of moving layers). The new epoch resumes from
+// the latest checkpoint, so nothing happens before the job has one.
+func (e *engine) considerGrowth(c *consensus.Consensus, j consensus.Job, jp JobPlan, state map[string]mesh.PeerState) {
+	if time.Since(e.checked[j.ID]) < growthInterval {
+		return
+	}
+	e.checked[j.ID] = time.Now()
+	planned := map[string]bool{}
+	for _, n := range jp.Inputs.Snapshot.Nodes {
+		planned[n.ID] = true
+	}
+	cands := e.candidates()
+	var fresh []string
+	for _, cd := range cands {
+		if !planned[cd.id] {
+			fresh = append(fresh, cd.id)
+		}
+	}
+	if len(fresh) == 0 {
+		return
+	}
+	self := e.n.ID().String()
+	alive := func(id string) bool { return id == self || state[id] == mesh.StateAlive }
+	ckpt, ok := completeCheckpoint(j, modelConfig(j.Spec).NumLayers(), alive)
+	if !ok {
+		return
+	}
+	in, err := planInputs(j.Spec, cands)
+	if err != nil {
+		return
+	}
+	current, err := jp.Inputs.Replan()
+	if err != nil {
+		return
+	}
+	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
+	if err != nil || !dec.Replan {
+		return
+	}
+	next, err := jobPlanFrom(dec.Plan, in, modelConfig(j.Spec).NumLayers())
+	if err != nil {
+		return
+	}
+	next.ResumeStep = ckpt.Step
+	raw, _ := json.Marshal(next)
+	reason := fmt.Sprintf("%d node(s) joined (%s); %s; resume from step %d", len(fresh), fresh[0], dec.Reason, ckpt.Step)
+	epoch, err := c.SetPlan(e.ctx, j.ID, raw, reason)
+	if err != nil {
+		return
+	}
+	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventRebalance, Epoch: epoch, Step: ckpt.Step, Message: reason})
+	e.n.log.Info("replanned for joined nodes", "job", j.ID, "epoch", epoch, "reason", reason)
 }

@@ -87,3 +87,54 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 		}
 	}
 }
+
+// TestJoinedNodeIsUsedAtTheNextPlan: a job runs on one node; a second node joins mid-job,
+// is measured, and the leader commits a new epoch that uses it (the balancer's Replan finds
+// two replicas faster by more than its margin), resuming from the latest checkpoint; the
+// job finishes done.
+func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("trains for a while on in-process nodes while one joins")
+	}
+	nodes := startEngineMesh(t, 1)
+	first := nodes[0]
+	spec := jobspec.DefaultSpec()
+	spec.Model = jobspec.Model{Layers: 2, DModel: 64, Heads: 2, Context: 64, Vocab: 256}
+	spec.Data = jobspec.Data{Source: writeCorpus(t, "if err != nil { return fmt.Errorf(\"join: %w\", err) }\n", 1500)}
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 1000, 16, 2, 500, 5
+	spec.Checkpoint.Every = 5
+	id := submitThroughAPI(t, first, spec)
+	job := func() consensus.Job {
+		j, _, _ := first.Consensus().Job(context.Background(), id, false)
+		return j
+	}
+	waitFor(t, 60*time.Second, "a checkpoint on the single node", func() bool {
+		_, ok := completeCheckpoint(job(), 4, nil)
+		return ok
+	})
+	joined := startNode(t, testConfig(t, first.Status().Addrs...))
+	var j consensus.Job
+	waitFor(t, 120*time.Second, "the job to finish", func() bool {
+		j = job()
+		return j.Status.Terminal()
+	})
+	if j.Status != consensus.JobDone {
+		t.Fatalf("job ended %s; events %+v", j.Status, j.Events)
+	}
+	used := false
+	for _, p := range j.Plans {
+		var jp JobPlan
+		json.Unmarshal(p.Plan, &jp)
+		for _, n := range jp.Nodes() {
+			used = used || n == joined.ID().String()
+		}
+	}
+	if !used {
+		t.Fatalf("the joined node is in no plan epoch; events %+v", j.Events)
+	}
+	for _, ev := range j.Events {
+		if ev.Kind == eventRebalance {
+			t.Logf("rebalance event: %s", ev.Message)
+		}
+	}
+}

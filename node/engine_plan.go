@@ -39,7 +39,7 @@ type PlanInputs struct {
 
 // Replan runs the balancer again on the recorded inputs.
 func (in PlanInputs) Replan() (balancer.Plan, error) {
-	return balancer.NewPlan(in.Snapshot, in.Job, balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas})
+	return balancer.NewPlan(in.Snapshot, in.Job, in.options())
 }
 
 // Engine is the plan the workers run.
@@ -84,9 +84,9 @@ func codecCompression(codec string) float64 {
 	return 1
 }
 
-// planJob asks the balancer for a plan of spec on the candidates, pricing links with what
-// the candidates measured (their profiles' Links).
-func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
+// planInputs builds the balancer's inputs for spec from the candidates, pricing links with
+// what the candidates measured (their profiles' Links).
+func planInputs(spec jobspec.Spec, cands []planCandidate) (PlanInputs, error) {
 	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GemmGFLOPS > cands[j].profile.GemmGFLOPS })
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
@@ -97,7 +97,7 @@ func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
 		}
 	}
 	if len(cands) < max(1, spec.Placement.MinNodes) {
-		return JobPlan{}, fmt.Errorf("placement.min_nodes: %d nodes can run the job, it asks for at least %d", len(cands), spec.Placement.MinNodes)
+		return PlanInputs{}, fmt.Errorf("placement.min_nodes: %d nodes can run the job, it asks for at least %d", len(cands), spec.Placement.MinNodes)
 	}
 	var snap balancer.Snapshot
 	known := map[string]bool{}
@@ -123,10 +123,29 @@ func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
 	if !spec.Parallel.Replicas.IsAuto {
 		in.MaxReplicas = spec.Parallel.Replicas.N
 	}
+	return in, nil
+}
+
+// options are the balancer options the inputs record.
+func (in PlanInputs) options() balancer.Options {
+	return balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas}
+}
+
+// planJob asks the balancer for a plan of spec on the candidates.
+func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
+	in, err := planInputs(spec, cands)
+	if err != nil {
+		return JobPlan{}, err
+	}
 	bp, err := in.Replan()
 	if err != nil {
 		return JobPlan{}, err
 	}
+	return jobPlanFrom(bp, in, modelConfig(spec).NumLayers())
+}
+
+// jobPlanFrom turns a balancer plan into the plan the leader commits.
+func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int) (JobPlan, error) {
 	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
 	for _, r := range bp.Replicas {
 		var stages []parallel.StagePlan
@@ -139,5 +158,5 @@ func planJob(spec jobspec.Spec, cands []planCandidate) (JobPlan, error) {
 	if jp.MicroBatches < 1 {
 		jp.MicroBatches = 1
 	}
-	return jp, jp.Engine().Validate(cfg.NumLayers())
+	return jp, jp.Engine().Validate(numLayers)
 }
