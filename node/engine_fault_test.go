@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 )
 
 // TestStageNodeLossResumesFromCheckpoint: a node holding a stage stops mid-job — a
@@ -85,6 +86,24 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 		if ev.Kind == eventReplan {
 			t.Logf("replan event: %s", ev.Message)
 		}
+	}
+	// The latest complete checkpoint exports as one GPT-2-named file that loads as a model.
+	var cks []CheckpointView
+	getJSON(t, "http://"+observer.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &cks)
+	if len(cks) == 0 || !cks[len(cks)-1].Complete {
+		t.Fatalf("checkpoints %+v", cks)
+	}
+	b, err := observer.exportCheckpoint(context.Background(), j, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf, err := model.DecodeSafetensors(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.ConfigFromCheckpoint(tf, 0)
+	if err != nil || model.LoadParams(tf, model.New(cfg, 0).Params()) != nil {
+		t.Fatalf("the export does not load as the job's model: %+v %v", cfg, err)
 	}
 }
 

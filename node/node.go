@@ -100,6 +100,7 @@ func New(cfg Config) (*Node, error) {
 	if !cfg.Consensus.Disabled {
 		n.services = append(n.services, &engine{n: n})
 	}
+	n.exportRoutes()
 	if cfg.API != "" {
 		n.api = &apiServer{addr: cfg.API, handler: n.mux, dataDir: cfg.DataDir, log: n.log}
 		n.services = append(n.services, funcService{"api", n.startAPI, n.api.close})

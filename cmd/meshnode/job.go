@@ -18,9 +18,11 @@ func newJobCmd() *cobra.Command {
 		Use:   "job",
 		Short: "Inspect or cancel one job",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("job: name a subcommand: status or cancel") },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("job: name a subcommand: status, checkpoints or cancel")
+		},
 	}
-	cmd.AddCommand(newJobStatusCmd(), newJobCancelCmd())
+	cmd.AddCommand(newJobStatusCmd(), newJobCheckpointsCmd(), newJobCancelCmd())
 	return cmd
 }
 

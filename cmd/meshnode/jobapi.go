@@ -95,6 +95,10 @@ func (a *jobAPI) do(ctx context.Context, method, path string, body, out any) err
 	if out == nil {
 		return nil
 	}
+	if raw, ok := out.(*[]byte); ok {
+		*raw = data
+		return nil
+	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return fmt.Errorf("decode API answer of %s %s: %w", method, path, err)
 	}

@@ -22,6 +22,7 @@ speed and memory, and every node runs a real training engine.`,
 	}
 	root.AddCommand(
 		newVersionCmd(),
+		newExportCmd(),
 		newInitCmd(),
 		newJoinCmd(),
 		newPeersCmd(),

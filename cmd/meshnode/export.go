@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/model"
+)
+
+type exportOptions struct {
+	api  string
+	out  string
+	step int
+}
+
+func newExportCmd() *cobra.Command {
+	o := &exportOptions{}
+	cmd := &cobra.Command{
+		Use:   "export ID --out model.safetensors",
+		Short: "Assemble a job's checkpoint into one GPT-2-named safetensors file",
+		Long: `Export assembles the latest complete checkpoint of a job (or --step N) from its stages'
+files, fetched by hash from the nodes that hold them, into one safetensors file with GPT-2
+tensor names and the model's shape in its metadata: meshnode generate loads it, and so does
+any GPT-2 implementation.`,
+		Example: `  meshnode export 3f9a1c2e7b4d --out model.safetensors
+  meshnode generate --checkpoint model.safetensors --prompt "func main() {"`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.out == "" {
+				return usagef("--out is required")
+			}
+			if err := checkWritableDir(filepath.Dir(o.out)); err != nil {
+				return usagef("--out: %v", err)
+			}
+			api, err := newJobAPI(o.api)
+			if err != nil {
+				return err
+			}
+			path := "/v1/jobs/" + args[0] + "/export"
+			if o.step >= 0 {
+				path += fmt.Sprintf("?step=%d", o.step)
+			}
+			var raw []byte
+			if err := api.do(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+				return jobErr(args[0], err)
+			}
+			if _, err := model.DecodeSafetensors(raw); err != nil {
+				return fmt.Errorf("export of job %s: the node sent an unreadable file: %w", args[0], err)
+			}
+			if err := model.WriteFileAtomic(o.out, raw); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (%s)\n", o.out, humanBytes(int64(len(raw))))
+			return nil
+		},
+	}
+	addJobAPIFlag(cmd, &o.api)
+	cmd.Flags().StringVar(&o.out, "out", "", "the safetensors file to write (required)")
+	cmd.Flags().IntVar(&o.step, "step", -1, "export this checkpoint step instead of the latest complete one")
+	return cmd
+}

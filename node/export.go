@@ -1,0 +1,139 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+)
+
+// CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether
+// its files hold every layer (weights and moments), i.e. whether a job can resume from it
+// and `meshnode export` can assemble it.
+type CheckpointView struct {
+	consensus.CheckpointManifest
+	Complete bool `json:"complete"`
+}
+
+// exportRoutes adds the checkpoint listing and the export of a job's weights.
+func (n *Node) exportRoutes() {
+	n.Handle("GET /v1/jobs/{id}/checkpoints", http.HandlerFunc(n.serveCheckpoints))
+	n.Handle("GET /v1/jobs/{id}/export", http.HandlerFunc(n.serveExport))
+}
+
+func (n *Node) jobForAPI(w http.ResponseWriter, r *http.Request) (consensus.Job, bool) {
+	c := n.Consensus()
+	if c == nil {
+		replyError(w, http.StatusServiceUnavailable, errors.New("the control plane is not running on this node"))
+		return consensus.Job{}, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), jobAPITimeout)
+	defer cancel()
+	j, _, err := c.Job(ctx, r.PathValue("id"), false)
+	if err != nil {
+		replyError(w, statusOf(err), err)
+		return consensus.Job{}, false
+	}
+	return j, true
+}
+
+func (n *Node) serveCheckpoints(w http.ResponseWriter, r *http.Request) {
+	j, ok := n.jobForAPI(w, r)
+	if !ok {
+		return
+	}
+	L := modelConfig(j.Spec).NumLayers()
+	out := []CheckpointView{}
+	for _, m := range j.Checkpoints {
+		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{m}}
+		_, complete := completeCheckpoint(one, L, nil)
+		out = append(out, CheckpointView{CheckpointManifest: m, Complete: complete})
+	}
+	replyJSON(w, http.StatusOK, out)
+}
+
+// serveExport answers one safetensors file with every weight of the job's model under its
+// GPT-2 name, assembled from a checkpoint's stage files (the latest complete one, or
+// ?step=N), with the model's shape in the metadata so `meshnode generate` can load it.
+func (n *Node) serveExport(w http.ResponseWriter, r *http.Request) {
+	j, ok := n.jobForAPI(w, r)
+	if !ok {
+		return
+	}
+	step := -1
+	if s := r.URL.Query().Get("step"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			replyError(w, http.StatusBadRequest, fmt.Errorf("step: not a step number: %q", s))
+			return
+		}
+		step = v
+	}
+	b, err := n.exportCheckpoint(r.Context(), j, step)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, errNoCheckpoint) {
+			code = http.StatusNotFound
+		}
+		replyError(w, code, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Write(b)
+}
+
+var errNoCheckpoint = errors.New("no complete checkpoint")
+
+// exportCheckpoint assembles the weights of checkpoint step (< 0: the latest complete).
+func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) ([]byte, error) {
+	cfg := modelConfig(j.Spec)
+	var m consensus.CheckpointManifest
+	found := false
+	for _, c := range j.Checkpoints {
+		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{c}}
+		if _, ok := completeCheckpoint(one, cfg.NumLayers(), nil); ok && (step < 0 || c.Step == step) {
+			m, found = c, true
+		}
+	}
+	if !found {
+		if step >= 0 {
+			return nil, fmt.Errorf("%w of job %s at step %d", errNoCheckpoint, j.ID, step)
+		}
+		return nil, fmt.Errorf("%w of job %s yet", errNoCheckpoint, j.ID)
+	}
+	e := &engine{n: n}
+	holders := fileHolders(m)
+	merged := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
+	done := map[string]bool{}
+	for _, f := range m.Files {
+		if f.Kind != ckptModel || done[f.Hash] {
+			continue
+		}
+		done[f.Hash] = true
+		tf, err := e.fetchTensors(ctx, f.Hash, holders[f.Hash])
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range tf.Tensors {
+			merged.Tensors[k] = v
+		}
+	}
+	g := model.New(cfg, 0)
+	if err := model.LoadParams(merged, g.Params()); err != nil {
+		return nil, fmt.Errorf("checkpoint of step %d: %w", m.Step, err)
+	}
+	meta := cfg.Metadata()
+	meta["step"] = strconv.Itoa(m.Step)
+	meta["job"] = j.ID
+	var buf bytes.Buffer
+	if err := model.EncodeSafetensors(&buf, model.ParamTensors(g.Params()), meta); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
