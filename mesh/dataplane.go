@@ -128,10 +128,22 @@ func (d *DataPlane) Addr() string { return d.udp.LocalAddr().String() }
 
 // SetPeerAddr records where peer peerID's data plane listens (UDP host:port). It is used
 // by the next dial; an existing connection is kept.
+//
+// When the address changes (the peer restarted elsewhere), the connection this node sends
+// on is closed, so that the next Send dials the new address instead of writing into a
+// connection to a process that may be gone.
 func (d *DataPlane) SetPeerAddr(peerID, addr string) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	old, known := d.addrs[peerID]
 	d.addrs[peerID] = addr
+	var stale *dpConn
+	if p := d.peers[peerID]; known && old != addr && p != nil {
+		stale, p.conn = p.conn, nil
+	}
+	d.mu.Unlock()
+	if stale != nil {
+		stale.qc.CloseWithError(DataConnMoved, "peer moved to "+addr)
+	}
 }
 
 // Send writes f to peer `to` on the stream of f's kind, dialling the peer first if no

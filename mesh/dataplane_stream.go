@@ -43,6 +43,9 @@ const (
 	DataConnNotAllowed quic.ApplicationErrorCode = 0x202
 	// DataConnBadIdentity: the peer's certificate is not the expected peer ID.
 	DataConnBadIdentity quic.ApplicationErrorCode = 0x203
+	// DataConnMoved closes the connection to a peer that announced a new address (it
+	// restarted): frames must go to where it is now.
+	DataConnMoved quic.ApplicationErrorCode = 0x204
 )
 
 // frameResetCode maps a ReadFrame error to the code that resets the stream; bad is false

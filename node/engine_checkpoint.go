@@ -66,12 +66,18 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 // every holder); ok is false when there is none.
 func completeCheckpoint(j consensus.Job, numLayers int, live func(node string) bool) (consensus.CheckpointManifest, bool) {
 	for i := len(j.Checkpoints) - 1; i >= 0; i-- {
-		m := j.Checkpoints[i]
-		if covers(m, ckptModel, numLayers, live) && covers(m, ckptOptimizer, numLayers, live) {
+		if m := j.Checkpoints[i]; CheckpointSurvives(m, numLayers, live) {
 			return m, true
 		}
 	}
 	return consensus.CheckpointManifest{}, false
+}
+
+// CheckpointSurvives reports whether m's files, counting only those with a holder for which
+// live says true (nil: all), hold every one of numLayers layers, weights and moments: a job
+// can resume from it.
+func CheckpointSurvives(m consensus.CheckpointManifest, numLayers int, live func(node string) bool) bool {
+	return covers(m, ckptModel, numLayers, live) && covers(m, ckptOptimizer, numLayers, live)
 }
 
 func covers(m consensus.CheckpointManifest, kind string, numLayers int, live func(string) bool) bool {

@@ -69,6 +69,29 @@ type JobConfig struct {
 	Sync     SyncConfig  `json:"sync"`
 	Job      uint64      `json:"job"`
 	Epoch    uint32      `json:"epoch"`
+	// StallTimeout bounds every wait for a peer's frame (an activation, a gradient, a
+	// collective's chunk): a peer silent for longer fails the step, so the failure can be
+	// handled (a new plan) instead of hanging. Zero means DefaultStallTimeout.
+	StallTimeout time.Duration `json:"stall_timeout"`
+}
+
+// DefaultStallTimeout is how long a worker waits for a peer's frame by default.
+const DefaultStallTimeout = 60 * time.Second
+
+// stallTransport bounds each Recv of a transport by a timeout.
+type stallTransport struct {
+	Transport
+	timeout time.Duration
+}
+
+func (s stallTransport) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	f, err := s.Transport.Recv(ctx, from, k)
+	if err != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, fmt.Errorf("%s sent nothing for %s (waiting for kind %d, step %d, micro-batch %d): %w", from, s.timeout, k.Kind, k.Step, k.Micro, err)
+	}
+	return f, err
 }
 
 // normIndex is the frame index of the squared-gradient-norm exchange between stages.
@@ -129,6 +152,11 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		return nil, fmt.Errorf("node %s has no stage in the plan", self)
 	}
 	codec, _ := NewCodec(cfg.Sync.Codec, cfg.Sync.TopKFraction)
+	stall := cfg.StallTimeout
+	if stall <= 0 {
+		stall = DefaultStallTimeout
+	}
+	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, S: len(plan.Replicas[r]), R: len(plan.Replicas),
 		layers: model.NewLayers(cfg.Train.Model, cfg.Train.Seed, st.First, st.Last), data: data, codec: codec,
