@@ -100,7 +100,7 @@ func leaderOf(t *testing.T, n *Node) string {
 // follower, restarted from its data dir, rejoins with its Raft state and is used again.
 func TestKillStageNodesMidJob(t *testing.T) {
 	tn := startTestnet(t, oneRegion(3))
-	const steps = 80
+	const steps = 300 // long enough that the kill lands mid-job
 	spec := faultJob(t, steps)
 	nodes := tn.Nodes()
 	base := submitJob(t, tn, nodes[0], spec).waitDone(3 * time.Minute)
@@ -127,6 +127,9 @@ func TestKillStageNodesMidJob(t *testing.T) {
 				if node.CheckpointSurvives(m, 4, func(id string) bool { return id != victim.ID }) {
 					survived = m.Step
 				}
+			}
+			if d.Status.Terminal() {
+				t.Fatalf("the job finished (%s) before a checkpoint survived without %s", d.Status, victim.Spec.Name)
 			}
 			return survived > 0
 		}, 2*time.Minute)
