@@ -299,12 +299,15 @@ func (e *engine) supervise(c *consensus.Consensus, j consensus.Job) {
 		log.Warn("commit replan", "err", err)
 		return
 	}
-	lastStep := 0
-	if n := len(j.Progress); n > 0 {
-		lastStep = j.Progress[n-1].Step
+	// Workers move in lockstep and checkpoint every `every` steps, so the failed epoch
+	// reached less than the newest checkpoint any stage wrote plus `every`.
+	written := 0
+	for _, m := range j.Checkpoints {
+		written = max(written, m.Step)
 	}
+	lost := written - next.ResumeStep + j.Spec.Checkpoint.Every
 	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventReplan, Epoch: epoch, Step: next.ResumeStep,
-		Message: fmt.Sprintf("%s (last reported step %d)", reason, lastStep)})
+		Message: fmt.Sprintf("%s (newest checkpoint written: step %d; under %d steps redone)", reason, written, lost)})
 	log.Info("replanned", "epoch", epoch, "reason", reason)
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -26,7 +28,7 @@ const (
 // writeCheckpoint writes a stage's snapshot to the node's data dir (temp file, fsync,
 // rename), publishes both files as blobs so any node can fetch them by hash, and commits
 // them to the job's manifest of that step. It runs off the training goroutine.
-func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64, s parallel.StageState) error {
+func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64, keep int, s parallel.StageState) error {
 	dir := filepath.Join(e.n.cfg.DataDir, "checkpoints", jobID, "step-"+strconv.Itoa(s.Step))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -58,7 +60,31 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 	if c == nil {
 		return errNoConsensus
 	}
-	return c.AddCheckpoint(ctx, jobID, consensus.CheckpointManifest{Epoch: epoch, Step: s.Step, Time: time.Now().UTC(), Files: files})
+	if err := c.AddCheckpoint(ctx, jobID, consensus.CheckpointManifest{Epoch: epoch, Step: s.Step, Time: time.Now().UTC(), Files: files}); err != nil {
+		return err
+	}
+	return pruneCheckpoints(filepath.Dir(dir), keep)
+}
+
+// pruneCheckpoints deletes all but the newest keep step-N directories under jobDir.
+func pruneCheckpoints(jobDir string, keep int) error {
+	entries, err := os.ReadDir(jobDir)
+	if err != nil {
+		return err
+	}
+	var steps []int
+	for _, e := range entries {
+		if n, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "step-")); err == nil && e.IsDir() && strings.HasPrefix(e.Name(), "step-") {
+			steps = append(steps, n)
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(steps)))
+	for _, n := range steps[min(len(steps), max(1, keep)):] {
+		if err := os.RemoveAll(filepath.Join(jobDir, "step-"+strconv.Itoa(n))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // completeCheckpoint is the latest checkpoint whose files hold every layer of the model,

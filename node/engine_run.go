@@ -186,7 +186,7 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 			writes.Add(1)
 			go func() {
 				defer writes.Done()
-				if err := e.writeCheckpoint(ctx, j.ID, epoch, snap); err != nil && ctx.Err() == nil {
+				if err := e.writeCheckpoint(ctx, j.ID, epoch, j.Spec.Checkpoint.Keep, snap); err != nil && ctx.Err() == nil {
 					e.n.log.Warn("checkpoint", "job", j.ID, "step", snap.Step, "err", err)
 				}
 			}()

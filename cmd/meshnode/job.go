@@ -78,7 +78,16 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 	if d.Plan == nil {
 		fmt.Fprintln(w, "plan       none yet")
 	} else {
-		fmt.Fprintf(w, "plan       epoch %d (%s)\n", d.Plan.Epoch, ago(d.Plan.SetAt))
+		restarts, rebalances := 0, 0
+		for _, e := range d.Events {
+			switch e.Kind {
+			case "replan":
+				restarts++
+			case "rebalance":
+				rebalances++
+			}
+		}
+		fmt.Fprintf(w, "plan       epoch %d (%s); %d restart(s) after failures, %d rebalance(s)\n", d.Plan.Epoch, ago(d.Plan.SetAt), restarts, rebalances)
 		printLayerMap(w, d.Plan.Plan)
 	}
 	if pr := d.Progress; pr.UpdatedAt != nil {

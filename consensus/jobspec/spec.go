@@ -124,6 +124,9 @@ type Placement struct {
 type Checkpoint struct {
 	// Every is the number of steps between checkpoints; 0 disables them. Default 100.
 	Every int `json:"every" yaml:"every"`
+	// Keep is how many checkpoints each node keeps on disk; older ones are deleted. ≥ 1.
+	// Default 3.
+	Keep int `json:"keep" yaml:"keep"`
 }
 
 // DefaultSpec is the spec of the default job: every field at its default.
@@ -139,6 +142,6 @@ func DefaultSpec() Spec {
 			InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecInt8,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
-		Checkpoint: Checkpoint{Every: 100},
+		Checkpoint: Checkpoint{Every: 100, Keep: 3},
 	}
 }

@@ -49,7 +49,7 @@ checkpoint: {every: 0}
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEvery,
 			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
-		Checkpoint: Checkpoint{Every: 0},
+		Checkpoint: Checkpoint{Every: 0, Keep: 3},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)

@@ -29,6 +29,7 @@ func (s Spec) Validate() error {
 	s.Parallel.validate(&v, s.Model)
 	s.Placement.validate(&v, s.Parallel)
 	v.min("checkpoint.every", s.Checkpoint.Every, 0)
+	v.min("checkpoint.keep", s.Checkpoint.Keep, 1)
 	return v.err()
 }
 
