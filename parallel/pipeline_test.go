@@ -169,3 +169,18 @@ func TestUnequalReplicaBatchesWeighTheirGradients(t *testing.T) {
 	}
 	assertReplicasEqual(t, run)
 }
+
+// TestDiLoCoWithOneReplicaIsPlainTraining: a single pipeline in DiLoCo mode trains exactly
+// like one process (no outer step without replicas to synchronise).
+func TestDiLoCoWithOneReplicaIsPlainTraining(t *testing.T) {
+	cfg := pipelineConfig(8)
+	want := singleProcessLosses(t, cfg.Train)
+	cfg.Sync = DefaultSyncConfig()
+	cfg.Sync.InnerSteps = 2
+	got, _ := runLocal(t, cfg, EvenPlan(cfg.Train.Model.NumLayers(), nodeNames("d", 2)))
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("step %d: DiLoCo with one replica %v, one process %v", i+1, got[i], want[i])
+		}
+	}
+}

@@ -64,7 +64,9 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	t := w.cfg.Train
 	w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
 	w.step++
-	if w.cfg.Sync.Mode == SyncDiLoCo && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
+	// the optimiser into a lookahead one, and a split model must train like one process.
+	if w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
 		if err := w.outerStep(ctx); err != nil {
 			return res, err
 		}
