@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
@@ -31,7 +33,7 @@ type engine struct {
 	mu       sync.Mutex
 	runs     map[string]*jobRun // job id → the worker this node runs for it
 	datasets map[string]*model.Dataset
-	copied   map[string]bool      // checkpoint files this node holds or is fetching
+	copied   map[string]bool      // "job/hash" of checkpoint files this node holds or is fetching
 	checked  map[string]time.Time // when the leader last weighed a bigger plan, per job
 }
 
@@ -325,12 +327,15 @@ func (e *engine) replicate(j consensus.Job) {
 	if !ok {
 		return
 	}
-	blobs, self := e.n.Blobs(), e.n.ID().String()
+	self := e.n.ID().String()
 	holders := fileHolders(m)
 	for _, f := range m.Files {
+		// Blobs are content-addressed and training is deterministic, so another job may
+		// have left this very file here already: the holder is still recorded per job.
+		key := j.ID + "/" + f.Hash
 		e.mu.Lock()
-		skip := e.copied[f.Hash] || f.Node == self || blobs.Has(f.Hash)
-		e.copied[f.Hash] = true
+		skip := e.copied[key] || f.Node == self || heldBy(holders[f.Hash], self)
+		e.copied[key] = true
 		e.mu.Unlock()
 		if skip {
 			continue
@@ -348,7 +353,7 @@ func (e *engine) replicate(j consensus.Job) {
 			if err != nil && e.ctx.Err() == nil {
 				e.n.log.Warn("replicate checkpoint file", "job", j.ID, "hash", f.Hash, "err", err)
 				e.mu.Lock()
-				delete(e.copied, f.Hash) // try again on a later tick
+				delete(e.copied, key) // try again on a later tick
 				e.mu.Unlock()
 			}
 		}()
@@ -413,4 +418,14 @@ func (e *engine) considerGrowth(c *consensus.Consensus, j consensus.Job, jp JobP
 	}
 	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventRebalance, Epoch: epoch, Step: ckpt.Step, Message: reason})
 	e.n.log.Info("replanned for joined nodes", "job", j.ID, "epoch", epoch, "reason", reason)
+}
+
+// heldBy reports whether id is among a file's holders.
+func heldBy(holders []peer.ID, id string) bool {
+	for _, h := range holders {
+		if h.String() == id {
+			return true
+		}
+	}
+	return false
 }

@@ -55,9 +55,11 @@ func TestRealSystemMeasurements(t *testing.T) {
 }
 
 // TestProfileGemmAgreesWithKernelBenchmark is acceptance 4: the profile's GEMM rate agrees
-// within 30% with a testing.Benchmark of kernels.Gemm at the same training shape. Timing
-// on a shared machine is noisy, so up to three rounds are tried; a profile that measured
-// anything else would miss in every round.
+// within 30% with a testing.Benchmark of kernels.Gemm at the same training shape. The
+// profile rates GEMM per CPU-second received, so the benchmark is normalised the same way
+// (processes and tests running beside it take CPU that says nothing about the kernels).
+// Timing on a shared machine is noisy, so up to three rounds are tried; a profile that
+// measured anything else would miss in every round.
 func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 	if testing.Short() {
 		t.Skip("timing test")
@@ -79,12 +81,14 @@ func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		wall0, cpu0 := time.Now(), processCPUTime()
 		res := testing.Benchmark(func(bb *testing.B) {
 			for bb.Loop() {
 				kernels.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
 			}
 		})
-		bench := 2 * float64(m*n*k) * float64(res.N) / res.T.Seconds() / 1e9
+		wall, cpu := time.Since(wall0), processCPUTime()-cpu0
+		bench := cpuNormalisedRate(2*float64(m*n*k)*float64(res.N)/res.T.Seconds()/1e9, wall, cpu, kernels.Threads(), 1)
 		ratio = prof.GemmGFLOPS / bench
 		t.Logf("round %d: profile %.1f GFLOP/s, benchmark %.1f GFLOP/s (%d iterations), ratio %.2f", round, prof.GemmGFLOPS, bench, res.N, ratio)
 		if ratio > 0.7 && ratio < 1.3 {

@@ -99,8 +99,14 @@ func leaderOf(t *testing.T, n *Node) string {
 // undisturbed run of the same job; a new leader is elected within 5 s; and the killed
 // follower, restarted from its data dir, rejoins with its Raft state and is used again.
 func TestKillStageNodesMidJob(t *testing.T) {
-	tn := startTestnet(t, oneRegion(3))
-	const steps = 300 // long enough that the kill lands mid-job
+	// Emulated slow devices keep the job running long enough for the kills to land mid-job
+	// even when the machine is idle.
+	topo := oneRegion(3)
+	for i := range topo.Nodes {
+		topo.Nodes[i].Slowdown = 4
+	}
+	tn := startTestnet(t, topo)
+	const steps = 300
 	spec := faultJob(t, steps)
 	nodes := tn.Nodes()
 	base := submitJob(t, tn, nodes[0], spec).waitDone(3 * time.Minute)
@@ -129,7 +135,12 @@ func TestKillStageNodesMidJob(t *testing.T) {
 				}
 			}
 			if d.Status.Terminal() {
-				t.Fatalf("the job finished (%s) before a checkpoint survived without %s", d.Status, victim.Spec.Name)
+				for _, m := range d.Checkpoints[max(0, len(d.Checkpoints)-3):] {
+					for _, f := range m.Files {
+						t.Logf("step %d %s layers %v held by %s", m.Step, f.Kind, f.Layers, f.Node[len(f.Node)-6:])
+					}
+				}
+				t.Fatalf("the job finished (%s) before a checkpoint survived without %s (%s)", d.Status, victim.Spec.Name, victim.ID[len(victim.ID)-6:])
 			}
 			return survived > 0
 		}, 2*time.Minute)
@@ -220,11 +231,11 @@ func alivePeers(n *Node) []string {
 func TestNodeJoinsMidJob(t *testing.T) {
 	topo := oneRegion(3)
 	for i := range topo.Nodes {
-		topo.Nodes[i].Slowdown = 3
+		topo.Nodes[i].Slowdown = 6
 	}
 	tn := startTestnet(t, topo)
 	var spec jobspec.Spec
-	json.Unmarshal(faultJob(t, 400), &spec)
+	json.Unmarshal(faultJob(t, 4000), &spec)
 	spec.Parallel.Replicas, spec.Placement.Strategy = jobspec.Auto(), jobspec.StrategyAuto
 	b, _ := json.Marshal(spec)
 	w := submitJob(t, tn, tn.Nodes()[0], b)
