@@ -19,6 +19,12 @@ const slowdownQuantum = 5 * time.Millisecond
 var (
 	slowdownBits atomic.Uint64 // math.Float64bits of the factor; 0 means 1
 	slowdownDebt atomic.Int64  // nanoseconds owed
+	// slowdownSleep sleeps for d and returns how long it really slept (tests count).
+	slowdownSleep = func(d time.Duration) time.Duration {
+		t0 := time.Now()
+		time.Sleep(d)
+		return time.Since(t0)
+	}
 )
 
 // SetSlowdown makes kernels take factor× their time (factor ≥ 1; 1 or less turns the
@@ -60,7 +66,5 @@ func slowdownEnd(start time.Time) {
 	if owed < int64(slowdownQuantum) || !slowdownDebt.CompareAndSwap(owed, 0) {
 		return
 	}
-	t0 := time.Now()
-	time.Sleep(time.Duration(owed))
-	slowdownDebt.Add(owed - int64(time.Since(t0)))
+	slowdownDebt.Add(owed - int64(slowdownSleep(time.Duration(owed))))
 }
