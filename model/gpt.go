@@ -86,15 +86,6 @@ func LayerParams(layers []Layer) []*Param {
 	return ps
 }
 
-// NumParams counts the model's scalar parameters.
-func (g *GPT) NumParams() int {
-	n := 0
-	for _, p := range g.Params() {
-		n += p.Value.Size()
-	}
-	return n
-}
-
 // ZeroGrads clears the gradients of layers.
 func ZeroGrads(layers []Layer) {
 	for _, p := range LayerParams(layers) {

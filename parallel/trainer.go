@@ -66,9 +66,6 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 // Model is the model being trained.
 func (t *Trainer) Model() *model.GPT { return t.gpt }
 
-// Config is the run's configuration.
-func (t *Trainer) Config() TrainConfig { return t.cfg }
-
 // StepsDone is the number of completed steps.
 func (t *Trainer) StepsDone() int { return t.step }
 

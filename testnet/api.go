@@ -59,11 +59,6 @@ func (a *API) Job(ctx context.Context, id string) (consensus.JobDetail, error) {
 	return out, a.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &out)
 }
 
-// CancelJob is DELETE /v1/jobs/{id}.
-func (a *API) CancelJob(ctx context.Context, id string) error {
-	return a.do(ctx, http.MethodDelete, "/v1/jobs/"+id, nil, nil)
-}
-
 func (a *API) do(ctx context.Context, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {

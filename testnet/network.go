@@ -70,13 +70,6 @@ func (n *Network) Heal(a, b string) error {
 	return n.setCut(a, b, false)
 }
 
-// HealAll ends every partition.
-func (n *Network) HealAll() {
-	n.mu.Lock()
-	clear(n.cuts)
-	n.mu.Unlock()
-}
-
 // Partitions lists the partitions in force, each pair sorted, in order.
 func (n *Network) Partitions() [][2]string {
 	n.mu.RLock()

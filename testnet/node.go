@@ -81,9 +81,6 @@ func (n *Node) Alive() bool {
 	}
 }
 
-// Exited is closed once the process has exited and been reaped.
-func (n *Node) Exited() <-chan struct{} { return n.exited }
-
 // waitRuntime polls the node's runtime file until it appears, the process exits or the
 // timeout passes.
 func (n *Node) waitRuntime(ctx context.Context, timeout time.Duration) (node.RuntimeInfo, error) {
