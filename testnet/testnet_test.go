@@ -2,53 +2,18 @@ package testnet
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/testbin"
 )
 
-// binDir holds the meshnode binary the exec tests run; TestMain removes it.
-var (
-	binDir    string
-	buildOnce sync.Once
-	buildErr  error
-)
+func TestMain(m *testing.M) { os.Exit(testbin.Run(m)) }
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "meshnode-testnet-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-// meshnodeBinary builds cmd/meshnode once per test run, on first use.
-// $MESHNODE_TESTNET_BIN names a prebuilt binary to use instead.
-func meshnodeBinary(t testing.TB) string {
-	t.Helper()
-	if bin := os.Getenv("MESHNODE_TESTNET_BIN"); bin != "" {
-		return bin
-	}
-	bin := filepath.Join(binDir, "meshnode")
-	buildOnce.Do(func() {
-		out, err := exec.Command("go", "build", "-o", bin, "github.com/meshnode/meshnode/cmd/meshnode").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return bin
-}
+// meshnodeBinary is the meshnode binary the testnet runs, built once per test run
+// ($MESHNODE_TESTNET_BIN names a prebuilt one).
+func meshnodeBinary(t testing.TB) string { return testbin.Meshnode(t) }
 
 // startTestnet starts a testnet of topo in a temporary directory, waits until it is ready
 // and stops it when the test ends; on failure the nodes' logs are printed.
