@@ -100,7 +100,7 @@ func (e *engine) plan(c *consensus.Consensus, j consensus.Job) {
 		log.Warn("mark job planning", "err", err)
 		return
 	}
-	jp, err := planJob(j.Spec, e.candidates())
+	jp, err := planJob(j.Spec, e.n.planCandidates())
 	if err != nil {
 		log.Warn("no plan", "err", err)
 		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, "no feasible plan: "+err.Error())
@@ -120,12 +120,12 @@ func (e *engine) plan(c *consensus.Consensus, j consensus.Job) {
 
 // candidates are this node and the live peers that announced a measured profile and a
 // data-plane address.
-func (e *engine) candidates() []planCandidate {
+func (n *Node) planCandidates() []planCandidate {
 	var out []planCandidate
-	if p := e.n.mesh.Profile(); usable(p) {
-		out = append(out, planCandidate{id: e.n.ID().String(), profile: p})
+	if p := n.mesh.Profile(); usable(p) {
+		out = append(out, planCandidate{id: n.ID().String(), profile: p})
 	}
-	for _, pi := range e.n.mesh.Peers() {
+	for _, pi := range n.mesh.Peers() {
 		if pi.State == mesh.StateAlive && usable(pi.Profile) {
 			out = append(out, planCandidate{id: pi.ID.String(), profile: pi.Profile})
 		}
@@ -229,9 +229,6 @@ var errNoDataPlane = errors.New("the node's data plane is not running")
 // errNoConsensus means the node's control plane is not running.
 var errNoConsensus = errors.New("the node's control plane is not running")
 
-// engineCandidates lists the nodes a plan could use right now (tests wait for it).
-func (n *Node) engineCandidates() []planCandidate { return (&engine{n: n}).candidates() }
-
 // Job event kinds the engine writes.
 const (
 	eventWorkerFailed = "worker_failed"
@@ -284,7 +281,7 @@ func (e *engine) supervise(c *consensus.Consensus, j consensus.Job) {
 		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, fmt.Sprintf("gave up after %d restarts: %s", restarts, why[0]))
 		return
 	}
-	next, err := planJob(j.Spec, e.candidates())
+	next, err := planJob(j.Spec, e.n.planCandidates())
 	if err != nil {
 		log.Warn("no plan without the failed nodes", "err", err)
 		_ = c.SetJobStatus(e.ctx, j.ID, consensus.JobFailed, "no feasible plan after a failure: "+err.Error())
@@ -343,7 +340,7 @@ func (e *engine) replicate(j consensus.Job) {
 		e.wg.Add(1)
 		go func() {
 			defer e.wg.Done()
-			err := e.fetchBlob(e.ctx, f.Hash, holders[f.Hash])
+			err := e.n.fetchBlob(e.ctx, f.Hash, holders[f.Hash])
 			if err == nil {
 				// Record this node as a holder, so a restore survives the writer's loss.
 				cp := f
@@ -377,7 +374,7 @@ func (e *engine) considerGrowth(c *consensus.Consensus, j consensus.Job, jp JobP
 	for _, n := range jp.Inputs.Snapshot.Nodes {
 		planned[n.ID] = true
 	}
-	cands := e.candidates()
+	cands := e.n.planCandidates()
 	var fresh []string
 	for _, cd := range cands {
 		if !planned[cd.id] {

@@ -146,7 +146,7 @@ func (e *engine) restoreWorker(ctx context.Context, j consensus.Job, w *parallel
 			continue
 		}
 		done[f.Hash] = true
-		tf, err := e.fetchTensors(ctx, f.Hash, holders[f.Hash])
+		tf, err := e.n.fetchTensors(ctx, f.Hash, holders[f.Hash])
 		if err != nil {
 			return err
 		}
@@ -175,20 +175,20 @@ func fileHolders(m consensus.CheckpointManifest) map[string][]peer.ID {
 
 // fetchBlob makes sure this node holds a checkpoint file, fetching it from its holders
 // (then any live peer) and verifying it if not.
-func (e *engine) fetchBlob(ctx context.Context, hash string, holders []peer.ID) error {
-	if e.n.Blobs().Has(hash) {
+func (n *Node) fetchBlob(ctx context.Context, hash string, holders []peer.ID) error {
+	if n.Blobs().Has(hash) {
 		return nil
 	}
-	if err := e.n.Blobs().Fetch(ctx, hash, holders); err != nil {
+	if err := n.Blobs().Fetch(ctx, hash, holders); err != nil {
 		return fmt.Errorf("fetch checkpoint file %s from %v: %w", hash, holders, err)
 	}
 	return nil
 }
 
 // fetchTensors returns a checkpoint file's tensors, fetching the blob first if needed.
-func (e *engine) fetchTensors(ctx context.Context, hash string, holders []peer.ID) (*model.TensorFile, error) {
-	blobs := e.n.Blobs()
-	if err := e.fetchBlob(ctx, hash, holders); err != nil {
+func (n *Node) fetchTensors(ctx context.Context, hash string, holders []peer.ID) (*model.TensorFile, error) {
+	blobs := n.Blobs()
+	if err := n.fetchBlob(ctx, hash, holders); err != nil {
 		return nil, err
 	}
 	r, err := blobs.Open(hash)

@@ -90,7 +90,7 @@ func startEngineMesh(t *testing.T, n int) []*Node {
 	}
 	waitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
 		for _, nd := range nodes {
-			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || len(nd.engineCandidates()) != n {
+			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || len(nd.planCandidates()) != n {
 				return false
 			}
 		}

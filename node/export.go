@@ -107,7 +107,6 @@ func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) 
 		}
 		return nil, fmt.Errorf("%w of job %s yet", errNoCheckpoint, j.ID)
 	}
-	e := &engine{n: n}
 	holders := fileHolders(m)
 	merged := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
 	done := map[string]bool{}
@@ -116,7 +115,7 @@ func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) 
 			continue
 		}
 		done[f.Hash] = true
-		tf, err := e.fetchTensors(ctx, f.Hash, holders[f.Hash])
+		tf, err := n.fetchTensors(ctx, f.Hash, holders[f.Hash])
 		if err != nil {
 			return nil, err
 		}
