@@ -118,7 +118,7 @@ func (e *engine) plan(c *consensus.Consensus, j consensus.Job) {
 	}
 }
 
-// candidates are this node and the live peers that announced a measured profile and a
+// planCandidates are this node and the live peers that announced a measured profile and a
 // data-plane address.
 func (n *Node) planCandidates() []planCandidate {
 	var out []planCandidate

@@ -52,7 +52,7 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	}
 	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every"} {
 		if cmd.Flags().Changed(name) {
-			return usagef("--%s is not supported with --stages/--replicas > 1 yet: distributed checkpoints come with the node's checkpoint protocol", name)
+			return usagef("--%s works with single-process training only: drop --stages/--replicas, or run the job on a mesh (meshnode submit), whose stages checkpoint every checkpoint.every steps and resume by themselves", name)
 		}
 	}
 	if _, err := parallel.ParseSchedule(d.schedule); err != nil {
