@@ -99,6 +99,9 @@ func leaderOf(t *testing.T, n *Node) string {
 // undisturbed run of the same job; a new leader is elected within 5 s; and the killed
 // follower, restarted from its data dir, rejoins with its Raft state and is used again.
 func TestKillStageNodesMidJob(t *testing.T) {
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
 	// Emulated slow devices keep the job running long enough for the kills to land mid-job
 	// even when the machine is idle.
 	topo := oneRegion(3)
@@ -229,6 +232,9 @@ func alivePeers(n *Node) []string {
 // TestNodeJoinsMidJob starts a fourth, faster node while a job runs on three slow ones; the
 // leader rebalances onto it in a later epoch and the job finishes.
 func TestNodeJoinsMidJob(t *testing.T) {
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
 	topo := oneRegion(3)
 	for i := range topo.Nodes {
 		topo.Nodes[i].Slowdown = 6

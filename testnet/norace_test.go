@@ -1,0 +1,5 @@
+//go:build !race
+
+package testnet
+
+const raceEnabled = false
