@@ -128,6 +128,17 @@ type Worker struct {
 	pipelineSent    int64
 	syncSent        int64
 	pipelineStarved int64 // nanoseconds spent waiting on neighbours
+	updateGate      func(ctx context.Context, step int) error
+}
+
+// SetUpdateGate installs gate, which Step calls with the step's number once the step's
+// gradients are computed and before it applies them: before the gradient-norm exchange
+// that every stage of the replica joins, so no stage completes a step before the gates of
+// all of its stages passed. Forward and backward passes run before the gate. The node
+// uses it to hold a step until the previous step's checkpoint is safely stored elsewhere.
+// A gate's error fails the step.
+func (w *Worker) SetUpdateGate(gate func(ctx context.Context, step int) error) {
+	w.updateGate = gate
 }
 
 // NewWorker builds the worker that node self runs in plan.

@@ -53,6 +53,11 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 			return res, err
 		}
 	}
+	if w.updateGate != nil {
+		if err := w.updateGate(ctx, w.step+1); err != nil {
+			return res, fmt.Errorf("step %d: %w", w.step+1, err)
+		}
+	}
 	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
 	if err != nil {
 		return res, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
