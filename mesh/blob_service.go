@@ -37,6 +37,10 @@ type BlobConfig struct {
 	MaxServing int
 	// Logger receives the service's logs. Nil discards them.
 	Logger *slog.Logger
+	// AcceptPull decides whether this node fetches a blob that a peer asks it to hold
+	// (Replicate); a non-nil error refuses, and its message goes back to the peer. Nil
+	// refuses every pull.
+	AcceptPull func(from peer.ID, id string) error
 
 	// TamperChunk, when set, may replace each chunk this node serves (fault-injection
 	// tests: it proves that corrupted chunks are detected and refetched). Nil in
@@ -125,7 +129,13 @@ func (b *BlobService) handle(s network.Stream) {
 		_ = s.Reset()
 		return
 	}
-	status, payload := b.serve(req)
+	var status byte
+	var payload []byte
+	if req.kind == blobReqPull {
+		status, payload = b.pull(p, req.idString())
+	} else {
+		status, payload = b.serve(req)
+	}
 	if err := writeBlobResponse(s, status, payload); err != nil {
 		b.log.Debug("blob response", "peer", p, "err", err)
 		_ = s.Reset()
@@ -167,6 +177,37 @@ func (b *BlobService) serve(req blobRequest) (byte, []byte) {
 		b.log.Warn("serving blob", "blob", id, "index", req.index, "err", err)
 		return blobStatusError, []byte(truncate(err.Error(), maxBlobMessage))
 	}
+}
+
+// Replicate asks peer to hold blob id: the peer fetches it from this node (which must
+// hold it), verifies it, and answers once it is complete in its store. It fails if the peer
+// refuses (its AcceptPull) or cannot fetch the blob within RequestTimeout.
+func (b *BlobService) Replicate(ctx context.Context, to peer.ID, id string) error {
+	raw, err := parseBlobID(id)
+	if err != nil {
+		return err
+	}
+	if !b.store.Has(id) {
+		return fmt.Errorf("replicate blob %s: %w", id, ErrBlobNotFound)
+	}
+	_, err = b.request(ctx, to, blobRequest{kind: blobReqPull, id: raw}, 0)
+	return err
+}
+
+// pull serves a Replicate request: fetch the blob from the asking peer, if policy allows.
+func (b *BlobService) pull(from peer.ID, id string) (byte, []byte) {
+	if b.cfg.AcceptPull == nil {
+		return blobStatusBad, []byte("this node takes no replicas")
+	}
+	if err := b.cfg.AcceptPull(from, id); err != nil {
+		return blobStatusBad, []byte(truncate("replica refused: "+err.Error(), maxBlobMessage))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout())
+	defer cancel()
+	if err := b.Fetch(ctx, id, []peer.ID{from}); err != nil {
+		return blobStatusError, []byte(truncate(err.Error(), maxBlobMessage))
+	}
+	return blobStatusOK, nil
 }
 
 // request makes one request to p and returns the ok payload (at most maxLen bytes).

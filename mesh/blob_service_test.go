@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -25,15 +26,25 @@ type blobNode struct {
 // set, is node i's TamperChunk.
 func startBlobNodes(t *testing.T, tamper ...func(string, int, []byte) []byte) []blobNode {
 	t.Helper()
-	var nodes []blobNode
+	cfgs := make([]BlobConfig, len(tamper))
 	for i := range tamper {
+		cfgs[i].TamperChunk = tamper[i]
+	}
+	return startBlobNodesWith(t, cfgs...)
+}
+
+// startBlobNodesWith starts one admitted mesh member per config; the test's defaults fill
+// Parallel, MaxBadChunks, RequestTimeout and Logger.
+func startBlobNodesWith(t *testing.T, cfgs ...BlobConfig) []blobNode {
+	t.Helper()
+	var nodes []blobNode
+	for i, cfg := range cfgs {
 		var boot []*Mesh
 		if i > 0 {
 			boot = append(boot, nodes[0].m)
 		}
 		m := startMesh(t, testConfig(t, testSecret, boot...))
-		cfg := BlobConfig{Parallel: 3, MaxBadChunks: 2, RequestTimeout: 10 * time.Second, Logger: testLogger(t),
-			TamperChunk: tamper[i]}
+		cfg.Parallel, cfg.MaxBadChunks, cfg.RequestTimeout, cfg.Logger = 3, 2, 10*time.Second, testLogger(t)
 		nodes = append(nodes, blobNode{m: m, b: NewBlobService(m, openTestStore(t, testBlobChunk), cfg)})
 	}
 	waitFor(t, 10*time.Second, "every pair admitted", func() bool {
@@ -185,5 +196,47 @@ func TestBlobFetchNotFound(t *testing.T) {
 	// A Fetch of a blob already held needs no source.
 	if err := c.b.Fetch(ctx, id, nil); err != nil {
 		t.Fatalf("fetch of a held blob: %v", err)
+	}
+}
+
+// TestBlobReplicate: a holder asks a peer to hold its blob; the peer fetches and verifies it
+// before answering. A peer whose policy refuses, or one that takes no replicas, says so, and
+// a blob the asker does not hold is an error before anything is sent.
+func TestBlobReplicate(t *testing.T) {
+	var asked atomic.Int64
+	accept := func(from peer.ID, id string) error {
+		asked.Add(1)
+		if id == "" {
+			return errors.New("no id")
+		}
+		return nil
+	}
+	refuse := func(peer.ID, string) error { return errors.New("not in any job with you") }
+	nodes := startBlobNodesWith(t, BlobConfig{}, BlobConfig{AcceptPull: accept}, BlobConfig{AcceptPull: refuse}, BlobConfig{})
+	holder, taker, refuser, none := nodes[0], nodes[1], nodes[2], nodes[3]
+	data := testBlobData(9*testBlobChunk+17, 3)
+	id, err := holder.b.Publish(context.Background(), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := fetchCtx(t)
+	if err := holder.b.Replicate(ctx, taker.m.ID(), id); err != nil {
+		t.Fatalf("replicate to a willing peer: %v", err)
+	}
+	if !taker.b.Has(id) || !bytes.Equal(taker.read(t, id), data) || asked.Load() != 1 {
+		t.Fatalf("the willing peer does not hold the blob after Replicate returned (asked %d)", asked.Load())
+	}
+	if err := holder.b.Replicate(ctx, refuser.m.ID(), id); err == nil || !strings.Contains(err.Error(), "not in any job") {
+		t.Fatalf("replicate to a refusing peer: got %v", err)
+	}
+	if err := holder.b.Replicate(ctx, none.m.ID(), id); err == nil || !strings.Contains(err.Error(), "no replicas") {
+		t.Fatalf("replicate to a peer without a policy: got %v", err)
+	}
+	if refuser.b.Has(id) || none.b.Has(id) {
+		t.Fatal("a refusing peer fetched the blob")
+	}
+	other := BlobIDOf(testBlobData(100, 4), testBlobChunk)
+	if err := holder.b.Replicate(ctx, taker.m.ID(), other); !errors.Is(err, ErrBlobNotFound) {
+		t.Fatalf("replicate a blob the asker lacks: got %v, want ErrBlobNotFound", err)
 	}
 }

@@ -10,17 +10,20 @@ import (
 
 // The blob protocol (ProtocolBlob) carries one request and one response per stream.
 //
-//	request   kind (1: manifest, 2: chunk) | blob ID, 32 bytes | chunk index, uint32 BE
+//	request   kind (1: manifest, 2: chunk, 3: pull) | blob ID, 32 bytes | chunk index, uint32 BE
 //	response  status (0 ok, 1 not found, 2 bad request, 3 busy, 4 internal) | length,
 //	          uint32 BE | payload: the manifest or the chunk when ok, else a short message
 //
 // The client closes its side after the request; the server closes after the response.
-// A manifest request carries index 0. Lengths are checked against what the client
+// A manifest or pull request carries index 0. A pull asks the server to fetch the blob
+// from the client (replication pushed by the holder); it answers ok, with no payload, once
+// the blob is complete and verified in its store. Lengths are checked against what the client
 // expects (the chunk's length from the manifest, MaxBlobManifestBytes for a manifest,
 // maxBlobMessage for an error) before anything is allocated.
 const (
 	blobReqManifest byte = 1
 	blobReqChunk    byte = 2
+	blobReqPull     byte = 3
 
 	blobRequestLen  = 1 + 32 + 4
 	blobRespHeader  = 5
@@ -60,10 +63,10 @@ func parseBlobRequest(b []byte) (blobRequest, error) {
 	copy(r.id[:], b[1:33])
 	r.index = binary.BigEndian.Uint32(b[33:])
 	switch {
-	case r.kind != blobReqManifest && r.kind != blobReqChunk:
+	case r.kind != blobReqManifest && r.kind != blobReqChunk && r.kind != blobReqPull:
 		return r, fmt.Errorf("%w: request kind %d", errBlobProtocol, r.kind)
-	case r.kind == blobReqManifest && r.index != 0:
-		return r, fmt.Errorf("%w: manifest request with index %d", errBlobProtocol, r.index)
+	case r.kind != blobReqChunk && r.index != 0:
+		return r, fmt.Errorf("%w: request kind %d with index %d", errBlobProtocol, r.kind, r.index)
 	case r.index >= MaxBlobChunks:
 		return r, fmt.Errorf("%w: chunk index %d ≥ %d", errBlobProtocol, r.index, MaxBlobChunks)
 	}
