@@ -26,18 +26,8 @@ func TestRestoreUnderAnotherPlanContinuesExactly(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	weights := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
-	moments := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
-	for _, w := range first.Workers() {
-		s := w.Snapshot()
-		for k, v := range s.Model {
-			weights.Tensors[k] = v
-		}
-		for k, v := range s.Optimizer {
-			moments.Tensors[k] = v
-		}
-		moments.Metadata = s.OptimizerMeta
-	}
+	weights, perReplica := snapshots(first)
+	moments := perReplica[0]
 	net.Close()
 
 	net2 := NewInMemory(nodeNames("b", 3)...)
@@ -63,5 +53,90 @@ func TestRestoreUnderAnotherPlanContinuesExactly(t *testing.T) {
 	delete(moments.Tensors, "lm_head.weight.exp_avg")
 	if err := second.Workers()[2].Restore(weights, moments, 3); err == nil {
 		t.Fatal("restore with a missing moment succeeded")
+	}
+}
+
+// snapshots merges the workers' snapshots into one weights file and, per replica, one
+// moments file, as a node restoring from a checkpoint's files does.
+func snapshots(run *LocalRun) (*model.TensorFile, map[int]*model.TensorFile) {
+	weights := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
+	moments := map[int]*model.TensorFile{}
+	for _, w := range run.Workers() {
+		s := w.Snapshot()
+		for k, v := range s.Model {
+			weights.Tensors[k] = v
+		}
+		m := moments[s.Replica]
+		if m == nil {
+			m = &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
+			moments[s.Replica] = m
+		}
+		for k, v := range s.Optimizer {
+			m.Tensors[k] = v
+		}
+		m.Metadata = s.OptimizerMeta
+	}
+	return weights, moments
+}
+
+// TestDiLoCoRestoreContinuesExactly: a DiLoCo run of 2 replicas × 2 stages, snapshotted
+// right after an outer step (where the replicas agree), restored into replicas cut
+// differently — each replica with its own inner moments, the shared outer momentum —
+// continues with the uninterrupted run's losses. Between outer steps the replicas differ,
+// and Consistent says so.
+func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
+	cfg := pipelineConfig(10)
+	cfg.Sync = DefaultSyncConfig()
+	cfg.Sync.InnerSteps, cfg.Sync.Codec = 2, CodecNone
+	L := cfg.Train.Model.NumLayers()
+	split := func(prefix string, a, b int) Plan {
+		return Plan{Replicas: [][]StagePlan{
+			{{Node: prefix + "0", First: 0, Last: a}, {Node: prefix + "1", First: a, Last: L}},
+			{{Node: prefix + "2", First: 0, Last: b}, {Node: prefix + "3", First: b, Last: L}},
+		}}
+	}
+	full, _ := runLocal(t, cfg, split("u", 2, 2))
+
+	net := NewInMemory(nodeNames("a", 4)...)
+	first, err := NewLocalRun(cfg, split("a", 2, 2), testData(), net.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for first.StepsDone() < 5 {
+		if _, err := first.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c := first.Workers()[0].Consistent(); c != (first.StepsDone()%2 == 0) {
+			t.Fatalf("after step %d Consistent() = %v", first.StepsDone(), c)
+		}
+	}
+	if _, err := first.Step(context.Background()); err != nil { // step 6: an outer step
+		t.Fatal(err)
+	}
+	weights, moments := snapshots(first)
+	if _, ok := moments[1].Tensors["transformer.wte.weight"+outerMomentumSuffix]; !ok || len(moments) != 2 {
+		t.Fatalf("snapshots lack the outer momentum or a replica: %d replicas", len(moments))
+	}
+	net.Close()
+
+	net2 := NewInMemory(nodeNames("b", 4)...)
+	defer net2.Close()
+	second, err := NewLocalRun(cfg, split("b", 1, 3), testData(), net2.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range second.Workers() {
+		if err := w.Restore(weights, moments[w.Replica()], 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 6; i < 10; i++ {
+		got, err := second.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != full[i] {
+			t.Fatalf("step %d after restore: %v, uninterrupted %v", i+1, got, full[i])
+		}
 	}
 }

@@ -10,9 +10,12 @@ import (
 // StageState is a copy of a worker's weights and optimizer state at the end of a step,
 // taken quickly on the training goroutine so that it can be written out in the
 // background. Tensors carry GPT-2 names; moments are "<name>.exp_avg" and
-// "<name>.exp_avg_sq" with the optimizer's step count in OptimizerMeta.
+// "<name>.exp_avg_sq" with the optimizer's step count in OptimizerMeta, and, for DiLoCo
+// across replicas, the outer Nesterov momentum "<name>.outer_momentum" (the same on every
+// replica: each applies the same averaged pseudo-gradient).
 type StageState struct {
 	Step          int
+	Replica       int // the plan replica of the worker
 	First, Last   int
 	Model         map[string]*kernels.Tensor
 	Optimizer     map[string]*kernels.Tensor
@@ -22,7 +25,7 @@ type StageState struct {
 // Snapshot copies the worker's layers and optimizer state.
 func (w *Worker) Snapshot() StageState {
 	st := w.plan.Replicas[w.replica][w.stage]
-	s := StageState{Step: w.step, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
+	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
 	for _, p := range w.params {
 		s.Model[p.Name] = p.Value.Clone()
 	}
@@ -31,13 +34,38 @@ func (w *Worker) Snapshot() StageState {
 		s.Optimizer[k] = t.Clone()
 	}
 	s.OptimizerMeta = meta
+	if w.diloco() {
+		for i, o := range w.outer {
+			off := 0
+			for _, p := range w.runParams[i] {
+				t := kernels.NewTensor(p.Value.Shape...)
+				off += copy(t.Data, o.momentum[off:])
+				s.Optimizer[p.Name+outerMomentumSuffix] = t
+			}
+		}
+	}
 	return s
+}
+
+// outerMomentumSuffix names DiLoCo's outer momentum of a parameter in a checkpoint.
+const outerMomentumSuffix = ".outer_momentum"
+
+// diloco reports whether the worker runs DiLoCo's outer steps (across replicas).
+func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1 }
+
+// Consistent reports whether every replica holds the same weights after the steps done so
+// far: always in sync mode, only right after an outer step in DiLoCo. Checkpoints are
+// taken there, so a checkpoint is one model whichever replica wrote each layer.
+func (w *Worker) Consistent() bool {
+	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
 }
 
 // Restore sets the worker's layers, optimizer state and step from checkpoint tensors that
 // cover at least its layers (they may come from several files of another plan's stages).
-// DiLoCo's anchor becomes the restored weights and its outer momentum restarts at zero.
-// Nothing changes unless every tensor is present with its shape.
+// DiLoCo's anchor becomes the restored weights and its outer momentum is restored when the
+// checkpoint has it (zero otherwise, as for a checkpoint of a sync-mode run). The codecs'
+// error-feedback residuals restart at zero. Nothing changes unless every tensor is present
+// with its shape.
 func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, step int) error {
 	opt := NewOptimizer(w.params, w.opt.Hyper, w.opt.ClipNorm)
 	if err := opt.Restore(moments); err != nil {
@@ -52,6 +80,13 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	w.opt, w.step = opt, step
 	for i := range w.outer {
 		w.outer[i] = newOuterRun(w.runParams[i])
+		off := 0
+		for _, p := range w.runParams[i] {
+			if t, ok := moments.Tensors[p.Name+outerMomentumSuffix]; ok && t.SameShape(p.Value.Shape) {
+				copy(w.outer[i].momentum[off:], t.Data)
+			}
+			off += p.Value.Size()
+		}
 	}
 	return nil
 }
