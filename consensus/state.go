@@ -105,6 +105,9 @@ type CheckpointFile struct {
 	Layers [2]int `json:"layers"` // [first, last] layer index held in the file
 	Hash   string `json:"hash"`
 	Bytes  int64  `json:"bytes"`
+	// Replica is the plan replica whose worker wrote the file. Weights agree across
+	// replicas at a checkpoint; DiLoCo's inner optimizer moments are each replica's own.
+	Replica int `json:"replica,omitempty"`
 }
 
 // CheckpointManifest lists the files that together make one checkpoint.

@@ -43,7 +43,7 @@ func newDatasets(n *Node) (*datasets, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := mesh.NewBlobService(n.mesh, store, mesh.BlobConfig{Logger: n.log})
+	blobs := mesh.NewBlobService(n.mesh, store, mesh.BlobConfig{Logger: n.log, AcceptPull: n.acceptReplica})
 	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }
 

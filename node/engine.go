@@ -231,10 +231,32 @@ var errNoConsensus = errors.New("the node's control plane is not running")
 
 // Job event kinds the engine writes.
 const (
-	eventWorkerFailed = "worker_failed"
-	eventReplan       = "replan"    // a new epoch after a failure (counts towards maxRestarts)
-	eventRebalance    = "rebalance" // a new epoch because joined nodes make the job faster
+	eventWorkerFailed  = "worker_failed"
+	eventWorkerStopped = "worker_stopped" // a worker stopped for a new epoch, at its step
+	eventReplan        = "replan"         // a new epoch after a failure (counts towards maxRestarts)
+	eventRebalance     = "rebalance"      // a new epoch because joined nodes make the job faster
 )
+
+// StepsRedone is how many steps each new epoch of a job repeated: for every epoch that
+// resumed from a checkpoint (a replan or rebalance event), the furthest step its previous
+// epoch's workers reported reaching (stopped or failed) minus the step it resumed from.
+// The map is keyed by the new epoch; epochs whose predecessors reported nothing are left
+// out.
+func StepsRedone(events []consensus.Event) map[uint64]int {
+	reached := map[uint64]int{}
+	for _, ev := range events {
+		if ev.Kind == eventWorkerStopped || ev.Kind == eventWorkerFailed {
+			reached[ev.Epoch] = max(reached[ev.Epoch], ev.Step)
+		}
+	}
+	out := map[uint64]int{}
+	for _, ev := range events {
+		if r, ok := reached[ev.Epoch-1]; ok && (ev.Kind == eventReplan || ev.Kind == eventRebalance) {
+			out[ev.Epoch] = max(0, r-ev.Step)
+		}
+	}
+	return out
+}
 
 // maxRestarts bounds how many times the leader restarts a job from a checkpoint after
 // failures before it gives up and marks the job failed.
@@ -298,15 +320,14 @@ func (e *engine) supervise(c *consensus.Consensus, j consensus.Job) {
 		log.Warn("commit replan", "err", err)
 		return
 	}
-	// Workers move in lockstep and checkpoint every `every` steps, so the failed epoch
-	// reached less than the newest checkpoint any stage wrote plus `every`.
+	// The newest checkpoint any stage wrote, for the record: one that is not complete
+	// with live holders is why a job resumes from an older one.
 	written := 0
 	for _, m := range j.Checkpoints {
 		written = max(written, m.Step)
 	}
-	lost := written - next.ResumeStep + j.Spec.Checkpoint.Every
 	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventReplan, Epoch: epoch, Step: next.ResumeStep,
-		Message: fmt.Sprintf("%s (newest checkpoint written: step %d; under %d steps redone)", reason, written, lost)})
+		Message: fmt.Sprintf("%s (newest checkpoint written: step %d)", reason, written)})
 	log.Info("replanned", "epoch", epoch, "reason", reason)
 }
 

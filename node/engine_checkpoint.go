@@ -3,9 +3,12 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,9 +29,11 @@ const (
 )
 
 // writeCheckpoint writes a stage's snapshot to the node's data dir (temp file, fsync,
-// rename), publishes both files as blobs so any node can fetch them by hash, and commits
-// them to the job's manifest of that step. It runs off the training goroutine.
-func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64, keep int, s parallel.StageState) error {
+// rename), publishes both files as blobs so any node can fetch them by hash, has another
+// node of the plan fetch and verify them (replicate on commit: a checkpoint in the
+// manifest outlives its writer), and only then commits them to the job's manifest of
+// that step, with both holders. It runs off the training goroutine.
+func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64, jp JobPlan, keep int, s parallel.StageState) error {
 	dir := filepath.Join(e.n.cfg.DataDir, "checkpoints", jobID, "step-"+strconv.Itoa(s.Step))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -54,7 +59,15 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 			return fmt.Errorf("publish %s: %w", path, err)
 		}
 		files = append(files, consensus.CheckpointFile{Kind: f.kind, Node: e.n.ID().String(),
-			Layers: [2]int{s.First, s.Last - 1}, Hash: id, Bytes: int64(buf.Len())})
+			Layers: [2]int{s.First, s.Last - 1}, Hash: id, Bytes: int64(buf.Len()), Replica: s.Replica})
+	}
+	if to, err := e.replicateFiles(ctx, jp, files); err == nil {
+		for _, f := range files[:len(files):len(files)] {
+			f.Node = to
+			files = append(files, f)
+		}
+	} else if ctx.Err() == nil {
+		e.n.log.Warn("checkpoint has one holder", "job", jobID, "step", s.Step, "err", err)
 	}
 	c := e.n.Consensus()
 	if c == nil {
@@ -64,6 +77,67 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 		return err
 	}
 	return pruneCheckpoints(filepath.Dir(dir), keep)
+}
+
+// replicateFiles has one other node of the plan fetch every file, trying them in ring
+// order from this node's place in the plan (so the stages' copies spread), and returns
+// the node that now holds them all. It fails when the plan has no other node or none took
+// the files.
+func (e *engine) replicateFiles(ctx context.Context, jp JobPlan, files []consensus.CheckpointFile) (string, error) {
+	self := e.n.ID().String()
+	nodes := slices.Compact(jp.Nodes())
+	at := slices.Index(nodes, self)
+	err := errors.New("no other node in the plan")
+	for i := 1; i < len(nodes); i++ {
+		to := nodes[(at+i)%len(nodes)]
+		if to == self {
+			continue
+		}
+		var p peer.ID
+		if p, err = peer.Decode(to); err != nil {
+			continue
+		}
+		for _, f := range files {
+			if err = e.n.Blobs().Replicate(ctx, p, f.Hash); err != nil {
+				break
+			}
+		}
+		if err == nil {
+			return to, nil
+		}
+		e.n.log.Info("checkpoint replica refused", "to", to, "err", err)
+	}
+	return "", err
+}
+
+// acceptReplica is the blob service's policy for peers asking this node to hold a blob:
+// only a node that shares a running job with this one may.
+func (n *Node) acceptReplica(from peer.ID, _ string) error {
+	c := n.Consensus()
+	if c == nil {
+		return errNoConsensus
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	jobs, _, err := c.Jobs(ctx, false)
+	if err != nil {
+		return err
+	}
+	self := n.ID().String()
+	for _, j := range jobs {
+		cur := j.CurrentPlan()
+		if j.Status != consensus.JobRunning || cur == nil {
+			continue
+		}
+		var jp JobPlan
+		if json.Unmarshal(cur.Plan, &jp) != nil {
+			continue
+		}
+		if nodes := jp.Nodes(); slices.Contains(nodes, self) && slices.Contains(nodes, from.String()) {
+			return nil
+		}
+	}
+	return errors.New("no running job holds both nodes")
 }
 
 // pruneCheckpoints deletes all but the newest keep step-N directories under jobDir.
@@ -141,7 +215,13 @@ func (e *engine) restoreWorker(ctx context.Context, j consensus.Job, w *parallel
 	moments := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}, Metadata: map[string]string{}}
 	holders := fileHolders(*m)
 	done := map[string]bool{}
-	for _, f := range m.Files {
+	// Files of this worker's own replica go last, so its moments win where replicas'
+	// differ (DiLoCo's inner optimizers); any replica's serve under a plan without it.
+	files := slices.Clone(m.Files)
+	sort.SliceStable(files, func(a, b int) bool {
+		return files[a].Replica != w.Replica() && files[b].Replica == w.Replica()
+	})
+	for _, f := range files {
 		if f.Layers[1] < first || f.Layers[0] >= last || done[f.Hash] {
 			continue
 		}

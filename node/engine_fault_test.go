@@ -87,6 +87,14 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 			t.Logf("replan event: %s", ev.Message)
 		}
 	}
+	// Checkpoints are replicated before they are committed and a step waits for the
+	// previous step's checkpoint, so the new epoch redoes at most checkpoint.every steps.
+	redone, ok := StepsRedone(j.Events)[j.Epoch()]
+	if !ok || redone > spec.Checkpoint.Every {
+		t.Fatalf("epoch %d redid %d steps (reported: %v), want ≤ checkpoint.every = %d; events %+v",
+			j.Epoch(), redone, ok, spec.Checkpoint.Every, j.Events)
+	}
+	t.Logf("epoch %d resumed from step %d and redid %d steps", j.Epoch(), next.ResumeStep, redone)
 	// The latest complete checkpoint exports as one GPT-2-named file that loads as a model.
 	var cks []CheckpointView
 	getJSON(t, "http://"+observer.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &cks)

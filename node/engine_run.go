@@ -56,21 +56,31 @@ func (e *engine) dataset(ctx context.Context, j consensus.Job) (*model.Dataset, 
 }
 
 // runWorker trains this node's stage of a plan epoch to the end of the job, reporting
-// progress; a failure marks the job failed.
+// progress. A worker stopped for a new epoch records the step it reached, so the steps the
+// next epoch redoes are known; a failure is reported to the leader.
 func (e *engine) runWorker(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan) {
 	log := e.n.log.With("job", j.ID, "epoch", epoch)
-	err := e.train(ctx, j, epoch, jp)
-	if err == nil || ctx.Err() != nil {
+	var reached int
+	err := e.train(ctx, j, epoch, jp, &reached)
+	if err == nil || e.ctx.Err() != nil {
+		return
+	}
+	c := e.n.Consensus()
+	if c == nil {
+		return
+	}
+	bg, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	if ctx.Err() != nil {
+		_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: eventWorkerStopped, Epoch: epoch, Step: reached,
+			Message: fmt.Sprintf("%s stopped after step %d", e.n.ID(), reached)})
 		return
 	}
 	// The leader decides what a failure means: a dead peer or a broken stream gets a new
 	// epoch from the last checkpoint; repeated failures end the job.
 	log.Warn("worker failed", "err", err)
-	if c := e.n.Consensus(); c != nil {
-		bg, cancel := context.WithTimeout(e.ctx, 10*time.Second)
-		defer cancel()
-		_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: eventWorkerFailed, Epoch: epoch, Message: fmt.Sprintf("%s: %v", e.n.ID(), err)})
-	}
+	_ = c.AddEvent(bg, j.ID, consensus.Event{Kind: eventWorkerFailed, Epoch: epoch, Step: reached,
+		Message: fmt.Sprintf("%s after step %d: %v", e.n.ID(), reached, err)})
 }
 
 // progress collects what the reporting worker commits.
@@ -115,7 +125,8 @@ func (p *progress) add(ctx context.Context, step int, loss float64, val *float64
 	return nil
 }
 
-func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan) error {
+// train runs the worker; reached is set to the steps it completed (or resumed from).
+func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp JobPlan, reached *int) error {
 	data, err := e.dataset(ctx, j)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
@@ -132,6 +143,7 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	defer func() { *reached = w.StepsDone() }()
 	global := 0
 	for _, b := range jp.Engine().Batches {
 		global += b
@@ -172,6 +184,24 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 		}
 	}
 	T := cfg.Train
+	// A checkpoint is written beside the next step's forward and backward passes; that
+	// step applies its update only once the write, its replica on another node and its
+	// manifest are done (the gate), so the job never runs more than checkpoint.every steps
+	// past a checkpoint that survives any one node.
+	var stored chan struct{}
+	w.SetUpdateGate(func(ctx context.Context, _ int) error {
+		if stored == nil {
+			return nil
+		}
+		select {
+		case <-stored:
+			stored = nil
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	lastCkpt := w.StepsDone()
 	for w.StepsDone() < T.Steps {
 		start := time.Now()
 		res, err := w.Step(ctx)
@@ -181,12 +211,18 @@ func (e *engine) train(ctx context.Context, j consensus.Job, epoch uint64, jp Jo
 		p.steps++
 		p.elapsed += time.Since(start)
 		step := w.StepsDone()
-		if every := j.Spec.Checkpoint.Every; every > 0 && step%every == 0 && step < T.Steps {
+		// Checkpoints land on the first step at or after each multiple of every where the
+		// replicas agree: every such step in sync mode, the next outer step in DiLoCo.
+		if every := j.Spec.Checkpoint.Every; every > 0 && step/every > lastCkpt/every && w.Consistent() && step < T.Steps {
+			lastCkpt = step
 			snap := w.Snapshot() // a copy: the write runs beside training
+			done := make(chan struct{})
+			stored = done
 			writes.Add(1)
 			go func() {
 				defer writes.Done()
-				if err := e.writeCheckpoint(ctx, j.ID, epoch, j.Spec.Checkpoint.Keep, snap); err != nil && ctx.Err() == nil {
+				defer close(done)
+				if err := e.writeCheckpoint(ctx, j.ID, epoch, jp, j.Spec.Checkpoint.Keep, snap); err != nil && ctx.Err() == nil {
 					e.n.log.Warn("checkpoint", "job", j.ID, "step", snap.Step, "err", err)
 				}
 			}()

@@ -15,6 +15,9 @@ import (
 	"github.com/meshnode/meshnode/node"
 )
 
+// faultCheckpointEvery is faultJob's checkpoint interval: the most steps a recovery may redo.
+const faultCheckpointEvery = 10
+
 // faultJob is a small job that every node of a testnet holds a stage of (even placement,
 // one replica), checkpointing often; sync mode, so a resumed run follows the undisturbed
 // one exactly.
@@ -30,7 +33,7 @@ func faultJob(t *testing.T, steps int) []byte {
 	spec.Train.EvalEvery, spec.Train.Warmup = steps, 5
 	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), "sync"
 	spec.Placement.Strategy = jobspec.StrategyEven
-	spec.Checkpoint.Every = 10
+	spec.Checkpoint.Every = faultCheckpointEvery
 	b, _ := json.Marshal(spec)
 	return b
 }
@@ -177,11 +180,21 @@ func TestKillStageNodesMidJob(t *testing.T) {
 				t.Fatalf("the final plan uses the killed node")
 			}
 		}
+		redone := node.StepsRedone(d.Events)
+		if len(redone) == 0 {
+			t.Fatalf("kill leader=%v: no epoch reports the steps it redid; events %+v", killLeader, d.Events)
+		}
+		for epoch, n := range redone {
+			if n > faultCheckpointEvery {
+				t.Errorf("kill leader=%v: epoch %d redid %d steps, want ≤ checkpoint.every = %d", killLeader, epoch, n, faultCheckpointEvery)
+			}
+		}
 		val := *d.Progress.ValLoss
 		if math.Abs(val-baseVal)/baseVal > 0.05 {
 			t.Errorf("kill leader=%v: final validation loss %.4f, undisturbed %.4f: more than 5%% apart", killLeader, val, baseVal)
 		}
-		t.Logf("kill leader=%v: resumed from step %d in epoch %d, val %.4f (undisturbed %.4f)", killLeader, jp.ResumeStep, d.Plan.Epoch, val, baseVal)
+		t.Logf("kill leader=%v: resumed from step %d in epoch %d (steps redone per epoch %v), val %.4f (undisturbed %.4f)",
+			killLeader, jp.ResumeStep, d.Plan.Epoch, redone, val, baseVal)
 
 		if killLeader {
 			break

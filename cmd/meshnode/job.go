@@ -87,7 +87,12 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 				rebalances++
 			}
 		}
-		fmt.Fprintf(w, "plan       epoch %d (%s); %d restart(s) after failures, %d rebalance(s)\n", d.Plan.Epoch, ago(d.Plan.SetAt), restarts, rebalances)
+		redone := 0
+		for _, n := range node.StepsRedone(d.Events) {
+			redone += n
+		}
+		fmt.Fprintf(w, "plan       epoch %d (%s); %d restart(s) after failures, %d rebalance(s), %d step(s) redone\n",
+			d.Plan.Epoch, ago(d.Plan.SetAt), restarts, rebalances, redone)
 		printLayerMap(w, d.Plan.Plan)
 	}
 	if pr := d.Progress; pr.UpdatedAt != nil {
