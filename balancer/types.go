@@ -6,8 +6,10 @@ import "github.com/meshnode/meshnode/model"
 type Node struct {
 	// ID is the node's peer ID; plans name nodes by it.
 	ID string `json:"id"`
-	// GFLOPS is the measured GEMM speed on the engine's own kernels at training shapes,
-	// in GFLOP/s (must be > 0).
+	// GFLOPS is the node's measured compute speed in GFLOP/s, counted with the model's
+	// cost model (must be > 0): the node measures whole training steps of a reference model
+	// (mesh.Profile.TrainGFLOPS), so stage times come out as the engine runs them, or its
+	// GEMM rate where it measured no training.
 	GFLOPS float64 `json:"gflops"`
 	// MemoryBytes is the memory the node lends to training (must be > 0).
 	MemoryBytes int64 `json:"memory_bytes"`

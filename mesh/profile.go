@@ -15,6 +15,10 @@ type Profile struct {
 	GemmGFLOPS float64 `json:"gemm_gflops"`
 	// GemmShape is the measured shape as "MxNxK".
 	GemmShape string `json:"gemm_shape,omitempty"`
+	// TrainGFLOPS is the effective rate of whole training steps (forward, backward and
+	// AdamW of a reference GPT, counted with the model's cost model), already divided by
+	// Slowdown: what the balancer plans compute time with. Zero means not measured.
+	TrainGFLOPS float64 `json:"train_gflops,omitempty"`
 	// Slowdown is the emulated slowdown factor applied to compute (1 on real nodes).
 	Slowdown float64 `json:"slowdown,omitempty"`
 	// Cores is the number of logical CPUs the process may use.
@@ -75,6 +79,9 @@ const (
 func (p *Profile) Validate() error {
 	if math.IsNaN(p.GemmGFLOPS) || math.IsInf(p.GemmGFLOPS, 0) || p.GemmGFLOPS < 0 {
 		return fmt.Errorf("profile: gemm_gflops %v is not a rate", p.GemmGFLOPS)
+	}
+	if math.IsNaN(p.TrainGFLOPS) || math.IsInf(p.TrainGFLOPS, 0) || p.TrainGFLOPS < 0 {
+		return fmt.Errorf("profile: train_gflops %v is not a rate", p.TrainGFLOPS)
 	}
 	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
 		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)

@@ -87,7 +87,7 @@ func codecCompression(codec string) float64 {
 // planInputs builds the balancer's inputs for spec from the candidates, pricing links with
 // what the candidates measured (their profiles' Links).
 func planInputs(spec jobspec.Spec, cands []planCandidate) (PlanInputs, error) {
-	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GemmGFLOPS > cands[j].profile.GemmGFLOPS })
+	sort.Slice(cands, func(i, j int) bool { return ComputeGFLOPS(cands[i].profile) > ComputeGFLOPS(cands[j].profile) })
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
 	}
@@ -105,7 +105,7 @@ func planInputs(spec jobspec.Spec, cands []planCandidate) (PlanInputs, error) {
 		known[c.id] = true
 	}
 	for _, c := range cands {
-		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GemmGFLOPS, MemoryBytes: int64(c.profile.MemoryBudgetBytes)})
+		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: ComputeGFLOPS(c.profile), MemoryBytes: int64(c.profile.MemoryBudgetBytes)})
 		for _, l := range c.profile.Links {
 			if known[l.Peer] && l.BandwidthBps > 0 {
 				snap.Links = append(snap.Links, balancer.Link{From: c.id, To: l.Peer, RTT: l.RTTSeconds, Bandwidth: l.BandwidthBps})

@@ -243,6 +243,7 @@ func (n *Node) measure(ctx context.Context) error {
 	prof.DataAddr, prof.Region = n.DataAddr(), n.cfg.Region
 	n.mesh.SetProfile(prof)
 	n.log.Info("device profile measured", "gemm_gflops", fmt.Sprintf("%.1f", prof.GemmGFLOPS), "shape", prof.GemmShape,
+		"train_gflops", fmt.Sprintf("%.1f", prof.TrainGFLOPS),
 		"cores", prof.Cores, "memory_budget", prof.MemoryBudgetBytes, "gpus", len(prof.GPUs), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
 )
 
 // Profiler measures this machine's device profile. Its fields are the measurement hooks,
@@ -20,6 +22,7 @@ type Profiler struct {
 	version string
 
 	gemm   func(m, n, k, threads int, batch time.Duration) float64
+	train  func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
 	memory func() (total, available uint64)
 	disk   func(dir string) uint64
 	gpus   func() ([]mesh.GPU, error)
@@ -35,12 +38,13 @@ func NewProfiler(cfg Config) *Profiler {
 	}
 	return &Profiler{
 		cfg: cfg.Profile, dataDir: cfg.DataDir, budget: cfg.MemoryBudget, frac: frac, version: cfg.Version,
-		gemm: kernels.MeasureGemm, memory: systemMemory, disk: diskFree, gpus: detectGPUs, cpuTime: processCPUTime,
+		gemm: kernels.MeasureGemm, train: measureTraining, memory: systemMemory, disk: diskFree, gpus: detectGPUs, cpuTime: processCPUTime,
 	}
 }
 
 // Measure runs every measurement once: about one second of GEMM on the engine's kernels at
-// the configured training shape, then memory, disk and GPUs. A GPU query that fails is
+// the configured training shape, as long of whole training steps of a reference model,
+// then memory, disk and GPUs. A GPU query that fails is
 // reported as no GPU (and returned as warn), never as a failed profile.
 func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) {
 	if err := ctx.Err(); err != nil {
@@ -54,10 +58,17 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	wall0, cpu0 := time.Now(), p.cpuTime()
 	gflops := p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
 	gflops = cpuNormalisedRate(gflops, time.Since(wall0), p.cpuTime()-cpu0, threads, p.cfg.slowdown())
+	var train float64
+	if p.train != nil {
+		wall0, cpu0 = time.Now(), p.cpuTime()
+		train = p.train(p.cfg.batchDuration())
+		train = cpuNormalisedRate(train, time.Since(wall0), p.cpuTime()-cpu0, kernels.Threads(), p.cfg.slowdown())
+	}
 	total, avail := p.memory()
 	prof = mesh.Profile{
 		GemmGFLOPS:       gflops,
 		GemmShape:        fmt.Sprintf("%dx%dx%d", m, n, k),
+		TrainGFLOPS:      train,
 		Slowdown:         p.cfg.slowdown(),
 		Cores:            runtime.GOMAXPROCS(0),
 		MemoryTotalBytes: total, MemoryAvailableBytes: avail,
@@ -90,4 +101,37 @@ func cpuNormalisedRate(wallRate float64, wall, cpu time.Duration, threads int, s
 	}
 	share := min(1, float64(cpu)/(float64(wall)*float64(threads)))
 	return wallRate / share / slowdown
+}
+
+// trainReference is the model whose training steps the profile times: the default job's
+// block shape (d_model 128, 4 heads, context 128), two blocks, 8 sequences a step. Small
+// models reach a fraction of the GEMM rate (attention, LayerNorm, GELU, AdamW and small
+// matrices), so planning their compute with the GEMM rate alone underestimates step times
+// several-fold and makes any communication look dear.
+var trainReference = model.Config{Layers: 2, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
+
+const trainReferenceBatch = 8
+
+// measureTraining times training steps of trainReference for at least d and returns their
+// rate in GFLOP/s, counted with the cost model the balancer plans with. It returns 0 if the
+// reference cannot train (it always can; the profile then falls back to the GEMM rate).
+func measureTraining(d time.Duration) float64 {
+	m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, 1, d)
+	if err != nil {
+		return 0
+	}
+	var perToken float64
+	for _, l := range trainReference.LayerCosts() {
+		perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
+	}
+	return m.TokensPerSec * perToken / 1e9
+}
+
+// ComputeGFLOPS is the speed the balancer plans a node's compute with: its measured
+// training rate, or its GEMM rate from a node that does not measure one.
+func ComputeGFLOPS(p *mesh.Profile) float64 {
+	if p.TrainGFLOPS > 0 {
+		return p.TrainGFLOPS
+	}
+	return p.GemmGFLOPS
 }

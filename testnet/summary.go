@@ -40,12 +40,14 @@ type Summary struct {
 // SummaryNode is one node of a Summary: its emulated slowdown, what it measured, and the
 // layers the plan gave it as [first, last) ranges (one per stage it holds).
 type SummaryNode struct {
-	Name       string   `json:"name"`
-	ID         string   `json:"id"`
-	Region     string   `json:"region"`
-	Slowdown   float64  `json:"slowdown"`
-	GemmGFLOPS float64  `json:"gemm_gflops"`
-	Layers     [][2]int `json:"layers"`
+	Name       string  `json:"name"`
+	ID         string  `json:"id"`
+	Region     string  `json:"region"`
+	Slowdown   float64 `json:"slowdown"`
+	GemmGFLOPS float64 `json:"gemm_gflops"`
+	// TrainGFLOPS is the node's measured training rate, what the balancer planned with.
+	TrainGFLOPS float64  `json:"train_gflops"`
+	Layers      [][2]int `json:"layers"`
 }
 
 // Summarize builds the summary of job from its detail, the nodes' states and the profiles
@@ -62,7 +64,7 @@ func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]node
 	for _, n := range nodes {
 		sn := SummaryNode{Name: n.Name, ID: n.ID, Region: n.Region, Slowdown: n.Slowdown, Layers: [][2]int{}}
 		if p, ok := peers[n.ID]; ok && p.Profile != nil {
-			sn.GemmGFLOPS = p.Profile.GemmGFLOPS
+			sn.GemmGFLOPS, sn.TrainGFLOPS = p.Profile.GemmGFLOPS, p.Profile.TrainGFLOPS
 		}
 		for _, r := range plan.Replicas {
 			for _, st := range r {

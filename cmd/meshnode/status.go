@@ -56,11 +56,11 @@ func printStatus(w io.Writer, st node.StatusView) {
 		fmt.Fprintf(w, "  %s\n", a)
 	}
 	if p := st.Profile; p != nil {
-		fmt.Fprintf(w, "profile:  %.1f GFLOP/s (GEMM %s", p.GemmGFLOPS, p.GemmShape)
+		fmt.Fprintf(w, "profile:  GEMM %.1f GFLOP/s (%s), training %.1f GFLOP/s", p.GemmGFLOPS, p.GemmShape, p.TrainGFLOPS)
 		if p.Slowdown > 1 {
-			fmt.Fprintf(w, ", slowdown %.2g", p.Slowdown)
+			fmt.Fprintf(w, " (slowdown %.2g)", p.Slowdown)
 		}
-		fmt.Fprintf(w, "), %d cores, memory budget %s of %s available, disk free %s, %s/%s\n",
+		fmt.Fprintf(w, ", %d cores, memory budget %s of %s available, disk free %s, %s/%s\n",
 			p.Cores, meshBytes(p.MemoryBudgetBytes), meshBytes(p.MemoryAvailableBytes), meshBytes(p.DiskFreeBytes), p.OS, p.Arch)
 		for _, g := range p.GPUs {
 			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, meshBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
