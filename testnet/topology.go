@@ -76,12 +76,20 @@ var DefaultSlowdowns = []float64{1, 1, 2, 3}
 // DefaultRegions are the regions of the default topology; nodes alternate between them.
 var DefaultRegions = []string{"eu", "us"}
 
+// DefaultMemory is the memory budget of the default topology's nodes: emulated devices
+// too small to train the default job's model alone (the balancer predicts about 23 MiB
+// for all of it on one node, ~17 MiB for four of its six layers), as in the Sky Computing
+// setting of federated devices. Every replica of the default job is therefore a pipeline,
+// and the balancer sizes its stages to the nodes' measured speeds. A topology file sets
+// any budget, or none (the node's default: 80% of available memory).
+const DefaultMemory = "20MiB"
+
 // DefaultRegion is the region of a node that names none.
 const DefaultRegion = "local"
 
 // DefaultTopology is n nodes named node0…node{n-1}, alternating between DefaultRegions,
-// with DefaultSlowdowns, the default links and the nodes' default memory budgets. Four
-// nodes give two regions with slowdowns 1, 1, 2 and 3.
+// with DefaultSlowdowns, the default links and DefaultMemory. Four nodes give two regions
+// with slowdowns 1, 1, 2 and 3.
 func DefaultTopology(n int) Topology {
 	t := Topology{}
 	for i := range n {
@@ -89,6 +97,7 @@ func DefaultTopology(n int) Topology {
 			Name:     fmt.Sprintf("node%d", i),
 			Region:   DefaultRegions[i%len(DefaultRegions)],
 			Slowdown: DefaultSlowdowns[i%len(DefaultSlowdowns)],
+			Memory:   DefaultMemory,
 		})
 	}
 	return t
