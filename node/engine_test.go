@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh"
 )
 
 // TestJobRunsEndToEndOnThreeNodes: a job submitted to a three-node mesh is planned by the
@@ -124,4 +125,54 @@ func submitThroughAPI(t *testing.T, n *Node, spec jobspec.Spec) string {
 		t.Fatalf("POST /v1/jobs: %s %+v", resp.Status, sub)
 	}
 	return sub.ID
+}
+
+// TestDefaultTestnetJobIsCutBySpeed: the plan the leader makes for the default job on the
+// default testnet's devices — speeds 1, 1, 1/2, 1/3 (slowdowns 1, 1, 2, 3), 20 MiB each
+// (testnet.DefaultMemory), two regions 1 ms apart inside and 20 ms across at 100 Mbit/s —
+// cuts every replica into a pipeline and gives the slower nodes fewer layers than the fast
+// ones; the slowest node holds no more than any faster one.
+func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
+	speeds := []float64{120, 120, 60, 40}
+	regions := []string{"eu", "us", "eu", "us"}
+	ids := []string{"fast-eu", "fast-us", "slow2-eu", "slow3-us"}
+	var cands []planCandidate
+	for i, id := range ids {
+		p := &mesh.Profile{GemmGFLOPS: 3 * speeds[i], TrainGFLOPS: speeds[i], MemoryBudgetBytes: 20 << 20, DataAddr: "127.0.0.1:1"}
+		for j, peer := range ids {
+			if i == j {
+				continue
+			}
+			l := mesh.ProfileLink{Peer: peer, RTTSeconds: 0.002, BandwidthBps: 1e9 / 8}
+			if regions[i] != regions[j] {
+				l = mesh.ProfileLink{Peer: peer, RTTSeconds: 0.040, BandwidthBps: 100e6 / 8}
+			}
+			p.Links = append(p.Links, l)
+		}
+		cands = append(cands, planCandidate{id: id, profile: p})
+	}
+	jp, err := planJob(jobspec.DefaultSpec(), cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers := map[string]int{}
+	for _, r := range jp.Replicas {
+		if len(r) < 2 {
+			t.Errorf("a replica of one stage on 20 MiB devices: %+v", jp.Replicas)
+		}
+		for _, s := range r {
+			layers[s.Node] += s.Last - s.First
+		}
+	}
+	t.Logf("plan %+v: layers per node %v", jp.Replicas, layers)
+	for _, slow := range ids[2:] {
+		for _, fast := range ids[:2] {
+			if layers[slow] > 0 && layers[fast] > 0 && layers[slow] >= layers[fast] {
+				t.Errorf("%s holds %d layers, %s %d", slow, layers[slow], fast, layers[fast])
+			}
+		}
+	}
+	if layers["slow3-us"] > layers["slow2-eu"] && layers["slow2-eu"] > 0 {
+		t.Errorf("the slowest node holds more layers (%d) than the slowdown-2 one (%d)", layers["slow3-us"], layers["slow2-eu"])
+	}
 }
