@@ -164,6 +164,41 @@ func (s *BlobStore) Open(id string) (*os.File, error) {
 	return f, nil
 }
 
+// ReadVerified returns a stored blob's bytes after checking them against its ID: an error
+// matching ErrBlobCorrupt when the data on disk no longer matches (Remove it and fetch it
+// again), ErrBlobNotFound when the store lacks it.
+func (s *BlobStore) ReadVerified(id string) ([]byte, error) {
+	m, err := s.Manifest(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(s.dataPath(id))
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	if int64(len(b)) != m.Size || sha256.Sum256(b) != m.Sum {
+		return nil, fmt.Errorf("blob store: %s: %w", id, ErrBlobCorrupt)
+	}
+	return b, nil
+}
+
+// Remove deletes a stored blob (its manifest first, so it is never half present).
+func (s *BlobStore) Remove(id string) error {
+	if _, err := parseBlobID(id); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.manifests, id)
+	s.mu.Unlock()
+	if err := os.Remove(s.manifestPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	if err := os.Remove(s.dataPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("blob store: %w", err)
+	}
+	return nil
+}
+
 // readChunk returns chunk i of a stored blob after checking it against its hash, so that
 // disk corruption is never served.
 func (s *BlobStore) readChunk(id string, i int) ([]byte, error) {

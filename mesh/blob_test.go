@@ -92,6 +92,22 @@ func TestBlobStoreRefusesCorruptChunk(t *testing.T) {
 	if _, err := s.readChunk(id, 4); !errors.Is(err, ErrBlobNotFound) {
 		t.Errorf("chunk past the end: got %v, want ErrBlobNotFound", err)
 	}
+	if _, err := s.ReadVerified(id); !errors.Is(err, ErrBlobCorrupt) {
+		t.Errorf("ReadVerified of a corrupt blob: got %v, want ErrBlobCorrupt", err)
+	}
+	if err := s.Remove(id); err != nil || s.Has(id) {
+		t.Fatalf("Remove: %v (still there: %v)", err, s.Has(id))
+	}
+	if _, err := s.ReadVerified(id); !errors.Is(err, ErrBlobNotFound) {
+		t.Errorf("ReadVerified of a removed blob: got %v, want ErrBlobNotFound", err)
+	}
+	data[1500] ^= 1
+	if id2, err := s.Publish(context.Background(), bytes.NewReader(data)); err != nil || id2 != id {
+		t.Fatalf("republish: %v (%s, want %s)", err, id2, id)
+	}
+	if b, err := s.ReadVerified(id); err != nil || !bytes.Equal(b, data) {
+		t.Errorf("ReadVerified of the republished blob: %v", err)
+	}
 	if s.Has("0000") || s.Has(BlobIDOf([]byte("other"), 0)) {
 		t.Errorf("Has reports blobs that are not there")
 	}

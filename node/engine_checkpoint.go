@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
 )
@@ -51,6 +52,9 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 			return err
 		}
 		path := filepath.Join(dir, base+"."+f.kind+".safetensors")
+		if crashInCheckpoint == s.Step {
+			crashWriting(path, buf.Bytes())
+		}
 		if err := model.WriteFileAtomic(path, buf.Bytes()); err != nil {
 			return err
 		}
@@ -77,6 +81,30 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 		return err
 	}
 	return pruneCheckpoints(filepath.Dir(dir), keep)
+}
+
+// CrashInCheckpointEnv is a fault-injection hook for tests that exec nodes: a node started
+// with it set to a step number dies in the middle of writing that step's checkpoint, half
+// of its first file in the temporary file the atomic write uses, as a crash or power cut
+// would leave it. Unset (always, outside tests) it does nothing.
+const CrashInCheckpointEnv = "MESHNODE_TEST_CRASH_IN_CHECKPOINT"
+
+var crashInCheckpoint = func() int {
+	n, err := strconv.Atoi(os.Getenv(CrashInCheckpointEnv))
+	if err != nil || n <= 0 {
+		return -1
+	}
+	return n
+}()
+
+// crashWriting writes half of data where model.WriteFileAtomic would stage path, makes it
+// durable, and ends the process at once, running nothing deferred.
+func crashWriting(path string, data []byte) {
+	if f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*"); err == nil {
+		f.Write(data[:len(data)/2])
+		f.Sync()
+	}
+	os.Exit(137)
 }
 
 // replicateFiles has one other node of the plan fetch every file, trying them in ring
@@ -265,20 +293,28 @@ func (n *Node) fetchBlob(ctx context.Context, hash string, holders []peer.ID) er
 	return nil
 }
 
-// fetchTensors returns a checkpoint file's tensors, fetching the blob first if needed.
+// fetchTensors returns a checkpoint file's tensors, fetching the blob first if needed and
+// checking its bytes against the hash before decoding: a local copy that no longer
+// matches (disk corruption) is deleted and fetched again from the holders, and a file no
+// holder serves intact is an error naming it, never loaded.
 func (n *Node) fetchTensors(ctx context.Context, hash string, holders []peer.ID) (*model.TensorFile, error) {
-	blobs := n.Blobs()
+	store := n.Blobs().Store()
 	if err := n.fetchBlob(ctx, hash, holders); err != nil {
 		return nil, err
 	}
-	r, err := blobs.Open(hash)
+	b, err := store.ReadVerified(hash)
+	if errors.Is(err, mesh.ErrBlobCorrupt) {
+		n.log.Warn("checkpoint file corrupt on this node; fetching it again", "hash", hash)
+		if err = store.Remove(hash); err == nil {
+			self := n.ID()
+			others := slices.DeleteFunc(slices.Clone(holders), func(p peer.ID) bool { return p == self })
+			if err = n.fetchBlob(ctx, hash, others); err == nil {
+				b, err = store.ReadVerified(hash)
+			}
+		}
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("checkpoint file %s: %w", hash, err)
 	}
-	defer r.Close()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(r); err != nil {
-		return nil, err
-	}
-	return model.DecodeSafetensors(buf.Bytes())
+	return model.DecodeSafetensors(b)
 }

@@ -280,3 +280,86 @@ func TestNodeJoinsMidJob(t *testing.T) {
 		t.Fatalf("the joined node is not in the final plan (epoch %d); events %+v", d.Plan.Epoch, d.Events)
 	}
 }
+
+// TestCheckpointCrashAndCorruptCopies: a node dies in the middle of writing its step-20
+// checkpoint (the fault-injection hook leaves half a file in the atomic write's temporary
+// file), and a surviving node's copies of the checkpoint files are corrupted on disk
+// before. The job resumes from the previous checkpoint (step 10), the survivor refuses its
+// corrupt copies and fetches them again from another holder, and the job finishes done;
+// the crashed node, restarted from its data dir, rejoins.
+func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	topo := oneRegion(3)
+	for i := range topo.Nodes {
+		topo.Nodes[i].Slowdown = 4
+	}
+	topo.Nodes[2].Env = map[string]string{node.CrashInCheckpointEnv: "20"}
+	tn := startTestnet(t, topo)
+	nodes := tn.Nodes()
+	survivor, crasher := nodes[0], nodes[2]
+	w := submitJob(t, tn, nodes[1], faultJob(t, 300))
+	// Until the crash, corrupt the survivor's copy of every checkpoint file that another
+	// live node also holds (so an intact copy exists), as soon as it appears.
+	corrupted := map[string]bool{}
+	corrupt := func() {
+		for _, m := range w.detail().Checkpoints {
+			for _, f := range m.Files {
+				intactElsewhere := false
+				for _, g := range m.Files {
+					intactElsewhere = intactElsewhere || (g.Hash == f.Hash && g.Node != survivor.ID && g.Node != crasher.ID)
+				}
+				path := filepath.Join(survivor.DataDir, node.BlobDir, f.Hash)
+				b, err := os.ReadFile(path)
+				if corrupted[f.Hash] || !intactElsewhere || err != nil || len(b) == 0 {
+					continue
+				}
+				b[len(b)/2] ^= 0x5a
+				if os.WriteFile(path, b, 0o600) == nil {
+					corrupted[f.Hash] = true
+				}
+			}
+		}
+	}
+	if err := tn.WaitFor(func() bool { corrupt(); return !crasher.Alive() }, 3*time.Minute); err != nil {
+		t.Fatalf("the node set to crash at step 20 still runs: %v", err)
+	}
+	if len(corrupted) == 0 {
+		t.Fatal("the survivor held no checkpoint file to corrupt before the crash")
+	}
+	d := w.waitDone(3 * time.Minute)
+	jp := planOf(d)
+	if d.Plan.Epoch < 2 || jp.ResumeStep != 10 {
+		t.Fatalf("finished in epoch %d resuming from step %d, want a new epoch from step 10 (step 20 was never complete)", d.Plan.Epoch, jp.ResumeStep)
+	}
+	for epoch, n := range node.StepsRedone(d.Events) {
+		if n > faultCheckpointEvery {
+			t.Errorf("epoch %d redid %d steps, want ≤ %d", epoch, n, faultCheckpointEvery)
+		}
+	}
+	if log := tailFile(survivor.LogPath(), 1<<20); !strings.Contains(log, "checkpoint file corrupt on this node") {
+		t.Errorf("the survivor's log does not show a corrupt copy refused (corrupted %d files)", len(corrupted))
+	}
+	tmps, _ := filepath.Glob(filepath.Join(crasher.DataDir, "checkpoints", d.ID, "step-20", ".*.tmp*"))
+	if len(tmps) == 0 {
+		t.Errorf("no half-written temporary file in the crashed node's step-20 directory")
+	}
+	t.Logf("crash at step 20: resumed from step %d in epoch %d (%d corrupted copies refetched), val %.4f",
+		jp.ResumeStep, d.Plan.Epoch, len(corrupted), *d.Progress.ValLoss)
+
+	crasher.Spec.Env = nil
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	back, err := tn.Restart(ctx, crasher.Spec.Name)
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tn.WaitFor(func() bool {
+		j, err := NewAPI(back.API).Job(context.Background(), w.id)
+		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == 2
+	}, 60*time.Second)
+	if err != nil {
+		t.Fatalf("the crashed node, restarted, does not see the finished job and its peers: %v", err)
+	}
+}

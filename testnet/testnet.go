@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -190,7 +192,11 @@ func (t *Testnet) startNode(ctx context.Context, spec NodeSpec, bootstrap []stri
 		relay.Close()
 		return nil, err
 	}
-	if err := n.start(t.cfg.Binary, t.joinArgs(n, bootstrap), t.env()); err != nil {
+	env := t.env()
+	for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+		env = append(env, k+"="+spec.Env[k])
+	}
+	if err := n.start(t.cfg.Binary, t.joinArgs(n, bootstrap), env); err != nil {
 		relay.Close()
 		return nil, err
 	}

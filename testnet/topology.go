@@ -38,6 +38,9 @@ type NodeSpec struct {
 	Memory string `yaml:"memory" json:"memory,omitempty"`
 	// Threads caps the node's kernel threads; 0 means all cores.
 	Threads int `yaml:"threads" json:"threads,omitempty"`
+	// Env adds variables to the node's environment, such as a fault-injection hook
+	// (node.CrashInCheckpointEnv). Names are upper-case letters, digits and '_'.
+	Env map[string]string `yaml:"env" json:"env,omitempty"`
 }
 
 // LinkSpec sets the emulated link between two regions, as written in YAML.
@@ -160,6 +163,11 @@ func (t *Topology) Validate() error {
 		if n.Threads < 0 {
 			bad("%s.threads: must be ≥ 0 (got %d)", f, n.Threads)
 		}
+		for k := range n.Env {
+			if !envNameRE.MatchString(k) {
+				bad("%s.env: %q is not a variable name (A-Z, 0-9, _)", f, k)
+			}
+		}
 	}
 	for i, n := range t.Nodes {
 		if names[n.Region] {
@@ -264,6 +272,8 @@ func parseLoss(s string) (float64, error) {
 	}
 	return f / div, nil
 }
+
+var envNameRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,63}$`)
 
 var memoryRE = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?)\s*(%|B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)?$`)
 
