@@ -411,20 +411,25 @@ func (e *engine) considerGrowth(c *consensus.Consensus, j consensus.Job, jp JobP
 	if !ok {
 		return
 	}
+	log := e.n.log.With("job", j.ID, "joined", len(fresh))
 	in, err := planInputs(j.Spec, cands)
 	if err != nil {
+		log.Debug("no growth: inputs", "err", err)
 		return
 	}
 	current, err := jp.Inputs.Replan()
 	if err != nil {
+		log.Debug("no growth: the current plan does not re-derive", "err", err)
 		return
 	}
 	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
 	if err != nil || !dec.Replan {
+		log.Debug("no growth", "reason", dec.Reason, "err", err)
 		return
 	}
 	next, err := jobPlanFrom(dec.Plan, in, modelConfig(j.Spec).NumLayers())
 	if err != nil {
+		log.Warn("no growth: the balancer's plan does not convert", "err", err)
 		return
 	}
 	next.ResumeStep = ckpt.Step
@@ -432,6 +437,7 @@ func (e *engine) considerGrowth(c *consensus.Consensus, j consensus.Job, jp JobP
 	reason := fmt.Sprintf("%d node(s) joined (%s); %s; resume from step %d", len(fresh), fresh[0], dec.Reason, ckpt.Step)
 	epoch, err := c.SetPlan(e.ctx, j.ID, raw, reason)
 	if err != nil {
+		log.Warn("commit rebalanced plan", "err", err)
 		return
 	}
 	_ = c.AddEvent(e.ctx, j.ID, consensus.Event{Kind: eventRebalance, Epoch: epoch, Step: ckpt.Step, Message: reason})
