@@ -39,10 +39,15 @@ func faultJob(t *testing.T, steps int) []byte {
 }
 
 // oneRegion is a topology of n equal nodes in one region.
-func oneRegion(n int) Topology {
+func oneRegion(n int) Topology { return slowRegion(n, 1) }
+
+// slowRegion is a topology of n equal nodes in one region, each with the slowdown given:
+// emulated slow devices keep a job running long enough for faults to land mid-job even
+// when the machine is idle.
+func slowRegion(n int, slowdown float64) Topology {
 	var t Topology
 	for i := range n {
-		t.Nodes = append(t.Nodes, NodeSpec{Name: "n" + string(rune('0'+i)), Region: "lab", Slowdown: 1})
+		t.Nodes = append(t.Nodes, NodeSpec{Name: "n" + string(rune('0'+i)), Region: "lab", Slowdown: slowdown})
 	}
 	return t
 }
@@ -105,13 +110,7 @@ func TestKillStageNodesMidJob(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
-	// Emulated slow devices keep the job running long enough for the kills to land mid-job
-	// even when the machine is idle.
-	topo := oneRegion(3)
-	for i := range topo.Nodes {
-		topo.Nodes[i].Slowdown = 4
-	}
-	tn := startTestnet(t, topo)
+	tn := startTestnet(t, slowRegion(3, 4))
 	const steps = 300
 	spec := faultJob(t, steps)
 	nodes := tn.Nodes()
@@ -248,11 +247,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
-	topo := oneRegion(3)
-	for i := range topo.Nodes {
-		topo.Nodes[i].Slowdown = 6
-	}
-	tn := startTestnet(t, topo)
+	tn := startTestnet(t, slowRegion(3, 6))
 	var spec jobspec.Spec
 	json.Unmarshal(faultJob(t, 4000), &spec)
 	spec.Parallel.Replicas, spec.Placement.Strategy = jobspec.Auto(), jobspec.StrategyAuto
@@ -291,10 +286,7 @@ func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
-	topo := oneRegion(3)
-	for i := range topo.Nodes {
-		topo.Nodes[i].Slowdown = 4
-	}
+	topo := slowRegion(3, 4)
 	topo.Nodes[2].Env = map[string]string{node.CrashInCheckpointEnv: "20"}
 	tn := startTestnet(t, topo)
 	nodes := tn.Nodes()
