@@ -161,8 +161,8 @@ func TestCPUNormalisedRate(t *testing.T) {
 // predicts it several times too fast. Both are ratios of measurements taken back to back,
 // up to three rounds on a shared machine.
 func TestTrainingRatePredictsStepTime(t *testing.T) {
-	if testing.Short() {
-		t.Skip("times training steps")
+	if testing.Short() || raceEnabled {
+		t.Skip("timing test: the race detector distorts the kernels' timing")
 	}
 	job := jobspec.DefaultSpec()
 	cfg := modelConfig(job)
@@ -198,9 +198,10 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 // back-to-back measurements (a shared machine is noisy; a profile that ignored the
 // slowdown, or counted it twice, is off by 3× in every round).
 func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
-	if testing.Short() {
-		t.Skip("timing test")
+	if testing.Short() || raceEnabled {
+		t.Skip("timing test: the race detector distorts the kernels' timing")
 	}
+
 	t.Cleanup(func() { kernels.SetSlowdown(1) })
 	measure := func(f float64) mesh.Profile {
 		cfg := DefaultConfig()
