@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -48,12 +49,19 @@ func runMode(t *testing.T, cfg JobConfig, plan Plan, data *model.Dataset) (val f
 }
 
 // TestDiLoCoInt8NearSyncWithFarLessTraffic: 2 replicas × 2 stages cut differently,
-// DiLoCo with int8 pseudo-gradients every 50 steps, against every-step gradient sync after
-// the same 600 steps and tokens. DiLoCo must send at least 100× fewer bytes, leave every
-// replica with identical weights after its last outer step, and end near sync's validation
-// loss. The issue's target is within 3%; measured here it is 6% on this corpus and 3.4–3.9%
-// on builtin:gostd (docs/PERFORMANCE.md), so the test holds the bound that is met today,
-// 8%, which still fails if replicas stop averaging or the outer step is wrong.
+// DiLoCo with int8 pseudo-gradients every 50 steps and the default outer step (0.7, 0.9),
+// against every-step gradient sync after the same 600 steps and tokens. DiLoCo must send at
+// least 100× fewer bytes, leave every replica with identical weights after its last outer
+// step, and end near sync's validation loss.
+//
+// The issue's target is within 3%. It is not met: in 600 steps (12 outer steps) DiLoCo
+// with two replicas progresses like one replica with its own batch, and sync's doubled
+// batch per step is worth 6% here and 15% on the default model (docs/PERFORMANCE.md, "DiLoCo
+// against every-step sync", has the measurements). Measured here: sync 0.386, DiLoCo 0.410
+// (+6.2%), one replica alone 0.410. The test holds the 8% bound that is met, which catches
+// an outer step that derails training; the step's arithmetic is pinned by
+// TestNesterovStepMatchesTorch and TestDiLoCoOuterStepAveragesReplicas, and replicas that
+// stop averaging fail the equality check.
 func TestDiLoCoInt8NearSyncWithFarLessTraffic(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a 600-step convergence test; its concurrency is covered by the short tests")
@@ -86,4 +94,85 @@ func TestDiLoCoInt8NearSyncWithFarLessTraffic(t *testing.T) {
 	if syncBytes < 100*dlBytes {
 		t.Errorf("DiLoCo sent %d sync bytes, sync mode %d: less than 100× fewer", dlBytes, syncBytes)
 	}
+}
+
+// TestNesterovStepMatchesTorch: the outer step is torch.optim.SGD(lr=0.7, momentum=0.9,
+// nesterov=True) as DiLoCo and OpenDiLoCo use it; expected values worked by hand from
+// torch's documented update (b ← g on the first step, b ← μb + g after; p ← p − lr(g + μb)).
+func TestNesterovStepMatchesTorch(t *testing.T) {
+	p, u := []float32{1}, []float32{0}
+	for i, c := range []struct{ g, want float64 }{{0.5, 0.335}, {0.2, -0.2145}, {-0.1, -0.45005}} {
+		nesterovStep(p, u, []float32{float32(c.g)}, 0.7, 0.9)
+		if math.Abs(float64(p[0])-c.want) > 1e-6 {
+			t.Fatalf("step %d: parameter %.6f, torch gives %.6f", i+1, p[0], c.want)
+		}
+	}
+}
+
+// TestDiLoCoOuterStepAveragesReplicas: with outer lr 1 and no momentum the outer step must
+// leave every replica at the plain mean of the replicas' weights (θ_anchor − mean Δ): the
+// same run without a synchronisation yet gives the two replicas whose mean it must be.
+// Replicas are cut differently, so the mean is taken per layer across stages.
+func TestDiLoCoOuterStepAveragesReplicas(t *testing.T) {
+	cfg := pipelineConfig(100)
+	cfg.Train.Model = model.Config{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
+	cfg.Train.Batch, cfg.Train.MicroBatches = 8, 2
+	L := cfg.Train.Model.NumLayers()
+	plan := Plan{Replicas: [][]StagePlan{
+		{{Node: "a0", First: 0, Last: 2}, {Node: "a1", First: 2, Last: L}},
+		{{Node: "b0", First: 0, Last: 1}, {Node: "b1", First: 1, Last: L}},
+	}}
+	data := dilocoData()
+	train := func(inner int) *LocalRun {
+		c := cfg
+		c.Sync = DefaultSyncConfig()
+		c.Sync.InnerSteps, c.Sync.OuterLR, c.Sync.OuterMomentum = inner, 1, 0
+		net := NewInMemory("a0", "a1", "b0", "b1")
+		t.Cleanup(net.Close)
+		run, err := NewLocalRun(c, plan, data, net.Peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run.StepsDone() < 5 {
+			if _, err := run.Step(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return run
+	}
+	synced, apart := train(5), train(1000)
+	want := replicaParams(apart, 0)
+	other := replicaParams(apart, 1)
+	var spread float64
+	for name, v := range want {
+		for i := range v {
+			spread = math.Max(spread, math.Abs(float64(v[i]-other[name][i])))
+			v[i] = (v[i] + other[name][i]) / 2
+		}
+	}
+	if spread < 1e-4 {
+		t.Fatalf("replicas trained apart differ by at most %g: they did not see different data", spread)
+	}
+	for r := range 2 {
+		for name, v := range replicaParams(synced, r) {
+			for i := range v {
+				if math.Abs(float64(v[i]-want[name][i])) > 1e-6 {
+					t.Fatalf("replica %d %s[%d] = %v after the outer step, mean of the replicas %v", r, name, i, v[i], want[name][i])
+				}
+			}
+		}
+	}
+}
+
+func replicaParams(run *LocalRun, r int) map[string][]float32 {
+	out := map[string][]float32{}
+	for _, w := range run.Workers() {
+		if w.Replica() != r {
+			continue
+		}
+		for _, p := range model.LayerParams(w.Layers()) {
+			out[p.Name] = append([]float32(nil), p.Value.Data...)
+		}
+	}
+	return out
 }

@@ -206,16 +206,23 @@ func (w *Worker) outerStep(ctx context.Context) error {
 		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i]); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
-		for j, d := range delta {
-			o.momentum[j] = mu*o.momentum[j] + d
-			o.anchor[j] -= lr * (d + mu*o.momentum[j])
-		}
+		nesterovStep(o.anchor, o.momentum, delta, lr, mu)
 		off = 0
 		for _, p := range ps {
 			off += copy(p.Value.Data, o.anchor[off:])
 		}
 	}
 	return nil
+}
+
+// nesterovStep is one step of torch.optim.SGD(lr, momentum=mu, nesterov=True, dampening=0)
+// on params with gradient g and momentum buffer u (zero before the first step, where torch's
+// u ← g is the same): u ← mu·u + g; params ← params − lr·(g + mu·u).
+func nesterovStep(params, u, g []float32, lr, mu float32) {
+	for j, d := range g {
+		u[j] = mu*u[j] + d
+		params[j] -= lr * (d + mu*u[j])
+	}
 }
 
 // Evaluate computes the validation loss of the replica's current weights through its
