@@ -78,6 +78,9 @@ type Config struct {
 	Version string
 	// Logger receives the node's logs. Nil discards them.
 	Logger *slog.Logger
+
+	// profilerHook, set by this package's tests, adjusts the profiler New creates.
+	profilerHook func(*Profiler)
 }
 
 // ProfileConfig configures the GEMM measurement of the device profile.

@@ -78,6 +78,9 @@ func New(cfg Config) (*Node, error) {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
 	}
 	n.profiler = NewProfiler(cfg)
+	if cfg.profilerHook != nil {
+		cfg.profilerHook(n.profiler)
+	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		newMeshCollector(n.mesh))
 	n.routes()

@@ -57,7 +57,35 @@ func testConfig(t testing.TB, bootstrap ...string) Config {
 	cfg.Profile = ProfileConfig{GemmM: 128, GemmN: 128, GemmK: 128, BatchDuration: 5 * time.Millisecond, Threads: 1}
 	cfg.Version = "test"
 	cfg.Logger = testLogger(t)
+	cfg.profilerHook = shareFirstMeasurement
 	return cfg
+}
+
+// firstMeasurement holds the compute rates the first in-process test node measured.
+var firstMeasurement struct {
+	gemm, train sync.Once
+	gemmRate    float64
+	trainRate   float64
+}
+
+// shareFirstMeasurement makes every in-process test node report the compute rates the
+// first one measured, in a quiet process (the measurement is real; it is taken once).
+// Nodes of one test process share its CPU time, so the profile's CPU normalisation
+// cannot tell a node's measurement from another node's training: a node that joins a
+// training mesh would otherwise measure as slow as its share of the two cores, and plans
+// would follow that noise instead of the devices, which are one and the same.
+func shareFirstMeasurement(p *Profiler) {
+	gemm, train := p.gemm, p.train
+	p.gemm = func(m, n, k, threads int, batch time.Duration) float64 {
+		firstMeasurement.gemm.Do(func() { firstMeasurement.gemmRate = gemm(m, n, k, threads, batch) })
+		return firstMeasurement.gemmRate
+	}
+	p.train = func(batch time.Duration) float64 {
+		firstMeasurement.train.Do(func() { firstMeasurement.trainRate = train(batch) })
+		return firstMeasurement.trainRate
+	}
+	// The shared rates are wall-clock rates of a quiet process: nothing to normalise.
+	p.cpuTime = func() time.Duration { return 0 }
 }
 
 func startNode(t testing.TB, cfg Config) *Node {
