@@ -113,6 +113,9 @@ func (s *BlobStore) commit(tmpData string, m *BlobManifest) (string, error) {
 	return id, nil
 }
 
+// IDOf returns the ID data gets when published in this store, without storing it.
+func (s *BlobStore) IDOf(data []byte) string { return BlobIDOf(data, s.chunkSize) }
+
 // Has reports whether the blob is complete in the store.
 func (s *BlobStore) Has(id string) bool {
 	_, err := s.Manifest(id)

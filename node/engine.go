@@ -35,6 +35,7 @@ type engine struct {
 	datasets map[string]*model.Dataset
 	copied   map[string]bool      // "job/hash" of checkpoint files this node holds or is fetching
 	checked  map[string]time.Time // when the leader last weighed a bigger plan, per job
+	pruned   time.Time            // when checkpoint files were last pruned (engine_gc.go)
 }
 
 // jobRun is one worker of one plan epoch.
@@ -90,6 +91,7 @@ func (e *engine) loop() {
 			e.reconcile(j)
 			e.replicate(j)
 		}
+		e.pruneCheckpointBlobs(jobs)
 	}
 }
 

@@ -58,6 +58,7 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 		if err := model.WriteFileAtomic(path, buf.Bytes()); err != nil {
 			return err
 		}
+		e.n.pins.pin(e.n.Blobs().Store().IDOf(buf.Bytes()))
 		id, err := e.n.Blobs().Publish(ctx, bytes.NewReader(buf.Bytes()))
 		if err != nil {
 			return fmt.Errorf("publish %s: %w", path, err)
@@ -140,7 +141,7 @@ func (e *engine) replicateFiles(ctx context.Context, jp JobPlan, files []consens
 
 // acceptReplica is the blob service's policy for peers asking this node to hold a blob:
 // only a node that shares a running job with this one may.
-func (n *Node) acceptReplica(from peer.ID, _ string) error {
+func (n *Node) acceptReplica(from peer.ID, hash string) error {
 	c := n.Consensus()
 	if c == nil {
 		return errNoConsensus
@@ -162,6 +163,7 @@ func (n *Node) acceptReplica(from peer.ID, _ string) error {
 			continue
 		}
 		if nodes := jp.Nodes(); slices.Contains(nodes, self) && slices.Contains(nodes, from.String()) {
+			n.pins.pin(hash) // its manifest is committed only once this node holds it
 			return nil
 		}
 	}
@@ -284,6 +286,7 @@ func fileHolders(m consensus.CheckpointManifest) map[string][]peer.ID {
 // fetchBlob makes sure this node holds a checkpoint file, fetching it from its holders
 // (then any live peer) and verifying it if not.
 func (n *Node) fetchBlob(ctx context.Context, hash string, holders []peer.ID) error {
+	n.pins.pin(hash)
 	if n.Blobs().Has(hash) {
 		return nil
 	}

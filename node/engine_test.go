@@ -19,10 +19,15 @@ import (
 // TestJobRunsEndToEndOnThreeNodes: a job submitted to a three-node mesh is planned by the
 // leader with the balancer, trained by the nodes the plan names over their data planes,
 // reports progress with validation losses, and ends done with a lower loss than at step 0.
+// Its nodes keep the files of its newest checkpoint.keep checkpoints and delete the
+// older ones.
 func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a small model on three in-process nodes")
 	}
+	pinFor := checkpointPinFor
+	checkpointPinFor = 0 // nodes may prune a file as soon as no manifest needs it
+	t.Cleanup(func() { checkpointPinFor = pinFor })
 	nodes := startEngineMesh(t, 3)
 	first := nodes[0]
 	spec := jobspec.DefaultSpec()
@@ -31,6 +36,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, 2, 6, 2
 	spec.Parallel.Replicas, spec.Parallel.InnerSteps = jobspec.Fixed(1), 4
 	spec.Placement.Strategy = jobspec.StrategySky
+	spec.Checkpoint.Every, spec.Checkpoint.Keep = 2, 2
 	// Submit through node 1's API, as `meshnode submit` does: it publishes the corpus as a
 	// blob that the planned nodes fetch and verify.
 	id := submitThroughAPI(t, nodes[1], spec)
@@ -78,6 +84,45 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 		t.Fatalf("validation losses %v: none, or not falling", vals)
 	}
 	t.Logf("plan %+v; validation loss %.3f → %.3f", jp.Replicas, vals[0], vals[len(vals)-1])
+
+	// Checkpoints at steps 2, 4, …, 10: the nodes hold the files of the newest two, as
+	// the manifests say, and none of the older ones.
+	old := len(job.Checkpoints) - spec.Checkpoint.Keep
+	if old < 2 {
+		t.Fatalf("%d checkpoints, want 5 (every 2 steps before the last of 12)", len(job.Checkpoints))
+	}
+	kept := map[string]bool{}
+	for _, m := range job.Checkpoints[old:] {
+		for _, f := range m.Files {
+			kept[f.Hash] = true
+		}
+	}
+	waitFor(t, 30*time.Second, "the nodes to prune the files of the older checkpoints", func() bool {
+		for i, m := range job.Checkpoints {
+			for _, f := range m.Files {
+				for _, nd := range nodes {
+					has := nd.Blobs().Has(f.Hash)
+					if i < old && has && !kept[f.Hash] {
+						return false
+					}
+					if i >= old && f.Node == nd.ID().String() && !has {
+						t.Fatalf("node %s lost file %s of the step-%d checkpoint it holds", nd.ID(), f.Hash, m.Step)
+					}
+				}
+			}
+		}
+		return true
+	})
+	var views []CheckpointView
+	getJSON(t, "http://"+first.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &views)
+	for i, v := range views {
+		if v.Pruned != (i < old) {
+			t.Errorf("checkpoint at step %d: pruned %v", v.Step, v.Pruned)
+		}
+	}
+	if _, err := first.exportCheckpoint(context.Background(), job, 2); err == nil || !strings.Contains(err.Error(), "pruned") {
+		t.Errorf("export of the pruned step 2: %v", err)
+	}
 }
 
 // startEngineMesh starts n in-process nodes that know each other and waits until each

@@ -19,6 +19,9 @@ import (
 type CheckpointView struct {
 	consensus.CheckpointManifest
 	Complete bool `json:"complete"`
+	// Pruned says the nodes delete its files: it is older than the job's newest
+	// checkpoint.keep and is not its latest complete checkpoint.
+	Pruned bool `json:"pruned"`
 }
 
 // exportRoutes adds the checkpoint listing and the export of a job's weights.
@@ -49,11 +52,12 @@ func (n *Node) serveCheckpoints(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	L := modelConfig(j.Spec).NumLayers()
+	needed := neededCheckpoints(j)
 	out := []CheckpointView{}
-	for _, m := range j.Checkpoints {
+	for i, m := range j.Checkpoints {
 		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{m}}
 		_, complete := completeCheckpoint(one, L, nil)
-		out = append(out, CheckpointView{CheckpointManifest: m, Complete: complete})
+		out = append(out, CheckpointView{CheckpointManifest: m, Complete: complete, Pruned: !needed[i]})
 	}
 	replyJSON(w, http.StatusOK, out)
 }
@@ -94,14 +98,23 @@ var errNoCheckpoint = errors.New("no complete checkpoint")
 func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) ([]byte, error) {
 	cfg := modelConfig(j.Spec)
 	var m consensus.CheckpointManifest
-	found := false
-	for _, c := range j.Checkpoints {
+	found, pruned := false, false
+	needed := neededCheckpoints(j)
+	for i, c := range j.Checkpoints {
 		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{c}}
 		if _, ok := completeCheckpoint(one, cfg.NumLayers(), nil); ok && (step < 0 || c.Step == step) {
+			if !needed[i] {
+				pruned = true
+				continue
+			}
 			m, found = c, true
 		}
 	}
 	if !found {
+		if step >= 0 && pruned {
+			return nil, fmt.Errorf("%w of job %s at step %d: it was pruned (older than the newest checkpoint.keep = %d); `meshnode job checkpoints %s` lists the kept ones",
+				errNoCheckpoint, j.ID, step, j.Spec.Checkpoint.Keep, j.ID)
+		}
 		if step >= 0 {
 			return nil, fmt.Errorf("%w of job %s at step %d", errNoCheckpoint, j.ID, step)
 		}

@@ -35,6 +35,7 @@ type Node struct {
 	dp   *mesh.DataPlane
 
 	data *datasets // dataset.go: blobs and decoded datasets
+	pins blobPins  // engine_gc.go: checkpoint files safe from pruning for now
 
 	mu       sync.Mutex
 	services []Service

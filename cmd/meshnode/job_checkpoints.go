@@ -45,6 +45,9 @@ func newJobCheckpointsCmd() *cobra.Command {
 				if c.Complete {
 					state = "complete"
 				}
+				if c.Pruned {
+					state = "pruned"
+				}
 				var bytes int64
 				hashes := map[string]bool{}
 				for _, f := range c.Files {
