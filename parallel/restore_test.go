@@ -140,3 +140,67 @@ func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreCarriesErrorFeedback: with a lossy codec between replicas, a run restored
+// from snapshots continues with the uninterrupted run's losses, in sync mode (gradients
+// compressed every step, restored mid-run) and in DiLoCo (pseudo-gradients, restored after
+// an outer step). That holds only because each replica's error-feedback residual is in the
+// checkpoint: without it the next compressed round differs.
+func TestRestoreCarriesErrorFeedback(t *testing.T) {
+	for _, tc := range []struct {
+		mode  SyncMode
+		codec CodecName
+		at    int
+	}{{SyncEveryStep, CodecInt8, 3}, {SyncDiLoCo, CodecInt8, 4}, {SyncEveryStep, CodecTopK, 3}} {
+		t.Run(string(tc.mode)+"/"+string(tc.codec), func(t *testing.T) {
+			cfg := pipelineConfig(8)
+			cfg.Sync = DefaultSyncConfig()
+			cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.InnerSteps = tc.mode, tc.codec, 2
+			L := cfg.Train.Model.NumLayers()
+			plan := func(prefix string) Plan {
+				return Plan{Replicas: [][]StagePlan{
+					{{Node: prefix + "0", First: 0, Last: 2}, {Node: prefix + "1", First: 2, Last: L}},
+					{{Node: prefix + "2", First: 0, Last: 2}, {Node: prefix + "3", First: 2, Last: L}},
+				}}
+			}
+			full, _ := runLocal(t, cfg, plan("u"))
+
+			net := NewInMemory(nodeNames("a", 4)...)
+			first, err := NewLocalRun(cfg, plan("a"), testData(), net.Peer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for first.StepsDone() < tc.at {
+				if _, err := first.Step(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			weights, moments := snapshots(first)
+			net.Close()
+			if _, ok := moments[1].Tensors["transformer.wte.weight"+residualSuffix(1)]; !ok {
+				t.Fatal("the snapshot holds no error-feedback residual of replica 1")
+			}
+
+			net2 := NewInMemory(nodeNames("b", 4)...)
+			defer net2.Close()
+			second, err := NewLocalRun(cfg, plan("b"), testData(), net2.Peer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range second.Workers() {
+				if err := w.Restore(weights, moments[w.Replica()], tc.at); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i := tc.at; i < 8; i++ {
+				got, err := second.Step(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != full[i] {
+					t.Fatalf("step %d after restore: %v, uninterrupted %v", i+1, got, full[i])
+				}
+			}
+		})
+	}
+}

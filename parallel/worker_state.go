@@ -12,7 +12,10 @@ import (
 // background. Tensors carry GPT-2 names; moments are "<name>.exp_avg" and
 // "<name>.exp_avg_sq" with the optimizer's step count in OptimizerMeta, and, for DiLoCo
 // across replicas, the outer Nesterov momentum "<name>.outer_momentum" (the same on every
-// replica: each applies the same averaged pseudo-gradient).
+// replica: each applies the same averaged pseudo-gradient). Where replicas exchange
+// compressed vectors, the optimizer tensors also hold the replica's error-feedback
+// residual, "<name>.ef_residual.r<replica>" (what compression has not yet delivered; it
+// differs between replicas, hence the replica in the name).
 type StageState struct {
 	Step          int
 	Replica       int // the plan replica of the worker
@@ -44,8 +47,22 @@ func (w *Worker) Snapshot() StageState {
 			}
 		}
 	}
+	for i, ef := range w.feedback {
+		if ef == nil || len(w.runs[i].group.Members) < 2 {
+			continue
+		}
+		off := 0
+		for _, p := range w.runParams[i] {
+			t := kernels.NewTensor(p.Value.Shape...)
+			off += copy(t.Data, ef.residual[off:])
+			s.Optimizer[p.Name+residualSuffix(w.replica)] = t
+		}
+	}
 	return s
 }
+
+// residualSuffix names a replica's error-feedback residual of a parameter in a checkpoint.
+func residualSuffix(replica int) string { return fmt.Sprintf(".ef_residual.r%d", replica) }
 
 // outerMomentumSuffix names DiLoCo's outer momentum of a parameter in a checkpoint.
 const outerMomentumSuffix = ".outer_momentum"
@@ -64,8 +81,9 @@ func (w *Worker) Consistent() bool {
 // cover at least its layers (they may come from several files of another plan's stages).
 // DiLoCo's anchor becomes the restored weights and its outer momentum is restored when the
 // checkpoint has it (zero otherwise, as for a checkpoint of a sync-mode run). The codecs'
-// error-feedback residuals restart at zero. Nothing changes unless every tensor is present
-// with its shape.
+// error-feedback residuals are restored from this worker's replica's residuals where the
+// checkpoint has them, and are zero otherwise (another replica's residual is not this
+// one's to send). Nothing changes unless every tensor is present with its shape.
 func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, step int) error {
 	opt := NewOptimizer(w.params, w.opt.Hyper, w.opt.ClipNorm)
 	if err := opt.Restore(moments); err != nil {
@@ -84,6 +102,19 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 		for _, p := range w.runParams[i] {
 			if t, ok := moments.Tensors[p.Name+outerMomentumSuffix]; ok && t.SameShape(p.Value.Shape) {
 				copy(w.outer[i].momentum[off:], t.Data)
+			}
+			off += p.Value.Size()
+		}
+	}
+	for i, ef := range w.feedback {
+		if ef == nil {
+			continue
+		}
+		clear(ef.residual)
+		off := 0
+		for _, p := range w.runParams[i] {
+			if t, ok := moments.Tensors[p.Name+residualSuffix(w.replica)]; ok && t.SameShape(p.Value.Shape) {
+				copy(ef.residual[off:], t.Data)
 			}
 			off += p.Value.Size()
 		}
