@@ -39,15 +39,20 @@ func singleProcessLosses(t *testing.T, cfg TrainConfig) []float64 {
 	return out
 }
 
-func runLocal(t *testing.T, cfg JobConfig, plan Plan) ([]float64, *LocalRun) {
-	t.Helper()
+// planNodes lists the nodes of plan's stages.
+func planNodes(plan Plan) []string {
 	var nodes []string
 	for _, r := range plan.Replicas {
 		for _, s := range r {
 			nodes = append(nodes, s.Node)
 		}
 	}
-	net := NewInMemory(nodes...)
+	return nodes
+}
+
+func runLocal(t *testing.T, cfg JobConfig, plan Plan) ([]float64, *LocalRun) {
+	t.Helper()
+	net := NewInMemory(planNodes(plan)...)
 	defer net.Close()
 	run, err := NewLocalRun(cfg, plan, testData(), net.Peer)
 	if err != nil {

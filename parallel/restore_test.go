@@ -30,26 +30,7 @@ func TestRestoreUnderAnotherPlanContinuesExactly(t *testing.T) {
 	moments := perReplica[0]
 	net.Close()
 
-	net2 := NewInMemory(nodeNames("b", 3)...)
-	defer net2.Close()
-	second, err := NewLocalRun(cfg, EvenPlan(L, nodeNames("b", 3)), testData(), net2.Peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range second.Workers() {
-		if err := w.Restore(weights, moments, 3); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 3; i < 8; i++ {
-		got, err := second.Step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != full[i] {
-			t.Fatalf("step %d after restore under 3 stages: %v, uninterrupted %v", i+1, got, full[i])
-		}
-	}
+	second := continueRestored(t, cfg, EvenPlan(L, nodeNames("b", 3)), weights, perReplica, 3, full)
 	delete(moments.Tensors, "lm_head.weight.exp_avg")
 	if err := second.Workers()[2].Restore(weights, moments, 3); err == nil {
 		t.Fatal("restore with a missing moment succeeded")
@@ -89,12 +70,7 @@ func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
 	cfg.Sync = DefaultSyncConfig()
 	cfg.Sync.InnerSteps, cfg.Sync.Codec = 2, CodecNone
 	L := cfg.Train.Model.NumLayers()
-	split := func(prefix string, a, b int) Plan {
-		return Plan{Replicas: [][]StagePlan{
-			{{Node: prefix + "0", First: 0, Last: a}, {Node: prefix + "1", First: a, Last: L}},
-			{{Node: prefix + "2", First: 0, Last: b}, {Node: prefix + "3", First: b, Last: L}},
-		}}
-	}
+	split := func(prefix string, a, b int) Plan { return twoReplicas(prefix, L, a, b) }
 	full, _ := runLocal(t, cfg, split("u", 2, 2))
 
 	net := NewInMemory(nodeNames("a", 4)...)
@@ -118,27 +94,7 @@ func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
 		t.Fatalf("snapshots lack the outer momentum or a replica: %d replicas", len(moments))
 	}
 	net.Close()
-
-	net2 := NewInMemory(nodeNames("b", 4)...)
-	defer net2.Close()
-	second, err := NewLocalRun(cfg, split("b", 1, 3), testData(), net2.Peer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, w := range second.Workers() {
-		if err := w.Restore(weights, moments[w.Replica()], 6); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 6; i < 10; i++ {
-		got, err := second.Step(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != full[i] {
-			t.Fatalf("step %d after restore: %v, uninterrupted %v", i+1, got, full[i])
-		}
-	}
+	continueRestored(t, cfg, split("b", 1, 3), weights, moments, 6, full)
 }
 
 // TestRestoreCarriesErrorFeedback: with a lossy codec between replicas, a run restored
@@ -157,12 +113,7 @@ func TestRestoreCarriesErrorFeedback(t *testing.T) {
 			cfg.Sync = DefaultSyncConfig()
 			cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.InnerSteps = tc.mode, tc.codec, 2
 			L := cfg.Train.Model.NumLayers()
-			plan := func(prefix string) Plan {
-				return Plan{Replicas: [][]StagePlan{
-					{{Node: prefix + "0", First: 0, Last: 2}, {Node: prefix + "1", First: 2, Last: L}},
-					{{Node: prefix + "2", First: 0, Last: 2}, {Node: prefix + "3", First: 2, Last: L}},
-				}}
-			}
+			plan := func(prefix string) Plan { return twoReplicas(prefix, L, 2, 2) }
 			full, _ := runLocal(t, cfg, plan("u"))
 
 			net := NewInMemory(nodeNames("a", 4)...)
@@ -180,27 +131,43 @@ func TestRestoreCarriesErrorFeedback(t *testing.T) {
 			if _, ok := moments[1].Tensors["transformer.wte.weight"+residualSuffix(1)]; !ok {
 				t.Fatal("the snapshot holds no error-feedback residual of replica 1")
 			}
-
-			net2 := NewInMemory(nodeNames("b", 4)...)
-			defer net2.Close()
-			second, err := NewLocalRun(cfg, plan("b"), testData(), net2.Peer)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, w := range second.Workers() {
-				if err := w.Restore(weights, moments[w.Replica()], tc.at); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for i := tc.at; i < 8; i++ {
-				got, err := second.Step(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got != full[i] {
-					t.Fatalf("step %d after restore: %v, uninterrupted %v", i+1, got, full[i])
-				}
-			}
+			continueRestored(t, cfg, plan("b"), weights, moments, tc.at, full)
 		})
 	}
+}
+
+// twoReplicas is a plan of two replicas of two stages, cut at layer a and at layer b.
+func twoReplicas(prefix string, L, a, b int) Plan {
+	return Plan{Replicas: [][]StagePlan{
+		{{Node: prefix + "0", First: 0, Last: a}, {Node: prefix + "1", First: a, Last: L}},
+		{{Node: prefix + "2", First: 0, Last: b}, {Node: prefix + "3", First: b, Last: L}},
+	}}
+}
+
+// continueRestored starts plan, restores every worker from weights and its replica's
+// moments at step at, and checks that the steps after it give the uninterrupted run's
+// losses full. It returns the run, whose network closes with the test.
+func continueRestored(t *testing.T, cfg JobConfig, plan Plan, weights *model.TensorFile, moments map[int]*model.TensorFile, at int, full []float64) *LocalRun {
+	t.Helper()
+	net := NewInMemory(planNodes(plan)...)
+	t.Cleanup(func() { net.Close() })
+	run, err := NewLocalRun(cfg, plan, testData(), net.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range run.Workers() {
+		if err := w.Restore(weights, moments[w.Replica()], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := at; i < len(full); i++ {
+		got, err := run.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != full[i] {
+			t.Fatalf("step %d after restore: %v, uninterrupted %v", i+1, got, full[i])
+		}
+	}
+	return run
 }
