@@ -209,13 +209,7 @@ func TestKillStageNodesMidJob(t *testing.T) {
 		if back.ID != victim.ID {
 			t.Fatalf("restarted node has id %s, was %s", back.ID, victim.ID)
 		}
-		err = tn.WaitFor(func() bool {
-			jobs, err := NewAPI(back.API).Job(context.Background(), w.id)
-			return err == nil && jobs.Status == consensus.JobDone && len(alivePeers(back)) == 2
-		}, 60*time.Second)
-		if err != nil {
-			t.Fatalf("the restarted node does not see the finished job and its peers: %v", err)
-		}
+		waitRejoined(t, tn, back, w.id, 2)
 		next := submitJob(t, tn, back, spec).waitDone(3 * time.Minute)
 		used := false
 		for _, id := range planOf(next).Nodes() {
@@ -347,11 +341,18 @@ func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = tn.WaitFor(func() bool {
-		j, err := NewAPI(back.API).Job(context.Background(), w.id)
-		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == 2
+	waitRejoined(t, tn, back, w.id, 2)
+}
+
+// waitRejoined waits until a restarted node sees the job done in its Raft state and the
+// given number of live peers.
+func waitRejoined(t *testing.T, tn *Testnet, back *Node, jobID string, peers int) {
+	t.Helper()
+	err := tn.WaitFor(func() bool {
+		j, err := NewAPI(back.API).Job(context.Background(), jobID)
+		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == peers
 	}, 60*time.Second)
 	if err != nil {
-		t.Fatalf("the crashed node, restarted, does not see the finished job and its peers: %v", err)
+		t.Fatalf("restarted node %s does not see job %s done and %d live peers: %v", back.Spec.Name, jobID, peers, err)
 	}
 }
