@@ -207,6 +207,13 @@ func (e *engine) reconcile(j consensus.Job) {
 	}()
 }
 
+// training reports whether this node runs a worker of some job.
+func (e *engine) training() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.runs) > 0
+}
+
 func (e *engine) stopAll() {
 	e.mu.Lock()
 	runs := e.runs

@@ -34,8 +34,9 @@ type Node struct {
 	dpMu sync.Mutex
 	dp   *mesh.DataPlane
 
-	data *datasets // dataset.go: blobs and decoded datasets
-	pins blobPins  // engine_gc.go: checkpoint files safe from pruning for now
+	data   *datasets // dataset.go: blobs and decoded datasets
+	pins   blobPins  // engine_gc.go: checkpoint files safe from pruning for now
+	engine *engine   // nil when consensus is disabled
 
 	mu       sync.Mutex
 	services []Service
@@ -79,6 +80,7 @@ func New(cfg Config) (*Node, error) {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
 	}
 	n.profiler = NewProfiler(cfg)
+	n.profiler.busy = func() bool { return n.engine != nil && n.engine.training() }
 	if cfg.profilerHook != nil {
 		cfg.profilerHook(n.profiler)
 	}
@@ -102,7 +104,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if !cfg.Consensus.Disabled {
-		n.services = append(n.services, &engine{n: n})
+		n.engine = &engine{n: n}
+		n.services = append(n.services, n.engine)
 	}
 	n.exportRoutes()
 	if cfg.API != "" {
@@ -238,6 +241,7 @@ func (n *Node) measure(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+
 	if warn != nil {
 		n.log.Warn("device profile", "err", warn)
 	}

@@ -28,6 +28,12 @@ type Profiler struct {
 	gpus   func() ([]mesh.GPU, error)
 	// cpuTime reads the process's CPU time (processCPUTime); tests replace it.
 	cpuTime func() time.Duration
+	// busy reports whether this node's workers are training; nil means never.
+	busy func() bool
+
+	// The compute rates of the last measurement, kept while the node is busy.
+	measured            bool
+	lastGemm, lastTrain float64
 }
 
 // NewProfiler returns a profiler for cfg's profile settings and data directory.
@@ -55,14 +61,22 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	if threads <= 0 {
 		threads = kernels.Threads()
 	}
-	wall0, cpu0 := time.Now(), p.cpuTime()
-	gflops := p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
-	gflops = cpuNormalisedRate(gflops, time.Since(wall0), p.cpuTime()-cpu0, threads, p.cfg.slowdown())
-	var train float64
-	if p.train != nil {
-		wall0, cpu0 = time.Now(), p.cpuTime()
-		train = p.train(p.cfg.batchDuration())
-		train = cpuNormalisedRate(train, time.Since(wall0), p.cpuTime()-cpu0, kernels.Threads(), p.cfg.slowdown())
+	// A node that trains does not time its kernels again: its workers share the CPU with
+	// the measurement, in this process, so the CPU-time normalisation cannot take them out;
+	// the node would look slower than it is, the leader would plan with that, and the
+	// measurement would slow the training. It keeps the rates it measured last.
+	gflops, train := p.lastGemm, p.lastTrain
+	if !p.measured || p.busy == nil || !p.busy() {
+		wall0, cpu0 := time.Now(), p.cpuTime()
+		gflops = p.gemm(m, n, k, p.cfg.Threads, p.cfg.batchDuration())
+		gflops = cpuNormalisedRate(gflops, time.Since(wall0), p.cpuTime()-cpu0, threads, p.cfg.slowdown())
+		train = 0
+		if p.train != nil {
+			wall0, cpu0 = time.Now(), p.cpuTime()
+			train = p.train(p.cfg.batchDuration())
+			train = cpuNormalisedRate(train, time.Since(wall0), p.cpuTime()-cpu0, kernels.Threads(), p.cfg.slowdown())
+		}
+		p.measured, p.lastGemm, p.lastTrain = true, gflops, train
 	}
 	total, avail := p.memory()
 	prof = mesh.Profile{

@@ -24,6 +24,34 @@ func fakeProfiler(cfg Config) *Profiler {
 	return p
 }
 
+// TestBusyNodeKeepsItsComputeRates: a node whose workers train does not time its kernels
+// again (they would share the CPU with the training) but keeps its last rates and still
+// refreshes its memory; idle again, it measures.
+func TestBusyNodeKeepsItsComputeRates(t *testing.T) {
+	p := fakeProfiler(DefaultConfig())
+	busy, timed := false, 0
+	rate := 100.0
+	p.busy = func() bool { return busy }
+	p.gemm = func(m, n, k, threads int, d time.Duration) float64 { timed++; return rate }
+	measure := func() mesh.Profile {
+		prof, err := p.Measure(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return prof
+	}
+	measure()
+	busy, rate = true, 50
+	p.memory = func() (uint64, uint64) { return 16 << 30, 5 << 30 }
+	if prof := measure(); timed != 1 || prof.GemmGFLOPS != 100 || prof.TrainGFLOPS != 40 || prof.MemoryAvailableBytes != 5<<30 {
+		t.Errorf("busy: GEMM timed %d times, rates %v/%v, available %d; want 1, 100/40 kept, memory refreshed", timed, prof.GemmGFLOPS, prof.TrainGFLOPS, prof.MemoryAvailableBytes)
+	}
+	busy = false
+	if prof := measure(); timed != 2 || prof.GemmGFLOPS != 50 {
+		t.Errorf("idle again: GEMM timed %d times, rate %v; want 2 and the new 50", timed, prof.GemmGFLOPS)
+	}
+}
+
 func TestProfileSlowdownAndBudget(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Profile.Slowdown = 4
