@@ -66,13 +66,16 @@ func (e *engine) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 		files = append(files, consensus.CheckpointFile{Kind: f.kind, Node: e.n.ID().String(),
 			Layers: [2]int{s.First, s.Last - 1}, Hash: id, Bytes: int64(buf.Len()), Replica: s.Replica})
 	}
-	if to, err := e.replicateFiles(ctx, jp, files); err == nil {
-		for _, f := range files[:len(files):len(files)] {
-			f.Node = to
-			files = append(files, f)
+	// A plan of one node has nowhere to copy to: that is its nature, not a fault to warn of.
+	if len(slices.Compact(jp.Nodes())) > 1 {
+		if to, err := e.replicateFiles(ctx, jp, files); err == nil {
+			for _, f := range files[:len(files):len(files)] {
+				f.Node = to
+				files = append(files, f)
+			}
+		} else if ctx.Err() == nil {
+			e.n.log.Warn("checkpoint has one holder", "job", jobID, "step", s.Step, "err", err)
 		}
-	} else if ctx.Err() == nil {
-		e.n.log.Warn("checkpoint has one holder", "job", jobID, "step", s.Step, "err", err)
 	}
 	c := e.n.Consensus()
 	if c == nil {
