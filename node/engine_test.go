@@ -84,6 +84,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 		t.Fatalf("validation losses %v: none, or not falling", vals)
 	}
 	t.Logf("plan %+v; validation loss %.3f → %.3f", jp.Replicas, vals[0], vals[len(vals)-1])
+	checkControlMetrics(t, first, id, spec.Train.Steps)
 
 	// Checkpoints at steps 2, 4, …, 10: the nodes hold the files of the newest two, as
 	// the manifests say, and none of the older ones.

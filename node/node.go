@@ -85,8 +85,9 @@ func New(cfg Config) (*Node, error) {
 		cfg.profilerHook(n.profiler)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newMeshCollector(n.mesh))
+		newMeshCollector(n.mesh), newControlCollector(n.Consensus))
 	n.routes()
+	n.dashboardRoutes()
 	// Kernels of this process run as slow as the emulated device (a testnet's --slowdown);
 	// the profile's GEMM measurement sees it.
 	kernels.SetSlowdown(cfg.Profile.slowdown())
