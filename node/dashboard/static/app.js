@@ -123,11 +123,12 @@ function renderLayerMap(plan, layers) {
     const t = svgEl("text", { x: 4, y: y + 20 }); t.textContent = `replica ${r}`; svg.append(t);
     for (const s of stages) {
       if (!colors.has(s.node)) colors.set(s.node, palette[colors.size % palette.length]);
-      const x = left + s.first * span, w = (s.last - s.first + 1) * span;
+      // A stage holds layers [first, last): last is exclusive.
+      const x = left + s.first * span, w = (s.last - s.first) * span;
       const rect = svgEl("rect", { x, y, width: w, height: rowH - 6, rx: 3, class: "stage", fill: colors.get(s.node) });
-      const title = svgEl("title"); title.textContent = `${s.node}: layers ${s.first}–${s.last}`; rect.append(title);
+      const title = svgEl("title"); title.textContent = `${s.node}: layers ${s.first}–${s.last - 1}`; rect.append(title);
       const label = svgEl("text", { x: x + 5, y: y + 18, class: "stage-label", "data-node": s.node });
-      label.textContent = `${short(s.node)} · ${s.first}–${s.last}`;
+      label.textContent = `${short(s.node)} · ${s.last - s.first > 1 ? `layers ${s.first}–${s.last - 1}` : `layer ${s.first}`}`;
       svg.append(rect, label);
     }
   });
@@ -160,7 +161,9 @@ function chart(svgId, series) {
   const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R), sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - B - T);
   svg.append(svgEl("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#d9dde5" }), svgEl("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#d9dde5" }));
   for (const [v, y] of [[y1, T + 8], [y0, H - B]]) { const t = svgEl("text", { x: 2, y }); t.textContent = fmtNum(v, v < 100 ? 2 : 0); svg.append(t); }
-  for (const [v, x] of [[x0, L], [x1, W - R - 30]]) { const t = svgEl("text", { x, y: H - 5 }); t.textContent = "step " + v; svg.append(t); }
+  for (const [v, x, anchor] of [[x0, L, "start"], [x1, W - R, "end"]]) {
+    const t = svgEl("text", { x, y: H - 5, "text-anchor": anchor }); t.textContent = "step " + v; svg.append(t);
+  }
   for (const s of series) {
     if (s.dots) {
       for (const p of s.points) svg.append(svgEl("circle", { cx: sx(p[0]), cy: sy(p[1]), r: 3, fill: s.color, class: "point " + s.name }));
