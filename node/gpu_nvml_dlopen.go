@@ -18,6 +18,9 @@ const nvmlLibraryName = "libnvidia-ml.so.1"
 // errNVMLAbsent says the NVML library could not be loaded: no NVIDIA driver here.
 var errNVMLAbsent = errors.New("no NVML library")
 
+// GPUDetection says how this build finds GPUs, for `meshnode version`.
+func GPUDetection() string { return "nvml (dlopen " + nvmlLibraryName + ")" }
+
 // detectGPUs lists NVIDIA GPUs through the driver's NVML, loaded at run time without cgo.
 // No library, no driver or no device is not an error: it reports no GPU.
 func detectGPUs() ([]mesh.GPU, error) {
