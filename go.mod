@@ -3,7 +3,6 @@ module github.com/meshnode/meshnode
 go 1.26.0
 
 require (
-	github.com/NVIDIA/go-nvml v0.13.3-0
 	github.com/chromedp/chromedp v0.14.2
 	github.com/hashicorp/go-hclog v1.6.3
 	github.com/hashicorp/raft v1.8.0
@@ -40,6 +39,7 @@ require (
 	github.com/davidlazar/go-crypto v0.0.0-20200604182044-b73af7476f6c // indirect
 	github.com/decred/dcrd/dcrec/secp256k1/v4 v4.4.1 // indirect
 	github.com/dunglas/httpsfv v1.1.1 // indirect
+	github.com/ebitengine/purego v0.11.3
 	github.com/fatih/color v1.13.0 // indirect
 	github.com/filecoin-project/go-clock v0.1.0 // indirect
 	github.com/flynn/noise v1.1.0 // indirect
