@@ -57,7 +57,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	// Wait until a complete checkpoint survives without the victim (its files copied to
 	// other holders), then stop it.
 	waitFor(t, 60*time.Second, "a checkpoint that survives the victim", func() bool {
-		_, ok := completeCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
+		ok := hasCompleteCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
 		return ok
 	})
 	victim.Close()
@@ -83,7 +83,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 		t.Fatalf("the new epoch resumes from step %d", next.ResumeStep)
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == eventReplan {
+		if ev.Is(consensus.EventReplan) {
 			t.Logf("replan event: %s", ev.Message)
 		}
 	}
@@ -136,7 +136,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 		return j
 	}
 	waitFor(t, 60*time.Second, "a checkpoint on the single node", func() bool {
-		_, ok := completeCheckpoint(job(), 4, nil)
+		ok := hasCompleteCheckpoint(job(), 4, nil)
 		return ok
 	})
 	joined := startNode(t, testConfig(t, first.Status().Addrs...))
@@ -160,8 +160,19 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 		t.Fatalf("the joined node is in no plan epoch; events %+v", j.Events)
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == eventRebalance {
+		if ev.Is(consensus.EventRebalance) {
 			t.Logf("rebalance event: %s", ev.Message)
 		}
 	}
+}
+
+// hasCompleteCheckpoint reports whether some checkpoint of j holds every one of numLayers
+// layers on holders for which live says true (nil: all).
+func hasCompleteCheckpoint(j consensus.Job, numLayers int, live func(string) bool) bool {
+	for _, m := range j.Checkpoints {
+		if CheckpointSurvives(m, numLayers, live) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/meshnode/meshnode/scheduler"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -127,6 +128,17 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 
 // startEngineMesh starts n in-process nodes that know each other and waits until each
 // sees all n as plan candidates and a Raft leader exists.
+// plannable counts the members nd's scheduler may plan on: alive, with a usable profile.
+func plannable(nd *Node) int {
+	n := 0
+	for _, m := range nd.members() {
+		if m.State == scheduler.MemberAlive && m.Profile != nil {
+			n++
+		}
+	}
+	return n
+}
+
 func startEngineMesh(t *testing.T, n int) []*Node {
 	t.Helper()
 	first := startNode(t, testConfig(t))
@@ -136,7 +148,7 @@ func startEngineMesh(t *testing.T, n int) []*Node {
 	}
 	waitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
 		for _, nd := range nodes {
-			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || len(nd.planCandidates()) != n {
+			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || plannable(nd) != n {
 				return false
 			}
 		}
@@ -181,7 +193,7 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 	speeds := []float64{120, 120, 60, 40}
 	regions := []string{"eu", "us", "eu", "us"}
 	ids := []string{"fast-eu", "fast-us", "slow2-eu", "slow3-us"}
-	var cands []planCandidate
+	var cands []scheduler.Member
 	for i, id := range ids {
 		p := &mesh.Profile{GemmGFLOPS: 3 * speeds[i], TrainGFLOPS: speeds[i], MemoryBudgetBytes: 20 << 20, DataAddr: "127.0.0.1:1"}
 		for j, peer := range ids {
@@ -194,9 +206,9 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 			}
 			p.Links = append(p.Links, l)
 		}
-		cands = append(cands, planCandidate{id: id, profile: p})
+		cands = append(cands, scheduler.Member{ID: id, State: scheduler.MemberAlive, Profile: planProfile(p)})
 	}
-	jp, err := planJob(jobspec.DefaultSpec(), cands)
+	jp, err := scheduler.PlanJob(jobspec.DefaultSpec(), cands, codecCompression)
 	if err != nil {
 		t.Fatal(err)
 	}
