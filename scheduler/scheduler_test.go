@@ -87,158 +87,165 @@ func decision(t *testing.T, h *Harness, s *Scheduler) Decision {
 	return ds[0]
 }
 
+// decisionTest is one case of TestDecisions: a harness, and the one decision it must make.
+type decisionTest struct {
+	name       string
+	setup      func(t *testing.T) *Harness
+	kind       DecisionKind
+	reason     string // a part of the decision's reason
+	resume     int    // the new epoch's ResumeStep
+	commits    []string
+	notOnNodes []string // nodes the new plan must not use
+}
+
+// abc are three live, equal, linked nodes.
+var abc = members("a", "b", "c")
+
+// decisionTests are every decision the scheduler makes.
+var decisionTests = []decisionTest{{
+	name: "submitted job is planned and marked running",
+	setup: func(t *testing.T) *Harness {
+		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}}
+	},
+	kind:    DecisionPlan,
+	commits: []string{"status j planning: planning", "plan j epoch 1", "status j running: epoch 1"},
+}, {
+	name: "job stranded in planning by a leader change is planned again",
+	setup: func(t *testing.T) *Harness {
+		return &Harness{SelfID: "b", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusPlanning}}}
+	},
+	kind:    DecisionPlan,
+	commits: []string{"plan j epoch 1", "status j running: epoch 1"},
+}, {
+	name: "no feasible plan fails the job",
+	setup: func(t *testing.T) *Harness {
+		s := spec()
+		s.Placement.MinNodes = 5
+		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
+	},
+	kind:    DecisionFail,
+	reason:  "no feasible plan: placement.min_nodes: 3 nodes can run the job",
+	commits: []string{"status j planning", "status j failed: no feasible plan"},
+}, {
+	name: "dead, suspect and unprofiled members are not planned on",
+	setup: func(t *testing.T) *Harness {
+		ms := with(with(members("a", "b", "c", "d"), "c", MemberDead), "d", MemberSuspect)
+		ms = append(ms, Member{ID: "e", State: MemberAlive})
+		s := spec()
+		s.Parallel.Stages = jobspec.Auto()
+		return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
+	},
+	kind:       DecisionPlan,
+	notOnNodes: []string{"c", "d", "e"},
+}, {
+	name: "node loss resumes from the latest checkpoint that live nodes hold",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		victim := j.Plan.Nodes()[1]
+		j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 100, "a", "b", "c")}
+		return &Harness{SelfID: "a", MemberList: with(abc, victim, MemberDead), JobList: []Job{j}}
+	},
+	kind:    DecisionReplan,
+	reason:  "is dead; resume from step 100",
+	resume:  100,
+	commits: []string{"plan j epoch 2", "event j replan epoch 2 step 100"},
+}, {
+	name: "node loss before any checkpoint restarts from step 0",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		return &Harness{SelfID: "a", MemberList: with(abc, j.Plan.Nodes()[1], MemberDead), JobList: []Job{j}}
+	},
+	kind:   DecisionReplan,
+	reason: "resume from step 0",
+}, {
+	name: "checkpoint whose holders are lost is skipped for an older one",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		victim := j.Plan.Nodes()[1]
+		j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 100, "a", "b", "c"), ckpt(j.Spec, 1, 200, victim)}
+		return &Harness{SelfID: "a", MemberList: with(abc, victim, MemberDead), JobList: []Job{j}}
+	},
+	kind:   DecisionReplan,
+	reason: "resume from step 100",
+	resume: 100,
+}, {
+	name: "the old leader's loss is a node loss for the new leader",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		old, next := j.Plan.Nodes()[0], j.Plan.Nodes()[1]
+		return &Harness{SelfID: next, MemberList: with(abc, old, MemberDead), JobList: []Job{j}}
+	},
+	kind:   DecisionReplan,
+	reason: "is dead",
+}, {
+	name: "a failed worker of the current epoch replans",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		j.Events = []Event{{Kind: EventWorkerFailed, Epoch: 1, Step: 7, Message: "b after step 7: stream reset"}}
+		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{j}}
+	},
+	kind:   DecisionReplan,
+	reason: "a worker failed: b after step 7: stream reset; resume from step 0",
+}, {
+	name: "restart limit fails the job",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), abc)
+		for range DefaultMaxRestarts {
+			j.Events = append(j.Events, Event{Kind: EventReplan})
+		}
+		return &Harness{SelfID: "a", MemberList: with(abc, j.Plan.Nodes()[1], MemberDead), JobList: []Job{j}}
+	},
+	kind:    DecisionFail,
+	reason:  "gave up after 5 restarts: node ",
+	commits: []string{"status j failed: gave up after 5 restarts"},
+}, {
+	name: "no plan after a loss fails the job",
+	setup: func(t *testing.T) *Harness {
+		s := spec()
+		s.Placement.MinNodes = 3
+		j := running(t, s, abc)
+		return &Harness{SelfID: "a", MemberList: with(abc, "c", MemberDead), JobList: []Job{j}}
+	},
+	kind:   DecisionFail,
+	reason: "no feasible plan after a failure: placement.min_nodes",
+}, {
+	name: "growth onto a fast joined node is accepted with its reason",
+	setup: func(t *testing.T) *Harness {
+		s := spec()
+		s.Parallel.Stages = jobspec.Auto()
+		j := running(t, s, members("a"))
+		j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, "a")}
+		ms := []Member{member("a", 10, "a", "b"), member("b", 1000, "a", "b")}
+		return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}}
+	},
+	kind:    DecisionRebalance,
+	reason:  "1 node(s) joined (b)",
+	resume:  100,
+	commits: []string{"plan j epoch 2", "event j rebalance epoch 2 step 100"},
+}, {
+	name: "growth is declined before a checkpoint exists",
+	setup: func(t *testing.T) *Harness {
+		j := running(t, spec(), members("a"))
+		return &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}}
+	},
+	kind:   DecisionDecline,
+	reason: "no growth: no checkpoint",
+}, {
+	name: "growth onto a slow joined node is declined by the balancer's margin",
+	setup: func(t *testing.T) *Harness {
+		s := spec()
+		s.Parallel.Stages, s.Parallel.Replicas = jobspec.Auto(), jobspec.Auto()
+		j := running(t, s, []Member{member("a", 1000, "a")})
+		j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, "a")}
+		ms := []Member{member("a", 1000, "a", "b"), member("b", 1, "a", "b")}
+		return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}}
+	},
+	kind:   DecisionDecline,
+	reason: "no growth: ",
+}}
+
 func TestDecisions(t *testing.T) {
-	abc := members("a", "b", "c")
-	tests := []struct {
-		name       string
-		setup      func(t *testing.T) *Harness
-		kind       DecisionKind
-		reason     string // a part of the decision's reason
-		resume     int    // the new epoch's ResumeStep
-		commits    []string
-		notOnNodes []string // nodes the new plan must not use
-	}{{
-		name: "submitted job is planned and marked running",
-		setup: func(t *testing.T) *Harness {
-			return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}}
-		},
-		kind:    DecisionPlan,
-		commits: []string{"status j planning: planning", "plan j epoch 1", "status j running: epoch 1"},
-	}, {
-		name: "job stranded in planning by a leader change is planned again",
-		setup: func(t *testing.T) *Harness {
-			return &Harness{SelfID: "b", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusPlanning}}}
-		},
-		kind:    DecisionPlan,
-		commits: []string{"plan j epoch 1", "status j running: epoch 1"},
-	}, {
-		name: "no feasible plan fails the job",
-		setup: func(t *testing.T) *Harness {
-			s := spec()
-			s.Placement.MinNodes = 5
-			return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
-		},
-		kind:    DecisionFail,
-		reason:  "no feasible plan: placement.min_nodes: 3 nodes can run the job",
-		commits: []string{"status j planning", "status j failed: no feasible plan"},
-	}, {
-		name: "dead, suspect and unprofiled members are not planned on",
-		setup: func(t *testing.T) *Harness {
-			ms := with(with(members("a", "b", "c", "d"), "c", MemberDead), "d", MemberSuspect)
-			ms = append(ms, Member{ID: "e", State: MemberAlive})
-			s := spec()
-			s.Parallel.Stages = jobspec.Auto()
-			return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
-		},
-		kind:       DecisionPlan,
-		notOnNodes: []string{"c", "d", "e"},
-	}, {
-		name: "node loss resumes from the latest checkpoint that live nodes hold",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			victim := j.Plan.Nodes()[1]
-			j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 100, "a", "b", "c")}
-			return &Harness{SelfID: "a", MemberList: with(abc, victim, MemberDead), JobList: []Job{j}}
-		},
-		kind:    DecisionReplan,
-		reason:  "is dead; resume from step 100",
-		resume:  100,
-		commits: []string{"plan j epoch 2", "event j replan epoch 2 step 100"},
-	}, {
-		name: "node loss before any checkpoint restarts from step 0",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			return &Harness{SelfID: "a", MemberList: with(abc, j.Plan.Nodes()[1], MemberDead), JobList: []Job{j}}
-		},
-		kind:   DecisionReplan,
-		reason: "resume from step 0",
-	}, {
-		name: "checkpoint whose holders are lost is skipped for an older one",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			victim := j.Plan.Nodes()[1]
-			j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 100, "a", "b", "c"), ckpt(j.Spec, 1, 200, victim)}
-			return &Harness{SelfID: "a", MemberList: with(abc, victim, MemberDead), JobList: []Job{j}}
-		},
-		kind:   DecisionReplan,
-		reason: "resume from step 100",
-		resume: 100,
-	}, {
-		name: "the old leader's loss is a node loss for the new leader",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			old, next := j.Plan.Nodes()[0], j.Plan.Nodes()[1]
-			return &Harness{SelfID: next, MemberList: with(abc, old, MemberDead), JobList: []Job{j}}
-		},
-		kind:   DecisionReplan,
-		reason: "is dead",
-	}, {
-		name: "a failed worker of the current epoch replans",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			j.Events = []Event{{Kind: EventWorkerFailed, Epoch: 1, Step: 7, Message: "b after step 7: stream reset"}}
-			return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{j}}
-		},
-		kind:   DecisionReplan,
-		reason: "a worker failed: b after step 7: stream reset; resume from step 0",
-	}, {
-		name: "restart limit fails the job",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), abc)
-			for range DefaultMaxRestarts {
-				j.Events = append(j.Events, Event{Kind: EventReplan})
-			}
-			return &Harness{SelfID: "a", MemberList: with(abc, j.Plan.Nodes()[1], MemberDead), JobList: []Job{j}}
-		},
-		kind:    DecisionFail,
-		reason:  "gave up after 5 restarts: node ",
-		commits: []string{"status j failed: gave up after 5 restarts"},
-	}, {
-		name: "no plan after a loss fails the job",
-		setup: func(t *testing.T) *Harness {
-			s := spec()
-			s.Placement.MinNodes = 3
-			j := running(t, s, abc)
-			return &Harness{SelfID: "a", MemberList: with(abc, "c", MemberDead), JobList: []Job{j}}
-		},
-		kind:   DecisionFail,
-		reason: "no feasible plan after a failure: placement.min_nodes",
-	}, {
-		name: "growth onto a fast joined node is accepted with its reason",
-		setup: func(t *testing.T) *Harness {
-			s := spec()
-			s.Parallel.Stages = jobspec.Auto()
-			j := running(t, s, members("a"))
-			j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, "a")}
-			ms := []Member{member("a", 10, "a", "b"), member("b", 1000, "a", "b")}
-			return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}}
-		},
-		kind:    DecisionRebalance,
-		reason:  "1 node(s) joined (b)",
-		resume:  100,
-		commits: []string{"plan j epoch 2", "event j rebalance epoch 2 step 100"},
-	}, {
-		name: "growth is declined before a checkpoint exists",
-		setup: func(t *testing.T) *Harness {
-			j := running(t, spec(), members("a"))
-			return &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}}
-		},
-		kind:   DecisionDecline,
-		reason: "no growth: no checkpoint",
-	}, {
-		name: "growth onto a slow joined node is declined by the balancer's margin",
-		setup: func(t *testing.T) *Harness {
-			s := spec()
-			s.Parallel.Stages, s.Parallel.Replicas = jobspec.Auto(), jobspec.Auto()
-			j := running(t, s, []Member{member("a", 1000, "a")})
-			j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, "a")}
-			ms := []Member{member("a", 1000, "a", "b"), member("b", 1, "a", "b")}
-			return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}}
-		},
-		kind:   DecisionDecline,
-		reason: "no growth: ",
-	}}
-	for _, tc := range tests {
+	for _, tc := range decisionTests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := tc.setup(t)
 			h.Clock = t0
@@ -279,7 +286,6 @@ func checkCommits(t *testing.T, got, want []string) {
 }
 
 func TestNoDecision(t *testing.T) {
-	abc := members("a", "b", "c")
 	tests := []struct {
 		name  string
 		setup func(t *testing.T) *Harness
@@ -342,7 +348,6 @@ func TestGrowthIsWeighedOncePerInterval(t *testing.T) {
 // TestReplanThenFinishRounds runs rounds on one harness: a node dies, the job gets epoch 2
 // without it, and the next round, with the new plan healthy, decides nothing more.
 func TestReplanThenFinishRounds(t *testing.T) {
-	abc := members("a", "b", "c")
 	j := running(t, spec(), abc)
 	victim := j.Plan.Nodes()[1]
 	h := &Harness{SelfID: "a", MemberList: with(abc, victim, MemberDead), JobList: []Job{j}, Clock: t0}
