@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/meshnode/meshnode/scheduler"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // TestJobRunsEndToEndOnThreeNodes: a job submitted to a three-node mesh is planned by the
@@ -50,6 +50,14 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	if job.Status != consensus.JobDone {
 		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
 	}
+	checkPlanAndLosses(t, job)
+	checkOldCheckpointsPruned(t, nodes, job)
+}
+
+// checkPlanAndLosses checks that a finished job's plan is the balancer's for the inputs it
+// records, on at least two nodes, and that its validation loss fell.
+func checkPlanAndLosses(t *testing.T, job consensus.Job) {
+	t.Helper()
 	var jp JobPlan
 	if err := json.Unmarshal(job.CurrentPlan().Plan, &jp); err != nil {
 		t.Fatal(err)
@@ -85,7 +93,13 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 		t.Fatalf("validation losses %v: none, or not falling", vals)
 	}
 	t.Logf("plan %+v; validation loss %.3f → %.3f", jp.Replicas, vals[0], vals[len(vals)-1])
+}
 
+// checkOldCheckpointsPruned checks that the nodes keep the files of a finished job's
+// newest checkpoint.keep checkpoints and delete the older ones, and that the API says so.
+func checkOldCheckpointsPruned(t *testing.T, nodes []*Node, job consensus.Job) {
+	t.Helper()
+	first, id, spec := nodes[0], job.ID, job.Spec
 	// Checkpoints at steps 2, 4, …, 10: the nodes hold the files of the newest two, as
 	// the manifests say, and none of the older ones.
 	old := len(job.Checkpoints) - spec.Checkpoint.Keep
@@ -126,8 +140,6 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	}
 }
 
-// startEngineMesh starts n in-process nodes that know each other and waits until each
-// sees all n as plan candidates and a Raft leader exists.
 // plannable counts the members nd's scheduler may plan on: alive, with a usable profile.
 func plannable(nd *Node) int {
 	n := 0
@@ -139,6 +151,8 @@ func plannable(nd *Node) int {
 	return n
 }
 
+// startEngineMesh starts n in-process nodes that know each other and waits until each
+// sees all n as plan candidates and a Raft leader exists.
 func startEngineMesh(t *testing.T, n int) []*Node {
 	t.Helper()
 	first := startNode(t, testConfig(t))
