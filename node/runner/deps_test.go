@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -20,17 +19,18 @@ import (
 // fsmControl is the control plane of the runner's tests: a real FSM, written to as raft
 // would after committing each entry.
 type fsmControl struct {
-	t   testing.TB
 	fsm *consensus.FSM
 
 	mu    sync.Mutex
 	index uint64
+	// afterCheckpoint, when set, runs after every committed checkpoint write, under no lock.
+	afterCheckpoint func()
 }
 
 func (c *fsmControl) apply(mt consensus.MessageType, msg any) error {
 	buf, err := consensus.Encode(mt, msg)
 	if err != nil {
-		c.t.Fatalf("encode %T: %v", msg, err)
+		return fmt.Errorf("encode %T: %w", msg, err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -46,7 +46,13 @@ func (c *fsmControl) ReportProgress(_ context.Context, job string, s []consensus
 }
 
 func (c *fsmControl) AddCheckpoint(_ context.Context, job string, m consensus.CheckpointManifest) error {
-	return c.apply(consensus.CheckpointType, consensus.CheckpointRequest{JobID: job, Manifest: m})
+	if err := c.apply(consensus.CheckpointType, consensus.CheckpointRequest{JobID: job, Manifest: m}); err != nil {
+		return err
+	}
+	if c.afterCheckpoint != nil {
+		c.afterCheckpoint()
+	}
+	return nil
 }
 
 func (c *fsmControl) AddEvent(_ context.Context, job string, e consensus.Event) error {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{control: &fsmControl{t: t, fsm: consensus.NewFSM(nil)}}
+	c := &cluster{control: &fsmControl{fsm: consensus.NewFSM(nil)}}
 	net, blobs := parallel.NewInMemory("a", "b"), &memBlobs{stores: map[string]map[string][]byte{}}
 	t.Cleanup(net.Close)
 	for _, id := range []string{"a", "b"} {
@@ -63,12 +64,22 @@ func newCluster(t *testing.T) *cluster {
 	return c
 }
 
-// submit commits job j with spec s running under plan jp at epoch 1.
-func (c *cluster) submit(t *testing.T, s jobspec.Spec, jp scheduler.JobPlan) {
+// setPlan commits jp as epoch of job j, with a replan event as the scheduler records it.
+func (c *cluster) setPlan(epoch uint64, jp scheduler.JobPlan) error {
 	raw, err := json.Marshal(jp)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
+	now := time.Now().UTC()
+	if err := c.control.apply(consensus.PlanSetType, consensus.PlanSetRequest{JobID: "j", Epoch: epoch, Plan: raw, Time: now}); err != nil {
+		return err
+	}
+	ev := consensus.NewEvent(consensus.EventReplan, epoch, jp.ResumeStep, "test")
+	return c.control.apply(consensus.JobEventType, consensus.JobEventRequest{JobID: "j", Event: ev})
+}
+
+// submit commits job j with spec s running under plan jp at epoch 1.
+func (c *cluster) submit(t *testing.T, s jobspec.Spec, jp scheduler.JobPlan) {
 	now := time.Now().UTC()
 	for _, step := range []struct {
 		mt  consensus.MessageType
@@ -76,12 +87,16 @@ func (c *cluster) submit(t *testing.T, s jobspec.Spec, jp scheduler.JobPlan) {
 	}{
 		{consensus.JobSubmitType, consensus.JobSubmitRequest{ID: "j", Spec: s, Time: now}},
 		{consensus.JobStatusType, consensus.JobStatusRequest{ID: "j", Status: consensus.JobPlanning, Time: now}},
-		{consensus.PlanSetType, consensus.PlanSetRequest{JobID: "j", Epoch: 1, Plan: raw, Time: now}},
-		{consensus.JobStatusType, consensus.JobStatusRequest{ID: "j", Status: consensus.JobRunning, Time: now}},
 	} {
 		if err := c.control.apply(step.mt, step.msg); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := c.setPlan(1, jp); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.control.apply(consensus.JobStatusType, consensus.JobStatusRequest{ID: "j", Status: consensus.JobRunning, Time: now}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -181,4 +196,58 @@ func checkCheckpoints(t *testing.T, j consensus.Job, steps []int) {
 			}
 		}
 	}
+}
+
+// TestRunnerResumesANewEpochFromItsCheckpoint: when a new epoch is committed the moment the
+// step-10 checkpoint is whole, the runners stop their workers (recording the step they
+// reached), restore the new epoch's workers from that checkpoint's files, and finish the
+// job with the losses of an uninterrupted split run, bit for bit; the new epoch redoes at
+// most the one step that was in flight.
+func TestRunnerResumesANewEpochFromItsCheckpoint(t *testing.T) {
+	s := smallSpec(t)
+	jp := twoStagePlan(s)
+	c := newCluster(t)
+	var once sync.Once
+	c.control.afterCheckpoint = func() {
+		j, _, err := c.control.fsm.Job("j")
+		if err != nil || !hasWholeCheckpoint(j, 10) {
+			return
+		}
+		once.Do(func() {
+			next := jp
+			next.ResumeStep = 10
+			if err := c.setPlan(2, next); err != nil {
+				t.Errorf("commit epoch 2: %v", err)
+			}
+		})
+	}
+	c.submit(t, s, jp)
+	j := c.runUntil(t)
+	if j.Status != consensus.JobDone || j.Epoch() != 2 {
+		t.Fatalf("job %s in epoch %d, want done in 2; events %+v", j.Status, j.Epoch(), j.Events)
+	}
+	want := localRunLosses(t, j, jp)[20]
+	var got [2]float64
+	for _, p := range j.Progress {
+		if p.Step == 20 && p.ValLoss != nil {
+			got = [2]float64{p.Loss, *p.ValLoss}
+		}
+	}
+	if math.Float64bits(got[0]) != math.Float64bits(want[0]) || math.Float64bits(got[1]) != math.Float64bits(want[1]) {
+		t.Errorf("step 20 after the resume: loss, val %v; uninterrupted %v", got, want)
+	}
+	redone, ok := scheduler.StepsRedone(JobView(j).Events)[2]
+	if !ok || redone > 1 {
+		t.Errorf("epoch 2 redid %d steps (reported %v), want ≤ 1; events %+v", redone, ok, j.Events)
+	}
+}
+
+// hasWholeCheckpoint reports whether j's checkpoint of step holds every layer.
+func hasWholeCheckpoint(j consensus.Job, step int) bool {
+	for _, m := range j.Checkpoints {
+		if m.Step == step && scheduler.CheckpointSurvives(CheckpointView(m), scheduler.ModelConfig(j.Spec).NumLayers(), nil) {
+			return true
+		}
+	}
+	return false
 }
