@@ -54,7 +54,7 @@ func newEngine(n *Node) (*engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &engine{n: n, log: n.log, runner: r, sched: scheduler.New(scheduler.Config{Compression: codecCompression})}, nil
+	return &engine{n: n, log: n.log, runner: r, sched: scheduler.New(schedulerConfig())}, nil
 }
 
 func (e *engine) Name() string { return "engine" }

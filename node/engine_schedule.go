@@ -73,6 +73,14 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	return out
 }
 
+// schedulerConfig prices sync traffic with the engine's codecs and checks plans with the
+// engine's own check.
+func schedulerConfig() scheduler.Config {
+	return scheduler.Config{Compression: codecCompression, CheckPlan: func(p scheduler.JobPlan, numLayers int) error {
+		return runner.EnginePlan(p).Validate(numLayers)
+	}}
+}
+
 // codecCompression is the size ratio of a codec against float32, for the balancer's
 // sync-cost estimate.
 func codecCompression(codec string) float64 {

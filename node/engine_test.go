@@ -222,7 +222,7 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 		}
 		cands = append(cands, scheduler.Member{ID: id, State: scheduler.MemberAlive, Profile: planProfile(p)})
 	}
-	jp, err := scheduler.PlanJob(jobspec.DefaultSpec(), cands, codecCompression)
+	jp, err := scheduler.PlanJob(jobspec.DefaultSpec(), cands, schedulerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

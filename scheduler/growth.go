@@ -54,7 +54,7 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now t
 	if !dec.Replan {
 		return decline("no growth: %s", dec.Reason)
 	}
-	next, err := jobPlanFrom(dec.Plan, in, ModelConfig(j.Spec).NumLayers())
+	next, err := jobPlanFrom(dec.Plan, in, ModelConfig(j.Spec).NumLayers(), s.cfg.CheckPlan)
 	if err != nil {
 		return decline("no growth: the balancer's plan does not convert: %v", err)
 	}

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
@@ -73,39 +72,6 @@ func (p JobPlan) Has(node string) bool {
 		}
 	}
 	return false
-}
-
-// Validate checks that every replica covers layers [0, numLayers) with contiguous stages
-// on distinct nodes, and that batch shares, where given, are one positive share per replica.
-func (p JobPlan) Validate(numLayers int) error {
-	if len(p.Replicas) == 0 {
-		return errors.New("plan has no replicas")
-	}
-	if len(p.Batches) != 0 && len(p.Batches) != len(p.Replicas) {
-		return fmt.Errorf("plan has %d batch shares for %d replicas", len(p.Batches), len(p.Replicas))
-	}
-	for r, b := range p.Batches {
-		if b < 1 {
-			return fmt.Errorf("replica %d has a batch of %d", r, b)
-		}
-	}
-	used := map[string]bool{}
-	for r, stages := range p.Replicas {
-		end := 0
-		for s, st := range stages {
-			switch {
-			case st.Node == "" || used[st.Node]:
-				return fmt.Errorf("replica %d stage %d: node %q is empty or used twice", r, s, st.Node)
-			case st.First != end || st.Last <= st.First:
-				return fmt.Errorf("replica %d stage %d: layers [%d, %d) do not continue from %d", r, s, st.First, st.Last, end)
-			}
-			used[st.Node], end = true, st.Last
-		}
-		if end != numLayers {
-			return fmt.Errorf("replica %d covers %d of %d layers", r, end, numLayers)
-		}
-	}
-	return nil
 }
 
 // ModelConfig is the job's model shape.
@@ -185,10 +151,10 @@ func snapshot(cands []candidate) balancer.Snapshot {
 	return snap
 }
 
-// PlanJob asks the balancer for a plan of spec on the live members with usable profiles;
-// compression gives a codec's size ratio against float32 (nil: 1).
-func PlanJob(spec jobspec.Spec, members []Member, compression func(codec string) float64) (JobPlan, error) {
-	in, err := planInputs(spec, candidates(members), compression)
+// PlanJob asks the balancer for a plan of spec on the live members with usable profiles,
+// priced and checked as cfg says (Config.Compression, Config.CheckPlan).
+func PlanJob(spec jobspec.Spec, members []Member, cfg Config) (JobPlan, error) {
+	in, err := planInputs(spec, candidates(members), cfg.Compression)
 	if err != nil {
 		return JobPlan{}, err
 	}
@@ -196,11 +162,12 @@ func PlanJob(spec jobspec.Spec, members []Member, compression func(codec string)
 	if err != nil {
 		return JobPlan{}, err
 	}
-	return jobPlanFrom(bp, in, ModelConfig(spec).NumLayers())
+	return jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
 }
 
-// jobPlanFrom turns a balancer plan into the plan the leader commits.
-func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int) (JobPlan, error) {
+// jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check
+// (nil: not checked).
+func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobPlan, int) error) (JobPlan, error) {
 	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
 	for _, r := range bp.Replicas {
 		var stages []Stage
@@ -213,5 +180,8 @@ func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int) (JobPlan, error
 	if jp.MicroBatches < 1 {
 		jp.MicroBatches = 1
 	}
-	return jp, jp.Validate(numLayers)
+	if check == nil {
+		return jp, nil
+	}
+	return jp, check(jp, numLayers)
 }

@@ -39,6 +39,10 @@ type Config struct {
 	// Compression is a codec's size ratio against float32, for the balancer's sync-cost
 	// estimate (nil: every codec 1).
 	Compression func(codec string) float64
+	// CheckPlan is the engine's check that it can run a plan of numLayers layers (every
+	// replica covers them with contiguous stages on distinct nodes); a plan it rejects is
+	// no plan (nil: plans are not checked).
+	CheckPlan func(p JobPlan, numLayers int) error
 }
 
 // Defaults of Config.
@@ -89,7 +93,7 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 
 // planNew plans a job that has no running epoch yet.
 func (s *Scheduler) planNew(j Job, members []Member) *Decision {
-	jp, err := PlanJob(j.Spec, members, s.cfg.Compression)
+	jp, err := PlanJob(j.Spec, members, s.cfg)
 	if err != nil {
 		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: "no feasible plan: " + err.Error()}
 	}
@@ -144,7 +148,7 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	if restarts >= s.cfg.MaxRestarts {
 		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: fmt.Sprintf("gave up after %d restarts: %s", restarts, why[0])}
 	}
-	next, err := PlanJob(j.Spec, members, s.cfg.Compression)
+	next, err := PlanJob(j.Spec, members, s.cfg)
 	if err != nil {
 		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: "no feasible plan after a failure: " + err.Error()}
 	}

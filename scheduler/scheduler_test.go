@@ -54,7 +54,7 @@ func spec() jobspec.Spec {
 // running is job "j" running under the plan the scheduler makes on ms, at epoch 1.
 func running(t *testing.T, s jobspec.Spec, ms []Member) Job {
 	t.Helper()
-	jp, err := PlanJob(s, ms, nil)
+	jp, err := PlanJob(s, ms, Config{})
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
@@ -370,5 +370,18 @@ func TestApplyReturnsWriteErrors(t *testing.T) {
 	_, err := h.Process(context.Background(), New(Config{}))
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "job j") {
 		t.Fatalf("err %v, want %v naming job j", err, boom)
+	}
+}
+
+// TestPlanTheEngineRejectsFailsTheJob: a balancer plan that the engine's check rejects is
+// no plan: the job fails with the check's reason.
+func TestPlanTheEngineRejectsFailsTheJob(t *testing.T) {
+	h := &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}, Clock: t0}
+	reject := func(p JobPlan, numLayers int) error {
+		return fmt.Errorf("replica 0 covers %d of %d layers", numLayers-1, numLayers)
+	}
+	d := decision(t, h, New(Config{CheckPlan: reject}))
+	if d.Kind != DecisionFail || !strings.Contains(d.Reason, "no feasible plan: replica 0 covers") {
+		t.Fatalf("decision %s %q, want a failure with the check's reason", d.Kind, d.Reason)
 	}
 }
