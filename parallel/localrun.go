@@ -133,10 +133,7 @@ func (l *LocalRun) Run(ctx context.Context, stopAt int, emit func(Event)) error 
 			}
 			return err
 		},
-		Progress: func(_ context.Context, step int, loss float64) error {
-			emit(Event{Kind: "step", Step: step, TrainLoss: loss})
-			return nil
-		},
+		Progress: emitStep(emit),
 	})
 	if err != nil {
 		return err

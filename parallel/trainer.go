@@ -139,14 +139,19 @@ func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
 			emit(Event{Kind: "step", Step: step, TrainLoss: loss, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
 			return nil
 		},
-		Progress: func(_ context.Context, step int, loss float64) error {
-			emit(Event{Kind: "step", Step: step, TrainLoss: loss})
-			return nil
-		},
+		Progress: emitStep(emit),
 	})
 	if err != nil {
 		return err
 	}
 	emit(Event{Kind: "done", Step: t.step, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
 	return nil
+}
+
+// emitStep is the progress hook of Trainer.Run and LocalRun.Run: a step event.
+func emitStep(emit func(Event)) func(context.Context, int, float64) error {
+	return func(_ context.Context, step int, loss float64) error {
+		emit(Event{Kind: "step", Step: step, TrainLoss: loss})
+		return nil
+	}
 }
