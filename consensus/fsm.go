@@ -21,6 +21,8 @@ type FSM struct {
 	mu      sync.RWMutex
 	state   fsmState
 	applied uint64 // index of the last entry applied (or restored)
+
+	watch appliedWatch // watch.go: closed at every apply and restore
 }
 
 // fsmState is everything the FSM holds; it is also the snapshot's format.
@@ -53,6 +55,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if len(l.Data) == 0 {
 		panic(fmt.Sprintf("consensus: empty log entry at index %d", l.Index))
 	}
+	defer f.watch.notify() // after the unlock below: waiters read the new state
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = l.Index
@@ -291,6 +294,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if st.Jobs == nil {
 		st.Jobs = map[string]*Job{}
 	}
+	defer f.watch.notify()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.state, f.applied = st, st.Index

@@ -57,8 +57,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	// Wait until a complete checkpoint survives without the victim (its files copied to
 	// other holders), then stop it.
 	waitFor(t, 60*time.Second, "a checkpoint that survives the victim", func() bool {
-		_, ok := completeCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
-		return ok
+		return hasCompleteCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
 	})
 	victim.Close()
 	var j consensus.Job
@@ -69,13 +68,22 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	if j.Status != consensus.JobDone {
 		t.Fatalf("job ended %s; events %+v", j.Status, j.Events)
 	}
+	checkReplannedWithout(t, j, victim.ID().String())
+	checkExports(t, observer, j)
+}
+
+// checkReplannedWithout checks that a finished job was replanned without victim, resuming
+// from a checkpoint and redoing at most checkpoint.every steps.
+func checkReplannedWithout(t *testing.T, j consensus.Job, victim string) {
+	t.Helper()
+	spec := j.Spec
 	if j.Epoch() < 2 {
 		t.Fatalf("job finished in epoch %d: no replan after the node stopped", j.Epoch())
 	}
 	var next JobPlan
 	json.Unmarshal(j.CurrentPlan().Plan, &next)
 	for _, n := range next.Nodes() {
-		if n == victim.ID().String() {
+		if n == victim {
 			t.Fatalf("the new plan still uses the stopped node: %+v", next.Replicas)
 		}
 	}
@@ -83,7 +91,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 		t.Fatalf("the new epoch resumes from step %d", next.ResumeStep)
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == eventReplan {
+		if ev.Is(consensus.EventReplan) {
 			t.Logf("replan event: %s", ev.Message)
 		}
 	}
@@ -95,6 +103,13 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 			j.Epoch(), redone, ok, spec.Checkpoint.Every, j.Events)
 	}
 	t.Logf("epoch %d resumed from step %d and redid %d steps", j.Epoch(), next.ResumeStep, redone)
+}
+
+// checkExports checks that the latest complete checkpoint of j exports, through observer,
+// as one GPT-2-named file that loads as a model.
+func checkExports(t *testing.T, observer *Node, j consensus.Job) {
+	t.Helper()
+	id := j.ID
 	// The latest complete checkpoint exports as one GPT-2-named file that loads as a model.
 	var cks []CheckpointView
 	getJSON(t, "http://"+observer.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &cks)
@@ -136,7 +151,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 		return j
 	}
 	waitFor(t, 60*time.Second, "a checkpoint on the single node", func() bool {
-		_, ok := completeCheckpoint(job(), 4, nil)
+		ok := hasCompleteCheckpoint(job(), 4, nil)
 		return ok
 	})
 	joined := startNode(t, testConfig(t, first.Status().Addrs...))
@@ -160,8 +175,19 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 		t.Fatalf("the joined node is in no plan epoch; events %+v", j.Events)
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == eventRebalance {
+		if ev.Is(consensus.EventRebalance) {
 			t.Logf("rebalance event: %s", ev.Message)
 		}
 	}
+}
+
+// hasCompleteCheckpoint reports whether some checkpoint of j holds every one of numLayers
+// layers on holders for which live says true (nil: all).
+func hasCompleteCheckpoint(j consensus.Job, numLayers int, live func(string) bool) bool {
+	for _, m := range j.Checkpoints {
+		if CheckpointSurvives(m, numLayers, live) {
+			return true
+		}
+	}
+	return false
 }

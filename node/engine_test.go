@@ -14,6 +14,7 @@ import (
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // TestJobRunsEndToEndOnThreeNodes: a job submitted to a three-node mesh is planned by the
@@ -49,6 +50,15 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	if job.Status != consensus.JobDone {
 		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
 	}
+	checkPlanAndLosses(t, job)
+	checkControlMetrics(t, first, id, spec.Train.Steps)
+	checkOldCheckpointsPruned(t, nodes, job)
+}
+
+// checkPlanAndLosses checks that a finished job's plan is the balancer's for the inputs it
+// records, on at least two nodes, and that its validation loss fell.
+func checkPlanAndLosses(t *testing.T, job consensus.Job) {
+	t.Helper()
 	var jp JobPlan
 	if err := json.Unmarshal(job.CurrentPlan().Plan, &jp); err != nil {
 		t.Fatal(err)
@@ -84,8 +94,13 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 		t.Fatalf("validation losses %v: none, or not falling", vals)
 	}
 	t.Logf("plan %+v; validation loss %.3f → %.3f", jp.Replicas, vals[0], vals[len(vals)-1])
-	checkControlMetrics(t, first, id, spec.Train.Steps)
+}
 
+// checkOldCheckpointsPruned checks that the nodes keep the files of a finished job's
+// newest checkpoint.keep checkpoints and delete the older ones, and that the API says so.
+func checkOldCheckpointsPruned(t *testing.T, nodes []*Node, job consensus.Job) {
+	t.Helper()
+	first, id, spec := nodes[0], job.ID, job.Spec
 	// Checkpoints at steps 2, 4, …, 10: the nodes hold the files of the newest two, as
 	// the manifests say, and none of the older ones.
 	old := len(job.Checkpoints) - spec.Checkpoint.Keep
@@ -126,6 +141,17 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	}
 }
 
+// plannable counts the members nd's scheduler may plan on: alive, with a usable profile.
+func plannable(nd *Node) int {
+	n := 0
+	for _, m := range nd.members() {
+		if m.State == scheduler.MemberAlive && m.Profile != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // startEngineMesh starts n in-process nodes that know each other and waits until each
 // sees all n as plan candidates and a Raft leader exists.
 func startEngineMesh(t *testing.T, n int) []*Node {
@@ -137,7 +163,7 @@ func startEngineMesh(t *testing.T, n int) []*Node {
 	}
 	waitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
 		for _, nd := range nodes {
-			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || len(nd.planCandidates()) != n {
+			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || plannable(nd) != n {
 				return false
 			}
 		}
@@ -182,7 +208,7 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 	speeds := []float64{120, 120, 60, 40}
 	regions := []string{"eu", "us", "eu", "us"}
 	ids := []string{"fast-eu", "fast-us", "slow2-eu", "slow3-us"}
-	var cands []planCandidate
+	var cands []scheduler.Member
 	for i, id := range ids {
 		p := &mesh.Profile{GemmGFLOPS: 3 * speeds[i], TrainGFLOPS: speeds[i], MemoryBudgetBytes: 20 << 20, DataAddr: "127.0.0.1:1"}
 		for j, peer := range ids {
@@ -195,9 +221,9 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 			}
 			p.Links = append(p.Links, l)
 		}
-		cands = append(cands, planCandidate{id: id, profile: p})
+		cands = append(cands, scheduler.Member{ID: id, State: scheduler.MemberAlive, Profile: planProfile(p)})
 	}
-	jp, err := planJob(jobspec.DefaultSpec(), cands)
+	jp, err := scheduler.PlanJob(jobspec.DefaultSpec(), cands, schedulerConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

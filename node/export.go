@@ -11,6 +11,8 @@ import (
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/node/runner"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether
@@ -51,12 +53,11 @@ func (n *Node) serveCheckpoints(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	L := modelConfig(j.Spec).NumLayers()
-	needed := neededCheckpoints(j)
+	L := scheduler.ModelConfig(j.Spec).NumLayers()
+	needed := scheduler.NeededCheckpoints(runner.JobView(j))
 	out := []CheckpointView{}
 	for i, m := range j.Checkpoints {
-		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{m}}
-		_, complete := completeCheckpoint(one, L, nil)
+		complete := scheduler.CheckpointSurvives(runner.CheckpointView(m), L, nil)
 		out = append(out, CheckpointView{CheckpointManifest: m, Complete: complete, Pruned: !needed[i]})
 	}
 	replyJSON(w, http.StatusOK, out)
@@ -96,13 +97,12 @@ var errNoCheckpoint = errors.New("no complete checkpoint")
 
 // exportCheckpoint assembles the weights of checkpoint step (< 0: the latest complete).
 func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) ([]byte, error) {
-	cfg := modelConfig(j.Spec)
+	cfg := scheduler.ModelConfig(j.Spec)
 	var m consensus.CheckpointManifest
 	found, pruned := false, false
-	needed := neededCheckpoints(j)
+	needed := scheduler.NeededCheckpoints(runner.JobView(j))
 	for i, c := range j.Checkpoints {
-		one := consensus.Job{Checkpoints: []consensus.CheckpointManifest{c}}
-		if _, ok := completeCheckpoint(one, cfg.NumLayers(), nil); ok && (step < 0 || c.Step == step) {
+		if scheduler.CheckpointSurvives(runner.CheckpointView(c), cfg.NumLayers(), nil) && (step < 0 || c.Step == step) {
 			if !needed[i] {
 				pruned = true
 				continue
@@ -120,15 +120,18 @@ func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) 
 		}
 		return nil, fmt.Errorf("%w of job %s yet", errNoCheckpoint, j.ID)
 	}
-	holders := fileHolders(m)
+	if n.engine == nil {
+		return nil, errNoConsensus
+	}
+	holders := runner.FileHolders(m)
 	merged := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
 	done := map[string]bool{}
 	for _, f := range m.Files {
-		if f.Kind != ckptModel || done[f.Hash] {
+		if f.Kind != scheduler.FileModel || done[f.Hash] {
 			continue
 		}
 		done[f.Hash] = true
-		tf, err := n.fetchTensors(ctx, f.Hash, holders[f.Hash])
+		tf, err := n.engine.runner.FetchTensors(ctx, f.Hash, holders[f.Hash])
 		if err != nil {
 			return nil, err
 		}

@@ -35,7 +35,6 @@ type Node struct {
 	dp   *mesh.DataPlane
 
 	data   *datasets // dataset.go: blobs and decoded datasets
-	pins   blobPins  // engine_gc.go: checkpoint files safe from pruning for now
 	engine *engine   // nil when consensus is disabled
 
 	mu       sync.Mutex
@@ -105,7 +104,10 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if !cfg.Consensus.Disabled {
-		n.engine = &engine{n: n}
+		if n.engine, err = newEngine(n); err != nil {
+			n.mesh.Close()
+			return nil, err
+		}
 		n.services = append(n.services, n.engine)
 	}
 	n.exportRoutes()

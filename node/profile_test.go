@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/meshnode/meshnode/scheduler"
 	"math"
 	"os"
 	"testing"
@@ -192,7 +193,7 @@ func TestCPUNormalisedRate(t *testing.T) {
 func TestTrainingRatePredictsStepTime(t *testing.T) {
 	timingTest(t)
 	job := jobspec.DefaultSpec()
-	cfg := modelConfig(job)
+	cfg := scheduler.ModelConfig(job)
 	var perToken float64
 	for _, l := range cfg.LayerCosts() {
 		perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken

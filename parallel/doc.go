@@ -1,9 +1,14 @@
 // Package parallel is meshnode's training engine: it runs slices of the model's layer list
-// as stages, steps their optimizers, evaluates, and writes and restores checkpoints.
+// as pipeline stages (Worker), under GPipe or 1F1B schedules, with data-parallel sync
+// between replicas (every step, or DiLoCo's outer steps with compressed pseudo-gradients
+// and error feedback), evaluates, and snapshots and restores stage state for checkpoints.
 //
-// Today it trains in one process (Trainer); pipeline stages across nodes, GPipe and 1F1B
-// schedules, data-parallel sync with compression and offload build on the same pieces and
-// talk to the network only through an interface that the mesh implements.
+// One training loop, TrainLoop, drives every way of training through hooks (checkpoint,
+// evaluation, progress): a whole model in one process (Trainer, `meshnode train`), every
+// worker of a plan in one process (LocalRun, split runs and the engine's tests), and a
+// node's worker of a distributed job (node/runner).
 //
-// The package computes through model and kernels; it opens no sockets itself.
+// The package computes through model and kernels and talks to other nodes only through
+// the Transport interface (an in-memory one here, the QUIC data plane in the node); it
+// opens no sockets itself.
 package parallel

@@ -125,34 +125,36 @@ func (l *LocalRun) StepsDone() int { return l.workers[0].StepsDone() }
 // Run trains to the end of the schedule (or stopAt), emitting events as Trainer.Run does,
 // with the bytes sent added to evaluation and done events.
 func (l *LocalRun) Run(ctx context.Context, stopAt int, emit func(Event)) error {
-	t := l.cfg.Train
-	if stopAt <= 0 || stopAt > t.Steps {
-		stopAt = t.Steps
-	}
-	for l.StepsDone() < stopAt {
-		loss, err := l.Step(ctx)
-		if err != nil {
-			return err
-		}
-		ev := Event{Kind: "step", Step: l.StepsDone(), TrainLoss: loss}
-		if (t.EvalEvery > 0 && ev.Step%t.EvalEvery == 0) || ev.Step == t.Steps {
-			if ev.ValLoss, err = l.Evaluate(ctx); err != nil {
-				return err
+	err := TrainLoop(ctx, l, l.cfg.Train, stopAt, Hooks{
+		Evaluate: func(ctx context.Context, step int, loss float64) error {
+			ev, err := l.evaluated(ctx, Event{Kind: "step", Step: step, TrainLoss: loss})
+			if err == nil {
+				emit(ev)
 			}
-			ev.HasVal, ev.TokensPerSec = true, l.tokensPerSec()
-			ev.PipelineBytes, ev.SyncBytes = l.BytesSent()
-			ev.HasBytes = true
-		}
-		emit(ev)
-	}
-	val, err := l.Evaluate(ctx)
+			return err
+		},
+		Progress: emitStep(emit),
+	})
 	if err != nil {
 		return err
 	}
-	done := Event{Kind: "done", Step: l.StepsDone(), ValLoss: val, HasVal: true, TokensPerSec: l.tokensPerSec(), HasBytes: true}
-	done.PipelineBytes, done.SyncBytes = l.BytesSent()
+	done, err := l.evaluated(ctx, Event{Kind: "done", Step: l.StepsDone()})
+	if err != nil {
+		return err
+	}
 	emit(done)
 	return nil
+}
+
+// evaluated is ev with the validation loss, the throughput and the bytes sent so far.
+func (l *LocalRun) evaluated(ctx context.Context, ev Event) (Event, error) {
+	val, err := l.Evaluate(ctx)
+	if err != nil {
+		return ev, err
+	}
+	ev.ValLoss, ev.HasVal, ev.TokensPerSec, ev.HasBytes = val, true, l.tokensPerSec(), true
+	ev.PipelineBytes, ev.SyncBytes = l.BytesSent()
+	return ev, nil
 }
 
 func (l *LocalRun) tokensPerSec() float64 {

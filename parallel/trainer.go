@@ -123,25 +123,35 @@ func (t *Trainer) TokensPerSec() float64 {
 	return float64(t.tokens) / t.trainTime.Seconds()
 }
 
+// trainerSteps drives a Trainer in the training loop.
+type trainerSteps struct{ t *Trainer }
+
+func (s trainerSteps) StepsDone() int                        { return s.t.step }
+func (s trainerSteps) Step(context.Context) (float64, error) { return s.t.Step(), nil }
+
 // Run trains from the current step up to stopAt (≤ cfg.Steps; 0 means cfg.Steps),
 // calling emit after every step, and evaluating every EvalEvery steps and at the last
 // step of the schedule. It returns ctx's error if cancelled between steps; the model is
 // then in a consistent state after its last completed step.
 func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
-	if stopAt <= 0 || stopAt > t.cfg.Steps {
-		stopAt = t.cfg.Steps
-	}
-	for t.step < stopAt {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ev := Event{Kind: "step", TrainLoss: t.Step()}
-		ev.Step = t.step
-		if (t.cfg.EvalEvery > 0 && t.step%t.cfg.EvalEvery == 0) || t.step == t.cfg.Steps {
-			ev.ValLoss, ev.HasVal, ev.TokensPerSec = t.Evaluate(), true, t.TokensPerSec()
-		}
-		emit(ev)
+	err := TrainLoop(ctx, trainerSteps{t}, t.cfg, stopAt, Hooks{
+		Evaluate: func(_ context.Context, step int, loss float64) error {
+			emit(Event{Kind: "step", Step: step, TrainLoss: loss, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
+			return nil
+		},
+		Progress: emitStep(emit),
+	})
+	if err != nil {
+		return err
 	}
 	emit(Event{Kind: "done", Step: t.step, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
 	return nil
+}
+
+// emitStep is the progress hook of Trainer.Run and LocalRun.Run: a step event.
+func emitStep(emit func(Event)) func(context.Context, int, float64) error {
+	return func(_ context.Context, step int, loss float64) error {
+		emit(Event{Kind: "step", Step: step, TrainLoss: loss})
+		return nil
+	}
 }

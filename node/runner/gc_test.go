@@ -1,10 +1,12 @@
-package node
+package runner
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // TestRetainedCheckpoints: a job keeps its newest checkpoint.keep checkpoints and its
@@ -12,15 +14,15 @@ import (
 func TestRetainedCheckpoints(t *testing.T) {
 	spec := jobspec.DefaultSpec()
 	spec.Checkpoint.Keep = 2
-	L := modelConfig(spec).NumLayers()
+	L := scheduler.ModelConfig(spec).NumLayers()
 	manifest := func(step int, complete bool, model, opt string) consensus.CheckpointManifest {
 		last := L - 1
 		if !complete {
 			last = L - 2 // the last layer's files are missing
 		}
 		return consensus.CheckpointManifest{Epoch: 1, Step: step, Files: []consensus.CheckpointFile{
-			{Kind: ckptModel, Node: "a", Layers: [2]int{0, last}, Hash: model},
-			{Kind: ckptOptimizer, Node: "a", Layers: [2]int{0, last}, Hash: opt},
+			{Kind: scheduler.FileModel, Node: "a", Layers: [2]int{0, last}, Hash: model},
+			{Kind: scheduler.FileOptimizer, Node: "a", Layers: [2]int{0, last}, Hash: opt},
 		}}
 	}
 	j := consensus.Job{ID: "j", Spec: spec, Checkpoints: []consensus.CheckpointManifest{
@@ -34,10 +36,10 @@ func TestRetainedCheckpoints(t *testing.T) {
 		manifest(6, true, "k6", "ko6"),
 		manifest(7, true, "k7", "ko7"),
 	}}
-	if got := neededCheckpoints(j); !(got[0] == false && got[1] && got[2] && got[3]) {
+	if got := scheduler.NeededCheckpoints(JobView(j)); !(got[0] == false && got[1] && got[2] && got[3]) {
 		t.Errorf("needed checkpoints of j: %v, want [false true true true]", got)
 	}
-	keep, drop := retainedCheckpoints([]consensus.Job{j, other})
+	keep, drop := scheduler.RetainedCheckpoints(JobViews([]consensus.Job{j, other}))
 	for _, h := range []string{"m20", "shared", "m30", "o30", "m40", "o40", "k6", "ko6", "k7", "ko7"} {
 		if !keep[h] || drop[h] {
 			t.Errorf("%s: keep %v, drop %v; want it kept", h, keep[h], drop[h])
@@ -53,16 +55,14 @@ func TestRetainedCheckpoints(t *testing.T) {
 	}
 }
 
-// TestPinnedBlobsExpire: a pin protects a file for checkpointPinFor and is then forgotten.
+// TestPinnedBlobsExpire: a pin protects a file for its pinFor and is then forgotten.
 func TestPinnedBlobsExpire(t *testing.T) {
-	var p blobPins
+	p := blobPins{pinFor: time.Hour}
 	p.pin("h")
 	if !p.pinned("h") || p.pinned("other") {
 		t.Fatal("a fresh pin does not protect its file, or protects another")
 	}
-	pinFor := checkpointPinFor
-	checkpointPinFor = 0
-	t.Cleanup(func() { checkpointPinFor = pinFor })
+	p.pinFor = 0
 	if p.pinned("h") || len(p.pins) != 0 {
 		t.Fatal("an expired pin still protects its file")
 	}

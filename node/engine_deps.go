@@ -1,0 +1,183 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/node/runner"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// The runner's dependencies, implemented by the node.
+type (
+	nodeBlobs    struct{ n *Node }
+	nodeControl  struct{ n *Node }
+	nodeNetwork  struct{ n *Node }
+	nodeDatasets struct{ n *Node }
+)
+
+func (b nodeBlobs) IDOf(data []byte) string { return b.n.Blobs().Store().IDOf(data) }
+func (b nodeBlobs) Has(hash string) bool    { return b.n.Blobs().Has(hash) }
+func (b nodeBlobs) Remove(hash string) error {
+	return b.n.Blobs().Store().Remove(hash)
+}
+
+func (b nodeBlobs) Publish(ctx context.Context, data []byte) (string, error) {
+	return b.n.Blobs().Publish(ctx, bytes.NewReader(data))
+}
+
+func (b nodeBlobs) Fetch(ctx context.Context, hash string, holders []string) error {
+	return b.n.Blobs().Fetch(ctx, hash, peerIDs(holders))
+}
+
+func (b nodeBlobs) ReadVerified(hash string) ([]byte, error) {
+	data, err := b.n.Blobs().Store().ReadVerified(hash)
+	if errors.Is(err, mesh.ErrBlobCorrupt) {
+		return nil, fmt.Errorf("%w: %w", runner.ErrBlobCorrupt, err)
+	}
+	return data, err
+}
+
+func (b nodeBlobs) Size(hash string) (int64, error) {
+	m, err := b.n.Blobs().Store().Manifest(hash)
+	if err != nil {
+		return 0, err
+	}
+	return m.Size, nil
+}
+
+func (b nodeBlobs) Replicate(ctx context.Context, node, hash string) error {
+	p, err := peer.Decode(node)
+	if err != nil {
+		return fmt.Errorf("replicate to %q: %w", node, err)
+	}
+	return b.n.Blobs().Replicate(ctx, p, hash)
+}
+
+// peerIDs decodes node IDs, skipping any that is not a peer ID.
+func peerIDs(ids []string) []peer.ID {
+	var out []peer.ID
+	for _, id := range ids {
+		if p, err := peer.Decode(id); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c nodeControl) consensus() (*consensus.Consensus, error) {
+	if cs := c.n.Consensus(); cs != nil {
+		return cs, nil
+	}
+	return nil, errNoConsensus
+}
+
+func (c nodeControl) ReportProgress(ctx context.Context, job string, s []consensus.ProgressSample) error {
+	cs, err := c.consensus()
+	if err != nil {
+		return err
+	}
+	return cs.ReportProgress(ctx, job, s)
+}
+
+func (c nodeControl) AddCheckpoint(ctx context.Context, job string, m consensus.CheckpointManifest) error {
+	cs, err := c.consensus()
+	if err != nil {
+		return err
+	}
+	return cs.AddCheckpoint(ctx, job, m)
+}
+
+func (c nodeControl) AddEvent(ctx context.Context, job string, ev consensus.Event) error {
+	cs, err := c.consensus()
+	if err != nil {
+		return err
+	}
+	return cs.AddEvent(ctx, job, ev)
+}
+
+func (c nodeControl) SetJobStatus(ctx context.Context, job string, s consensus.JobStatus, msg string) error {
+	cs, err := c.consensus()
+	if err != nil {
+		return err
+	}
+	return cs.SetJobStatus(ctx, job, s, msg)
+}
+
+func (w nodeNetwork) DataPlane() runner.DataPlane {
+	if dp := w.n.DataPlane(); dp != nil {
+		return dp
+	}
+	return nil
+}
+
+func (w nodeNetwork) DataAddr(node string) (string, bool) {
+	for _, pi := range w.n.mesh.Peers() {
+		if pi.ID.String() == node && pi.Profile != nil && pi.Profile.DataAddr != "" {
+			return pi.Profile.DataAddr, true
+		}
+	}
+	return "", false
+}
+
+func (d nodeDatasets) LoadDataset(ctx context.Context, blob string) (*model.Dataset, error) {
+	return d.n.LoadDataset(ctx, blob, nil)
+}
+
+// acceptReplica is the blob service's policy for peers asking this node to hold a blob:
+// only a node that shares a running job with this one may.
+func (n *Node) acceptReplica(from peer.ID, hash string) error {
+	c := n.Consensus()
+	if c == nil || n.engine == nil {
+		return errNoConsensus
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	jobs, _, err := c.Jobs(ctx, false)
+	if err != nil {
+		return fmt.Errorf("read jobs: %w", err)
+	}
+	self := n.ID().String()
+	for _, j := range jobs {
+		cur := j.CurrentPlan()
+		if j.Status != consensus.JobRunning || cur == nil {
+			continue
+		}
+		var jp scheduler.JobPlan
+		if json.Unmarshal(cur.Plan, &jp) != nil {
+			continue
+		}
+		if nodes := jp.Nodes(); slices.Contains(nodes, self) && slices.Contains(nodes, from.String()) {
+			n.engine.runner.Pin(hash) // its manifest is committed only once this node holds it
+			return nil
+		}
+	}
+	return errors.New("no running job holds both nodes")
+}
+
+// CrashInCheckpointEnv is a fault-injection hook for tests that exec nodes: a node started
+// with it set to a step number dies in the middle of writing that step's checkpoint, half
+// of its first file in the temporary file the atomic write uses, as a crash or power cut
+// would leave it. Unset (always, outside tests) it does nothing.
+const CrashInCheckpointEnv = "MESHNODE_TEST_CRASH_IN_CHECKPOINT"
+
+// crashInCheckpoint is the step CrashInCheckpointEnv names, -1 when unset.
+func crashInCheckpoint() int {
+	n, err := strconv.Atoi(os.Getenv(CrashInCheckpointEnv))
+	if err != nil || n <= 0 {
+		return -1
+	}
+	return n
+}

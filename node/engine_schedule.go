@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node/runner"
+	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// schedule runs the scheduler over the jobs and the peer table, and commits its decisions.
+func (e *engine) schedule(c *consensus.Consensus, jobs []consensus.Job) {
+	st := clusterState{jobs: runner.JobViews(jobs), members: e.n.members(), self: e.n.ID().String(), now: time.Now()}
+	for _, d := range e.sched.Evaluate(st) {
+		log := e.log.With("job", d.Job, "decision", d.Kind)
+		if !d.Commits() {
+			log.Debug("no new epoch", "reason", d.Reason)
+			continue
+		}
+		epoch, err := scheduler.Apply(e.ctx, committer{c}, d)
+		switch {
+		case err != nil:
+			log.Warn("commit decision", "reason", d.Reason, "err", err)
+		case d.Kind == scheduler.DecisionFail:
+			log.Warn("job failed", "reason", d.Reason)
+		case d.Kind == scheduler.DecisionPlan:
+			log.Info("plan committed", "epoch", epoch, "strategy", d.Plan.Strategy, "replicas", len(d.Plan.Replicas), "predicted_step_s", d.Plan.PredictedStepS)
+		default:
+			log.Info("replanned", "epoch", epoch, "reason", d.Reason)
+		}
+	}
+}
+
+// clusterState is the scheduler's State at one moment.
+type clusterState struct {
+	jobs    []scheduler.Job
+	members []scheduler.Member
+	self    string
+	now     time.Time
+}
+
+func (s clusterState) Jobs() []scheduler.Job       { return s.jobs }
+func (s clusterState) Members() []scheduler.Member { return s.members }
+func (s clusterState) Self() string                { return s.self }
+func (s clusterState) Now() time.Time              { return s.now }
+
+// members are this node (alive) and its peers as the peer table sees them, with the
+// profiles the balancer may plan on.
+func (n *Node) members() []scheduler.Member {
+	out := []scheduler.Member{{ID: n.ID().String(), State: scheduler.MemberAlive, Profile: planProfile(n.mesh.Profile())}}
+	for _, pi := range n.mesh.Peers() {
+		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State), Profile: planProfile(pi.Profile)})
+	}
+	return out
+}
+
+// planProfile is what the balancer prices of a profile: nil unless it has a measured GEMM
+// rate, a memory budget and a data-plane address.
+func planProfile(p *mesh.Profile) *scheduler.Profile {
+	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" {
+		return nil
+	}
+	out := &scheduler.Profile{GFLOPS: ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes)}
+	for _, l := range p.Links {
+		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
+	}
+	return out
+}
+
+// schedulerConfig prices sync traffic with the engine's codecs and checks plans with the
+// engine's own check.
+func schedulerConfig() scheduler.Config {
+	return scheduler.Config{Compression: codecCompression, CheckPlan: func(p scheduler.JobPlan, numLayers int) error {
+		return runner.EnginePlan(p).Validate(numLayers)
+	}}
+}
+
+// codecCompression is the size ratio of a codec against float32, for the balancer's
+// sync-cost estimate.
+func codecCompression(codec string) float64 {
+	switch codec {
+	case jobspec.CodecFP16:
+		return 2
+	case jobspec.CodecInt8:
+		return 4 / (1 + 4.0/float64(parallel.Int8Block))
+	case jobspec.CodecTopK:
+		return 1 / (2 * parallel.DefaultSyncConfig().TopKFraction)
+	}
+	return 1
+}
+
+// committer writes the scheduler's decisions through the control plane.
+type committer struct{ c *consensus.Consensus }
+
+func (m committer) SetJobStatus(ctx context.Context, id string, s scheduler.Status, msg string) error {
+	return m.c.SetJobStatus(ctx, id, consensus.JobStatus(s), msg)
+}
+
+func (m committer) SetPlan(ctx context.Context, id string, p scheduler.JobPlan, reason string) (uint64, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return 0, fmt.Errorf("encode plan: %w", err)
+	}
+	return m.c.SetPlan(ctx, id, raw, reason)
+}
+
+func (m committer) AddEvent(ctx context.Context, id string, ev scheduler.Event) error {
+	return m.c.AddEvent(ctx, id, consensus.NewEvent(consensus.EventKind(ev.Kind), ev.Epoch, ev.Step, ev.Message))
+}

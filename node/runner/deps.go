@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// Blobs is the node's content-addressed blob store and the blob protocol. Nodes are named
+// by their peer ID strings.
+type Blobs interface {
+	// IDOf is the hash data is stored under.
+	IDOf(data []byte) string
+	// Publish stores data and returns its hash.
+	Publish(ctx context.Context, data []byte) (string, error)
+	// Has reports whether this node holds the blob.
+	Has(hash string) bool
+	// Fetch fetches and verifies the blob from holders, then any live peer.
+	Fetch(ctx context.Context, hash string, holders []string) error
+	// ReadVerified reads a held blob checked against its hash; an error wrapping
+	// ErrBlobCorrupt when the bytes no longer match.
+	ReadVerified(hash string) ([]byte, error)
+	// Size is the size of a held blob.
+	Size(hash string) (int64, error)
+	// Remove deletes a held blob.
+	Remove(hash string) error
+	// Replicate asks node to fetch the blob from this one and hold it.
+	Replicate(ctx context.Context, node, hash string) error
+}
+
+// ErrBlobCorrupt means a held blob no longer matches its hash.
+var ErrBlobCorrupt = errors.New("blob does not match its hash")
+
+// Control is the control plane's write side, as the runner uses it.
+type Control interface {
+	ReportProgress(ctx context.Context, jobID string, samples []consensus.ProgressSample) error
+	AddCheckpoint(ctx context.Context, jobID string, m consensus.CheckpointManifest) error
+	AddEvent(ctx context.Context, jobID string, e consensus.Event) error
+	SetJobStatus(ctx context.Context, jobID string, status consensus.JobStatus, message string) error
+}
+
+// DataPlane is the tensor data plane a worker trains over.
+type DataPlane interface {
+	parallel.Transport
+	// SetPeerAddr tells the data plane where a node listens.
+	SetPeerAddr(node, addr string)
+}
+
+// Network is what the runner needs of the node's networking.
+type Network interface {
+	// DataPlane is the node's data plane, nil when it is not running.
+	DataPlane() DataPlane
+	// DataAddr is the data-plane address a peer announced, false when it announced none.
+	DataAddr(node string) (string, bool)
+}
+
+// Datasets loads the dataset blob a job names, fetching it if needed.
+type Datasets interface {
+	LoadDataset(ctx context.Context, blob string) (*model.Dataset, error)
+}
+
+// Config is a Runner's dependencies and settings.
+type Config struct {
+	Self     string // this node's ID
+	DataDir  string // checkpoints are written under DataDir/checkpoints
+	Log      *slog.Logger
+	Blobs    Blobs
+	Control  Control
+	Network  Network
+	Datasets Datasets
+	// PinFor is how long a checkpoint file this node has just written, fetched or agreed
+	// to hold is safe from pruning, whatever the manifests say: long enough for its
+	// manifest to be committed. Training is deterministic, so a job that resumes from an
+	// older checkpoint writes files identical to ones an old manifest lists, and those must
+	// not be pruned between their publication and the commit of the manifest that names
+	// them again. Zero: files are pruned as soon as no manifest needs them.
+	PinFor time.Duration
+	// PruneEvery is how often the runner looks for checkpoint files it may delete (zero:
+	// at every Reconcile).
+	PruneEvery time.Duration
+	// CrashInCheckpoint is a fault-injection hook for tests that exec nodes: when > 0, the
+	// process dies in the middle of writing that step's checkpoint (see crashWriting).
+	CrashInCheckpoint int
+}
+
+// Validate reports the first missing dependency.
+func (c Config) Validate() error {
+	switch {
+	case c.Self == "":
+		return errors.New("runner: Self is empty")
+	case c.DataDir == "":
+		return errors.New("runner: DataDir is empty")
+	case c.Blobs == nil || c.Control == nil || c.Network == nil || c.Datasets == nil:
+		return fmt.Errorf("runner: missing dependency (blobs %v, control %v, network %v, datasets %v)",
+			c.Blobs != nil, c.Control != nil, c.Network != nil, c.Datasets != nil)
+	}
+	return nil
+}

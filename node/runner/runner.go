@@ -1,0 +1,140 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// errNoDataPlane means the node has no data plane to train over.
+var errNoDataPlane = errors.New("the node's data plane is not running")
+
+// Runner runs this node's workers of the jobs the control plane holds.
+type Runner struct {
+	cfg    Config
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	pins   blobPins
+
+	mu       sync.Mutex
+	runs     map[string]*jobRun // job id → the worker this node runs for it
+	datasets map[string]*model.Dataset
+	copied   map[string]bool // "job/hash" of checkpoint files this node holds or is fetching
+	pruned   time.Time       // when checkpoint files were last pruned (gc.go)
+}
+
+// jobRun is one worker of one plan epoch.
+type jobRun struct {
+	epoch  uint64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a runner with cfg's dependencies; it runs nothing before Reconcile.
+func New(cfg Config) (*Runner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{cfg: cfg, log: log, runs: map[string]*jobRun{}, datasets: map[string]*model.Dataset{}, copied: map[string]bool{}}
+	r.pins.pinFor = cfg.PinFor
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Close stops every worker and waits for them and for checkpoint copies in flight.
+func (r *Runner) Close() {
+	r.cancel()
+	r.mu.Lock()
+	runs := r.runs
+	r.runs = map[string]*jobRun{}
+	r.mu.Unlock()
+	for _, run := range runs {
+		run.cancel()
+		<-run.done
+	}
+	r.wg.Wait()
+}
+
+// Reconcile brings this node in line with jobs: it starts the worker each running job's
+// current plan gives this node, stops workers of finished jobs and superseded epochs,
+// copies the latest complete checkpoint of the jobs it trains, and prunes checkpoint
+// files no job needs.
+func (r *Runner) Reconcile(jobs []consensus.Job) {
+	if r.ctx.Err() != nil {
+		return
+	}
+	for _, j := range jobs {
+		r.reconcile(j)
+		r.replicate(j)
+	}
+	r.pruneCheckpointBlobs(jobs)
+}
+
+// Training reports whether this node runs a worker of some job.
+func (r *Runner) Training() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.runs) > 0
+}
+
+// Pin protects a checkpoint file from pruning for Config.PinFor from now: the blob
+// service calls it for a file this node agreed to hold, before its manifest names it.
+func (r *Runner) Pin(hash string) { r.pins.pin(hash) }
+
+// reconcile starts the worker a running job's current plan gives this node, and stops
+// workers of finished jobs or superseded epochs.
+func (r *Runner) reconcile(j consensus.Job) {
+	r.mu.Lock()
+	run := r.runs[j.ID]
+	r.mu.Unlock()
+	cur := j.CurrentPlan()
+	if run != nil && (j.Status.Terminal() || cur == nil || cur.Epoch != run.epoch) {
+		run.cancel()
+		<-run.done
+		r.mu.Lock()
+		delete(r.runs, j.ID)
+		r.mu.Unlock()
+		run = nil
+	}
+	if run != nil || j.Status != consensus.JobRunning || cur == nil {
+		return
+	}
+	var jp scheduler.JobPlan
+	if err := json.Unmarshal(cur.Plan, &jp); err != nil {
+		r.log.Warn("unreadable plan", "job", j.ID, "epoch", cur.Epoch, "err", err)
+		return
+	}
+	if !jp.Has(r.cfg.Self) {
+		return
+	}
+	ctx, cancel := context.WithCancel(r.ctx)
+	run = &jobRun{epoch: cur.Epoch, cancel: cancel, done: make(chan struct{})}
+	r.mu.Lock()
+	r.runs[j.ID] = run
+	r.mu.Unlock()
+	go func() {
+		defer close(run.done)
+		r.runWorker(ctx, j, cur.Epoch, jp)
+	}()
+}
+
+// frameJob is the 64-bit job id that data-plane frames carry.
+func frameJob(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return h.Sum64()
+}

@@ -1,0 +1,142 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// training is one worker's run through parallel.TrainLoop: it is the loop's Stepper (the
+// worker, timed for progress) and its hooks.
+type training struct {
+	r     *Runner
+	job   consensus.Job
+	epoch uint64
+	jp    scheduler.JobPlan
+	steps int // the schedule's total steps
+	w     *parallel.Worker
+	p     *progress
+
+	val      *float64 // the latest validation loss
+	lastCkpt int      // the step of the latest checkpoint started
+	// stored is closed once the checkpoint being written is stored, replicated and
+	// committed; nil when none is in flight.
+	stored chan struct{}
+	writes sync.WaitGroup
+}
+
+func newTraining(r *Runner, j consensus.Job, epoch uint64, jp scheduler.JobPlan, cfg parallel.JobConfig, w *parallel.Worker) *training {
+	global := 0
+	for _, b := range jp.Batches {
+		global += b
+	}
+	if global == 0 {
+		global = cfg.Train.Batch * len(jp.Replicas)
+	}
+	p := &progress{control: r.cfg.Control, job: j.ID, epoch: epoch, report: w.Replica() == 0 && w.IsLast(), tokens: global * cfg.Train.Model.Context}
+	return &training{r: r, job: j, epoch: epoch, jp: jp, steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone()}
+}
+
+// StepsDone implements parallel.Stepper.
+func (t *training) StepsDone() int { return t.w.StepsDone() }
+
+// Step implements parallel.Stepper: one step of the worker, timed for the progress samples.
+func (t *training) Step(ctx context.Context) (float64, error) {
+	start := time.Now()
+	res, err := t.w.Step(ctx)
+	if err != nil {
+		return 0, err
+	}
+	t.p.steps++
+	t.p.elapsed += time.Since(start)
+	return res.Loss, nil
+}
+
+// evaluate is the evaluation hook: replica 0's validation loss and the job's traffic,
+// reported at once.
+func (t *training) evaluate(ctx context.Context, step int, loss float64) error {
+	var val *float64
+	if t.w.Replica() == 0 {
+		v, ok, err := t.w.Evaluate(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			val = &v
+		}
+	}
+	traffic, err := t.w.GatherTraffic(ctx)
+	if err != nil {
+		return err
+	}
+	t.val = val
+	return t.p.add(ctx, step, loss, val, traffic, true)
+}
+
+// progress is the hook of the other steps: a sample at most every progressEvery.
+func (t *training) progress(ctx context.Context, step int, loss float64) error {
+	return t.p.add(ctx, step, loss, nil, -1, false)
+}
+
+// checkpoint is the checkpoint hook. Checkpoints land on the first step at or after each
+// multiple of checkpoint.every where the replicas agree: every such step in sync mode,
+// the next outer step in DiLoCo. A checkpoint is written beside the next step's forward
+// and backward passes; that step applies its update only once the write, its replica on
+// another node and its manifest are done (gate), so the job never runs more than
+// checkpoint.every steps past a checkpoint that survives any one node.
+func (t *training) checkpoint(ctx context.Context, step int) error {
+	every := t.job.Spec.Checkpoint.Every
+	if every <= 0 || step/every <= t.lastCkpt/every || !t.w.Consistent() || step >= t.steps {
+		return nil
+	}
+	t.lastCkpt = step
+	snap := t.w.Snapshot() // a copy: the write runs beside training
+	done := make(chan struct{})
+	t.stored = done
+	t.writes.Add(1)
+	go func() {
+		defer t.writes.Done()
+		defer close(done)
+		err := t.r.writeCheckpoint(ctx, t.job.ID, t.epoch, t.jp, t.job.Spec.Checkpoint.Keep, snap)
+		if err != nil && ctx.Err() == nil {
+			t.r.log.Warn("checkpoint", "job", t.job.ID, "step", snap.Step, "err", err)
+		}
+	}()
+	return nil
+}
+
+// gate is the worker's update gate: it holds a step's update until the checkpoint in
+// flight is stored.
+func (t *training) gate(ctx context.Context, _ int) error {
+	if t.stored == nil {
+		return nil
+	}
+	select {
+	case <-t.stored:
+		t.stored = nil
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// finish records the end of the job, by the worker that reports progress.
+func (t *training) finish(ctx context.Context) error {
+	if !t.p.report {
+		return nil
+	}
+	msg := fmt.Sprintf("finished %d steps", t.steps)
+	if t.val != nil {
+		msg += fmt.Sprintf(": validation loss %.4f", *t.val)
+	}
+	c := t.r.cfg.Control
+	if err := c.AddEvent(ctx, t.job.ID, consensus.NewEvent(consensus.EventDone, t.epoch, t.steps, msg)); err != nil {
+		t.r.log.Warn("record the job's end", "job", t.job.ID, "err", err)
+	}
+	return c.SetJobStatus(ctx, t.job.ID, consensus.JobDone, msg)
+}

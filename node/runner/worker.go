@@ -1,0 +1,103 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// jobConfig is the engine's configuration of a job under a plan.
+func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.JobConfig {
+	s := j.Spec
+	tc := parallel.DefaultTrainConfig()
+	tc.Model, tc.Data = scheduler.ModelConfig(s), s.Data.Source
+	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
+	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
+	sc := parallel.DefaultSyncConfig()
+	sc.Mode, sc.InnerSteps = parallel.SyncMode(s.Parallel.Sync), s.Parallel.InnerSteps
+	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, parallel.CodecName(s.Parallel.Codec)
+	return parallel.JobConfig{Train: tc, Schedule: parallel.Schedule(s.Parallel.Schedule), Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
+}
+
+// runWorker trains this node's stage of a plan epoch to the end of the job, reporting
+// progress. A worker stopped for a new epoch records the step it reached, so the steps the
+// next epoch redoes are known; a failure is reported to the leader, who decides what it
+// means (a dead peer or a broken stream gets a new epoch from the last checkpoint;
+// repeated failures end the job).
+func (r *Runner) runWorker(ctx context.Context, j consensus.Job, epoch uint64, jp scheduler.JobPlan) {
+	log := r.log.With("job", j.ID, "epoch", epoch)
+	var reached int
+	err := r.train(ctx, j, epoch, jp, &reached)
+	if err == nil || r.ctx.Err() != nil {
+		return
+	}
+	bg, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	ev := consensus.NewEvent(consensus.EventWorkerStopped, epoch, reached, fmt.Sprintf("%s stopped after step %d", r.cfg.Self, reached))
+	if ctx.Err() == nil {
+		log.Warn("worker failed", "err", err)
+		ev = consensus.NewEvent(consensus.EventWorkerFailed, epoch, reached, fmt.Sprintf("%s after step %d: %v", r.cfg.Self, reached, err))
+	}
+	if err := r.cfg.Control.AddEvent(bg, j.ID, ev); err != nil {
+		log.Warn("record the worker's end", "kind", ev.Kind, "err", err)
+	}
+}
+
+// train runs the worker; reached is set to the steps it completed (or resumed from).
+func (r *Runner) train(ctx context.Context, j consensus.Job, epoch uint64, jp scheduler.JobPlan, reached *int) error {
+	data, err := r.dataset(ctx, j)
+	if err != nil {
+		return fmt.Errorf("dataset: %w", err)
+	}
+	dp := r.cfg.Network.DataPlane()
+	if dp == nil {
+		return errNoDataPlane
+	}
+	if err := r.addressPeers(dp, jp); err != nil {
+		return err
+	}
+	cfg := jobConfig(j, epoch, jp)
+	w, err := parallel.NewWorker(cfg, EnginePlan(jp), r.cfg.Self, dp, data)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	defer func() { *reached = w.StepsDone() }()
+	if jp.ResumeStep > 0 {
+		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
+			return err
+		}
+	}
+	t := newTraining(r, j, epoch, jp, cfg, w)
+	defer t.writes.Wait()
+	if jp.ResumeStep == 0 {
+		if err := t.evaluate(ctx, w.StepsDone(), 0); err != nil {
+			return err
+		}
+	}
+	w.SetUpdateGate(t.gate)
+	hooks := parallel.Hooks{Checkpoint: t.checkpoint, Evaluate: t.evaluate, Progress: t.progress}
+	if err := parallel.TrainLoop(ctx, t, cfg.Train, 0, hooks); err != nil {
+		return err
+	}
+	return t.finish(ctx)
+}
+
+// addressPeers tells the data plane where every node of the plan listens, from their
+// announced profiles.
+func (r *Runner) addressPeers(dp DataPlane, jp scheduler.JobPlan) error {
+	for _, id := range jp.Nodes() {
+		if id == r.cfg.Self {
+			continue
+		}
+		a, ok := r.cfg.Network.DataAddr(id)
+		if !ok {
+			return fmt.Errorf("node %s of the plan announces no data-plane address", id)
+		}
+		dp.SetPeerAddr(id, a)
+	}
+	return nil
+}

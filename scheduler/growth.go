@@ -1,0 +1,65 @@
+package scheduler
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meshnode/meshnode/balancer"
+)
+
+// considerGrowth decides whether a healthy running job moves onto nodes that joined since
+// its plan: the balancer's Replan decides, with its hysteresis (the new plan must win by a
+// margin after the cost of moving layers). The new epoch resumes from the latest
+// checkpoint with live holders, so nothing moves before the job has one. It weighs a job
+// at most once per GrowthInterval, and returns nil when no node joined; otherwise a
+// rebalance or a decline with its reason.
+func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now time.Time) *Decision {
+	if at, ok := s.checked[j.ID]; ok && now.Sub(at) < s.cfg.GrowthInterval {
+		return nil
+	}
+	s.checked[j.ID] = now
+	planned := map[string]bool{}
+	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
+		planned[n.ID] = true
+	}
+	cands := candidates(members)
+	var fresh []string
+	for _, cd := range cands {
+		if !planned[cd.id] {
+			fresh = append(fresh, cd.id)
+		}
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	decline := func(format string, args ...any) *Decision {
+		return &Decision{Job: j.ID, Kind: DecisionDecline, From: j.Status, Reason: fmt.Sprintf(format, args...)}
+	}
+	ckpt, ok := CompleteCheckpoint(j, live.alive)
+	if !ok {
+		return decline("no growth: no checkpoint that live nodes hold to resume from")
+	}
+	in, err := planInputs(j.Spec, cands, s.cfg.Compression)
+	if err != nil {
+		return decline("no growth: inputs: %v", err)
+	}
+	current, err := j.Plan.Inputs.Replan()
+	if err != nil {
+		return decline("no growth: the current plan does not re-derive: %v", err)
+	}
+	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
+	if err != nil {
+		return decline("no growth: %v", err)
+	}
+	if !dec.Replan {
+		return decline("no growth: %s", dec.Reason)
+	}
+	next, err := jobPlanFrom(dec.Plan, in, ModelConfig(j.Spec).NumLayers(), s.cfg.CheckPlan)
+	if err != nil {
+		return decline("no growth: the balancer's plan does not convert: %v", err)
+	}
+	next.ResumeStep = ckpt.Step
+	reason := fmt.Sprintf("%d node(s) joined (%s); %s; resume from step %d", len(fresh), fresh[0], dec.Reason, ckpt.Step)
+	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
+		Event: &Event{Kind: EventRebalance, Step: ckpt.Step, Message: reason}}
+}

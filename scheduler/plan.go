@@ -1,0 +1,187 @@
+package scheduler
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/meshnode/meshnode/balancer"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+)
+
+// Stage is one pipeline stage of a plan: layers [First, Last) on Node. Its JSON is the
+// engine's parallel.StagePlan.
+type Stage struct {
+	Node  string `json:"node"`
+	First int    `json:"first"`
+	Last  int    `json:"last"`
+}
+
+// JobPlan is what the leader commits for a job epoch: where every layer runs (the engine's
+// plan, with per-replica batch shares and micro-batch count) and what the balancer
+// predicted. Its JSON is the `plan` of GET /v1/jobs/{id}.
+type JobPlan struct {
+	Replicas       [][]Stage `json:"replicas"`
+	Batches        []int     `json:"batches,omitempty"`
+	MicroBatches   int       `json:"micro_batches"`
+	Strategy       string    `json:"strategy"`
+	PredictedStepS float64   `json:"predicted_step_s"`
+	Reason         string    `json:"reason"`
+	// ResumeStep is the checkpoint step the epoch starts from (0: from the initial weights).
+	ResumeStep int `json:"resume_step"`
+	// Inputs are what the balancer planned from: the measured nodes and links, the job's
+	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
+	Inputs PlanInputs `json:"inputs"`
+}
+
+// PlanInputs are the balancer's inputs of a committed plan.
+type PlanInputs struct {
+	Snapshot balancer.Snapshot `json:"snapshot"`
+	Job      balancer.Job      `json:"job"`
+	Strategy balancer.Strategy `json:"strategy"`
+	// MaxReplicas is the job's fixed replica count, 0 when the balancer chooses.
+	MaxReplicas int `json:"max_replicas,omitempty"`
+}
+
+// Replan runs the balancer again on the recorded inputs.
+func (in PlanInputs) Replan() (balancer.Plan, error) {
+	return balancer.NewPlan(in.Snapshot, in.Job, in.options())
+}
+
+// options are the balancer options the inputs record.
+func (in PlanInputs) options() balancer.Options {
+	return balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas}
+}
+
+// Nodes lists the plan's nodes, replica by replica, stage by stage.
+func (p JobPlan) Nodes() []string {
+	var out []string
+	for _, r := range p.Replicas {
+		for _, s := range r {
+			out = append(out, s.Node)
+		}
+	}
+	return out
+}
+
+// Has reports whether node runs a stage of the plan.
+func (p JobPlan) Has(node string) bool {
+	for _, id := range p.Nodes() {
+		if id == node {
+			return true
+		}
+	}
+	return false
+}
+
+// ModelConfig is the job's model shape.
+func ModelConfig(spec jobspec.Spec) model.Config {
+	m := spec.Model
+	return model.Config{Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Context: m.Context, Vocab: m.Vocab}
+}
+
+// candidate is a member the balancer may plan on.
+type candidate struct {
+	id      string
+	profile *Profile
+}
+
+// candidates are the members that are alive and announced a usable profile, in the order
+// the state lists them.
+func candidates(members []Member) []candidate {
+	var out []candidate
+	for _, m := range members {
+		if m.State == MemberAlive && m.Profile != nil {
+			out = append(out, candidate{id: m.ID, profile: m.Profile})
+		}
+	}
+	return out
+}
+
+// planInputs builds the balancer's inputs for spec from the candidates, pricing links with
+// what the candidates measured (their profiles' Links) and the sync traffic with the
+// codec's compression ratio.
+func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec string) float64) (PlanInputs, error) {
+	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS })
+	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
+		cands = cands[:max]
+	}
+	if !spec.Parallel.Stages.IsAuto && !spec.Parallel.Replicas.IsAuto {
+		if want := spec.Parallel.Stages.N * spec.Parallel.Replicas.N; len(cands) > want {
+			cands = cands[:want]
+		}
+	}
+	if len(cands) < max(1, spec.Placement.MinNodes) {
+		return PlanInputs{}, fmt.Errorf("placement.min_nodes: %d nodes can run the job, it asks for at least %d", len(cands), spec.Placement.MinNodes)
+	}
+	cfg := ModelConfig(spec)
+	ratio := 1.0
+	if compression != nil {
+		ratio = compression(spec.Parallel.Codec)
+	}
+	job := balancer.Job{
+		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
+		MicroBatches: spec.Train.MicroBatches, Schedule: balancer.Schedule(spec.Parallel.Schedule),
+		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
+			Compression: ratio},
+	}
+	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: balancer.Strategy(spec.Placement.Strategy)}
+	if !spec.Parallel.Replicas.IsAuto {
+		in.MaxReplicas = spec.Parallel.Replicas.N
+	}
+	return in, nil
+}
+
+// snapshot is the balancer's view of the candidates: their speeds and memory, and the
+// links they measured towards each other.
+func snapshot(cands []candidate) balancer.Snapshot {
+	var snap balancer.Snapshot
+	known := map[string]bool{}
+	for _, c := range cands {
+		known[c.id] = true
+	}
+	for _, c := range cands {
+		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GFLOPS, MemoryBytes: c.profile.MemoryBytes})
+		for _, l := range c.profile.Links {
+			if known[l.Peer] && l.BandwidthBps > 0 {
+				snap.Links = append(snap.Links, balancer.Link{From: c.id, To: l.Peer, RTT: l.RTTSeconds, Bandwidth: l.BandwidthBps})
+			}
+		}
+	}
+	return snap
+}
+
+// PlanJob asks the balancer for a plan of spec on the live members with usable profiles,
+// priced and checked as cfg says (Config.Compression, Config.CheckPlan).
+func PlanJob(spec jobspec.Spec, members []Member, cfg Config) (JobPlan, error) {
+	in, err := planInputs(spec, candidates(members), cfg.Compression)
+	if err != nil {
+		return JobPlan{}, err
+	}
+	bp, err := in.Replan()
+	if err != nil {
+		return JobPlan{}, err
+	}
+	return jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
+}
+
+// jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check
+// (nil: not checked).
+func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobPlan, int) error) (JobPlan, error) {
+	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
+	for _, r := range bp.Replicas {
+		var stages []Stage
+		for _, s := range r.Stages {
+			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last})
+		}
+		jp.Replicas = append(jp.Replicas, stages)
+		jp.Batches = append(jp.Batches, r.Batch)
+	}
+	if jp.MicroBatches < 1 {
+		jp.MicroBatches = 1
+	}
+	if check == nil {
+		return jp, nil
+	}
+	return jp, check(jp, numLayers)
+}

@@ -1,0 +1,164 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// State is the scheduler's read-only view of the cluster at one moment.
+type State interface {
+	// Jobs are every job the control plane holds.
+	Jobs() []Job
+	// Members are the nodes of the mesh, this one included, in a stable order: this node
+	// first, then its peers as the peer table lists them.
+	Members() []Member
+	// Self is the ID of the node the scheduler runs on (the leader).
+	Self() string
+	// Now is the current time.
+	Now() time.Time
+}
+
+// Committer writes decisions to the control plane. Each call waits until the write is
+// committed or fails.
+type Committer interface {
+	SetJobStatus(ctx context.Context, jobID string, status Status, message string) error
+	// SetPlan commits plan as the job's next epoch and returns that epoch.
+	SetPlan(ctx context.Context, jobID string, plan JobPlan, reason string) (uint64, error)
+	AddEvent(ctx context.Context, jobID string, ev Event) error
+}
+
+// Config tunes a Scheduler. The zero value of each field means its default.
+type Config struct {
+	// MaxRestarts bounds how many times a job is restarted from a checkpoint after
+	// failures before it is marked failed (0: DefaultMaxRestarts).
+	MaxRestarts int
+	// GrowthInterval is how often a running job is weighed against a plan that includes
+	// joined nodes (0: DefaultGrowthInterval).
+	GrowthInterval time.Duration
+	// Compression is a codec's size ratio against float32, for the balancer's sync-cost
+	// estimate (nil: every codec 1).
+	Compression func(codec string) float64
+	// CheckPlan is the engine's check that it can run a plan of numLayers layers (every
+	// replica covers them with contiguous stages on distinct nodes); a plan it rejects is
+	// no plan (nil: plans are not checked).
+	CheckPlan func(p JobPlan, numLayers int) error
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxRestarts    = 5
+	DefaultGrowthInterval = 5 * time.Second
+)
+
+// Scheduler makes the leader's decisions about jobs. It remembers only when it last
+// weighed growth for each job, so a new leader starts with a fresh one.
+type Scheduler struct {
+	cfg     Config
+	checked map[string]time.Time // when growth was last weighed, per job
+}
+
+// New returns a scheduler with cfg, its zero fields set to their defaults.
+func New(cfg Config) *Scheduler {
+	if cfg.MaxRestarts <= 0 {
+		cfg.MaxRestarts = DefaultMaxRestarts
+	}
+	if cfg.GrowthInterval <= 0 {
+		cfg.GrowthInterval = DefaultGrowthInterval
+	}
+	return &Scheduler{cfg: cfg, checked: map[string]time.Time{}}
+}
+
+// Evaluate decides what every job of st needs now: a first plan for a submitted job or one
+// stranded in planning (its leader changed between the two commits), a new epoch for a
+// running job that lost a node or a worker or would run faster on joined nodes, or its
+// failure. It commits nothing.
+func (s *Scheduler) Evaluate(st State) []Decision {
+	members, self, now := st.Members(), st.Self(), st.Now()
+	var out []Decision
+	for _, j := range st.Jobs() {
+		var d *Decision
+		switch j.Status {
+		case StatusSubmitted, StatusPlanning:
+			d = s.planNew(j, members)
+		case StatusRunning:
+			d = s.supervise(j, members, self, now)
+		}
+		if d != nil {
+			out = append(out, *d)
+		}
+	}
+	return out
+}
+
+// planNew plans a job that has no running epoch yet.
+func (s *Scheduler) planNew(j Job, members []Member) *Decision {
+	jp, err := PlanJob(j.Spec, members, s.cfg)
+	if err != nil {
+		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: "no feasible plan: " + err.Error()}
+	}
+	return &Decision{Job: j.ID, Kind: DecisionPlan, From: j.Status, Plan: &jp, Reason: jp.Reason}
+}
+
+// liveness tells live members from dead ones, as the peer table sees them: this node is
+// always alive, a member the table does not list is neither alive nor dead.
+type liveness struct {
+	self  string
+	state map[string]MemberState
+}
+
+func newLiveness(members []Member, self string) liveness {
+	l := liveness{self: self, state: map[string]MemberState{}}
+	for _, m := range members {
+		l.state[m.ID] = m.State
+	}
+	return l
+}
+
+func (l liveness) alive(id string) bool { return id == l.self || l.state[id] == MemberAlive }
+func (l liveness) dead(id string) bool  { return id != l.self && l.state[id] == MemberDead }
+
+// supervise is the watch over a running job: when a node of the current plan is dead, or
+// a worker of the current epoch failed, the job gets a new epoch without the dead nodes
+// that resumes from the latest checkpoint whose files live nodes hold; after MaxRestarts
+// such epochs the job fails. A healthy job is weighed for growth.
+func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Time) *Decision {
+	if j.Plan == nil {
+		return nil
+	}
+	live := newLiveness(members, self)
+	var why []string
+	for _, id := range j.Plan.Nodes() {
+		if live.dead(id) {
+			why = append(why, "node "+id+" is dead")
+		}
+	}
+	restarts := 0
+	for _, ev := range j.Events {
+		if ev.Kind == EventReplan {
+			restarts++
+		}
+		if ev.Kind == EventWorkerFailed && ev.Epoch == j.Epoch && len(why) == 0 {
+			why = append(why, "a worker failed: "+ev.Message)
+		}
+	}
+	if len(why) == 0 {
+		return s.considerGrowth(j, members, live, now)
+	}
+	if restarts >= s.cfg.MaxRestarts {
+		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: fmt.Sprintf("gave up after %d restarts: %s", restarts, why[0])}
+	}
+	next, err := PlanJob(j.Spec, members, s.cfg)
+	if err != nil {
+		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: "no feasible plan after a failure: " + err.Error()}
+	}
+	if m, ok := CompleteCheckpoint(j, live.alive); ok {
+		next.ResumeStep = m.Step
+	}
+	reason := fmt.Sprintf("%s; resume from step %d", why[0], next.ResumeStep)
+	// The newest checkpoint any stage wrote, for the record: one that is not complete with
+	// live holders is why a job resumes from an older one.
+	msg := fmt.Sprintf("%s (newest checkpoint written: step %d)", reason, NewestWritten(j))
+	return &Decision{Job: j.ID, Kind: DecisionReplan, From: j.Status, Plan: &next, Reason: reason,
+		Event: &Event{Kind: EventReplan, Step: next.ResumeStep, Message: msg}}
+}

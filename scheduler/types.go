@@ -1,0 +1,111 @@
+package scheduler
+
+import (
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// Status is where a job is in its life; the values are the control plane's job statuses.
+type Status string
+
+// Job statuses the scheduler reads and writes.
+const (
+	StatusSubmitted Status = "submitted"
+	StatusPlanning  Status = "planning"
+	StatusRunning   Status = "running"
+	StatusDone      Status = "done"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// EventKind names a line of a job's event log; the values are the control plane's event
+// kinds (consensus.EventKind) that the scheduler reads or writes.
+type EventKind string
+
+// Event kinds the scheduler reads and writes.
+const (
+	// EventWorkerFailed: a worker of the epoch failed; the leader replans.
+	EventWorkerFailed EventKind = "worker_failed"
+	// EventWorkerStopped: a worker stopped for a new epoch, at its step.
+	EventWorkerStopped EventKind = "worker_stopped"
+	// EventReplan: a new epoch after a failure (counts towards the restart limit).
+	EventReplan EventKind = "replan"
+	// EventRebalance: a new epoch because joined nodes make the job faster.
+	EventRebalance EventKind = "rebalance"
+)
+
+// Event is one line of a job's event log.
+type Event struct {
+	Kind    EventKind
+	Epoch   uint64
+	Step    int
+	Message string
+}
+
+// File kinds of a checkpoint.
+const (
+	FileModel     = "model"     // the layers' weights
+	FileOptimizer = "optimizer" // their optimizer moments
+)
+
+// CheckpointFile is one stage's file of a checkpoint as one holder reported it.
+type CheckpointFile struct {
+	Kind    string // FileModel or FileOptimizer
+	Node    string // a node that holds the file
+	Layers  [2]int // [first, last] layer index held in the file
+	Hash    string
+	Replica int
+}
+
+// Checkpoint is the set of files that together make the checkpoint of one step.
+type Checkpoint struct {
+	Epoch uint64
+	Step  int
+	Files []CheckpointFile
+}
+
+// Job is the scheduler's view of one job.
+type Job struct {
+	ID     string
+	Spec   jobspec.Spec
+	Status Status
+	// Epoch is the current plan epoch (0 before the first plan) and Plan its plan; Plan is
+	// nil when there is none or it does not decode.
+	Epoch       uint64
+	Plan        *JobPlan
+	Events      []Event
+	Checkpoints []Checkpoint
+}
+
+// MemberState is a node's liveness as the peer table sees it.
+type MemberState string
+
+// Member states.
+const (
+	MemberAlive   MemberState = "alive"
+	MemberSuspect MemberState = "suspect"
+	MemberDead    MemberState = "dead"
+)
+
+// Member is a node of the mesh as the leader sees it.
+type Member struct {
+	ID    string
+	State MemberState
+	// Profile is what the node measured and announced, nil when it has announced no
+	// usable profile (no measured speed, memory budget or data-plane address): the
+	// balancer never plans on it.
+	Profile *Profile
+}
+
+// Profile is a node's measured capability as the balancer prices it.
+type Profile struct {
+	GFLOPS      float64 // training compute rate
+	MemoryBytes int64   // memory budget for layers
+	Links       []Link  // what this node measured towards its peers
+}
+
+// Link is one measured link from a node to a peer.
+type Link struct {
+	Peer         string
+	RTTSeconds   float64
+	BandwidthBps float64
+}
