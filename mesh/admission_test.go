@@ -12,18 +12,24 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
+// servedProtocols stand for the protocols other packages serve through Mesh.Handle
+// (consensus, blob): the admission guard must hold for any of them.
+var servedProtocols = []protocol.ID{"/meshnode/raft/1.0.0", "/meshnode/rpc/1.0.0", "/meshnode/blob/1.0.0"}
+
 // meshProtocols is every meshnode protocol an outsider might try, with gossipsub's.
-var meshProtocols = []protocol.ID{
-	ProtocolProbe, ProtocolRaft, ProtocolRPC, ProtocolBlob, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
-}
+var meshProtocols = append([]protocol.ID{
+	ProtocolProbe, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
+}, servedProtocols...)
 
 // countingHandlers registers handlers for the protocols other packages will serve and
 // counts how often any of them runs.
 func countingHandlers(m *Mesh) *atomic.Int64 {
 	var n atomic.Int64
-	for _, p := range []protocol.ID{ProtocolRaft, ProtocolRPC, ProtocolBlob} {
+	for _, p := range servedProtocols {
 		m.Handle(p, func(s network.Stream) { n.Add(1); s.Close() })
 	}
 	return &n
@@ -38,7 +44,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	served := countingHandlers(a)
 	b := startMesh(t, testConfig(t, testSecret, a))
 	x := startMesh(t, testConfig(t, "another-secret-0123456789", a, b))
-	waitFor(t, 10*time.Second, "a and b alive, x refused by both", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a and b alive, x refused by both", func() bool {
 		if inTable(a, x.ID()) || inTable(b, x.ID()) || inTable(x, a.ID()) || inTable(x, b.ID()) {
 			t.Fatal("the peer with the wrong secret appeared in a peer table")
 		}
@@ -56,7 +62,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	// x keeps retrying its bootstrap peers; over several more heartbeats it still never
 	// shows up anywhere.
 	later := time.Now().Add(500 * time.Millisecond)
-	waitFor(t, 5*time.Second, "several more heartbeats", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "several more heartbeats", func() bool {
 		if inTable(a, x.ID()) || inTable(b, x.ID()) {
 			t.Fatal("the peer with the wrong secret appeared in a peer table")
 		}
@@ -76,7 +82,7 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 }) {
 	t.Helper()
 	op := outsider.Network().LocalPeer()
-	waitFor(t, 5*time.Second, "outsider disconnected", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "outsider disconnected", func() bool {
 		return m.host.Network().Connectedness(op) != network.Connected
 	})
 	if m.gater.InterceptPeerDial(op) || m.gater.InterceptSecured(network.DirInbound, op, nil) {
@@ -90,7 +96,7 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 			t.Errorf("refused peer used %s", pid)
 		}
 	}
-	waitFor(t, 5*time.Second, "outsider disconnected after reconnecting", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "outsider disconnected after reconnecting", func() bool {
 		return m.host.Network().Connectedness(op) != network.Connected
 	})
 	if m.IsAdmitted(op) || inTable(m, op) {
@@ -138,7 +144,7 @@ func TestSilentPeerCannotUseProtocols(t *testing.T) {
 		t.Error("silent peer in the peer table")
 	}
 	// The streams are refused as the auth timeout fires; the ban is recorded just after.
-	waitFor(t, 5*time.Second, "the silent peer banned", func() bool { return a.gater.isBanned(out.ID()) })
+	testutil.WaitFor(t, 5*time.Second, "the silent peer banned", func() bool { return a.gater.isBanned(out.ID()) })
 	assertRefused(t, a, out)
 }
 
@@ -173,16 +179,16 @@ func TestAllowlistRefusesOthers(t *testing.T) {
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a, b, c alive everywhere", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a, b, c alive everywhere", func() bool {
 		return peerState(c, b.ID()) == StateAlive && peerState(b, c.ID()) == StateAlive && peerState(c, a.ID()) == StateAlive
 	})
 	// d knows the secret but is not on c's allowlist.
 	d := startMesh(t, testConfig(t, testSecret, a))
-	waitFor(t, 10*time.Second, "d alive at a", func() bool { return peerState(a, d.ID()) == StateAlive })
+	testutil.WaitFor(t, 10*time.Second, "d alive at a", func() bool { return peerState(a, d.ID()) == StateAlive })
 	assertRefused(t, c, d.host)
 	// d's heartbeats reach c through a, and c ignores them.
 	later := time.Now().Add(500 * time.Millisecond)
-	waitFor(t, 5*time.Second, "several more heartbeats at c", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "several more heartbeats at c", func() bool {
 		if inTable(c, d.ID()) {
 			t.Fatal("a peer outside c's allowlist is in c's peer table")
 		}

@@ -11,9 +11,12 @@
 // and a peer that fails or stays silent for the auth timeout is disconnected and refused by
 // the connection gater from then on.
 //
-// The package also holds the tensor data plane (frames, the QUIC streams between stages),
-// documented in its own files.
+// The other meshnode protocols live in their own packages, one per protocol as go-libp2p
+// does it: mesh/dataplane (the QUIC tensor data plane, on its own UDP port), mesh/frame
+// (its wire format, which the engine imports without any network library) and mesh/blob
+// (content-addressed blobs, served through Mesh.Handle and so behind admission).
 //
-// mesh depends on libraries only. It does not measure devices (package node does and hands
-// the result in through SetProfile), keep job state (consensus) or plan anything (balancer).
+// mesh depends on libraries only and imports none of those packages. It does not measure
+// devices (package node does and hands the result in through SetProfile), keep job state
+// (consensus) or plan anything (balancer).
 package mesh

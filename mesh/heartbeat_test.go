@@ -11,6 +11,8 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 func validHeartbeat(t testing.TB) *heartbeat {
@@ -102,10 +104,10 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 func TestMalformedHeartbeatDisconnects(t *testing.T) {
 	a := startMesh(t, testConfig(t, testSecret))
 	b := startMesh(t, testConfig(t, testSecret, a))
-	waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+	testutil.WaitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
 	good, _ := encodeHeartbeat(validHeartbeat(t)) // claims a random id, signed by b
 	for name, data := range map[string][]byte{"garbage": []byte("\x01{not json"), "claims another id": good} {
-		waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+		testutil.WaitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
 		before := a.Stats().Malformed
 		msg := &pubsub.Message{Message: &pb.Message{Data: data, From: []byte(b.ID())}, ReceivedFrom: b.ID()}
 		if res := a.validateHeartbeat(context.Background(), b.ID(), msg); res != pubsub.ValidationReject {
@@ -114,7 +116,7 @@ func TestMalformedHeartbeatDisconnects(t *testing.T) {
 		if a.Stats().Malformed != before+1 {
 			t.Errorf("%s: not counted", name)
 		}
-		waitFor(t, 5*time.Second, name+": b disconnected", func() bool {
+		testutil.WaitFor(t, 5*time.Second, name+": b disconnected", func() bool {
 			return a.host.Network().Connectedness(b.ID()) != network.Connected || !a.IsAdmitted(b.ID())
 		})
 	}

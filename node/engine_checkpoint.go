@@ -18,7 +18,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/kernels"
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/blob"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
 )
@@ -309,7 +309,7 @@ func (n *Node) fetchTensors(ctx context.Context, hash string, holders []peer.ID)
 		return nil, err
 	}
 	b, err := store.ReadVerified(hash)
-	if errors.Is(err, mesh.ErrBlobCorrupt) {
+	if errors.Is(err, blob.ErrCorrupt) {
 		n.log.Warn("checkpoint file corrupt on this node; fetching it again", "hash", hash)
 		if err = store.Remove(hash); err == nil {
 			self := n.ID()

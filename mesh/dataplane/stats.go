@@ -1,20 +1,24 @@
-package mesh
+package dataplane
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+)
 
 // Traffic counts frames and their payload bytes in one direction. Wire bytes add
-// FrameHeaderSize per frame.
+// frame.HeaderSize per frame.
 type Traffic struct {
 	Frames int64
 	Bytes  int64
 }
 
-// DataPlaneStats is a snapshot of a data plane's counters since it started.
-type DataPlaneStats struct {
+// Stats is a snapshot of a data plane's counters since it started.
+type Stats struct {
 	// Sent and Received hold the traffic per peer ID and frame kind. Sent counts frames
 	// handed to QUIC, Received frames that passed every check.
-	Sent     map[string]map[FrameKind]Traffic
-	Received map[string]map[FrameKind]Traffic
+	Sent     map[string]map[frame.Kind]Traffic
+	Received map[string]map[frame.Kind]Traffic
 	// BadFrames counts, per peer, frames that failed validation and reset their stream.
 	BadFrames map[string]int64
 	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
@@ -22,13 +26,13 @@ type DataPlaneStats struct {
 }
 
 // SentBytes is the payload bytes sent in frames of kind k to all peers.
-func (s DataPlaneStats) SentBytes(k FrameKind) int64 { return sumKind(s.Sent, k) }
+func (s Stats) SentBytes(k frame.Kind) int64 { return sumKind(s.Sent, k) }
 
 // ReceivedBytes is the payload bytes received in frames of kind k from all peers.
-func (s DataPlaneStats) ReceivedBytes(k FrameKind) int64 { return sumKind(s.Received, k) }
+func (s Stats) ReceivedBytes(k frame.Kind) int64 { return sumKind(s.Received, k) }
 
 // TotalBadFrames is the number of bad frames from all peers.
-func (s DataPlaneStats) TotalBadFrames() int64 {
+func (s Stats) TotalBadFrames() int64 {
 	var n int64
 	for _, v := range s.BadFrames {
 		n += v
@@ -36,7 +40,7 @@ func (s DataPlaneStats) TotalBadFrames() int64 {
 	return n
 }
 
-func sumKind(m map[string]map[FrameKind]Traffic, k FrameKind) int64 {
+func sumKind(m map[string]map[frame.Kind]Traffic, k frame.Kind) int64 {
 	var n int64
 	for _, kinds := range m {
 		n += kinds[k].Bytes
@@ -44,35 +48,35 @@ func sumKind(m map[string]map[FrameKind]Traffic, k FrameKind) int64 {
 	return n
 }
 
-type dpDirection int
+type direction int
 
 const (
-	dirSent dpDirection = iota
+	dirSent direction = iota
 	dirReceived
 )
 
-type dpTrafficKey struct {
-	dir  dpDirection
+type trafficKey struct {
+	dir  direction
 	peer string
-	kind FrameKind
+	kind frame.Kind
 }
 
-// dpStats holds the counters behind Stats. Updates are per frame, so one mutex is cheap.
-type dpStats struct {
+// counters holds the counters behind Stats. Updates are per frame, so one mutex is cheap.
+type counters struct {
 	mu        sync.Mutex
-	traffic   map[dpTrafficKey]Traffic
+	traffic   map[trafficKey]Traffic
 	bad       map[string]int64
 	overflows map[string]int64
 }
 
-func (s *dpStats) init() {
-	s.traffic = map[dpTrafficKey]Traffic{}
+func (s *counters) init() {
+	s.traffic = map[trafficKey]Traffic{}
 	s.bad = map[string]int64{}
 	s.overflows = map[string]int64{}
 }
 
-func (s *dpStats) count(dir dpDirection, peer string, f *Frame) {
-	k := dpTrafficKey{dir, peer, f.Kind}
+func (s *counters) count(dir direction, peer string, f *frame.Frame) {
+	k := trafficKey{dir, peer, f.Kind}
 	s.mu.Lock()
 	t := s.traffic[k]
 	t.Frames++
@@ -81,26 +85,26 @@ func (s *dpStats) count(dir dpDirection, peer string, f *Frame) {
 	s.mu.Unlock()
 }
 
-func (s *dpStats) badFrame(peer string) {
+func (s *counters) badFrame(peer string) {
 	s.mu.Lock()
 	s.bad[peer]++
 	s.mu.Unlock()
 }
 
-func (s *dpStats) overflow(peer string) {
+func (s *counters) overflow(peer string) {
 	s.mu.Lock()
 	s.overflows[peer]++
 	s.mu.Unlock()
 }
 
 // Stats returns a snapshot of the data plane's counters.
-func (d *DataPlane) Stats() DataPlaneStats {
+func (d *Plane) Stats() Stats {
 	s := &d.stats
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := DataPlaneStats{
-		Sent:             map[string]map[FrameKind]Traffic{},
-		Received:         map[string]map[FrameKind]Traffic{},
+	out := Stats{
+		Sent:             map[string]map[frame.Kind]Traffic{},
+		Received:         map[string]map[frame.Kind]Traffic{},
 		BadFrames:        make(map[string]int64, len(s.bad)),
 		MailboxOverflows: make(map[string]int64, len(s.overflows)),
 	}
@@ -110,7 +114,7 @@ func (d *DataPlane) Stats() DataPlaneStats {
 			m = out.Received
 		}
 		if m[k.peer] == nil {
-			m[k.peer] = map[FrameKind]Traffic{}
+			m[k.peer] = map[frame.Kind]Traffic{}
 		}
 		m[k.peer][k.kind] = t
 	}

@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"errors"
@@ -10,22 +10,24 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-// DefaultDataPort is the UDP port of the tensor data plane unless configured otherwise
+// DefaultPort is the UDP port of the tensor data plane unless configured otherwise
 // (one above the libp2p host's default port).
-const DefaultDataPort = 4243
+const DefaultPort = 4243
 
-// DataPlaneConfig configures a DataPlane. Every field documents what its zero value means.
-type DataPlaneConfig struct {
+// Config configures a Plane. Every field documents what its zero value means.
+type Config struct {
 	// ListenAddr is the UDP host:port the data plane listens and dials from. Empty: an
-	// ephemeral port on all interfaces (":0"). DefaultDataPlaneConfig uses DefaultDataPort.
+	// ephemeral port on all interfaces (":0"). DefaultConfig uses DefaultPort.
 	ListenAddr string
 	// Identity is the node's libp2p private key; the data plane's TLS certificate is bound
 	// to it and peers are named by the peer ID derived from it. Required.
 	Identity crypto.PrivKey
 	// MaxPayload bounds the payload of one incoming frame; a longer one resets its stream
-	// before anything is allocated. Zero: DefaultMaxPayload. Sends of larger frames fail.
+	// before anything is allocated. Zero: frame.DefaultMaxPayload. Sends of larger frames fail.
 	MaxPayload int
 	// MailboxBytes bounds the payload bytes one peer may have waiting unclaimed in the
 	// mailbox; a peer past it is disconnected. Zero: 1 GiB. Negative: no bound.
@@ -54,12 +56,12 @@ type DataPlaneConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultDataPlaneConfig returns the configuration of a node's data plane, listening on
-// DefaultDataPort; Identity must still be set.
-func DefaultDataPlaneConfig() DataPlaneConfig {
-	return DataPlaneConfig{
-		ListenAddr:          fmt.Sprintf(":%d", DefaultDataPort),
-		MaxPayload:          DefaultMaxPayload,
+// DefaultConfig returns the configuration of a node's data plane, listening on
+// DefaultPort; Identity must still be set.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:          fmt.Sprintf(":%d", DefaultPort),
+		MaxPayload:          frame.DefaultMaxPayload,
 		MailboxBytes:        1 << 30,
 		StreamReceiveWindow: 32 << 20,
 		ConnReceiveWindow:   64 << 20,
@@ -71,13 +73,13 @@ func DefaultDataPlaneConfig() DataPlaneConfig {
 }
 
 // Validate reports the first problem with the configuration, saying what to change.
-func (c DataPlaneConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Identity == nil {
 		return errors.New("data plane: Identity must be set to the node's libp2p key")
 	}
 	if c.ListenAddr != "" {
 		if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
-			return fmt.Errorf("data plane: listen address %q must be host:port (e.g. 0.0.0.0:%d): %v", c.ListenAddr, DefaultDataPort, err)
+			return fmt.Errorf("data plane: listen address %q must be host:port (e.g. 0.0.0.0:%d): %v", c.ListenAddr, DefaultPort, err)
 		}
 	}
 	if c.MaxPayload < 0 || uint64(c.MaxPayload) > 1<<32-1 {
@@ -95,30 +97,30 @@ func (c DataPlaneConfig) Validate() error {
 	return nil
 }
 
-func (c DataPlaneConfig) listenAddr() string       { return dpOr(c.ListenAddr, ":0") }
-func (c DataPlaneConfig) maxPayload() int          { return dpOr(c.MaxPayload, DefaultMaxPayload) }
-func (c DataPlaneConfig) streamWindow() uint64     { return dpOr(c.StreamReceiveWindow, 32<<20) }
-func (c DataPlaneConfig) connWindow() uint64       { return dpOr(c.ConnReceiveWindow, 64<<20) }
-func (c DataPlaneConfig) maxStreams() int64        { return dpOr(c.MaxIncomingStreams, 16) }
-func (c DataPlaneConfig) keepAlive() time.Duration { return dpOr(c.KeepAlive, 10*time.Second) }
-func (c DataPlaneConfig) idleTimeout() time.Duration {
-	return dpOr(c.IdleTimeout, 60*time.Second)
+func (c Config) listenAddr() string       { return orDefault(c.ListenAddr, ":0") }
+func (c Config) maxPayload() int          { return orDefault(c.MaxPayload, frame.DefaultMaxPayload) }
+func (c Config) streamWindow() uint64     { return orDefault(c.StreamReceiveWindow, 32<<20) }
+func (c Config) connWindow() uint64       { return orDefault(c.ConnReceiveWindow, 64<<20) }
+func (c Config) maxStreams() int64        { return orDefault(c.MaxIncomingStreams, 16) }
+func (c Config) keepAlive() time.Duration { return orDefault(c.KeepAlive, 10*time.Second) }
+func (c Config) idleTimeout() time.Duration {
+	return orDefault(c.IdleTimeout, 60*time.Second)
 }
-func (c DataPlaneConfig) dialTimeout() time.Duration {
-	return dpOr(c.DialTimeout, 10*time.Second)
+func (c Config) dialTimeout() time.Duration {
+	return orDefault(c.DialTimeout, 10*time.Second)
 }
 
-func (c DataPlaneConfig) mailboxBytes() int64 {
+func (c Config) mailboxBytes() int64 {
 	switch {
 	case c.MailboxBytes == 0:
 		return 1 << 30
 	case c.MailboxBytes < 0:
-		return 0 // Mailbox: no bound
+		return 0 // frame.Mailbox: no bound
 	}
 	return c.MailboxBytes
 }
 
-func (c DataPlaneConfig) logger() *slog.Logger {
+func (c Config) logger() *slog.Logger {
 	if c.Logger == nil {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -128,7 +130,7 @@ func (c DataPlaneConfig) logger() *slog.Logger {
 // quicConfig is the QUIC configuration of both directions: large receive windows from the
 // start (quic-go allocates buffers as data arrives, not up front), keep-alives, and no
 // bidirectional streams (the data plane uses one unidirectional stream per purpose).
-func (c DataPlaneConfig) quicConfig() *quic.Config {
+func (c Config) quicConfig() *quic.Config {
 	return &quic.Config{
 		InitialStreamReceiveWindow:     c.streamWindow(),
 		MaxStreamReceiveWindow:         c.streamWindow(),
@@ -142,8 +144,8 @@ func (c DataPlaneConfig) quicConfig() *quic.Config {
 	}
 }
 
-// dpOr returns v, or def when v is the zero value.
-func dpOr[T comparable](v, def T) T {
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
 		return def

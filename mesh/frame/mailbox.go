@@ -1,4 +1,4 @@
-package mesh
+package frame
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"sync"
 )
 
-// FrameKey identifies a frame a receiver waits for: what it is, of which job, epoch and
+// Key identifies a frame a receiver waits for: what it is, of which job, epoch and
 // step, for which micro-batch and layer, stage or chunk.
-type FrameKey struct {
-	Kind  FrameKind
+type Key struct {
+	Kind  Kind
 	Job   uint64
 	Epoch uint32
 	Step  uint32
@@ -18,9 +18,9 @@ type FrameKey struct {
 	Index uint16
 }
 
-// Key is the frame's FrameKey.
-func (f *Frame) Key() FrameKey {
-	return FrameKey{Kind: f.Kind, Job: f.Job, Epoch: f.Epoch, Step: f.Step, Micro: f.Micro, Index: f.Index}
+// Key is the frame's Key.
+func (f *Frame) Key() Key {
+	return Key{Kind: f.Kind, Job: f.Job, Epoch: f.Epoch, Step: f.Step, Micro: f.Micro, Index: f.Index}
 }
 
 // ErrMailboxClosed is returned by Receive after Close.
@@ -32,7 +32,7 @@ var ErrMailboxFull = errors.New("mailbox full")
 
 type mailKey struct {
 	from string
-	key  FrameKey
+	key  Key
 }
 
 type slot struct {
@@ -86,7 +86,7 @@ func (m *Mailbox) Deliver(from string, f *Frame) error {
 }
 
 // Receive waits for the next frame from `from` with key k.
-func (m *Mailbox) Receive(ctx context.Context, from string, k FrameKey) (*Frame, error) {
+func (m *Mailbox) Receive(ctx context.Context, from string, k Key) (*Frame, error) {
 	mk := mailKey{from, k}
 	m.mu.Lock()
 	s := m.slotLocked(mk)

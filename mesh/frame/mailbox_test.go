@@ -1,4 +1,4 @@
-package mesh
+package frame
 
 import (
 	"context"
@@ -41,12 +41,12 @@ func TestMailboxBoundsAndClose(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
 	defer cancel()
-	if _, err := m.Receive(ctx, "p", FrameKey{Kind: KindGradient}); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m.Receive(ctx, "p", Key{Kind: KindGradient}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("receive without a frame: %v", err)
 	}
 	done := make(chan error)
 	go func() {
-		_, err := m.Receive(context.Background(), "p", FrameKey{Kind: KindGradient})
+		_, err := m.Receive(context.Background(), "p", Key{Kind: KindGradient})
 		done <- err
 	}()
 	m.Close(nil)
