@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"slices"
 	"sync/atomic"
@@ -105,8 +106,8 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 }
 
 // TestSilentPeerCannotUseProtocols connects a plain libp2p host that never authenticates:
-// while it waits, every meshnode stream it opens is reset unserved; after the auth timeout
-// it is disconnected and refused.
+// while it waits, every meshnode stream it opens is reset unserved; after its last auth
+// attempt it is disconnected and held off (refused for a while, not banned for long).
 func TestSilentPeerCannotUseProtocols(t *testing.T) {
 	cfg := testConfig(t, testSecret)
 	cfg.AuthTimeout = time.Second
@@ -143,9 +144,60 @@ func TestSilentPeerCannotUseProtocols(t *testing.T) {
 	if inTable(a, out.ID()) {
 		t.Error("silent peer in the peer table")
 	}
-	// The streams are refused as the auth timeout fires; the ban is recorded just after.
-	testutil.WaitFor(t, 5*time.Second, "the silent peer banned", func() bool { return a.gater.isBanned(out.ID()) })
+	// The peer gets three attempts (1 s, 2 s, 4 s) before it is disconnected and held off.
+	testutil.WaitFor(t, 30*time.Second, "the silent peer held off", func() bool { return a.gater.isBanned(out.ID()) })
+	if a.Stats().AuthRetries < authAttempts-1 {
+		t.Errorf("%d auth retries before giving up, want %d", a.Stats().AuthRetries, authAttempts-1)
+	}
 	assertRefused(t, a, out)
+}
+
+// TestSlowHonestPeerIsAdmittedAfterRetry: a peer that knows the secret but misses the
+// first auth attempt (a slow link, a loaded machine) is not banned: the exchange is tried
+// again with more time, and the peer is admitted on its second attempt.
+func TestSlowHonestPeerIsAdmittedAfterRetry(t *testing.T) {
+	cfg := testConfig(t, testSecret)
+	cfg.AuthTimeout = time.Second
+	a := startMesh(t, cfg)
+	slow, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/udp/0/quic-v1"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	var attempts atomic.Int64
+	slow.SetStreamHandler(ProtocolAuth, func(s network.Stream) {
+		if attempts.Add(1) == 1 {
+			// The first exchange is answered too late: nothing is sent until a gives up on
+			// it and resets the stream.
+			_, _ = io.Copy(io.Discard, s)
+			_ = s.Reset()
+			return
+		}
+		party := authParty{secret: []byte(testSecret), mesh: "test", self: slow.ID(), remote: s.Conn().RemotePeer(), rand: rand.Reader}
+		if err := party.respond(s); err != nil {
+			t.Errorf("slow peer's answer: %v", err)
+			_ = s.Reset()
+			return
+		}
+		_ = s.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := slow.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the slow peer admitted", func() bool {
+		if a.gater.isBanned(slow.ID()) {
+			t.Fatal("the slow but honest peer was banned")
+		}
+		return a.IsAdmitted(slow.ID())
+	})
+	if n := attempts.Load(); n < 2 {
+		t.Fatalf("admitted after %d auth attempts: the first one was meant to miss", n)
+	}
+	if st := a.Stats(); st.AuthRetries == 0 || st.AuthFailures != 0 {
+		t.Errorf("stats %+v: want a retry and no failure", st)
+	}
 }
 
 // useStream opens pid and tries one request: it fails unless the remote serves it.

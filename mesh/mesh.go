@@ -243,8 +243,11 @@ func (m *Mesh) Peers() []PeerInfo { return m.table.snapshot() }
 
 // Stats counts admission and protocol failures since start.
 type Stats struct {
-	// AuthFailures counts peers refused admission (wrong secret, malformed, silent).
+	// AuthFailures counts peers refused admission (wrong secret, malformed, silent
+	// through every attempt).
 	AuthFailures uint64
+	// AuthRetries counts auth attempts started again because the previous one timed out.
+	AuthRetries uint64
 	// RefusedStreams counts streams reset because their peer was not admitted.
 	RefusedStreams uint64
 	// Malformed counts malformed messages from admitted peers (each disconnects the peer).
@@ -258,7 +261,7 @@ type Stats struct {
 // Stats returns the current counters.
 func (m *Mesh) Stats() Stats {
 	return Stats{
-		AuthFailures: m.adm.failures.Load(), RefusedStreams: m.adm.refused.Load(),
+		AuthFailures: m.adm.failures.Load(), AuthRetries: m.adm.retries.Load(), RefusedStreams: m.adm.refused.Load(),
 		Malformed: m.malformedCount.Load(), Connected: len(m.host.Network().Peers()),
 		Admitted: len(m.adm.admitted()),
 	}
