@@ -121,3 +121,33 @@ func TestMalformedHeartbeatDisconnects(t *testing.T) {
 		})
 	}
 }
+
+// TestSybilRelayedHeartbeatsAreDropped performs the Sybil relay: an admitted member signs
+// heartbeats with a key it minted (nobody proved the join secret for it) and publishes
+// them. They carry valid signatures and arrive from an admitted peer, yet never enter the
+// peer table, while the heartbeats of a member admitted directly still do.
+func TestSybilRelayedHeartbeatsAreDropped(t *testing.T) {
+	a := startMesh(t, testConfig(t, testSecret))
+	b := startMesh(t, testConfig(t, testSecret, a))
+	sybil, publish := startHeartbeatForger(t, a)
+	forged := func() bool {
+		hb := validHeartbeat(t)
+		hb.ID, hb.Addrs = sybil.String(), nil
+		data, err := encodeHeartbeat(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(data)
+		if inTable(a, sybil) || inTable(b, sybil) {
+			t.Fatal("a heartbeat signed by a minted key entered a peer table")
+		}
+		return a.Stats().UnadmittedSigners >= 3
+	}
+	testutil.WaitFor(t, 20*time.Second, "three forged heartbeats dropped at a", forged)
+	testutil.WaitFor(t, 10*time.Second, "b, admitted directly, alive at a", func() bool {
+		return peerState(a, b.ID()) == StateAlive && peerState(b, a.ID()) == StateAlive
+	})
+	if inTable(a, sybil) || inTable(b, sybil) {
+		t.Fatal("a heartbeat signed by a minted key entered a peer table")
+	}
+}
