@@ -223,31 +223,6 @@ func parseHeader(h []byte, maxPayload int) (*Frame, int, error) {
 	return f, int(n), nil
 }
 
-// Read reads one frame from r, allocating at most maxPayload bytes for its payload
-// (DefaultMaxPayload when maxPayload ≤ 0) and only after the header has been validated.
-func Read(r io.Reader, maxPayload int) (*Frame, error) {
-	if maxPayload <= 0 {
-		maxPayload = DefaultMaxPayload
-	}
-	var h [HeaderSize]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
-		return nil, err
-	}
-	f, n, err := parseHeader(h[:], maxPayload)
-	if err != nil {
-		return nil, err
-	}
-	f.Payload = make([]byte, n)
-	if _, err := io.ReadFull(r, f.Payload); err != nil {
-		return nil, fmt.Errorf("frame payload: %w", err)
-	}
-	crc := crc32.Update(crc32.Checksum(h[:52], castagnoli), castagnoli, f.Payload)
-	if crc != binary.LittleEndian.Uint32(h[52:]) {
-		return nil, ErrCRC
-	}
-	return f, nil
-}
-
 // Decode decodes exactly one frame held in b.
 func Decode(b []byte, maxPayload int) (*Frame, error) {
 	if len(b) < HeaderSize {
