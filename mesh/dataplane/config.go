@@ -42,6 +42,9 @@ type Config struct {
 	// MaxIncomingStreams bounds the concurrently open streams a peer may have towards this
 	// node (each may hold up to MaxPayload while a frame arrives). Zero: 16.
 	MaxIncomingStreams int64
+	// MaxConnsPerPeer bounds the connections one peer may hold with this node (two is
+	// normal when both dial at once); one more closes the peer's oldest. Zero: 4.
+	MaxConnsPerPeer int
 	// KeepAlive is the interval of keep-alive packets on idle connections. Zero: 10 s.
 	KeepAlive time.Duration
 	// IdleTimeout closes a connection that received nothing for this long. Zero: 60 s.
@@ -66,6 +69,7 @@ func DefaultConfig() Config {
 		StreamReceiveWindow: 32 << 20,
 		ConnReceiveWindow:   64 << 20,
 		MaxIncomingStreams:  16,
+		MaxConnsPerPeer:     4,
 		KeepAlive:           10 * time.Second,
 		IdleTimeout:         60 * time.Second,
 		DialTimeout:         10 * time.Second,
@@ -88,6 +92,9 @@ func (c Config) Validate() error {
 	if c.MaxIncomingStreams < 0 {
 		return fmt.Errorf("data plane: MaxIncomingStreams must be ≥ 0 (got %d)", c.MaxIncomingStreams)
 	}
+	if c.MaxConnsPerPeer < 0 {
+		return fmt.Errorf("data plane: MaxConnsPerPeer must be ≥ 0 (got %d)", c.MaxConnsPerPeer)
+	}
 	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 {
 		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout)
 	}
@@ -102,6 +109,7 @@ func (c Config) maxPayload() int          { return orDefault(c.MaxPayload, frame
 func (c Config) streamWindow() uint64     { return orDefault(c.StreamReceiveWindow, 32<<20) }
 func (c Config) connWindow() uint64       { return orDefault(c.ConnReceiveWindow, 64<<20) }
 func (c Config) maxStreams() int64        { return orDefault(c.MaxIncomingStreams, 16) }
+func (c Config) maxConnsPerPeer() int     { return orDefault(c.MaxConnsPerPeer, 4) }
 func (c Config) keepAlive() time.Duration { return orDefault(c.KeepAlive, 10*time.Second) }
 func (c Config) idleTimeout() time.Duration {
 	return orDefault(c.IdleTimeout, 60*time.Second)

@@ -67,11 +67,13 @@ type Plane struct {
 	conns  map[*peerConn]struct{}
 }
 
-// sendPeer is the send side's view of one peer: the connection frames go out on, and a
-// channel closed when a dial in progress ends.
+// sendPeer is the data plane's view of one peer: the connection frames go out on, a
+// channel closed when a dial in progress ends, and every open connection with the peer,
+// oldest first (at most MaxConnsPerPeer).
 type sendPeer struct {
 	conn    *peerConn
 	dialing chan struct{}
+	open    []*peerConn
 }
 
 // peerConn is one authenticated QUIC connection and its outgoing streams, one per kind.
@@ -355,53 +357,4 @@ func (d *Plane) dial(ctx context.Context, to, addr string) (*peerConn, error) {
 	}
 	d.log.Debug("dialled", "peer", to, "remote", addr)
 	return d.adopt(qc, to)
-}
-
-// adopt registers an authenticated connection, makes it the peer's send connection when
-// it has none, and serves the streams the peer opens on it.
-func (d *Plane) adopt(qc *quic.Conn, remote string) (*peerConn, error) {
-	c := &peerConn{qc: qc, peer: remote, streams: map[frame.Kind]*kindStream{}}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		qc.CloseWithError(ConnShutdown, "data plane closed")
-		return nil, ErrClosed
-	}
-	d.conns[c] = struct{}{}
-	p := d.peers[remote]
-	if p == nil {
-		p = &sendPeer{}
-		d.peers[remote] = p
-	}
-	if p.conn == nil || !p.conn.alive() {
-		p.conn = c
-	}
-	d.wg.Add(1)
-	d.mu.Unlock()
-	go d.serveConn(c)
-	return c, nil
-}
-
-// serveConn starts a reader for every stream the peer opens, until the connection ends.
-func (d *Plane) serveConn(c *peerConn) {
-	defer d.wg.Done()
-	defer d.forget(c)
-	for {
-		s, err := c.qc.AcceptUniStream(d.ctx)
-		if err != nil {
-			d.log.Debug("connection ended", "peer", c.peer, "err", err)
-			return
-		}
-		d.wg.Add(1)
-		go d.readStream(c, s)
-	}
-}
-
-func (d *Plane) forget(c *peerConn) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.conns, c)
-	if p := d.peers[c.peer]; p != nil && p.conn == c {
-		p.conn = nil
-	}
 }

@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"maps"
 	"sync"
 
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -23,6 +24,9 @@ type Stats struct {
 	BadFrames map[string]int64
 	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
 	MailboxOverflows map[string]int64
+	// EvictedConns counts, per peer, connections closed because the peer opened more than
+	// MaxConnsPerPeer.
+	EvictedConns map[string]int64
 }
 
 // SentBytes is the payload bytes sent in frames of kind k to all peers.
@@ -67,12 +71,14 @@ type counters struct {
 	traffic   map[trafficKey]Traffic
 	bad       map[string]int64
 	overflows map[string]int64
+	evicted   map[string]int64
 }
 
 func (s *counters) init() {
 	s.traffic = map[trafficKey]Traffic{}
 	s.bad = map[string]int64{}
 	s.overflows = map[string]int64{}
+	s.evicted = map[string]int64{}
 }
 
 func (s *counters) count(dir direction, peer string, f *frame.Frame) {
@@ -91,6 +97,12 @@ func (s *counters) badFrame(peer string) {
 	s.mu.Unlock()
 }
 
+func (s *counters) connEvicted(peer string) {
+	s.mu.Lock()
+	s.evicted[peer]++
+	s.mu.Unlock()
+}
+
 func (s *counters) overflow(peer string) {
 	s.mu.Lock()
 	s.overflows[peer]++
@@ -106,7 +118,8 @@ func (d *Plane) Stats() Stats {
 		Sent:             map[string]map[frame.Kind]Traffic{},
 		Received:         map[string]map[frame.Kind]Traffic{},
 		BadFrames:        make(map[string]int64, len(s.bad)),
-		MailboxOverflows: make(map[string]int64, len(s.overflows)),
+		MailboxOverflows: maps.Clone(s.overflows),
+		EvictedConns:     maps.Clone(s.evicted),
 	}
 	for k, t := range s.traffic {
 		m := out.Sent
@@ -120,9 +133,6 @@ func (d *Plane) Stats() Stats {
 	}
 	for p, n := range s.bad {
 		out.BadFrames[p] = n
-	}
-	for p, n := range s.overflows {
-		out.MailboxOverflows[p] = n
 	}
 	return out
 }

@@ -46,6 +46,9 @@ const (
 	// ConnMoved closes the connection to a peer that announced a new address (it
 	// restarted): frames must go to where it is now.
 	ConnMoved quic.ApplicationErrorCode = 0x204
+	// ConnTooMany closes a peer's oldest connection when it opened more than
+	// MaxConnsPerPeer.
+	ConnTooMany quic.ApplicationErrorCode = 0x205
 )
 
 // frameResetCode maps a frame.Read error to the code that resets the stream; bad is false
