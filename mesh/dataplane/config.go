@@ -32,6 +32,11 @@ type Config struct {
 	// MailboxBytes bounds the payload bytes one peer may have waiting unclaimed in the
 	// mailbox; a peer past it is disconnected. Zero: 1 GiB. Negative: no bound.
 	MailboxBytes int64
+	// MaxInFlightBytes bounds the payload bytes of the frames being received at once,
+	// from all peers together: a frame's announced payload is reserved after its header and
+	// released once the frame is in the mailbox; a frame that does not fit waits unread (QUIC
+	// flow control then holds its sender back). Zero: 1 GiB. At least MaxPayload.
+	MaxInFlightBytes int64
 	// StreamReceiveWindow is the flow-control window of one stream, the most bytes in
 	// flight per stream: size it to the bandwidth-delay product of the slowest link
 	// you want to fill. Zero: 32 MiB.
@@ -66,6 +71,7 @@ func DefaultConfig() Config {
 		ListenAddr:          fmt.Sprintf(":%d", DefaultPort),
 		MaxPayload:          frame.DefaultMaxPayload,
 		MailboxBytes:        1 << 30,
+		MaxInFlightBytes:    1 << 30,
 		StreamReceiveWindow: 32 << 20,
 		ConnReceiveWindow:   64 << 20,
 		MaxIncomingStreams:  16,
@@ -92,6 +98,9 @@ func (c Config) Validate() error {
 	if c.MaxIncomingStreams < 0 {
 		return fmt.Errorf("data plane: MaxIncomingStreams must be ≥ 0 (got %d)", c.MaxIncomingStreams)
 	}
+	if c.MaxInFlightBytes < 0 || (c.MaxInFlightBytes > 0 && c.MaxInFlightBytes < int64(c.maxPayload())) {
+		return fmt.Errorf("data plane: MaxInFlightBytes must be 0 or at least MaxPayload, %d (got %d)", c.maxPayload(), c.MaxInFlightBytes)
+	}
 	if c.MaxConnsPerPeer < 0 {
 		return fmt.Errorf("data plane: MaxConnsPerPeer must be ≥ 0 (got %d)", c.MaxConnsPerPeer)
 	}
@@ -110,6 +119,7 @@ func (c Config) streamWindow() uint64     { return orDefault(c.StreamReceiveWind
 func (c Config) connWindow() uint64       { return orDefault(c.ConnReceiveWindow, 64<<20) }
 func (c Config) maxStreams() int64        { return orDefault(c.MaxIncomingStreams, 16) }
 func (c Config) maxConnsPerPeer() int     { return orDefault(c.MaxConnsPerPeer, 4) }
+func (c Config) maxInFlight() int64       { return orDefault(c.MaxInFlightBytes, 1<<30) }
 func (c Config) keepAlive() time.Duration { return orDefault(c.KeepAlive, 10*time.Second) }
 func (c Config) idleTimeout() time.Duration {
 	return orDefault(c.IdleTimeout, 60*time.Second)

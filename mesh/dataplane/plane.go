@@ -53,6 +53,7 @@ type Plane struct {
 	qconf      *quic.Config
 	maxPayload int
 	box        *frame.Mailbox
+	inflight   *budget // budget.go
 	stats      counters
 	probes     probeState // dataplane_probe.go
 
@@ -109,7 +110,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
 		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
-		box:   frame.NewMailbox(cfg.mailboxBytes()),
+		box: frame.NewMailbox(cfg.mailboxBytes()), inflight: newBudget(cfg.maxInFlight()),
 		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
 	}
 	d.log = cfg.logger().With("component", "dataplane", "self", d.selfID, "addr", udp.LocalAddr().String())

@@ -27,6 +27,9 @@ type Stats struct {
 	// EvictedConns counts, per peer, connections closed because the peer opened more than
 	// MaxConnsPerPeer.
 	EvictedConns map[string]int64
+	// InFlightBytes is the payload bytes reserved now by frames being received (at most
+	// MaxInFlightBytes); InFlightWaits counts frames that waited for room in that budget.
+	InFlightBytes, InFlightWaits int64
 }
 
 // SentBytes is the payload bytes sent in frames of kind k to all peers.
@@ -121,6 +124,7 @@ func (d *Plane) Stats() Stats {
 		MailboxOverflows: maps.Clone(s.overflows),
 		EvictedConns:     maps.Clone(s.evicted),
 	}
+	out.InFlightBytes, out.InFlightWaits = d.inflight.snapshot()
 	for k, t := range s.traffic {
 		m := out.Sent
 		if k.dir == dirReceived {

@@ -78,7 +78,7 @@ func frameResetCode(err error) (code quic.StreamErrorCode, bad bool) {
 func (d *Plane) readStream(c *peerConn, s *quic.ReceiveStream) {
 	defer d.wg.Done()
 	for {
-		f, err := frame.Read(s, d.maxPayload)
+		f, err := d.readFrame(s)
 		if err != nil {
 			d.endStream(c, s, err)
 			return
@@ -97,6 +97,21 @@ func (d *Plane) readStream(c *peerConn, s *quic.ReceiveStream) {
 			return
 		}
 	}
+}
+
+// readFrame reads one frame within the in-flight budget: the header, then a reservation
+// of its payload length (waiting, unread, while the budget is full), then the payload.
+func (d *Plane) readFrame(s *quic.ReceiveStream) (*frame.Frame, error) {
+	h, err := frame.ReadHeader(s, d.maxPayload)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(h.PayloadLen())
+	if err := d.inflight.acquire(d.ctx, n); err != nil {
+		return nil, err // closing
+	}
+	defer d.inflight.release(n)
+	return h.ReadPayload(s)
 }
 
 func (d *Plane) endStream(c *peerConn, s *quic.ReceiveStream, err error) {
