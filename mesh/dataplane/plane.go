@@ -183,6 +183,13 @@ func (d *Plane) Recv(ctx context.Context, from string, k frame.Key) (*frame.Fram
 	return d.box.Receive(ctx, from, k)
 }
 
+// Purge drops the frames waiting for job at epochs up to throughEpoch, and those that
+// arrive for them later (frame.Mailbox.Purge); waiting Recvs for them return
+// frame.ErrPurged. The engine calls it when it replans (the old epoch), cancels or finishes
+// a job (its current epoch), so that stale frames stop counting against their senders'
+// MailboxBytes. It returns the number of frames dropped.
+func (d *Plane) Purge(job uint64, throughEpoch uint32) int { return d.box.Purge(job, throughEpoch) }
+
 // Close closes every connection and the listener, wakes waiting Recvs with
 // ErrClosed and returns when every goroutine of the data plane has ended.
 func (d *Plane) Close() error {

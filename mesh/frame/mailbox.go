@@ -26,6 +26,14 @@ func (f *Frame) Key() Key {
 // ErrMailboxClosed is returned by Receive after Close.
 var ErrMailboxClosed = errors.New("mailbox closed")
 
+// ErrPurged is returned by Receive for a key whose job and epoch were purged: the engine
+// left that epoch (replan) or the job (cancel, finish), and the frame will never be used.
+var ErrPurged = errors.New("mailbox: job epoch purged")
+
+// maxRetiredJobs bounds how many jobs' purged epochs a mailbox remembers (to drop frames
+// that arrive late for them); past it the job purged longest ago is forgotten.
+const maxRetiredJobs = 1024
+
 // ErrMailboxFull is returned by Deliver when a sender has buffered more unclaimed payload
 // than the bound: a peer flooding frames nobody asked for is disconnected.
 var ErrMailboxFull = errors.New("mailbox full")
@@ -50,12 +58,16 @@ type Mailbox struct {
 	buffered map[string]int64 // unclaimed payload bytes per sender
 	maxBytes int64
 	closed   error
+
+	retired      map[uint64]uint32 // job → highest purged epoch (purge.go)
+	retiredOrder []uint64          // jobs in the order first purged, for eviction
+	stale        int64             // frames dropped on arrival for a purged epoch
 }
 
 // NewMailbox returns a mailbox that refuses frames from a sender once maxBytes of its
 // payload wait unclaimed (≤ 0: no bound).
 func NewMailbox(maxBytes int64) *Mailbox {
-	return &Mailbox{slots: map[mailKey]*slot{}, buffered: map[string]int64{}, maxBytes: maxBytes}
+	return &Mailbox{slots: map[mailKey]*slot{}, buffered: map[string]int64{}, maxBytes: maxBytes, retired: map[uint64]uint32{}}
 }
 
 func (m *Mailbox) slotLocked(k mailKey) *slot {
@@ -73,6 +85,10 @@ func (m *Mailbox) Deliver(from string, f *Frame) error {
 	defer m.mu.Unlock()
 	if m.closed != nil {
 		return m.closed
+	}
+	if m.isRetiredLocked(f.Job, f.Epoch) {
+		m.stale++
+		return nil // a sender finishing an epoch the engine has left
 	}
 	if m.maxBytes > 0 && m.buffered[from]+int64(len(f.Payload)) > m.maxBytes {
 		return fmt.Errorf("%w: %s has %d unclaimed bytes, bound %d", ErrMailboxFull, from, m.buffered[from], m.maxBytes)
@@ -111,6 +127,10 @@ func (m *Mailbox) Receive(ctx context.Context, from string, k Key) (*Frame, erro
 		if m.closed != nil {
 			m.mu.Unlock()
 			return nil, m.closed
+		}
+		if m.isRetiredLocked(k.Job, k.Epoch) {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: job %d epoch %d", ErrPurged, k.Job, k.Epoch)
 		}
 		wake := s.wake
 		m.mu.Unlock()
