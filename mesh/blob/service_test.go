@@ -11,17 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/internal/testutil"
-	"github.com/meshnode/meshnode/mesh"
 )
 
 const testBlobChunk = 4096
 
 // blobNode is one mesh member with a blob store and service.
 type blobNode struct {
-	m *mesh.Mesh
+	m host.Host
 	b *Service
 }
 
@@ -36,30 +36,17 @@ func startBlobNodes(t *testing.T, tamper ...func(string, int, []byte) []byte) []
 	return startBlobNodesWith(t, cfgs...)
 }
 
-// startBlobNodesWith starts one admitted mesh member per config; the test's defaults fill
-// Parallel, MaxBadChunks, RequestTimeout and Logger.
+// startBlobNodesWith starts one node per config on an in-memory network (mocknet), every
+// pair connected; the test's defaults fill Parallel, MaxBadChunks, RequestTimeout and
+// Logger. Admission is the mesh's concern, tested there; the blob protocol needs streams.
 func startBlobNodesWith(t *testing.T, cfgs ...Config) []blobNode {
 	t.Helper()
+	hosts := startMockHosts(t, len(cfgs))
 	var nodes []blobNode
 	for i, cfg := range cfgs {
-		var boot []*mesh.Mesh
-		if i > 0 {
-			boot = append(boot, nodes[0].m)
-		}
-		m := startTestMesh(t, boot...)
 		cfg.Parallel, cfg.MaxBadChunks, cfg.RequestTimeout, cfg.Logger = 3, 2, 10*time.Second, testutil.Logger(t)
-		nodes = append(nodes, blobNode{m: m, b: NewService(m, openTestStore(t, testBlobChunk), cfg)})
+		nodes = append(nodes, blobNode{m: hosts[i], b: NewService(streamHost{hosts[i]}, openTestStore(t, testBlobChunk), cfg)})
 	}
-	testutil.WaitFor(t, 10*time.Second, "every pair admitted", func() bool {
-		for _, a := range nodes {
-			for _, b := range nodes {
-				if a.m != b.m && !a.m.IsAdmitted(b.m.ID()) {
-					return false
-				}
-			}
-		}
-		return true
-	})
 	return nodes
 }
 
