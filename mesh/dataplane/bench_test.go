@@ -25,7 +25,7 @@ import (
 // plane's (the raw parts are not timed); raw-MB/s, raw-alloc-MB/s and dataplane/raw are
 // reported beside it. Documented in docs/PERFORMANCE.md:
 //
-//	go test ./mesh -run '^$' -bench DataPlaneThroughput -benchtime 10x -count 3
+//	go test ./mesh/dataplane -run '^$' -bench DataPlaneThroughput -benchtime 10x -count 3
 func BenchmarkDataPlaneThroughput(b *testing.B) {
 	for _, mib := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) { benchThroughput(b, mib<<20) })
