@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
 	"reflect"
 	"runtime"
@@ -57,5 +59,45 @@ func TestReadGrowsToThePayload(t *testing.T) {
 				t.Errorf("%d bytes, one missing: %v, want io.ErrUnexpectedEOF", n, err)
 			}
 		}
+	}
+}
+
+// BenchmarkRead reads frames of several sizes from memory: "grow" is Read (the payload
+// buffer grows as bytes arrive), "upfront" allocates the announced payload at once as Read
+// did before (and checks the CRC as Read does): the difference is what the growth costs
+// an honest frame.
+//
+//	go test ./mesh/frame -run '^$' -bench Read -count 5
+func BenchmarkRead(b *testing.B) {
+	for _, size := range []int{64 << 10, 1 << 20, 16 << 20, 64 << 20} {
+		wire, err := Append(nil, &Frame{Kind: KindReduce, DType: DTypeU8, Shape: []int{size}, Payload: make([]byte, size)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("grow/%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				if _, err := Read(bytes.NewReader(wire), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("upfront/%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				r := bytes.NewReader(wire)
+				h, err := ReadHeader(r, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				payload := make([]byte, h.PayloadLen())
+				if _, err := io.ReadFull(r, payload); err != nil {
+					b.Fatal(err)
+				}
+				if crc32.Update(crc32.Checksum(h.raw[:52], castagnoli), castagnoli, payload) != binary.LittleEndian.Uint32(h.raw[52:]) {
+					b.Fatal("crc")
+				}
+			}
+		})
 	}
 }
