@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -22,8 +21,10 @@ var ErrNotAdmitted = errors.New("peer not admitted to the mesh")
 // outcome per peer until its last connection closes. Both sides initiate an exchange on
 // a new connection (so neither depends on the other's notion of who dialled) and a peer is
 // admitted once either exchange verified its proof. A peer that sends a wrong proof or a
-// malformed message, or is not admitted within the timeout, is banned in the gater and
-// disconnected.
+// malformed message is banned in the gater (for the ban duration) and disconnected. A peer
+// that is merely slow is not punished: when an attempt's timeout passes, the exchange is
+// started again with twice the time, authAttempts times in all; only a peer silent through
+// every attempt is disconnected, and held off briefly rather than banned.
 type admission struct {
 	host    host.Host
 	gater   *gater
@@ -40,12 +41,36 @@ type admission struct {
 
 	failures atomic.Uint64
 	refused  atomic.Uint64
+	retries  atomic.Uint64 // auth attempts started again after a timeout
 }
 
 type admitState struct {
 	done     chan struct{} // closed once decided
 	admitted bool          // valid after done is closed
+	attempt  int           // 0-based; guarded by admission.mu
 	timer    *time.Timer
+}
+
+const (
+	// authAttempts is how many auth exchanges a connected peer gets, each with twice the
+	// time of the one before (AuthTimeout, 2×, 4×).
+	authAttempts = 3
+	// holdOffFactor × AuthTimeout is how long a peer silent through every attempt is
+	// refused before it may connect again.
+	holdOffFactor = 8
+)
+
+// attemptTimeout is the time attempt n (0-based) of an auth exchange has.
+func (a *admission) attemptTimeout(n int) time.Duration { return a.timeout << n }
+
+// currentTimeout is the time p's current auth attempt has.
+func (a *admission) currentTimeout(p peer.ID) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if st, ok := a.peers[p]; ok {
+		return a.attemptTimeout(st.attempt)
+	}
+	return a.timeout
 }
 
 func newAdmission(ctx context.Context, h host.Host, g *gater, cfg Config, log *slog.Logger) *admission {
@@ -135,7 +160,8 @@ func (a *admission) admitted() []peer.ID {
 }
 
 func (a *admission) initiate(p peer.ID) {
-	ctx, cancel := context.WithTimeout(a.ctx, a.timeout)
+	timeout := a.currentTimeout(p)
+	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
 	s, err := a.host.NewStream(ctx, p, ProtocolAuth)
 	if err != nil {
@@ -143,14 +169,14 @@ func (a *admission) initiate(p peer.ID) {
 		a.log.Debug("open auth stream", "peer", p, "err", err)
 		return
 	}
-	_ = s.SetDeadline(time.Now().Add(a.timeout))
+	_ = s.SetDeadline(time.Now().Add(timeout))
 	a.finish(p, s, a.party(p).initiate(s))
 }
 
 func (a *admission) handleAuth(s network.Stream) {
 	p := s.Conn().RemotePeer()
 	a.ensure(p)
-	_ = s.SetDeadline(time.Now().Add(a.timeout))
+	_ = s.SetDeadline(time.Now().Add(a.currentTimeout(p)))
 	a.finish(p, s, a.party(p).respond(s))
 }
 
@@ -189,8 +215,8 @@ func (a *admission) admit(p peer.ID) {
 	}
 }
 
-// fail refuses p: banned, disconnected, logged. An already admitted peer that misbehaves
-// on the auth protocol is only disconnected.
+// fail refuses p for a wrong proof or a protocol violation: banned, disconnected, logged.
+// An already admitted peer that misbehaves on the auth protocol is only disconnected.
 func (a *admission) fail(p peer.ID, reason string) {
 	a.mu.Lock()
 	st, ok := a.peers[p]
@@ -208,10 +234,17 @@ func (a *admission) fail(p peer.ID, reason string) {
 	_ = a.host.Network().ClosePeer(p)
 }
 
-// expire fails p if it is still undecided when its timer fires and still connected.
+// expire runs when p's current attempt timed out: if p is still undecided and connected,
+// it starts the next attempt with twice the time, or gives up after the last one.
 func (a *admission) expire(p peer.ID, st *admitState) {
 	a.mu.Lock()
 	current := a.peers[p] == st && !isClosed(st.done)
+	retry := current && st.attempt+1 < authAttempts
+	if retry {
+		st.attempt++
+		st.timer = time.AfterFunc(a.attemptTimeout(st.attempt), func() { a.expire(p, st) })
+	}
+	attempt := st.attempt
 	a.mu.Unlock()
 	if !current {
 		return
@@ -220,7 +253,28 @@ func (a *admission) expire(p peer.ID, st *admitState) {
 		a.disconnected(p)
 		return
 	}
-	a.fail(p, fmt.Sprintf("no valid auth within %s", a.timeout))
+	if retry {
+		a.retries.Add(1)
+		a.log.Info("auth attempt timed out; retrying", "peer", p, "attempt", attempt+1, "timeout", a.attemptTimeout(attempt))
+		go a.initiate(p)
+		return
+	}
+	a.giveUp(p, st)
+}
+
+// giveUp disconnects a peer that stayed silent through every auth attempt and holds it off
+// for holdOffFactor × AuthTimeout. It is not banned: it may be slow, not hostile.
+func (a *admission) giveUp(p peer.ID, st *admitState) {
+	a.mu.Lock()
+	if !isClosed(st.done) {
+		close(st.done)
+	}
+	a.mu.Unlock()
+	a.gater.refuse(p, holdOffFactor*a.timeout)
+	a.failures.Add(1)
+	a.log.Warn("peer did not authenticate; disconnected", "peer", p, "attempts", authAttempts,
+		"last_timeout", a.attemptTimeout(authAttempts-1), "hold_off", holdOffFactor*a.timeout)
+	_ = a.host.Network().ClosePeer(p)
 }
 
 // disconnected forgets p once its last connection is gone, so that a reconnect runs a

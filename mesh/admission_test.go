@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"context"
+	"crypto/rand"
 	"io"
 	"slices"
 	"sync/atomic"
@@ -12,18 +13,24 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
+// servedProtocols stand for the protocols other packages serve through Mesh.Handle
+// (consensus, blob): the admission guard must hold for any of them.
+var servedProtocols = []protocol.ID{"/meshnode/raft/1.0.0", "/meshnode/rpc/1.0.0", "/meshnode/blob/1.0.0"}
+
 // meshProtocols is every meshnode protocol an outsider might try, with gossipsub's.
-var meshProtocols = []protocol.ID{
-	ProtocolProbe, ProtocolRaft, ProtocolRPC, ProtocolBlob, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
-}
+var meshProtocols = append([]protocol.ID{
+	ProtocolProbe, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
+}, servedProtocols...)
 
 // countingHandlers registers handlers for the protocols other packages will serve and
 // counts how often any of them runs.
 func countingHandlers(m *Mesh) *atomic.Int64 {
 	var n atomic.Int64
-	for _, p := range []protocol.ID{ProtocolRaft, ProtocolRPC, ProtocolBlob} {
+	for _, p := range servedProtocols {
 		m.Handle(p, func(s network.Stream) { n.Add(1); s.Close() })
 	}
 	return &n
@@ -38,7 +45,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	served := countingHandlers(a)
 	b := startMesh(t, testConfig(t, testSecret, a))
 	x := startMesh(t, testConfig(t, "another-secret-0123456789", a, b))
-	waitFor(t, 10*time.Second, "a and b alive, x refused by both", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a and b alive, x refused by both", func() bool {
 		if inTable(a, x.ID()) || inTable(b, x.ID()) || inTable(x, a.ID()) || inTable(x, b.ID()) {
 			t.Fatal("the peer with the wrong secret appeared in a peer table")
 		}
@@ -56,7 +63,7 @@ func TestWrongSecretIsRefused(t *testing.T) {
 	// x keeps retrying its bootstrap peers; over several more heartbeats it still never
 	// shows up anywhere.
 	later := time.Now().Add(500 * time.Millisecond)
-	waitFor(t, 5*time.Second, "several more heartbeats", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "several more heartbeats", func() bool {
 		if inTable(a, x.ID()) || inTable(b, x.ID()) {
 			t.Fatal("the peer with the wrong secret appeared in a peer table")
 		}
@@ -76,7 +83,7 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 }) {
 	t.Helper()
 	op := outsider.Network().LocalPeer()
-	waitFor(t, 5*time.Second, "outsider disconnected", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "outsider disconnected", func() bool {
 		return m.host.Network().Connectedness(op) != network.Connected
 	})
 	if m.gater.InterceptPeerDial(op) || m.gater.InterceptSecured(network.DirInbound, op, nil) {
@@ -90,7 +97,7 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 			t.Errorf("refused peer used %s", pid)
 		}
 	}
-	waitFor(t, 5*time.Second, "outsider disconnected after reconnecting", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "outsider disconnected after reconnecting", func() bool {
 		return m.host.Network().Connectedness(op) != network.Connected
 	})
 	if m.IsAdmitted(op) || inTable(m, op) {
@@ -99,8 +106,8 @@ func assertRefused(t *testing.T, m *Mesh, outsider interface {
 }
 
 // TestSilentPeerCannotUseProtocols connects a plain libp2p host that never authenticates:
-// while it waits, every meshnode stream it opens is reset unserved; after the auth timeout
-// it is disconnected and refused.
+// while it waits, every meshnode stream it opens is reset unserved; after its last auth
+// attempt it is disconnected and held off (refused for a while, not banned for long).
 func TestSilentPeerCannotUseProtocols(t *testing.T) {
 	cfg := testConfig(t, testSecret)
 	cfg.AuthTimeout = time.Second
@@ -137,9 +144,60 @@ func TestSilentPeerCannotUseProtocols(t *testing.T) {
 	if inTable(a, out.ID()) {
 		t.Error("silent peer in the peer table")
 	}
-	// The streams are refused as the auth timeout fires; the ban is recorded just after.
-	waitFor(t, 5*time.Second, "the silent peer banned", func() bool { return a.gater.isBanned(out.ID()) })
+	// The peer gets three attempts (1 s, 2 s, 4 s) before it is disconnected and held off.
+	testutil.WaitFor(t, 30*time.Second, "the silent peer held off", func() bool { return a.gater.isBanned(out.ID()) })
+	if a.Stats().AuthRetries < authAttempts-1 {
+		t.Errorf("%d auth retries before giving up, want %d", a.Stats().AuthRetries, authAttempts-1)
+	}
 	assertRefused(t, a, out)
+}
+
+// TestSlowHonestPeerIsAdmittedAfterRetry: a peer that knows the secret but misses the
+// first auth attempt (a slow link, a loaded machine) is not banned: the exchange is tried
+// again with more time, and the peer is admitted on its second attempt.
+func TestSlowHonestPeerIsAdmittedAfterRetry(t *testing.T) {
+	cfg := testConfig(t, testSecret)
+	cfg.AuthTimeout = time.Second
+	a := startMesh(t, cfg)
+	slow, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/udp/0/quic-v1"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	var attempts atomic.Int64
+	slow.SetStreamHandler(ProtocolAuth, func(s network.Stream) {
+		if attempts.Add(1) == 1 {
+			// The first exchange is answered too late: nothing is sent until a gives up on
+			// it and resets the stream.
+			_, _ = io.Copy(io.Discard, s)
+			_ = s.Reset()
+			return
+		}
+		party := authParty{secret: []byte(testSecret), mesh: "test", self: slow.ID(), remote: s.Conn().RemotePeer(), rand: rand.Reader}
+		if err := party.respond(s); err != nil {
+			t.Errorf("slow peer's answer: %v", err)
+			_ = s.Reset()
+			return
+		}
+		_ = s.Close()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := slow.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 30*time.Second, "the slow peer admitted", func() bool {
+		if a.gater.isBanned(slow.ID()) {
+			t.Fatal("the slow but honest peer was banned")
+		}
+		return a.IsAdmitted(slow.ID())
+	})
+	if n := attempts.Load(); n < 2 {
+		t.Fatalf("admitted after %d auth attempts: the first one was meant to miss", n)
+	}
+	if st := a.Stats(); st.AuthRetries == 0 || st.AuthFailures != 0 {
+		t.Errorf("stats %+v: want a retry and no failure", st)
+	}
 }
 
 // useStream opens pid and tries one request: it fails unless the remote serves it.
@@ -173,16 +231,16 @@ func TestAllowlistRefusesOthers(t *testing.T) {
 	if err := b.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "a, b, c alive everywhere", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a, b, c alive everywhere", func() bool {
 		return peerState(c, b.ID()) == StateAlive && peerState(b, c.ID()) == StateAlive && peerState(c, a.ID()) == StateAlive
 	})
 	// d knows the secret but is not on c's allowlist.
 	d := startMesh(t, testConfig(t, testSecret, a))
-	waitFor(t, 10*time.Second, "d alive at a", func() bool { return peerState(a, d.ID()) == StateAlive })
+	testutil.WaitFor(t, 10*time.Second, "d alive at a", func() bool { return peerState(a, d.ID()) == StateAlive })
 	assertRefused(t, c, d.host)
 	// d's heartbeats reach c through a, and c ignores them.
 	later := time.Now().Add(500 * time.Millisecond)
-	waitFor(t, 5*time.Second, "several more heartbeats at c", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "several more heartbeats at c", func() bool {
 		if inTable(c, d.ID()) {
 			t.Fatal("a peer outside c's allowlist is in c's peer table")
 		}

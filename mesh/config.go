@@ -72,10 +72,14 @@ type Config struct {
 	// ForgetAfter is the heartbeat age after which a dead peer is removed from the table.
 	// Zero means 1 h.
 	ForgetAfter time.Duration
-	// AuthTimeout bounds the auth exchange after a connection opens. Zero means 5 s.
+	// AuthTimeout bounds the first auth exchange after a connection opens. A peer that
+	// has not authenticated by then (a slow link, a loaded machine) gets authAttempts
+	// attempts in all, each twice as long as the one before; a peer silent through all
+	// of them is disconnected and refused for a short hold-off (8 × AuthTimeout), not
+	// banned. Zero means 5 s.
 	AuthTimeout time.Duration
-	// BanDuration is how long a peer that failed admission is refused. Zero means until
-	// the process exits.
+	// BanDuration is how long a peer that sent a wrong proof (or broke the auth protocol)
+	// is refused. Zero means 1 h.
 	BanDuration time.Duration
 	// DiscoveryInterval is how often bootstrap peers are retried and the DHT rendezvous is
 	// queried. Zero means 30 s.

@@ -57,6 +57,10 @@ func (m *Mesh) rendezvous(ctx context.Context, rd *drouting.RoutingDiscovery) {
 	}
 }
 
+// maxDialMemory is the size past which connectAsync drops the dial times that no longer
+// limit anything, so that announcements of ever new peer IDs cannot grow the map.
+const maxDialMemory = 1024
+
 // connectAsync dials pi in the background unless it is this node, already connected,
 // refused by the gater, or was dialled less than a second ago.
 func (m *Mesh) connectAsync(pi peer.AddrInfo) {
@@ -68,6 +72,13 @@ func (m *Mesh) connectAsync(pi peer.AddrInfo) {
 	if last, ok := m.lastDial[pi.ID]; ok && time.Since(last) < time.Second {
 		m.dialMu.Unlock()
 		return
+	}
+	if len(m.lastDial) >= maxDialMemory {
+		for id, last := range m.lastDial {
+			if time.Since(last) >= time.Second {
+				delete(m.lastDial, id) // no longer limits anything
+			}
+		}
 	}
 	m.lastDial[pi.ID] = time.Now()
 	m.dialMu.Unlock()

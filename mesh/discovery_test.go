@@ -11,6 +11,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	dutil "github.com/libp2p/go-libp2p/p2p/discovery/util"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // TestDHTRendezvous: members advertise themselves under the mesh name in the DHT, so a
@@ -20,7 +22,7 @@ func TestDHTRendezvous(t *testing.T) {
 	b := startMesh(t, testConfig(t, testSecret, a))
 	c := startMesh(t, testConfig(t, testSecret, a))
 	rd := drouting.NewRoutingDiscovery(c.kad)
-	waitFor(t, 15*time.Second, "c to find a and b under the rendezvous", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "c to find a and b under the rendezvous", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		found, err := dutil.FindPeers(ctx, rd, rendezvous("test"))
@@ -50,7 +52,7 @@ func TestMDNSDiscovery(t *testing.T) {
 	}
 	a := startMesh(t, cfgA)
 	b := startMesh(t, cfgB)
-	waitFor(t, 15*time.Second, "a and b alive through mDNS", func() bool {
+	testutil.WaitFor(t, 15*time.Second, "a and b alive through mDNS", func() bool {
 		return peerState(a, b.ID()) == StateAlive && peerState(b, a.ID()) == StateAlive
 	})
 }

@@ -7,13 +7,18 @@
 //
 // Admission is the package's central guarantee: a peer is admitted only after it proved
 // knowledge of the mesh's join secret on ProtocolAuth, bound to both peer IDs. Until then
-// every other protocol the mesh serves or opens (its own, the DHT's and gossipsub's) waits,
-// and a peer that fails or stays silent for the auth timeout is disconnected and refused by
-// the connection gater from then on.
+// every other protocol the mesh serves or opens (its own, the DHT's and gossipsub's) waits.
+// A peer that sends a wrong proof is disconnected and banned by the connection gater for
+// the ban duration; a peer that is only slow gets the exchange again with more time, and
+// one silent through every attempt is disconnected and held off briefly. Every refusal
+// expires and the gater holds a bounded number of them.
 //
-// The package also holds the tensor data plane (frames, the QUIC streams between stages),
-// documented in its own files.
+// The other meshnode protocols live in their own packages, one per protocol as go-libp2p
+// does it: mesh/dataplane (the QUIC tensor data plane, on its own UDP port), mesh/frame
+// (its wire format, which the engine imports without any network library) and mesh/blob
+// (content-addressed blobs, served through Mesh.Handle and so behind admission).
 //
-// mesh depends on libraries only. It does not measure devices (package node does and hands
-// the result in through SetProfile), keep job state (consensus) or plan anything (balancer).
+// mesh depends on libraries only and imports none of those packages. It does not measure
+// devices (package node does and hands the result in through SetProfile), keep job state
+// (consensus) or plan anything (balancer).
 package mesh

@@ -10,20 +10,39 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 )
 
+// Defaults of the gater's refusals.
+const (
+	// defaultBanDuration is how long a peer that sent a wrong proof is refused when
+	// Config.BanDuration is zero.
+	defaultBanDuration = time.Hour
+	// maxRefused bounds the gater's refusal map: peer IDs are free to mint, so a flood of
+	// failing identities must not grow it without limit.
+	maxRefused = 4096
+)
+
 // gater is the mesh's connection gater: it refuses peers outside the allowlist (when there
-// is one) and peers banned after failing admission, at dial time and again once the
-// remote's identity is known.
+// is one) and peers refused for a while after failing admission, at dial time and again
+// once the remote's identity is known.
+//
+// Every refusal expires (a wrong proof after banFor, a peer that stayed silent through its
+// auth attempts after a shorter hold-off), and at most maxRefused are kept: when the map is
+// full, expired entries go first, then the one that would have ended soonest. A refusal is
+// a rate limit on peers that fail, not an access list; the join secret is the access list.
 type gater struct {
 	allow  map[peer.ID]bool // nil: everyone may try to authenticate
-	banFor time.Duration    // 0: forever
+	banFor time.Duration    // > 0
+	max    int
 	now    func() time.Time
 
-	mu     sync.Mutex
-	banned map[peer.ID]time.Time // value: end of the ban, zero for forever
+	mu      sync.Mutex
+	refused map[peer.ID]time.Time // value: end of the refusal
 }
 
 func newGater(allow []peer.ID, banFor time.Duration) *gater {
-	g := &gater{banFor: banFor, now: time.Now, banned: map[peer.ID]time.Time{}}
+	if banFor <= 0 {
+		banFor = defaultBanDuration
+	}
+	g := &gater{banFor: banFor, max: maxRefused, now: time.Now, refused: map[peer.ID]time.Time{}}
 	if len(allow) > 0 {
 		g.allow = make(map[peer.ID]bool, len(allow))
 		for _, p := range allow {
@@ -33,27 +52,54 @@ func newGater(allow []peer.ID, banFor time.Duration) *gater {
 	return g
 }
 
-// ban refuses p from now on (for banFor, when set).
-func (g *gater) ban(p peer.ID) {
-	var until time.Time
-	if g.banFor > 0 {
-		until = g.now().Add(g.banFor)
-	}
+// ban refuses p for banFor: it sent a wrong proof or broke the auth protocol.
+func (g *gater) ban(p peer.ID) { g.refuse(p, g.banFor) }
+
+// refuse refuses p for d from now, unless p is already refused for longer.
+func (g *gater) refuse(p peer.ID, d time.Duration) {
+	until := g.now().Add(d)
 	g.mu.Lock()
-	g.banned[p] = until
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	old, ok := g.refused[p]
+	if ok && old.After(until) {
+		return
+	}
+	if !ok && len(g.refused) >= g.max {
+		g.evictLocked()
+	}
+	g.refused[p] = until
+}
+
+// evictLocked makes room for one entry: every expired refusal goes, and if none had, the
+// one ending soonest.
+func (g *gater) evictLocked() {
+	now := g.now()
+	var soonest peer.ID
+	var soonestEnd time.Time
+	for p, until := range g.refused {
+		if !now.Before(until) {
+			delete(g.refused, p)
+			continue
+		}
+		if soonest == "" || until.Before(soonestEnd) {
+			soonest, soonestEnd = p, until
+		}
+	}
+	if len(g.refused) >= g.max {
+		delete(g.refused, soonest)
+	}
 }
 
 // isBanned reports whether p is currently refused for failing admission.
 func (g *gater) isBanned(p peer.ID) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	until, ok := g.banned[p]
+	until, ok := g.refused[p]
 	if !ok {
 		return false
 	}
-	if !until.IsZero() && g.now().After(until) {
-		delete(g.banned, p)
+	if !g.now().Before(until) {
+		delete(g.refused, p)
 		return false
 	}
 	return true

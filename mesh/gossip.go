@@ -10,6 +10,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
+// signerDialEvery spaces the dials of heartbeat signers this node has not admitted: a
+// genuine new member is dialled within a heartbeat or two, minted keys cannot make this
+// node dial faster than this.
+const signerDialEvery = 250 * time.Millisecond
+
 // startPubsub creates gossipsub over the admitted host (signed messages, strict
 // verification), joins the heartbeat topic and registers its validator.
 func (m *Mesh) startPubsub() error {
@@ -32,8 +37,8 @@ func (m *Mesh) startPubsub() error {
 }
 
 // validateHeartbeat accepts a heartbeat only if the peer that delivered it is admitted (or
-// is this node), its signer is not refused here, it parses, and it describes its own
-// signer in this mesh. A malformed
+// is this node), its signer is not refused here, it parses, it describes its own signer in
+// this mesh, and this node admitted its signer itself (signerAdmitted). A malformed
 // heartbeat disconnects the peer that delivered it; one of an unknown version is ignored.
 func (m *Mesh) validateHeartbeat(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	self := from == m.host.ID()
@@ -62,8 +67,38 @@ func (m *Mesh) validateHeartbeat(_ context.Context, from peer.ID, msg *pubsub.Me
 		}
 		return pubsub.ValidationReject
 	}
+	if !self && !m.signerAdmitted(from, msg.GetFrom(), hb) {
+		return pubsub.ValidationIgnore
+	}
 	msg.ValidatorData = hb
 	return pubsub.ValidationAccept
+}
+
+// signerAdmitted reports whether this node admitted hb's signer itself, over a connection
+// of its own. An admitted member can sign heartbeats with keys it mints at will and relay
+// them (a Sybil relay): they carry valid signatures but nobody proved the join secret for
+// them. Such a heartbeat is dropped, neither used nor forwarded, and the signer is dialled
+// so that a genuine new member is admitted directly and counted from its next heartbeat.
+// Those dials are rate-limited across all signers (signerDialEvery), since keys are free.
+func (m *Mesh) signerAdmitted(from, signer peer.ID, hb *heartbeat) bool {
+	if signer == m.host.ID() || m.adm.isAdmitted(signer) {
+		return true
+	}
+	m.unadmittedSigners.Add(1)
+	m.log.Debug("heartbeat of a signer not admitted here; dropped", "signer", signer, "relayed_by", from)
+	if hb.Leaving {
+		return false
+	}
+	m.dialMu.Lock()
+	due := time.Since(m.lastSignerDial) >= signerDialEvery
+	if due {
+		m.lastSignerDial = time.Now()
+	}
+	m.dialMu.Unlock()
+	if due {
+		m.connectAsync(peer.AddrInfo{ID: signer, Addrs: hb.multiaddrs()})
+	}
+	return false
 }
 
 // heartbeatLoop publishes a heartbeat at once and then every interval.

@@ -11,6 +11,8 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 func validHeartbeat(t testing.TB) *heartbeat {
@@ -102,10 +104,10 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 func TestMalformedHeartbeatDisconnects(t *testing.T) {
 	a := startMesh(t, testConfig(t, testSecret))
 	b := startMesh(t, testConfig(t, testSecret, a))
-	waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+	testutil.WaitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
 	good, _ := encodeHeartbeat(validHeartbeat(t)) // claims a random id, signed by b
 	for name, data := range map[string][]byte{"garbage": []byte("\x01{not json"), "claims another id": good} {
-		waitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+		testutil.WaitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
 		before := a.Stats().Malformed
 		msg := &pubsub.Message{Message: &pb.Message{Data: data, From: []byte(b.ID())}, ReceivedFrom: b.ID()}
 		if res := a.validateHeartbeat(context.Background(), b.ID(), msg); res != pubsub.ValidationReject {
@@ -114,8 +116,38 @@ func TestMalformedHeartbeatDisconnects(t *testing.T) {
 		if a.Stats().Malformed != before+1 {
 			t.Errorf("%s: not counted", name)
 		}
-		waitFor(t, 5*time.Second, name+": b disconnected", func() bool {
+		testutil.WaitFor(t, 5*time.Second, name+": b disconnected", func() bool {
 			return a.host.Network().Connectedness(b.ID()) != network.Connected || !a.IsAdmitted(b.ID())
 		})
+	}
+}
+
+// TestSybilRelayedHeartbeatsAreDropped performs the Sybil relay: an admitted member signs
+// heartbeats with a key it minted (nobody proved the join secret for it) and publishes
+// them. They carry valid signatures and arrive from an admitted peer, yet never enter the
+// peer table, while the heartbeats of a member admitted directly still do.
+func TestSybilRelayedHeartbeatsAreDropped(t *testing.T) {
+	a := startMesh(t, testConfig(t, testSecret))
+	b := startMesh(t, testConfig(t, testSecret, a))
+	sybil, publish := startHeartbeatForger(t, a)
+	forged := func() bool {
+		hb := validHeartbeat(t)
+		hb.ID, hb.Addrs = sybil.String(), nil
+		data, err := encodeHeartbeat(hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(data)
+		if inTable(a, sybil) || inTable(b, sybil) {
+			t.Fatal("a heartbeat signed by a minted key entered a peer table")
+		}
+		return a.Stats().UnadmittedSigners >= 3
+	}
+	testutil.WaitFor(t, 20*time.Second, "three forged heartbeats dropped at a", forged)
+	testutil.WaitFor(t, 10*time.Second, "b, admitted directly, alive at a", func() bool {
+		return peerState(a, b.ID()) == StateAlive && peerState(b, a.ID()) == StateAlive
+	})
+	if inTable(a, sybil) || inTable(b, sybil) {
+		t.Fatal("a heartbeat signed by a minted key entered a peer table")
 	}
 }

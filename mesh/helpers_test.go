@@ -2,40 +2,17 @@ package mesh
 
 import (
 	"context"
-	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 const testSecret = "test-secret-0123456789abcdef"
-
-// tWriter routes log lines to t.Log until the test ends.
-type tWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *tWriter) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(b), "\n"))
-	}
-	return len(b), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	w := &tWriter{t: t}
-	t.Cleanup(func() { w.mu.Lock(); w.done = true; w.mu.Unlock() })
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
-}
 
 // testConfig is a fast configuration on loopback with ephemeral ports.
 func testConfig(t testing.TB, secret string, bootstrap ...*Mesh) Config {
@@ -58,7 +35,7 @@ func testConfig(t testing.TB, secret string, bootstrap ...*Mesh) Config {
 	for _, b := range bootstrap {
 		cfg.Bootstrap = append(cfg.Bootstrap, peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 	}
-	cfg.Logger = testLogger(t)
+	cfg.Logger = testutil.Logger(t)
 	return cfg
 }
 
@@ -74,18 +51,6 @@ func startMesh(t testing.TB, cfg Config) *Mesh {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func peerState(m *Mesh, p peer.ID) PeerState {

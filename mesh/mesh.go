@@ -47,8 +47,11 @@ type Mesh struct {
 	probeQ  chan peer.ID
 
 	malformedCount atomic.Uint64
-	dialMu         sync.Mutex
-	lastDial       map[peer.ID]time.Time
+	// unadmittedSigners counts heartbeats dropped for a signer not admitted here.
+	unadmittedSigners atomic.Uint64
+	dialMu            sync.Mutex
+	lastDial          map[peer.ID]time.Time
+	lastSignerDial    time.Time // gossip.go: dials of heartbeat signers not yet admitted
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -243,12 +246,18 @@ func (m *Mesh) Peers() []PeerInfo { return m.table.snapshot() }
 
 // Stats counts admission and protocol failures since start.
 type Stats struct {
-	// AuthFailures counts peers refused admission (wrong secret, malformed, silent).
+	// AuthFailures counts peers refused admission (wrong secret, malformed, silent
+	// through every attempt).
 	AuthFailures uint64
+	// AuthRetries counts auth attempts started again because the previous one timed out.
+	AuthRetries uint64
 	// RefusedStreams counts streams reset because their peer was not admitted.
 	RefusedStreams uint64
 	// Malformed counts malformed messages from admitted peers (each disconnects the peer).
 	Malformed uint64
+	// UnadmittedSigners counts heartbeats dropped because this node had not admitted their
+	// signer itself (relayed for a key nobody here proved the secret for).
+	UnadmittedSigners uint64
 	// Connected is the number of peers with an open connection, admitted or not.
 	Connected int
 	// Admitted is the number of connected, admitted peers.
@@ -258,8 +267,8 @@ type Stats struct {
 // Stats returns the current counters.
 func (m *Mesh) Stats() Stats {
 	return Stats{
-		AuthFailures: m.adm.failures.Load(), RefusedStreams: m.adm.refused.Load(),
-		Malformed: m.malformedCount.Load(), Connected: len(m.host.Network().Peers()),
+		AuthFailures: m.adm.failures.Load(), AuthRetries: m.adm.retries.Load(), RefusedStreams: m.adm.refused.Load(),
+		Malformed: m.malformedCount.Load(), UnadmittedSigners: m.unadmittedSigners.Load(), Connected: len(m.host.Network().Peers()),
 		Admitted: len(m.adm.admitted()),
 	}
 }

@@ -3,6 +3,8 @@ package mesh
 import (
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 func TestMeshHeartbeatsProbesAndDeath(t *testing.T) {
@@ -13,7 +15,7 @@ func TestMeshHeartbeatsProbesAndDeath(t *testing.T) {
 	c := startMesh(t, testConfig(t, testSecret, a))
 	c.SetProfile(Profile{GemmGFLOPS: 30, Cores: 8})
 	all := []*Mesh{a, b, c}
-	waitFor(t, 10*time.Second, "every node lists the others alive with profiles and links", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "every node lists the others alive with profiles and links", func() bool {
 		for _, m := range all {
 			ps := m.Peers()
 			if len(ps) != 2 {
@@ -38,7 +40,7 @@ func TestMeshHeartbeatsProbesAndDeath(t *testing.T) {
 	start := time.Now()
 	c.noLeave = true
 	c.Close()
-	waitFor(t, 5*time.Second, "c dead at a and b", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "c dead at a and b", func() bool {
 		return peerState(a, c.ID()) == StateDead && peerState(b, c.ID()) == StateDead
 	})
 	if took := time.Since(start); took > 3*time.Second {
@@ -50,7 +52,7 @@ func TestMeshHeartbeatsProbesAndDeath(t *testing.T) {
 	// A clean leave: b announces it and a marks it dead well before dead-after.
 	start = time.Now()
 	b.Close()
-	waitFor(t, 5*time.Second, "b dead at a", func() bool { return peerState(a, b.ID()) == StateDead })
+	testutil.WaitFor(t, 5*time.Second, "b dead at a", func() bool { return peerState(a, b.ID()) == StateDead })
 	if took := time.Since(start); took >= 2*time.Second {
 		t.Errorf("b announced leaving but turned dead only after %s", took)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 func TestProbeOverPipe(t *testing.T) {
@@ -106,7 +108,7 @@ func FuzzProbeClient(f *testing.F) {
 func TestMalformedProbeDisconnects(t *testing.T) {
 	a := startMesh(t, testConfig(t, testSecret))
 	b := startMesh(t, testConfig(t, testSecret, a))
-	waitFor(t, 10*time.Second, "a admitted at b", func() bool { return b.IsAdmitted(a.ID()) && a.IsAdmitted(b.ID()) })
+	testutil.WaitFor(t, 10*time.Second, "a admitted at b", func() bool { return b.IsAdmitted(a.ID()) && a.IsAdmitted(b.ID()) })
 	disconnected := make(chan struct{}, 1)
 	b.host.Network().Notify(&network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
 		if c.RemotePeer() == a.ID() {

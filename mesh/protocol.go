@@ -14,8 +14,6 @@ const (
 	ProtocolRaft protocol.ID = "/meshnode/raft/1.0.0"
 	// ProtocolRPC forwards writes to the Raft leader and reads job state.
 	ProtocolRPC protocol.ID = "/meshnode/rpc/1.0.0"
-	// ProtocolBlob serves content-addressed datasets and checkpoints.
-	ProtocolBlob protocol.ID = "/meshnode/blob/1.0.0"
 
 	// dhtPrefix is the Kademlia protocol prefix: the DHT speaks "/meshnode/kad/1.0.0", so
 	// it never mixes with the public IPFS DHT.

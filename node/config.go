@@ -13,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // DefaultAPIAddr is where the local HTTP API listens unless told otherwise.
@@ -65,7 +66,7 @@ type Config struct {
 	Consensus ConsensusConfig
 
 	// DataListen is the UDP host:port of the tensor data plane. Empty means
-	// mesh.DefaultDataPort on every interface; port 0 picks a free port.
+	// dataplane.DefaultPort on every interface; port 0 picks a free port.
 	DataListen string
 	// DataAdvertise is the data-plane address announced to peers. Empty means the bound
 	// listen address (with 127.0.0.1 for an unspecified host); a testnet points it at the
@@ -109,7 +110,7 @@ func DefaultConfig() Config {
 		DiscoveryInterval:    30 * time.Second,
 		Reprofile:            10 * time.Minute,
 		MemoryBudgetFraction: 0.8,
-		DataListen:           fmt.Sprintf(":%d", mesh.DefaultDataPort),
+		DataListen:           fmt.Sprintf(":%d", dataplane.DefaultPort),
 		Profile:              ProfileConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 300 * time.Millisecond, Slowdown: 1},
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // dataPlaneService runs the node's QUIC tensor data plane, bound to the node's identity
@@ -21,13 +21,13 @@ type dataPlaneService struct {
 func (s *dataPlaneService) Name() string { return "dataplane" }
 
 func (s *dataPlaneService) Start(ctx context.Context) error {
-	cfg := mesh.DefaultDataPlaneConfig()
+	cfg := dataplane.DefaultConfig()
 	cfg.ListenAddr, cfg.Identity, cfg.Logger = s.n.cfg.DataListen, s.key, s.n.log
 	cfg.AllowPeer = func(id string) bool {
 		p, err := peer.Decode(id)
 		return err == nil && s.n.mesh.IsAdmitted(p)
 	}
-	dp, err := mesh.NewDataPlane(ctx, cfg)
+	dp, err := dataplane.New(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("data plane: %w", err)
 	}
@@ -45,7 +45,7 @@ func (s *dataPlaneService) Close() error {
 }
 
 // DataPlane is the node's tensor data plane, nil before Start.
-func (n *Node) DataPlane() *mesh.DataPlane {
+func (n *Node) DataPlane() *dataplane.Plane {
 	n.dpMu.Lock()
 	defer n.dpMu.Unlock()
 	return n.dp

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/blob"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -24,7 +25,7 @@ const BlobDir = "blobs"
 // the blobs of jobs this node runs, and keeps one decoded copy of each in memory.
 type datasets struct {
 	n     *Node
-	blobs *mesh.BlobService
+	blobs *blob.Service
 
 	mu      sync.Mutex
 	loaded  map[string]*datasetLoad // blob ID → decoded dataset (or its load in progress)
@@ -39,16 +40,16 @@ type datasetLoad struct {
 
 // newDatasets opens the blob store in the data dir and serves it on the mesh.
 func newDatasets(n *Node) (*datasets, error) {
-	store, err := mesh.OpenBlobStore(filepath.Join(n.cfg.DataDir, BlobDir), 0)
+	store, err := blob.OpenStore(filepath.Join(n.cfg.DataDir, BlobDir), 0)
 	if err != nil {
 		return nil, err
 	}
-	blobs := mesh.NewBlobService(n.mesh, store, mesh.BlobConfig{Logger: n.log, AcceptPull: n.acceptReplica})
+	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica})
 	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }
 
 // Blobs is the node's blob service: its store and the blob protocol.
-func (n *Node) Blobs() *mesh.BlobService { return n.data.blobs }
+func (n *Node) Blobs() *blob.Service { return n.data.blobs }
 
 // PublishDataset packs the corpus d names, on this node, into a dataset blob and returns
 // its ID: builtin:gostd (packed once per process), a text file (split as
@@ -162,8 +163,8 @@ func (s *datasets) readTokenFile(field, path string, vocab int) ([]byte, error) 
 }
 
 func (s *datasets) load(ctx context.Context, id string, holders []peer.ID) (*model.Dataset, error) {
-	if !mesh.ValidBlobID(id) {
-		return nil, fmt.Errorf("load dataset: %w %q (is the job's data.blob set?)", mesh.ErrBadBlobID, id)
+	if !blob.ValidID(id) {
+		return nil, fmt.Errorf("load dataset: %w %q (is the job's data.blob set?)", blob.ErrBadID, id)
 	}
 	s.mu.Lock()
 	l := s.loaded[id]

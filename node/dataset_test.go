@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/blob"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -181,7 +182,7 @@ func TestDatasetPublishedOnOneNodeLoadsOnAnother(t *testing.T) {
 	if _, err := b.LoadDataset(ctx, id, nil); err != nil {
 		t.Fatalf("load from live peers: %v", err)
 	}
-	if _, err := b.LoadDataset(ctx, mesh.BlobIDOf([]byte("nobody has this"), 0), nil); !errors.Is(err, mesh.ErrBlobNotFound) {
+	if _, err := b.LoadDataset(ctx, blob.IDOf([]byte("nobody has this"), 0), nil); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("load of a blob nobody holds: got %v, want ErrBlobNotFound", err)
 	}
 }
@@ -275,7 +276,7 @@ func TestSubmitPublishesDatasetOrRejectsMissingPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if blob := job.Spec.Data.Blob; !mesh.ValidBlobID(blob) || !n.Blobs().Has(blob) {
-		t.Fatalf("the job records blob %q, held here: %v", blob, n.Blobs().Has(blob))
+	if id := job.Spec.Data.Blob; !blob.ValidID(id) || !n.Blobs().Has(id) {
+		t.Fatalf("the job records blob %q, held here: %v", id, n.Blobs().Has(id))
 	}
 }

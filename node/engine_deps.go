@@ -14,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/consensus"
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/blob"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/node/runner"
 	"github.com/meshnode/meshnode/scheduler"
@@ -44,7 +44,7 @@ func (b nodeBlobs) Fetch(ctx context.Context, hash string, holders []string) err
 
 func (b nodeBlobs) ReadVerified(hash string) ([]byte, error) {
 	data, err := b.n.Blobs().Store().ReadVerified(hash)
-	if errors.Is(err, mesh.ErrBlobCorrupt) {
+	if errors.Is(err, blob.ErrCorrupt) {
 		return nil, fmt.Errorf("%w: %w", runner.ErrBlobCorrupt, err)
 	}
 	return data, err

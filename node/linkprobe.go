@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // linkProber measures the link to every live peer that announces a data-plane address,
@@ -18,7 +19,7 @@ import (
 // time. The probe sizes and timeout are Config.Probe's.
 type linkProber struct {
 	n      *Node
-	cfg    mesh.DataProbeConfig
+	cfg    dataplane.ProbeConfig
 	every  time.Duration // ≤ 0: on join only
 	check  time.Duration // how often the peer table is looked at
 	ctx    context.Context
@@ -44,7 +45,7 @@ func newLinkProber(n *Node) *linkProber {
 		check = 2 * time.Second
 	}
 	return &linkProber{n: n, every: every, check: check, probed: map[peer.ID]probeMark{},
-		cfg: mesh.DataProbeConfig{Pings: p.Pings, MinBytes: p.MinBytes, MaxBytes: p.MaxBytes, Target: p.Target, Timeout: p.Timeout}}
+		cfg: dataplane.ProbeConfig{Pings: p.Pings, MinBytes: p.MinBytes, MaxBytes: p.MaxBytes, Target: p.Target, Timeout: p.Timeout}}
 }
 
 func (l *linkProber) Name() string { return "linkprobe" }

@@ -26,7 +26,7 @@ type controlCollector struct {
 
 	raftState, term, commit, applied, voters, nonvoters    *prometheus.Desc
 	jobStatus, step, loss, valLoss, tps, stepSec, bytesOut *prometheus.Desc
-	epoch, redone, checkpoints, checkpointStep              *prometheus.Desc
+	epoch, redone, checkpoints, checkpointStep             *prometheus.Desc
 }
 
 func newControlCollector(get func() *consensus.Consensus) *controlCollector {

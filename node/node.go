@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // Node is one meshnode daemon. Create it with New, add services and routes, Start it, and
@@ -32,7 +33,7 @@ type Node struct {
 	cons     *consensusService
 
 	dpMu sync.Mutex
-	dp   *mesh.DataPlane
+	dp   *dataplane.Plane
 
 	data   *datasets // dataset.go: blobs and decoded datasets
 	engine *engine   // nil when consensus is disabled

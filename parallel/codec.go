@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // CodecName names a compression codec for synchronisation traffic.
@@ -25,7 +25,7 @@ const Int8Block = 256
 // fit n elements (they come from the network).
 type Codec interface {
 	Name() CodecName
-	Wire() mesh.Codec
+	Wire() frame.Codec
 	Encode(dst []byte, x []float32) []byte
 	Decode(x []float32, payload []byte) error
 }
@@ -50,15 +50,15 @@ func NewCodec(name CodecName, topkFraction float64) (Codec, error) {
 }
 
 // codecForWire returns the decoder of a frame's codec.
-func codecForWire(c mesh.Codec, topkFraction float64) (Codec, error) {
+func codecForWire(c frame.Codec, topkFraction float64) (Codec, error) {
 	switch c {
-	case mesh.CodecNone:
+	case frame.CodecNone:
 		return noneCodec{}, nil
-	case mesh.CodecFP16:
+	case frame.CodecFP16:
 		return fp16Codec{}, nil
-	case mesh.CodecInt8:
+	case frame.CodecInt8:
 		return int8Codec{}, nil
-	case mesh.CodecTopK:
+	case frame.CodecTopK:
 		return topkCodec{fraction: topkFraction}, nil
 	}
 	return nil, fmt.Errorf("unknown codec %d", c)
@@ -66,8 +66,8 @@ func codecForWire(c mesh.Codec, topkFraction float64) (Codec, error) {
 
 type noneCodec struct{}
 
-func (noneCodec) Name() CodecName  { return CodecNone }
-func (noneCodec) Wire() mesh.Codec { return mesh.CodecNone }
+func (noneCodec) Name() CodecName   { return CodecNone }
+func (noneCodec) Wire() frame.Codec { return frame.CodecNone }
 func (noneCodec) Encode(dst []byte, x []float32) []byte {
 	return appendF32(dst, x)
 }
@@ -99,8 +99,8 @@ func decodeF32(x []float32, p []byte) error {
 
 type fp16Codec struct{}
 
-func (fp16Codec) Name() CodecName  { return CodecFP16 }
-func (fp16Codec) Wire() mesh.Codec { return mesh.CodecFP16 }
+func (fp16Codec) Name() CodecName   { return CodecFP16 }
+func (fp16Codec) Wire() frame.Codec { return frame.CodecFP16 }
 func (fp16Codec) Encode(dst []byte, x []float32) []byte {
 	dst, out := grow(dst, 2*len(x))
 	for i, v := range x {
@@ -174,8 +174,8 @@ func sign1(sign uint32) float32 {
 
 type int8Codec struct{}
 
-func (int8Codec) Name() CodecName  { return CodecInt8 }
-func (int8Codec) Wire() mesh.Codec { return mesh.CodecInt8 }
+func (int8Codec) Name() CodecName   { return CodecInt8 }
+func (int8Codec) Wire() frame.Codec { return frame.CodecInt8 }
 
 // Encode writes one float32 scale per block of Int8Block elements (max |x| / 127), then
 // every element as round(x / scale) in int8.
@@ -226,8 +226,8 @@ func (int8Codec) Decode(x []float32, p []byte) error {
 
 type topkCodec struct{ fraction float64 }
 
-func (topkCodec) Name() CodecName  { return CodecTopK }
-func (topkCodec) Wire() mesh.Codec { return mesh.CodecTopK }
+func (topkCodec) Name() CodecName   { return CodecTopK }
+func (topkCodec) Wire() frame.Codec { return frame.CodecTopK }
 
 // Encode keeps the k = ⌈fraction·n⌉ largest-magnitude elements (ties by lower index) as
 // k uint32 indices in increasing order followed by their k float32 values. The k-th

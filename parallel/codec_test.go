@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 func randVec(n int, seed uint64) []float32 {
@@ -114,7 +114,7 @@ func FuzzCodecDecode(f *testing.F) {
 		f.Add(uint8(c.Wire()), uint16(300), c.Encode(nil, x))
 	}
 	f.Fuzz(func(t *testing.T, wire uint8, n uint16, payload []byte) {
-		c, err := codecForWire(mesh.Codec(wire), 0.05)
+		c, err := codecForWire(frame.Codec(wire), 0.05)
 		if err != nil {
 			return
 		}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // Group is the set of peers that synchronise one run of layers, in a fixed order (replica
@@ -25,12 +25,12 @@ type roundKey struct {
 	index uint16
 }
 
-func (k roundKey) frameKey(kind mesh.FrameKind, round int) mesh.FrameKey {
-	return mesh.FrameKey{Kind: kind, Job: k.job, Epoch: k.epoch, Step: k.step, Micro: uint16(round), Index: k.index}
+func (k roundKey) frameKey(kind frame.Kind, round int) frame.Key {
+	return frame.Key{Kind: kind, Job: k.job, Epoch: k.epoch, Step: k.step, Micro: uint16(round), Index: k.index}
 }
 
-func (k roundKey) frame(kind mesh.FrameKind, round int, codec mesh.Codec, n int, payload []byte) *mesh.Frame {
-	return &mesh.Frame{Kind: kind, DType: mesh.DTypeF32, Codec: codec, Job: k.job, Epoch: k.epoch, Step: k.step,
+func (k roundKey) frame(kind frame.Kind, round int, codec frame.Codec, n int, payload []byte) *frame.Frame {
+	return &frame.Frame{Kind: kind, DType: frame.DTypeF32, Codec: codec, Job: k.job, Epoch: k.epoch, Step: k.step,
 		Micro: uint16(round), Index: k.index, Shape: []int{n}, Payload: payload}
 }
 
@@ -71,7 +71,7 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	R, me := len(g.Members), g.Self
 	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
 	recv := func(round int, dst []float32, add bool) error {
-		f, err := tr.Recv(ctx, prev, k.frameKey(mesh.KindReduce, round))
+		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, round))
 		if err != nil {
 			return fmt.Errorf("all-reduce round %d: %w", round, err)
 		}
@@ -91,7 +91,7 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	// Reduce-scatter: after R−1 rounds member i holds the full sum of chunk i+1.
 	for r := 0; r < R-1; r++ {
 		out := chunkOf(x, mod(me-r, R), R)
-		if err := tr.Send(ctx, next, k.frame(mesh.KindReduce, r, mesh.CodecNone, len(out), appendF32(nil, out))); err != nil {
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
 			return err
 		}
 		if err := recv(r, chunkOf(x, mod(me-r-1, R), R), true); err != nil {
@@ -102,7 +102,7 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	for r := 0; r < R-1; r++ {
 		out := chunkOf(x, mod(me+1-r, R), R)
 		round := R - 1 + r
-		if err := tr.Send(ctx, next, k.frame(mesh.KindReduce, round, mesh.CodecNone, len(out), appendF32(nil, out))); err != nil {
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
 			return err
 		}
 		if err := recv(round, chunkOf(x, mod(me-r, R), R), false); err != nil {
@@ -120,10 +120,10 @@ func ringAllGatherCompressed(ctx context.Context, tr Transport, g Group, k round
 	payloads[me], own = ef.Encode(x)
 	for r := 0; r < R-1; r++ {
 		src := mod(me-r, R)
-		if err := tr.Send(ctx, next, k.frame(mesh.KindReduce, r, ef.codec.Wire(), len(x), payloads[src])); err != nil {
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, ef.codec.Wire(), len(x), payloads[src])); err != nil {
 			return err
 		}
-		f, err := tr.Recv(ctx, prev, k.frameKey(mesh.KindReduce, r))
+		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, r))
 		if err != nil {
 			return fmt.Errorf("all-gather round %d: %w", r, err)
 		}
@@ -159,7 +159,7 @@ func allGatherScalars(ctx context.Context, tr Transport, g Group, k roundKey, v 
 		if i == g.Self {
 			continue
 		}
-		f := &mesh.Frame{Kind: mesh.KindScalar, DType: mesh.DTypeU8, Job: k.job, Epoch: k.epoch, Step: k.step,
+		f := &frame.Frame{Kind: frame.KindScalar, DType: frame.DTypeU8, Job: k.job, Epoch: k.epoch, Step: k.step,
 			Micro: uint16(g.Self), Index: k.index, Shape: []int{8}, Payload: payload}
 		if err := tr.Send(ctx, m, f); err != nil {
 			return nil, err
@@ -169,7 +169,7 @@ func allGatherScalars(ctx context.Context, tr Transport, g Group, k roundKey, v 
 		if i == g.Self {
 			continue
 		}
-		f, err := tr.Recv(ctx, m, mesh.FrameKey{Kind: mesh.KindScalar, Job: k.job, Epoch: k.epoch, Step: k.step, Micro: uint16(i), Index: k.index})
+		f, err := tr.Recv(ctx, m, frame.Key{Kind: frame.KindScalar, Job: k.job, Epoch: k.epoch, Step: k.step, Micro: uint16(i), Index: k.index})
 		if err != nil {
 			return nil, err
 		}

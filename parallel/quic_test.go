@@ -7,21 +7,22 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // quicPlanes starts n QUIC data planes on loopback that know each other's addresses.
-func quicPlanes(t *testing.T, n int) []*mesh.DataPlane {
+func quicPlanes(t *testing.T, n int) []*dataplane.Plane {
 	t.Helper()
-	planes := make([]*mesh.DataPlane, n)
+	planes := make([]*dataplane.Plane, n)
 	for i := range planes {
 		key, _, err := crypto.GenerateEd25519Key(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg := mesh.DefaultDataPlaneConfig()
+		cfg := dataplane.DefaultConfig()
 		cfg.ListenAddr, cfg.Identity = "127.0.0.1:0", key
-		p, err := mesh.NewDataPlane(context.Background(), cfg)
+		p, err := dataplane.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +72,7 @@ func TestPipelineOverQUICMatchesSingleProcess(t *testing.T) {
 		}
 		var sent int64
 		for _, p := range planes {
-			sent += p.Stats().SentBytes(mesh.KindActivation)
+			sent += p.Stats().SentBytes(frame.KindActivation)
 		}
 		if sent == 0 {
 			t.Fatal("no activation crossed the data planes")

@@ -6,35 +6,35 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // Transport moves tensor frames between the engine's peers (pipeline neighbours and
-// replicas). The QUIC data plane (mesh.DataPlane) implements it across machines; InMemory
+// replicas). The QUIC data plane (dataplane.Plane) implements it across machines; InMemory
 // implements it inside one process for tests. Peers are named by their node IDs.
 type Transport interface {
 	// Self is this peer's ID.
 	Self() string
 	// Send delivers f to peer `to`. It may return before the peer has read the frame.
-	Send(ctx context.Context, to string, f *mesh.Frame) error
+	Send(ctx context.Context, to string, f *frame.Frame) error
 	// Recv waits for the next frame from peer `from` with key k. Frames may arrive in any
 	// order; each is handed to the receiver that asks for its key.
-	Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error)
+	Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error)
 }
 
 // InMemory is a set of in-process peers connected to each other: each has a mailbox, and
 // Send delivers straight into the receiver's. It counts bytes sent per kind.
 type InMemory struct {
 	mu    sync.Mutex
-	boxes map[string]*mesh.Mailbox
+	boxes map[string]*frame.Mailbox
 	sent  [8]atomic.Int64 // payload bytes by frame kind
 }
 
 // NewInMemory returns an in-process network of the named peers.
 func NewInMemory(peers ...string) *InMemory {
-	n := &InMemory{boxes: map[string]*mesh.Mailbox{}}
+	n := &InMemory{boxes: map[string]*frame.Mailbox{}}
 	for _, p := range peers {
-		n.boxes[p] = mesh.NewMailbox(0)
+		n.boxes[p] = frame.NewMailbox(0)
 	}
 	return n
 }
@@ -43,7 +43,7 @@ func NewInMemory(peers ...string) *InMemory {
 func (n *InMemory) Peer(id string) Transport { return &inMemoryPeer{net: n, id: id} }
 
 // SentBytes reports the payload bytes sent in frames of kind k by all peers.
-func (n *InMemory) SentBytes(k mesh.FrameKind) int64 { return n.sent[k].Load() }
+func (n *InMemory) SentBytes(k frame.Kind) int64 { return n.sent[k].Load() }
 
 // Close wakes every waiting receiver with an error.
 func (n *InMemory) Close() {
@@ -61,7 +61,7 @@ type inMemoryPeer struct {
 
 func (p *inMemoryPeer) Self() string { return p.id }
 
-func (p *inMemoryPeer) Send(_ context.Context, to string, f *mesh.Frame) error {
+func (p *inMemoryPeer) Send(_ context.Context, to string, f *frame.Frame) error {
 	p.net.mu.Lock()
 	box := p.net.boxes[to]
 	p.net.mu.Unlock()
@@ -76,7 +76,7 @@ func (p *inMemoryPeer) Send(_ context.Context, to string, f *mesh.Frame) error {
 	return box.Deliver(p.id, &cp)
 }
 
-func (p *inMemoryPeer) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+func (p *inMemoryPeer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	p.net.mu.Lock()
 	box := p.net.boxes[p.id]
 	p.net.mu.Unlock()

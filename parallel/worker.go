@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -84,7 +84,7 @@ type stallTransport struct {
 	timeout time.Duration
 }
 
-func (s stallTransport) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+func (s stallTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	f, err := s.Transport.Recv(ctx, from, k)
@@ -230,11 +230,11 @@ func (w *Worker) BytesSent() (pipeline, sync int64) { return w.pipelineSent, w.s
 func (w *Worker) WaitTime() time.Duration { return time.Duration(w.pipelineStarved) }
 
 // counting wraps the transport to count what the worker sends by purpose.
-func (w *Worker) send(ctx context.Context, to string, f *mesh.Frame) error {
+func (w *Worker) send(ctx context.Context, to string, f *frame.Frame) error {
 	switch f.Kind {
-	case mesh.KindActivation, mesh.KindGradient:
+	case frame.KindActivation, frame.KindGradient:
 		w.pipelineSent += int64(len(f.Payload))
-	case mesh.KindReduce:
+	case frame.KindReduce:
 		w.syncSent += int64(len(f.Payload))
 	}
 	return w.tr.Send(ctx, to, f)
@@ -243,10 +243,10 @@ func (w *Worker) send(ctx context.Context, to string, f *mesh.Frame) error {
 type countingTransport struct{ w *Worker }
 
 func (c countingTransport) Self() string { return c.w.tr.Self() }
-func (c countingTransport) Send(ctx context.Context, to string, f *mesh.Frame) error {
+func (c countingTransport) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return c.w.send(ctx, to, f)
 }
-func (c countingTransport) Recv(ctx context.Context, from string, k mesh.FrameKey) (*mesh.Frame, error) {
+func (c countingTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	return c.w.tr.Recv(ctx, from, k)
 }
 
@@ -258,23 +258,23 @@ func countParams(ps []*model.Param) int {
 	return n
 }
 
-func (w *Worker) key(kind mesh.FrameKind, micro, index int) mesh.FrameKey {
-	return mesh.FrameKey{Kind: kind, Job: w.cfg.Job, Epoch: w.cfg.Epoch, Step: uint32(w.step), Micro: uint16(micro), Index: uint16(index)}
+func (w *Worker) key(kind frame.Kind, micro, index int) frame.Key {
+	return frame.Key{Kind: kind, Job: w.cfg.Job, Epoch: w.cfg.Epoch, Step: uint32(w.step), Micro: uint16(micro), Index: uint16(index)}
 }
 
-func (w *Worker) activationFrame(kind mesh.FrameKind, micro, index int, x []float32, rows int) *mesh.Frame {
+func (w *Worker) activationFrame(kind frame.Kind, micro, index int, x []float32, rows int) *frame.Frame {
 	k := w.key(kind, micro, index)
-	return &mesh.Frame{Kind: kind, DType: mesh.DTypeF32, Codec: mesh.CodecNone, Job: k.Job, Epoch: k.Epoch, Step: k.Step,
+	return &frame.Frame{Kind: kind, DType: frame.DTypeF32, Codec: frame.CodecNone, Job: k.Job, Epoch: k.Epoch, Step: k.Step,
 		Micro: k.Micro, Index: k.Index, Shape: []int{rows, len(x) / max(rows, 1)}, Payload: appendF32(make([]byte, 0, 4*len(x)), x)}
 }
 
 // recvTensor waits for a tensor frame and decodes it into a workspace buffer of n floats.
-func (w *Worker) recvTensor(ctx context.Context, from string, k mesh.FrameKey, n int) ([]float32, error) {
+func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int) ([]float32, error) {
 	f, err := w.tr.Recv(ctx, from, k)
 	if err != nil {
 		return nil, err
 	}
-	if f.DType != mesh.DTypeF32 || f.Codec != mesh.CodecNone || f.Elements() != n {
+	if f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || f.Elements() != n {
 		return nil, fmt.Errorf("frame from %s: %v elements of dtype %d codec %d, want %d float32", from, f.Shape, f.DType, f.Codec, n)
 	}
 	x := w.ws.AllocDirty(n)

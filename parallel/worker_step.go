@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -94,7 +94,7 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 	if w.stage > 0 {
 		var err error
 		start := time.Now()
-		if x, err = w.recvTensor(ctx, w.prev, w.key(mesh.KindActivation, m, w.stage), rows*d); err != nil {
+		if x, err = w.recvTensor(ctx, w.prev, w.key(frame.KindActivation, m, w.stage), rows*d); err != nil {
 			return 0, err
 		}
 		w.pipelineStarved += int64(time.Since(start))
@@ -106,7 +106,7 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 	if w.IsLast() {
 		return x[0], nil
 	}
-	return 0, w.send(ctx, w.next, w.activationFrame(mesh.KindActivation, m, w.stage+1, x, rows))
+	return 0, w.send(ctx, w.next, w.activationFrame(frame.KindActivation, m, w.stage+1, x, rows))
 }
 
 // backward propagates micro-batch m's gradient through the stage and passes it back.
@@ -119,7 +119,7 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 	} else {
 		var err error
 		start := time.Now()
-		if dy, err = w.recvTensor(ctx, w.next, w.key(mesh.KindGradient, m, w.stage), rows*d); err != nil {
+		if dy, err = w.recvTensor(ctx, w.next, w.key(frame.KindGradient, m, w.stage), rows*d); err != nil {
 			return err
 		}
 		w.pipelineStarved += int64(time.Since(start))
@@ -131,7 +131,7 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 	if w.stage == 0 {
 		return nil
 	}
-	return w.send(ctx, w.prev, w.activationFrame(mesh.KindGradient, m, w.stage-1, dy, rows))
+	return w.send(ctx, w.prev, w.activationFrame(frame.KindGradient, m, w.stage-1, dy, rows))
 }
 
 // syncGradients averages every run's gradients across the replicas.
@@ -237,7 +237,7 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 		mb := model.ValBatch(w.data.Val, chunk, T)
 		var x []float32
 		if w.stage > 0 {
-			if x, err = w.recvTensor(ctx, w.prev, w.key(mesh.KindActivation, evalMicro+c, w.stage), mb.Rows()*d); err != nil {
+			if x, err = w.recvTensor(ctx, w.prev, w.key(frame.KindActivation, evalMicro+c, w.stage), mb.Rows()*d); err != nil {
 				return 0, false, fmt.Errorf("evaluation: %w", err)
 			}
 		}
@@ -248,7 +248,7 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 			x, _ = l.Forward(&w.ws, mb, x)
 		}
 		if !w.IsLast() {
-			if err := w.send(ctx, w.next, w.activationFrame(mesh.KindActivation, evalMicro+c, w.stage+1, x, mb.Rows())); err != nil {
+			if err := w.send(ctx, w.next, w.activationFrame(frame.KindActivation, evalMicro+c, w.stage+1, x, mb.Rows())); err != nil {
 				return 0, false, fmt.Errorf("evaluation: %w", err)
 			}
 			continue

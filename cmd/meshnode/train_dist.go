@@ -8,7 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
 )
@@ -108,7 +108,7 @@ func (d *distOptions) endpoints(ctx context.Context) (map[string]parallel.Transp
 		}
 		return eps, names, net.Close, nil
 	}
-	var planes []*mesh.DataPlane
+	var planes []*dataplane.Plane
 	closeAll := func() {
 		for _, p := range planes {
 			p.Close()
@@ -121,9 +121,9 @@ func (d *distOptions) endpoints(ctx context.Context) (map[string]parallel.Transp
 			closeAll()
 			return nil, nil, nil, err
 		}
-		cfg := mesh.DefaultDataPlaneConfig()
+		cfg := dataplane.DefaultConfig()
 		cfg.ListenAddr, cfg.Identity = "127.0.0.1:0", key
-		p, err := mesh.NewDataPlane(ctx, cfg)
+		p, err := dataplane.New(ctx, cfg)
 		if err != nil {
 			closeAll()
 			return nil, nil, nil, err

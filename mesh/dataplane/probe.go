@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"context"
@@ -8,22 +8,22 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-// KindProbe frames measure a link over the data plane itself, so that the path tensors
-// take (a WAN relay in front of the data-plane port included) is what gets measured.
-// They are answered or consumed by the data plane and never reach the mailbox. The
-// frame's Index says what it is, Job carries the prober's token:
+// Probe operations, in a frame.KindProbe frame's Index. Probe frames measure a link over
+// the data plane itself, so that the path tensors take (a WAN relay in front of the
+// data-plane port included) is what gets measured. They are answered or consumed by the
+// data plane and never reach the mailbox. The frame's Index says what it is, Job carries
+// the prober's token:
 //
-//	ping  (Index 1, no payload)          → pong (Index 2, same token)
-//	data  (Index 3, n ≤ MaxDataProbeBytes) → ack  (Index 4, same token, Step = n)
+//	ping  (Index 1, no payload)                → pong (Index 2, same token)
+//	data  (Index 3, n ≤ frame.MaxProbePayload) → ack  (Index 4, same token, Step = n)
 //
 // Replies go out on the replying side's probe stream, sent from their own goroutine
 // (at most maxProbeReplies at a time; more are dropped) so that a reader never waits on
 // a write.
-const KindProbe FrameKind = 5
-
-// Probe operations, in a KindProbe frame's Index.
 const (
 	probeOpPing uint16 = 1
 	probeOpPong uint16 = 2
@@ -32,9 +32,6 @@ const (
 )
 
 const (
-	// MaxDataProbeBytes bounds the payload of one probe frame, checked in the header
-	// before anything is allocated.
-	MaxDataProbeBytes = 64 << 20
 	maxProbeReplies   = 8
 	probeReplyTimeout = 30 * time.Second
 )
@@ -42,14 +39,14 @@ const (
 // ErrProbeReply is returned by Probe when the peer's answer does not match the probe.
 var ErrProbeReply = errors.New("data plane: bad probe reply")
 
-// DataProbeConfig tunes one Probe. Every field documents its zero value.
-type DataProbeConfig struct {
+// ProbeConfig tunes one Probe. Every field documents its zero value.
+type ProbeConfig struct {
 	// Pings is the number of round trips whose median is the RTT. Zero means 5.
 	Pings int
 	// MinBytes is the first bandwidth transfer's size. Zero means 256 KiB.
 	MinBytes int
 	// MaxBytes caps a transfer; sizes double (or jump to what Target asks) until one
-	// takes Target or reaches MaxBytes. Zero means 32 MiB; at most MaxDataProbeBytes.
+	// takes Target or reaches MaxBytes. Zero means 32 MiB; at most frame.MaxProbePayload.
 	MaxBytes int
 	// Target is the transfer duration the probe grows towards. Zero means 200 ms.
 	Target time.Duration
@@ -57,26 +54,26 @@ type DataProbeConfig struct {
 	Timeout time.Duration
 }
 
-func (c DataProbeConfig) pings() int             { return dpOr(c.Pings, 5) }
-func (c DataProbeConfig) minBytes() int          { return dpOr(c.MinBytes, 256<<10) }
-func (c DataProbeConfig) maxBytes() int          { return min(dpOr(c.MaxBytes, 32<<20), MaxDataProbeBytes) }
-func (c DataProbeConfig) target() time.Duration  { return dpOr(c.Target, 200*time.Millisecond) }
-func (c DataProbeConfig) timeout() time.Duration { return dpOr(c.Timeout, 30*time.Second) }
+func (c ProbeConfig) pings() int             { return orDefault(c.Pings, 5) }
+func (c ProbeConfig) minBytes() int          { return orDefault(c.MinBytes, 256<<10) }
+func (c ProbeConfig) maxBytes() int          { return min(orDefault(c.MaxBytes, 32<<20), frame.MaxProbePayload) }
+func (c ProbeConfig) target() time.Duration  { return orDefault(c.Target, 200*time.Millisecond) }
+func (c ProbeConfig) timeout() time.Duration { return orDefault(c.Timeout, 30*time.Second) }
 
 // probeState tracks the probes this data plane is waiting on and the replies it sends.
 type probeState struct {
 	mu      sync.Mutex
-	waiting map[uint64]chan *Frame // token → the waiting Probe
-	replies chan struct{}          // maxProbeReplies tokens
+	waiting map[uint64]chan *frame.Frame // token → the waiting Probe
+	replies chan struct{}                // maxProbeReplies tokens
 }
 
-func (s *probeState) wait(token uint64) chan *Frame {
+func (s *probeState) wait(token uint64) chan *frame.Frame {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waiting == nil {
-		s.waiting = map[uint64]chan *Frame{}
+		s.waiting = map[uint64]chan *frame.Frame{}
 	}
-	ch := make(chan *Frame, 1)
+	ch := make(chan *frame.Frame, 1)
 	s.waiting[token] = ch
 	return ch
 }
@@ -88,7 +85,7 @@ func (s *probeState) done(token uint64) {
 }
 
 // deliver hands a reply to its waiting Probe; a late or unknown reply is dropped.
-func (s *probeState) deliver(f *Frame) {
+func (s *probeState) deliver(f *frame.Frame) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ch := s.waiting[f.Job]; ch != nil {
@@ -114,29 +111,23 @@ func (s *probeState) replySlot() bool {
 
 func (s *probeState) releaseReply() { <-s.replies }
 
-// probePayloadOK bounds probe frames in the header: pings, pongs and acks are empty,
-// data frames hold at most MaxDataProbeBytes.
-func probePayloadOK(k FrameKind, n uint32) bool {
-	return k != KindProbe || n <= MaxDataProbeBytes
-}
-
 // handleProbeFrame answers a probe frame that arrived from c's peer, or hands a reply to
 // the Probe waiting for it. It is called by the stream reader and never blocks on I/O.
-func (d *DataPlane) handleProbeFrame(c *dpConn, f *Frame) {
+func (d *Plane) handleProbeFrame(c *peerConn, f *frame.Frame) {
 	switch {
 	case f.Index == probeOpPong && len(f.Payload) == 0, f.Index == probeOpAck && len(f.Payload) == 0:
 		d.probes.deliver(f)
 	case f.Index == probeOpPing && len(f.Payload) == 0:
-		d.replyProbe(c.peer, &Frame{Kind: KindProbe, DType: DTypeU8, Index: probeOpPong, Job: f.Job})
+		d.replyProbe(c.peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpPong, Job: f.Job})
 	case f.Index == probeOpData:
-		d.replyProbe(c.peer, &Frame{Kind: KindProbe, DType: DTypeU8, Index: probeOpAck, Job: f.Job, Step: uint32(len(f.Payload))})
+		d.replyProbe(c.peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpAck, Job: f.Job, Step: uint32(len(f.Payload))})
 	default:
 		d.stats.badFrame(c.peer)
 		d.log.Warn("bad probe frame; dropped", "peer", c.peer, "op", f.Index, "payload", len(f.Payload))
 	}
 }
 
-func (d *DataPlane) replyProbe(to string, f *Frame) {
+func (d *Plane) replyProbe(to string, f *frame.Frame) {
 	if !d.probes.replySlot() {
 		d.log.Debug("probe reply dropped: too many in flight", "peer", to)
 		return
@@ -158,12 +149,12 @@ func (d *DataPlane) replyProbe(to string, f *Frame) {
 // last of a series of timed transfers, each acknowledged by the peer once it has received
 // every byte, growing from MinBytes until one takes Target or reaches MaxBytes. The peer
 // must be reachable (SetPeerAddr, or a connection it opened).
-func (d *DataPlane) Probe(ctx context.Context, peerID string, cfg DataProbeConfig) (rtt time.Duration, bandwidth float64, err error) {
+func (d *Plane) Probe(ctx context.Context, peerID string, cfg ProbeConfig) (rtt time.Duration, bandwidth float64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.timeout())
 	defer cancel()
 	rtts := make([]time.Duration, 0, cfg.pings())
 	for range cfg.pings() {
-		took, err := d.probeOnce(ctx, peerID, &Frame{Index: probeOpPing}, probeOpPong, 0)
+		took, err := d.probeOnce(ctx, peerID, &frame.Frame{Index: probeOpPing}, probeOpPong, 0)
 		if err != nil {
 			return 0, 0, fmt.Errorf("data plane: probe %s: ping: %w", peerID, err)
 		}
@@ -176,7 +167,7 @@ func (d *DataPlane) Probe(ctx context.Context, peerID string, cfg DataProbeConfi
 		if len(buf) < size {
 			buf = make([]byte, size)
 		}
-		took, err := d.probeOnce(ctx, peerID, &Frame{Index: probeOpData, Payload: buf[:size]}, probeOpAck, size)
+		took, err := d.probeOnce(ctx, peerID, &frame.Frame{Index: probeOpData, Payload: buf[:size]}, probeOpAck, size)
 		if err != nil {
 			return 0, 0, fmt.Errorf("data plane: probe %s: transfer of %d bytes: %w", peerID, size, err)
 		}
@@ -194,8 +185,8 @@ func (d *DataPlane) Probe(ctx context.Context, peerID string, cfg DataProbeConfi
 
 // probeOnce sends f as a probe frame and waits for the reply op; an ack must count want
 // bytes.
-func (d *DataPlane) probeOnce(ctx context.Context, peerID string, f *Frame, reply uint16, want int) (time.Duration, error) {
-	f.Kind, f.DType, f.Job = KindProbe, DTypeU8, rand.Uint64()
+func (d *Plane) probeOnce(ctx context.Context, peerID string, f *frame.Frame, reply uint16, want int) (time.Duration, error) {
+	f.Kind, f.DType, f.Job = frame.KindProbe, frame.DTypeU8, rand.Uint64()
 	ch := d.probes.wait(f.Job)
 	defer d.probes.done(f.Job)
 	start := time.Now()
@@ -211,6 +202,6 @@ func (d *DataPlane) probeOnce(ctx context.Context, peerID string, f *Frame, repl
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-d.ctx.Done():
-		return 0, ErrDataPlaneClosed
+		return 0, ErrClosed
 	}
 }

@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"context"
@@ -11,42 +11,42 @@ import (
 	"sync"
 )
 
-// BlobStore keeps content-addressed blobs in one directory: the data in <dir>/<id> and
+// Store keeps content-addressed blobs in one directory: the data in <dir>/<id> and
 // the manifest in <dir>/<id>.manifest. Both are written to temporary files and renamed
 // into place, data first, so a blob is present (Has) only once both are complete. It is
 // safe for concurrent use, also by several processes sharing the directory.
-type BlobStore struct {
+type Store struct {
 	dir       string
 	chunkSize int
 
 	mu        sync.Mutex
-	manifests map[string]*BlobManifest // cache of manifests read or written
+	manifests map[string]*Manifest // cache of manifests read or written
 }
 
-// OpenBlobStore creates dir if needed. chunkSize is the chunk size of blobs published
-// here: zero means DefaultBlobChunkSize; at most MaxBlobChunkSize.
-func OpenBlobStore(dir string, chunkSize int) (*BlobStore, error) {
+// OpenStore creates dir if needed. chunkSize is the chunk size of blobs published
+// here: zero means DefaultChunkSize; at most MaxChunkSize.
+func OpenStore(dir string, chunkSize int) (*Store, error) {
 	if chunkSize == 0 {
-		chunkSize = DefaultBlobChunkSize
+		chunkSize = DefaultChunkSize
 	}
-	if chunkSize < 0 || chunkSize > MaxBlobChunkSize {
-		return nil, fmt.Errorf("blob store: chunk size must be in [1, %d] (got %d)", MaxBlobChunkSize, chunkSize)
+	if chunkSize < 0 || chunkSize > MaxChunkSize {
+		return nil, fmt.Errorf("blob store: chunk size must be in [1, %d] (got %d)", MaxChunkSize, chunkSize)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
-	return &BlobStore{dir: dir, chunkSize: chunkSize, manifests: map[string]*BlobManifest{}}, nil
+	return &Store{dir: dir, chunkSize: chunkSize, manifests: map[string]*Manifest{}}, nil
 }
 
 // Dir is the store's directory.
-func (s *BlobStore) Dir() string { return s.dir }
+func (s *Store) Dir() string { return s.dir }
 
-func (s *BlobStore) dataPath(id string) string     { return filepath.Join(s.dir, id) }
-func (s *BlobStore) manifestPath(id string) string { return filepath.Join(s.dir, id+".manifest") }
+func (s *Store) dataPath(id string) string     { return filepath.Join(s.dir, id) }
+func (s *Store) manifestPath(id string) string { return filepath.Join(s.dir, id+".manifest") }
 
 // Publish stores everything r yields as a blob and returns its ID. Publishing the same
 // bytes twice gives the same ID and stores them once.
-func (s *BlobStore) Publish(ctx context.Context, r io.Reader) (string, error) {
+func (s *Store) Publish(ctx context.Context, r io.Reader) (string, error) {
 	tmp, err := os.CreateTemp(s.dir, ".publish-*")
 	if err != nil {
 		return "", fmt.Errorf("blob store: %w", err)
@@ -63,8 +63,8 @@ func (s *BlobStore) Publish(ctx context.Context, r io.Reader) (string, error) {
 }
 
 // writeChunks copies r to f chunk by chunk, hashing each chunk and the whole.
-func (s *BlobStore) writeChunks(ctx context.Context, f *os.File, r io.Reader) (*BlobManifest, error) {
-	m := &BlobManifest{ChunkSize: s.chunkSize}
+func (s *Store) writeChunks(ctx context.Context, f *os.File, r io.Reader) (*Manifest, error) {
+	m := &Manifest{ChunkSize: s.chunkSize}
 	whole := sha256.New()
 	buf := make([]byte, s.chunkSize)
 	for {
@@ -73,8 +73,8 @@ func (s *BlobStore) writeChunks(ctx context.Context, f *os.File, r io.Reader) (*
 		}
 		n, err := io.ReadFull(r, buf)
 		if n > 0 {
-			if len(m.Chunks) == MaxBlobChunks {
-				return nil, fmt.Errorf("more than %d chunks of %d bytes", MaxBlobChunks, s.chunkSize)
+			if len(m.Chunks) == MaxChunks {
+				return nil, fmt.Errorf("more than %d chunks of %d bytes", MaxChunks, s.chunkSize)
 			}
 			m.Chunks = append(m.Chunks, sha256.Sum256(buf[:n]))
 			whole.Write(buf[:n])
@@ -95,7 +95,7 @@ func (s *BlobStore) writeChunks(ctx context.Context, f *os.File, r io.Reader) (*
 }
 
 // commit moves a complete, verified data file into place and writes its manifest.
-func (s *BlobStore) commit(tmpData string, m *BlobManifest) (string, error) {
+func (s *Store) commit(tmpData string, m *Manifest) (string, error) {
 	id := m.ID()
 	if s.Has(id) {
 		return id, nil
@@ -114,16 +114,16 @@ func (s *BlobStore) commit(tmpData string, m *BlobManifest) (string, error) {
 }
 
 // IDOf returns the ID data gets when published in this store, without storing it.
-func (s *BlobStore) IDOf(data []byte) string { return BlobIDOf(data, s.chunkSize) }
+func (s *Store) IDOf(data []byte) string { return IDOf(data, s.chunkSize) }
 
 // Has reports whether the blob is complete in the store.
-func (s *BlobStore) Has(id string) bool {
+func (s *Store) Has(id string) bool {
 	_, err := s.Manifest(id)
 	return err == nil
 }
 
-// Manifest returns the manifest of a stored blob, or an error matching ErrBlobNotFound.
-func (s *BlobStore) Manifest(id string) (*BlobManifest, error) {
+// Manifest returns the manifest of a stored blob, or an error matching ErrNotFound.
+func (s *Store) Manifest(id string) (*Manifest, error) {
 	if _, err := parseBlobID(id); err != nil {
 		return nil, err
 	}
@@ -135,19 +135,19 @@ func (s *BlobStore) Manifest(id string) (*BlobManifest, error) {
 	}
 	b, err := os.ReadFile(s.manifestPath(id))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrBlobNotFound, id)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
-	if m, err = DecodeBlobManifest(b); err != nil {
+	if m, err = DecodeManifest(b); err != nil {
 		return nil, fmt.Errorf("blob store: %s: %w", s.manifestPath(id), err)
 	}
 	if m.ID() != id {
-		return nil, fmt.Errorf("blob store: %s: %w", s.manifestPath(id), ErrBlobCorrupt)
+		return nil, fmt.Errorf("blob store: %s: %w", s.manifestPath(id), ErrCorrupt)
 	}
 	if st, err := os.Stat(s.dataPath(id)); err != nil || st.Size() != m.Size {
-		return nil, fmt.Errorf("%w: %s: data file missing or of the wrong size", ErrBlobNotFound, id)
+		return nil, fmt.Errorf("%w: %s: data file missing or of the wrong size", ErrNotFound, id)
 	}
 	s.mu.Lock()
 	s.manifests[id] = m
@@ -156,7 +156,7 @@ func (s *BlobStore) Manifest(id string) (*BlobManifest, error) {
 }
 
 // Open opens a stored blob's data for reading.
-func (s *BlobStore) Open(id string) (*os.File, error) {
+func (s *Store) Open(id string) (*os.File, error) {
 	if _, err := s.Manifest(id); err != nil {
 		return nil, err
 	}
@@ -168,9 +168,9 @@ func (s *BlobStore) Open(id string) (*os.File, error) {
 }
 
 // ReadVerified returns a stored blob's bytes after checking them against its ID: an error
-// matching ErrBlobCorrupt when the data on disk no longer matches (Remove it and fetch it
-// again), ErrBlobNotFound when the store lacks it.
-func (s *BlobStore) ReadVerified(id string) ([]byte, error) {
+// matching ErrCorrupt when the data on disk no longer matches (Remove it and fetch it
+// again), ErrNotFound when the store lacks it.
+func (s *Store) ReadVerified(id string) ([]byte, error) {
 	m, err := s.Manifest(id)
 	if err != nil {
 		return nil, err
@@ -180,13 +180,13 @@ func (s *BlobStore) ReadVerified(id string) ([]byte, error) {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
 	if int64(len(b)) != m.Size || sha256.Sum256(b) != m.Sum {
-		return nil, fmt.Errorf("blob store: %s: %w", id, ErrBlobCorrupt)
+		return nil, fmt.Errorf("blob store: %s: %w", id, ErrCorrupt)
 	}
 	return b, nil
 }
 
 // Remove deletes a stored blob (its manifest first, so it is never half present).
-func (s *BlobStore) Remove(id string) error {
+func (s *Store) Remove(id string) error {
 	if _, err := parseBlobID(id); err != nil {
 		return err
 	}
@@ -204,13 +204,13 @@ func (s *BlobStore) Remove(id string) error {
 
 // readChunk returns chunk i of a stored blob after checking it against its hash, so that
 // disk corruption is never served.
-func (s *BlobStore) readChunk(id string, i int) ([]byte, error) {
+func (s *Store) readChunk(id string, i int) ([]byte, error) {
 	m, err := s.Manifest(id)
 	if err != nil {
 		return nil, err
 	}
 	if i < 0 || i >= len(m.Chunks) {
-		return nil, fmt.Errorf("%w: chunk %d of %s (it has %d)", ErrBlobNotFound, i, id, len(m.Chunks))
+		return nil, fmt.Errorf("%w: chunk %d of %s (it has %d)", ErrNotFound, i, id, len(m.Chunks))
 	}
 	f, err := os.Open(s.dataPath(id))
 	if err != nil {
@@ -222,13 +222,13 @@ func (s *BlobStore) readChunk(id string, i int) ([]byte, error) {
 		return nil, fmt.Errorf("blob store: read chunk %d of %s: %w", i, id, err)
 	}
 	if sha256.Sum256(b) != m.Chunks[i] {
-		return nil, fmt.Errorf("blob store: chunk %d of %s: %w", i, id, ErrBlobCorrupt)
+		return nil, fmt.Errorf("blob store: chunk %d of %s: %w", i, id, ErrCorrupt)
 	}
 	return b, nil
 }
 
 // verifyFile checks that the file at path holds exactly the blob m describes.
-func verifyFile(path string, m *BlobManifest) error {
+func verifyFile(path string, m *Manifest) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
@@ -240,7 +240,7 @@ func verifyFile(path string, m *BlobManifest) error {
 		return err
 	}
 	if n != m.Size || [32]byte(h.Sum(nil)) != m.Sum {
-		return ErrBlobCorrupt
+		return ErrCorrupt
 	}
 	return nil
 }

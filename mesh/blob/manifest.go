@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"crypto/sha256"
@@ -25,33 +25,33 @@ const (
 	blobManifestHeader  = 56
 	blobManifestVersion = 1
 
-	// DefaultBlobChunkSize is the chunk size of published blobs unless configured.
-	DefaultBlobChunkSize = 1 << 20
-	// MaxBlobChunkSize bounds a chunk, and so the memory one chunk request may take.
-	MaxBlobChunkSize = 16 << 20
-	// MaxBlobChunks bounds the chunks of one blob (and a manifest to 8 MiB): 256 GiB in
+	// DefaultChunkSize is the chunk size of published blobs unless configured.
+	DefaultChunkSize = 1 << 20
+	// MaxChunkSize bounds a chunk, and so the memory one chunk request may take.
+	MaxChunkSize = 16 << 20
+	// MaxChunks bounds the chunks of one blob (and a manifest to 8 MiB): 256 GiB in
 	// 1 MiB chunks.
-	MaxBlobChunks = 1 << 18
-	// MaxBlobManifestBytes is the largest valid manifest encoding.
-	MaxBlobManifestBytes = blobManifestHeader + 32*MaxBlobChunks
+	MaxChunks = 1 << 18
+	// MaxManifestBytes is the largest valid manifest encoding.
+	MaxManifestBytes = blobManifestHeader + 32*MaxChunks
 )
 
 var blobManifestMagic = [4]byte{'M', 'N', 'B', 'M'}
 
 // Blob errors callers branch on.
 var (
-	// ErrBadBlobID is returned for an ID that is not 64 lowercase hex digits.
-	ErrBadBlobID = errors.New("blob: malformed ID")
-	// ErrBlobNotFound is returned when the blob is not in the store, or no source has it.
-	ErrBlobNotFound = errors.New("blob: not found")
-	// ErrBlobManifest marks a malformed manifest.
-	ErrBlobManifest = errors.New("blob: malformed manifest")
-	// ErrBlobCorrupt is returned when data does not match its hash.
-	ErrBlobCorrupt = errors.New("blob: data does not match its hash")
+	// ErrBadID is returned for an ID that is not 64 lowercase hex digits.
+	ErrBadID = errors.New("blob: malformed ID")
+	// ErrNotFound is returned when the blob is not in the store, or no source has it.
+	ErrNotFound = errors.New("blob: not found")
+	// ErrManifest marks a malformed manifest.
+	ErrManifest = errors.New("blob: malformed manifest")
+	// ErrCorrupt is returned when data does not match its hash.
+	ErrCorrupt = errors.New("blob: data does not match its hash")
 )
 
-// BlobManifest describes a blob: its size, chunking and hashes.
-type BlobManifest struct {
+// Manifest describes a blob: its size, chunking and hashes.
+type Manifest struct {
 	Size      int64
 	ChunkSize int
 	Sum       [32]byte   // SHA-256 of the whole blob
@@ -59,7 +59,7 @@ type BlobManifest struct {
 }
 
 // ChunkLen is the length of chunk i.
-func (m *BlobManifest) ChunkLen(i int) int {
+func (m *Manifest) ChunkLen(i int) int {
 	if i == len(m.Chunks)-1 {
 		return int(m.Size - int64(i)*int64(m.ChunkSize))
 	}
@@ -67,7 +67,7 @@ func (m *BlobManifest) ChunkLen(i int) int {
 }
 
 // Encode returns the manifest's canonical encoding.
-func (m *BlobManifest) Encode() []byte {
+func (m *Manifest) Encode() []byte {
 	b := make([]byte, blobManifestHeader, blobManifestHeader+32*len(m.Chunks))
 	copy(b, blobManifestMagic[:])
 	b[4] = blobManifestVersion
@@ -82,33 +82,33 @@ func (m *BlobManifest) Encode() []byte {
 }
 
 // ID is the blob's ID: the hex SHA-256 of the manifest's encoding.
-func (m *BlobManifest) ID() string {
+func (m *Manifest) ID() string {
 	sum := sha256.Sum256(m.Encode())
 	return hex.EncodeToString(sum[:])
 }
 
-// DecodeBlobManifest decodes and checks a manifest: sizes within bounds and a chunk count
+// DecodeManifest decodes and checks a manifest: sizes within bounds and a chunk count
 // that matches size and chunk size. It does not allocate past the input's length.
-func DecodeBlobManifest(b []byte) (*BlobManifest, error) {
-	if len(b) < blobManifestHeader || len(b) > MaxBlobManifestBytes {
-		return nil, fmt.Errorf("%w: %d bytes", ErrBlobManifest, len(b))
+func DecodeManifest(b []byte) (*Manifest, error) {
+	if len(b) < blobManifestHeader || len(b) > MaxManifestBytes {
+		return nil, fmt.Errorf("%w: %d bytes", ErrManifest, len(b))
 	}
 	if [4]byte(b[0:4]) != blobManifestMagic || b[4] != blobManifestVersion || b[5]|b[6]|b[7] != 0 {
-		return nil, fmt.Errorf("%w: bad magic, version or reserved bytes", ErrBlobManifest)
+		return nil, fmt.Errorf("%w: bad magic, version or reserved bytes", ErrManifest)
 	}
 	size := binary.LittleEndian.Uint64(b[8:])
 	chunk := binary.LittleEndian.Uint32(b[16:])
 	n := binary.LittleEndian.Uint32(b[20:])
-	if chunk == 0 || chunk > MaxBlobChunkSize || n > MaxBlobChunks {
-		return nil, fmt.Errorf("%w: chunk size %d, %d chunks", ErrBlobManifest, chunk, n)
+	if chunk == 0 || chunk > MaxChunkSize || n > MaxChunks {
+		return nil, fmt.Errorf("%w: chunk size %d, %d chunks", ErrManifest, chunk, n)
 	}
 	if want := (size + uint64(chunk) - 1) / uint64(chunk); want != uint64(n) {
-		return nil, fmt.Errorf("%w: %d bytes in %d-byte chunks need %d chunks, manifest lists %d", ErrBlobManifest, size, chunk, want, n)
+		return nil, fmt.Errorf("%w: %d bytes in %d-byte chunks need %d chunks, manifest lists %d", ErrManifest, size, chunk, want, n)
 	}
 	if len(b) != blobManifestHeader+32*int(n) {
-		return nil, fmt.Errorf("%w: %d bytes for %d chunks", ErrBlobManifest, len(b), n)
+		return nil, fmt.Errorf("%w: %d bytes for %d chunks", ErrManifest, len(b), n)
 	}
-	m := &BlobManifest{Size: int64(size), ChunkSize: int(chunk), Chunks: make([][32]byte, n)}
+	m := &Manifest{Size: int64(size), ChunkSize: int(chunk), Chunks: make([][32]byte, n)}
 	copy(m.Sum[:], b[24:56])
 	for i := range m.Chunks {
 		copy(m.Chunks[i][:], b[blobManifestHeader+32*i:])
@@ -120,19 +120,19 @@ func DecodeBlobManifest(b []byte) (*BlobManifest, error) {
 func parseBlobID(id string) ([32]byte, error) {
 	var out [32]byte
 	if len(id) != 64 {
-		return out, fmt.Errorf("%w %q: want 64 hex digits", ErrBadBlobID, id)
+		return out, fmt.Errorf("%w %q: want 64 hex digits", ErrBadID, id)
 	}
 	for _, c := range id {
 		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
-			return out, fmt.Errorf("%w %q: want lowercase hex digits", ErrBadBlobID, id)
+			return out, fmt.Errorf("%w %q: want lowercase hex digits", ErrBadID, id)
 		}
 	}
 	_, err := hex.Decode(out[:], []byte(id))
 	return out, err
 }
 
-// ValidBlobID reports whether id is well-formed (64 lowercase hex digits).
-func ValidBlobID(id string) bool {
+// ValidID reports whether id is well-formed (64 lowercase hex digits).
+func ValidID(id string) bool {
 	_, err := parseBlobID(id)
 	return err == nil
 }

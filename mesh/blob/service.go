@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"context"
@@ -16,15 +16,19 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
-// BlobHost is what the blob service needs from the mesh: Mesh satisfies it, serving and
+// ProtocolID is the stream protocol of the blob service: one request and one response per
+// stream (wire.go). A change to the wire format gets a new ID.
+const ProtocolID protocol.ID = "/meshnode/blob/1.0.0"
+
+// Host is what the blob service needs from the mesh: Mesh satisfies it, serving and
 // opening streams with admitted peers only.
-type BlobHost interface {
+type Host interface {
 	Handle(pid protocol.ID, handler network.StreamHandler)
 	NewStream(ctx context.Context, p peer.ID, pid protocol.ID) (network.Stream, error)
 }
 
-// BlobConfig configures a BlobService. Every field documents its zero value.
-type BlobConfig struct {
+// Config configures a Service. Every field documents its zero value.
+type Config struct {
 	// Parallel is the number of chunks one Fetch requests at a time. Zero means 4.
 	Parallel int
 	// MaxBadChunks is how many bad chunks (wrong hash) or failed requests a source may
@@ -48,15 +52,15 @@ type BlobConfig struct {
 	TamperChunk func(id string, index int, chunk []byte) []byte
 }
 
-func (c BlobConfig) parallel() int { return orDefault(c.Parallel, 4) }
-func (c BlobConfig) maxBad() int   { return orDefault(c.MaxBadChunks, 3) }
-func (c BlobConfig) requestTimeout() time.Duration {
+func (c Config) parallel() int { return orDefault(c.Parallel, 4) }
+func (c Config) maxBad() int   { return orDefault(c.MaxBadChunks, 3) }
+func (c Config) requestTimeout() time.Duration {
 	return orDefault(c.RequestTimeout, 60*time.Second)
 }
-func (c BlobConfig) maxServing() int { return orDefault(c.MaxServing, 16) }
+func (c Config) maxServing() int { return orDefault(c.MaxServing, 16) }
 
-// BlobStats counts the blob service's work since it started.
-type BlobStats struct {
+// Stats counts the blob service's work since it started.
+type Stats struct {
 	// ChunksServed and ChunksFetched count chunks sent to and verified from peers.
 	ChunksServed, ChunksFetched int64
 	// BadChunks counts fetched chunks whose hash did not match (each is refetched).
@@ -65,13 +69,13 @@ type BlobStats struct {
 	DroppedSources int64
 }
 
-// BlobService serves the blobs of a BlobStore on ProtocolBlob and fetches blobs from
+// Service serves the blobs of a Store on ProtocolID and fetches blobs from
 // peers into it, verifying every chunk against the manifest and the manifest against the
-// blob ID. Create it with NewBlobService; it is safe for concurrent use.
-type BlobService struct {
-	host  BlobHost
-	store *BlobStore
-	cfg   BlobConfig
+// blob ID. Create it with NewService; it is safe for concurrent use.
+type Service struct {
+	host  Host
+	store *Store
+	cfg   Config
 	log   *slog.Logger
 	slots chan struct{} // MaxServing tokens
 
@@ -86,41 +90,41 @@ type fetchCall struct {
 	err  error
 }
 
-// NewBlobService serves store's blobs on h (registering ProtocolBlob) and fetches into it.
-func NewBlobService(h BlobHost, store *BlobStore, cfg BlobConfig) *BlobService {
+// NewService serves store's blobs on h (registering ProtocolID) and fetches into it.
+func NewService(h Host, store *Store, cfg Config) *Service {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	b := &BlobService{host: h, store: store, cfg: cfg, log: log.With("component", "blob"),
+	b := &Service{host: h, store: store, cfg: cfg, log: log.With("component", "blob"),
 		slots: make(chan struct{}, cfg.maxServing()), inflight: map[string]*fetchCall{}}
-	h.Handle(ProtocolBlob, b.handle)
+	h.Handle(ProtocolID, b.handle)
 	return b
 }
 
 // Store is the service's store.
-func (b *BlobService) Store() *BlobStore { return b.store }
+func (b *Service) Store() *Store { return b.store }
 
 // Publish stores r's bytes as a blob that peers can fetch, and returns its ID.
-func (b *BlobService) Publish(ctx context.Context, r io.Reader) (string, error) {
+func (b *Service) Publish(ctx context.Context, r io.Reader) (string, error) {
 	return b.store.Publish(ctx, r)
 }
 
 // Has reports whether the blob is complete in the local store.
-func (b *BlobService) Has(id string) bool { return b.store.Has(id) }
+func (b *Service) Has(id string) bool { return b.store.Has(id) }
 
 // Open opens a blob of the local store for reading.
-func (b *BlobService) Open(id string) (*os.File, error) { return b.store.Open(id) }
+func (b *Service) Open(id string) (*os.File, error) { return b.store.Open(id) }
 
 // Stats returns the service's counters.
-func (b *BlobService) Stats() BlobStats {
-	return BlobStats{ChunksServed: b.served.Load(), ChunksFetched: b.fetched.Load(), BadChunks: b.bad.Load(),
+func (b *Service) Stats() Stats {
+	return Stats{ChunksServed: b.served.Load(), ChunksFetched: b.fetched.Load(), BadChunks: b.bad.Load(),
 		DroppedSources: b.dropped.Load()}
 }
 
 // handle serves one request: a deadline on the stream, Reset on any error, Close after
 // the response.
-func (b *BlobService) handle(s network.Stream) {
+func (b *Service) handle(s network.Stream) {
 	p := s.Conn().RemotePeer()
 	_ = s.SetDeadline(time.Now().Add(b.cfg.requestTimeout()))
 	req, err := readBlobRequest(s)
@@ -144,7 +148,7 @@ func (b *BlobService) handle(s network.Stream) {
 	_ = s.Close()
 }
 
-func (b *BlobService) serve(req blobRequest) (byte, []byte) {
+func (b *Service) serve(req blobRequest) (byte, []byte) {
 	select {
 	case b.slots <- struct{}{}:
 		defer func() { <-b.slots }()
@@ -155,7 +159,7 @@ func (b *BlobService) serve(req blobRequest) (byte, []byte) {
 	var payload []byte
 	var err error
 	if req.kind == blobReqManifest {
-		var m *BlobManifest
+		var m *Manifest
 		if m, err = b.store.Manifest(id); err == nil {
 			payload = m.Encode()
 		}
@@ -171,7 +175,7 @@ func (b *BlobService) serve(req blobRequest) (byte, []byte) {
 			b.served.Add(1)
 		}
 		return blobStatusOK, payload
-	case errors.Is(err, ErrBlobNotFound):
+	case errors.Is(err, ErrNotFound):
 		return blobStatusNone, []byte(truncate(err.Error(), maxBlobMessage))
 	default:
 		b.log.Warn("serving blob", "blob", id, "index", req.index, "err", err)
@@ -182,20 +186,20 @@ func (b *BlobService) serve(req blobRequest) (byte, []byte) {
 // Replicate asks peer to hold blob id: the peer fetches it from this node (which must
 // hold it), verifies it, and answers once it is complete in its store. It fails if the peer
 // refuses (its AcceptPull) or cannot fetch the blob within RequestTimeout.
-func (b *BlobService) Replicate(ctx context.Context, to peer.ID, id string) error {
+func (b *Service) Replicate(ctx context.Context, to peer.ID, id string) error {
 	raw, err := parseBlobID(id)
 	if err != nil {
 		return err
 	}
 	if !b.store.Has(id) {
-		return fmt.Errorf("replicate blob %s: %w", id, ErrBlobNotFound)
+		return fmt.Errorf("replicate blob %s: %w", id, ErrNotFound)
 	}
 	_, err = b.request(ctx, to, blobRequest{kind: blobReqPull, id: raw}, 0)
 	return err
 }
 
 // pull serves a Replicate request: fetch the blob from the asking peer, if policy allows.
-func (b *BlobService) pull(from peer.ID, id string) (byte, []byte) {
+func (b *Service) pull(from peer.ID, id string) (byte, []byte) {
 	if b.cfg.AcceptPull == nil {
 		return blobStatusBad, []byte("this node takes no replicas")
 	}
@@ -211,10 +215,10 @@ func (b *BlobService) pull(from peer.ID, id string) (byte, []byte) {
 }
 
 // request makes one request to p and returns the ok payload (at most maxLen bytes).
-func (b *BlobService) request(ctx context.Context, p peer.ID, req blobRequest, maxLen int) ([]byte, error) {
+func (b *Service) request(ctx context.Context, p peer.ID, req blobRequest, maxLen int) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.requestTimeout())
 	defer cancel()
-	s, err := b.host.NewStream(ctx, p, ProtocolBlob)
+	s, err := b.host.NewStream(ctx, p, ProtocolID)
 	if err != nil {
 		return nil, fmt.Errorf("open blob stream to %s: %w", p, err)
 	}
@@ -235,7 +239,7 @@ func (b *BlobService) request(ctx context.Context, p peer.ID, req blobRequest, m
 	return payload, nil
 }
 
-func (b *BlobService) exchange(s network.Stream, req blobRequest, maxLen int) ([]byte, error) {
+func (b *Service) exchange(s network.Stream, req blobRequest, maxLen int) ([]byte, error) {
 	if _, err := s.Write(appendBlobRequest(nil, req)); err != nil {
 		return nil, err
 	}
@@ -243,6 +247,15 @@ func (b *BlobService) exchange(s network.Stream, req blobRequest, maxLen int) ([
 		return nil, err
 	}
 	return readBlobResponse(s, maxLen)
+}
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 func truncate(s string, n int) string {

@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"errors"
@@ -10,26 +10,33 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-// DefaultDataPort is the UDP port of the tensor data plane unless configured otherwise
+// DefaultPort is the UDP port of the tensor data plane unless configured otherwise
 // (one above the libp2p host's default port).
-const DefaultDataPort = 4243
+const DefaultPort = 4243
 
-// DataPlaneConfig configures a DataPlane. Every field documents what its zero value means.
-type DataPlaneConfig struct {
+// Config configures a Plane. Every field documents what its zero value means.
+type Config struct {
 	// ListenAddr is the UDP host:port the data plane listens and dials from. Empty: an
-	// ephemeral port on all interfaces (":0"). DefaultDataPlaneConfig uses DefaultDataPort.
+	// ephemeral port on all interfaces (":0"). DefaultConfig uses DefaultPort.
 	ListenAddr string
 	// Identity is the node's libp2p private key; the data plane's TLS certificate is bound
 	// to it and peers are named by the peer ID derived from it. Required.
 	Identity crypto.PrivKey
 	// MaxPayload bounds the payload of one incoming frame; a longer one resets its stream
-	// before anything is allocated. Zero: DefaultMaxPayload. Sends of larger frames fail.
+	// before anything is allocated. Zero: frame.DefaultMaxPayload. Sends of larger frames fail.
 	MaxPayload int
 	// MailboxBytes bounds the payload bytes one peer may have waiting unclaimed in the
 	// mailbox; a peer past it is disconnected. Zero: 1 GiB. Negative: no bound.
 	MailboxBytes int64
+	// MaxInFlightBytes bounds the payload bytes of the frames being received at once,
+	// from all peers together: a frame's announced payload is reserved after its header and
+	// released once the frame is in the mailbox; a frame that does not fit waits unread (QUIC
+	// flow control then holds its sender back). Zero: 1 GiB. At least MaxPayload.
+	MaxInFlightBytes int64
 	// StreamReceiveWindow is the flow-control window of one stream, the most bytes in
 	// flight per stream: size it to the bandwidth-delay product of the slowest link
 	// you want to fill. Zero: 32 MiB.
@@ -40,6 +47,9 @@ type DataPlaneConfig struct {
 	// MaxIncomingStreams bounds the concurrently open streams a peer may have towards this
 	// node (each may hold up to MaxPayload while a frame arrives). Zero: 16.
 	MaxIncomingStreams int64
+	// MaxConnsPerPeer bounds the connections one peer may hold with this node (two is
+	// normal when both dial at once); one more closes the peer's oldest. Zero: 4.
+	MaxConnsPerPeer int
 	// KeepAlive is the interval of keep-alive packets on idle connections. Zero: 10 s.
 	KeepAlive time.Duration
 	// IdleTimeout closes a connection that received nothing for this long. Zero: 60 s.
@@ -54,16 +64,18 @@ type DataPlaneConfig struct {
 	Logger *slog.Logger
 }
 
-// DefaultDataPlaneConfig returns the configuration of a node's data plane, listening on
-// DefaultDataPort; Identity must still be set.
-func DefaultDataPlaneConfig() DataPlaneConfig {
-	return DataPlaneConfig{
-		ListenAddr:          fmt.Sprintf(":%d", DefaultDataPort),
-		MaxPayload:          DefaultMaxPayload,
+// DefaultConfig returns the configuration of a node's data plane, listening on
+// DefaultPort; Identity must still be set.
+func DefaultConfig() Config {
+	return Config{
+		ListenAddr:          fmt.Sprintf(":%d", DefaultPort),
+		MaxPayload:          frame.DefaultMaxPayload,
 		MailboxBytes:        1 << 30,
+		MaxInFlightBytes:    1 << 30,
 		StreamReceiveWindow: 32 << 20,
 		ConnReceiveWindow:   64 << 20,
 		MaxIncomingStreams:  16,
+		MaxConnsPerPeer:     4,
 		KeepAlive:           10 * time.Second,
 		IdleTimeout:         60 * time.Second,
 		DialTimeout:         10 * time.Second,
@@ -71,13 +83,13 @@ func DefaultDataPlaneConfig() DataPlaneConfig {
 }
 
 // Validate reports the first problem with the configuration, saying what to change.
-func (c DataPlaneConfig) Validate() error {
+func (c Config) Validate() error {
 	if c.Identity == nil {
 		return errors.New("data plane: Identity must be set to the node's libp2p key")
 	}
 	if c.ListenAddr != "" {
 		if _, _, err := net.SplitHostPort(c.ListenAddr); err != nil {
-			return fmt.Errorf("data plane: listen address %q must be host:port (e.g. 0.0.0.0:%d): %v", c.ListenAddr, DefaultDataPort, err)
+			return fmt.Errorf("data plane: listen address %q must be host:port (e.g. 0.0.0.0:%d): %v", c.ListenAddr, DefaultPort, err)
 		}
 	}
 	if c.MaxPayload < 0 || uint64(c.MaxPayload) > 1<<32-1 {
@@ -85,6 +97,12 @@ func (c DataPlaneConfig) Validate() error {
 	}
 	if c.MaxIncomingStreams < 0 {
 		return fmt.Errorf("data plane: MaxIncomingStreams must be ≥ 0 (got %d)", c.MaxIncomingStreams)
+	}
+	if c.MaxInFlightBytes < 0 || (c.MaxInFlightBytes > 0 && c.MaxInFlightBytes < int64(c.maxPayload())) {
+		return fmt.Errorf("data plane: MaxInFlightBytes must be 0 or at least MaxPayload, %d (got %d)", c.maxPayload(), c.MaxInFlightBytes)
+	}
+	if c.MaxConnsPerPeer < 0 {
+		return fmt.Errorf("data plane: MaxConnsPerPeer must be ≥ 0 (got %d)", c.MaxConnsPerPeer)
 	}
 	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 {
 		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout)
@@ -95,30 +113,32 @@ func (c DataPlaneConfig) Validate() error {
 	return nil
 }
 
-func (c DataPlaneConfig) listenAddr() string       { return dpOr(c.ListenAddr, ":0") }
-func (c DataPlaneConfig) maxPayload() int          { return dpOr(c.MaxPayload, DefaultMaxPayload) }
-func (c DataPlaneConfig) streamWindow() uint64     { return dpOr(c.StreamReceiveWindow, 32<<20) }
-func (c DataPlaneConfig) connWindow() uint64       { return dpOr(c.ConnReceiveWindow, 64<<20) }
-func (c DataPlaneConfig) maxStreams() int64        { return dpOr(c.MaxIncomingStreams, 16) }
-func (c DataPlaneConfig) keepAlive() time.Duration { return dpOr(c.KeepAlive, 10*time.Second) }
-func (c DataPlaneConfig) idleTimeout() time.Duration {
-	return dpOr(c.IdleTimeout, 60*time.Second)
+func (c Config) listenAddr() string       { return orDefault(c.ListenAddr, ":0") }
+func (c Config) maxPayload() int          { return orDefault(c.MaxPayload, frame.DefaultMaxPayload) }
+func (c Config) streamWindow() uint64     { return orDefault(c.StreamReceiveWindow, 32<<20) }
+func (c Config) connWindow() uint64       { return orDefault(c.ConnReceiveWindow, 64<<20) }
+func (c Config) maxStreams() int64        { return orDefault(c.MaxIncomingStreams, 16) }
+func (c Config) maxConnsPerPeer() int     { return orDefault(c.MaxConnsPerPeer, 4) }
+func (c Config) maxInFlight() int64       { return orDefault(c.MaxInFlightBytes, 1<<30) }
+func (c Config) keepAlive() time.Duration { return orDefault(c.KeepAlive, 10*time.Second) }
+func (c Config) idleTimeout() time.Duration {
+	return orDefault(c.IdleTimeout, 60*time.Second)
 }
-func (c DataPlaneConfig) dialTimeout() time.Duration {
-	return dpOr(c.DialTimeout, 10*time.Second)
+func (c Config) dialTimeout() time.Duration {
+	return orDefault(c.DialTimeout, 10*time.Second)
 }
 
-func (c DataPlaneConfig) mailboxBytes() int64 {
+func (c Config) mailboxBytes() int64 {
 	switch {
 	case c.MailboxBytes == 0:
 		return 1 << 30
 	case c.MailboxBytes < 0:
-		return 0 // Mailbox: no bound
+		return 0 // frame.Mailbox: no bound
 	}
 	return c.MailboxBytes
 }
 
-func (c DataPlaneConfig) logger() *slog.Logger {
+func (c Config) logger() *slog.Logger {
 	if c.Logger == nil {
 		return slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -128,7 +148,7 @@ func (c DataPlaneConfig) logger() *slog.Logger {
 // quicConfig is the QUIC configuration of both directions: large receive windows from the
 // start (quic-go allocates buffers as data arrives, not up front), keep-alives, and no
 // bidirectional streams (the data plane uses one unidirectional stream per purpose).
-func (c DataPlaneConfig) quicConfig() *quic.Config {
+func (c Config) quicConfig() *quic.Config {
 	return &quic.Config{
 		InitialStreamReceiveWindow:     c.streamWindow(),
 		MaxStreamReceiveWindow:         c.streamWindow(),
@@ -142,8 +162,8 @@ func (c DataPlaneConfig) quicConfig() *quic.Config {
 	}
 }
 
-// dpOr returns v, or def when v is the zero value.
-func dpOr[T comparable](v, def T) T {
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
 	var zero T
 	if v == zero {
 		return def

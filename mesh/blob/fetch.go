@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"context"
@@ -26,9 +26,9 @@ const busyBackoff = 50 * time.Millisecond
 // or its request is fetched again from the next source (the same one when it is the
 // only one); a source that answers "not found", or fails more than MaxBadChunks times, is
 // dropped. The whole blob is checked at the end and only then enters the store. Fetch
-// fails with an error matching ErrBlobNotFound when no source had it, or describing the
+// fails with an error matching ErrNotFound when no source had it, or describing the
 // last failure when every source was dropped. Concurrent Fetches of one blob share the work.
-func (b *BlobService) Fetch(ctx context.Context, id string, from []peer.ID) error {
+func (b *Service) Fetch(ctx context.Context, id string, from []peer.ID) error {
 	if _, err := parseBlobID(id); err != nil {
 		return err
 	}
@@ -60,9 +60,9 @@ func (b *BlobService) Fetch(ctx context.Context, id string, from []peer.ID) erro
 
 // fetchState is one Fetch in progress.
 type fetchState struct {
-	b  *BlobService
+	b  *Service
 	id string
-	m  *BlobManifest
+	m  *Manifest
 	f  *os.File
 
 	mu       sync.Mutex
@@ -73,7 +73,7 @@ type fetchState struct {
 	lastErr  error
 }
 
-func (b *BlobService) fetch(ctx context.Context, id string, from []peer.ID) error {
+func (b *Service) fetch(ctx context.Context, id string, from []peer.ID) error {
 	st := &fetchState{b: b, id: id, fails: map[peer.ID]int{}}
 	for _, p := range from {
 		if !slices.Contains(st.sources, p) {
@@ -81,7 +81,7 @@ func (b *BlobService) fetch(ctx context.Context, id string, from []peer.ID) erro
 		}
 	}
 	if len(st.sources) == 0 {
-		return fmt.Errorf("fetch blob %s: %w: no sources given", id, ErrBlobNotFound)
+		return fmt.Errorf("fetch blob %s: %w: no sources given", id, ErrNotFound)
 	}
 	var err error
 	if st.m, err = st.manifest(ctx); err != nil {
@@ -118,7 +118,7 @@ func (b *BlobService) fetch(ctx context.Context, id string, from []peer.ID) erro
 
 // manifest asks the sources in order for the manifest and checks it against the ID,
 // going round again (after a pause) while any source is still trusted.
-func (st *fetchState) manifest(ctx context.Context) (*BlobManifest, error) {
+func (st *fetchState) manifest(ctx context.Context) (*Manifest, error) {
 	want, _ := parseBlobID(st.id)
 	for round := 1; ; round++ {
 		for _, p := range st.trusted() {
@@ -145,15 +145,15 @@ func (st *fetchState) manifest(ctx context.Context) (*BlobManifest, error) {
 	}
 }
 
-func (st *fetchState) manifestFrom(ctx context.Context, p peer.ID, want [32]byte) (*BlobManifest, error) {
-	b, err := st.b.request(ctx, p, blobRequest{kind: blobReqManifest, id: want}, MaxBlobManifestBytes)
+func (st *fetchState) manifestFrom(ctx context.Context, p peer.ID, want [32]byte) (*Manifest, error) {
+	b, err := st.b.request(ctx, p, blobRequest{kind: blobReqManifest, id: want}, MaxManifestBytes)
 	if err != nil {
 		return nil, err
 	}
 	if sha256.Sum256(b) != want {
-		return nil, fmt.Errorf("manifest from %s: %w", p, ErrBlobCorrupt)
+		return nil, fmt.Errorf("manifest from %s: %w", p, ErrCorrupt)
 	}
-	return DecodeBlobManifest(b)
+	return DecodeManifest(b)
 }
 
 func (st *fetchState) trusted() []peer.ID {
@@ -219,7 +219,7 @@ func (st *fetchState) chunk(ctx context.Context, i int) error {
 	case err == nil && (len(data) != size || sha256.Sum256(data) != st.m.Chunks[i]):
 		st.b.bad.Add(1)
 		st.b.log.Warn("bad chunk; fetching it again", "blob", st.id, "chunk", i, "peer", p)
-		err = fmt.Errorf("chunk %d from %s: %w", i, p, ErrBlobCorrupt)
+		err = fmt.Errorf("chunk %d from %s: %w", i, p, ErrCorrupt)
 	case err != nil && isBusy(err):
 		st.unpick(i)
 		select {
@@ -265,7 +265,7 @@ func (st *fetchState) fail(p peer.ID, err error) {
 	defer st.mu.Unlock()
 	st.lastErr = err
 	st.fails[p]++
-	if !errors.Is(err, ErrBlobNotFound) && st.fails[p] <= st.b.cfg.maxBad() {
+	if !errors.Is(err, ErrNotFound) && st.fails[p] <= st.b.cfg.maxBad() {
 		st.b.log.Info("blob source failed", "blob", st.id, "peer", p, "failures", st.fails[p], "err", err)
 		return
 	}
@@ -298,13 +298,13 @@ func isBusy(err error) bool {
 	return errors.As(err, &se) && se.status == blobStatusBusy
 }
 
-// BlobIDOf returns the ID data would have if published with chunkSize (zero: the
+// IDOf returns the ID data would have if published with chunkSize (zero: the
 // default), without storing anything.
-func BlobIDOf(data []byte, chunkSize int) string {
+func IDOf(data []byte, chunkSize int) string {
 	if chunkSize == 0 {
-		chunkSize = DefaultBlobChunkSize
+		chunkSize = DefaultChunkSize
 	}
-	m := &BlobManifest{Size: int64(len(data)), ChunkSize: chunkSize, Sum: sha256.Sum256(data)}
+	m := &Manifest{Size: int64(len(data)), ChunkSize: chunkSize, Sum: sha256.Sum256(data)}
 	for off := 0; off < len(data); off += chunkSize {
 		m.Chunks = append(m.Chunks, sha256.Sum256(data[off:min(off+chunkSize, len(data))]))
 	}

@@ -1,9 +1,7 @@
-package mesh
+package dataplane
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -12,6 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // dpTestKey is a deterministic ed25519 identity for seed.
@@ -26,27 +27,18 @@ func dpTestKey(t testing.TB, seed uint64) crypto.PrivKey {
 	return key
 }
 
-// dpLogWriter routes the data plane's logs to t.Log.
-type dpLogWriter struct{ t testing.TB }
-
-func (w dpLogWriter) Write(b []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(bytes.TrimRight(b, "\n")))
-	return len(b), nil
-}
-
-func dpTestConfig(t testing.TB, seed uint64) DataPlaneConfig {
-	cfg := DefaultDataPlaneConfig()
+func dpTestConfig(t testing.TB, seed uint64) Config {
+	cfg := DefaultConfig()
 	cfg.ListenAddr = "127.0.0.1:0"
 	cfg.Identity = dpTestKey(t, seed)
-	cfg.Logger = slog.New(slog.NewTextHandler(dpLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.Logger = testutil.Logger(t)
 	return cfg
 }
 
 // startDataPlane starts a data plane closed at the end of the test.
-func startDataPlane(t testing.TB, cfg DataPlaneConfig) *DataPlane {
+func startDataPlane(t testing.TB, cfg Config) *Plane {
 	t.Helper()
-	d, err := NewDataPlane(context.Background(), cfg)
+	d, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,9 +51,9 @@ func startDataPlane(t testing.TB, cfg DataPlaneConfig) *DataPlane {
 }
 
 // dpMesh starts n data planes (seeds 1..n) that know each other's addresses.
-func dpMesh(t testing.TB, n int) []*DataPlane {
+func dpMesh(t testing.TB, n int) []*Plane {
 	t.Helper()
-	ds := make([]*DataPlane, n)
+	ds := make([]*Plane, n)
 	for i := range ds {
 		ds[i] = startDataPlane(t, dpTestConfig(t, uint64(i+1)))
 	}
@@ -75,21 +67,9 @@ func dpMesh(t testing.TB, n int) []*DataPlane {
 	return ds
 }
 
-// dpWaitFor polls cond until it holds or the timeout passes.
-func dpWaitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func dpTestFrame(kind FrameKind, step uint32, micro uint16, payload []byte) *Frame {
-	return &Frame{
-		Kind: kind, DType: DTypeU8, Job: 7, Epoch: 1, Step: step, Micro: micro, Index: 3,
+func dpTestFrame(kind frame.Kind, step uint32, micro uint16, payload []byte) *frame.Frame {
+	return &frame.Frame{
+		Kind: kind, DType: frame.DTypeU8, Job: 7, Epoch: 1, Step: step, Micro: micro, Index: 3,
 		Shape: []int{len(payload)}, Payload: payload,
 	}
 }
@@ -102,8 +82,8 @@ func dpPayload(seed uint64, n int) []byte {
 }
 
 // dialRaw opens a QUIC connection to d with the data plane's ALPN and the identity of
-// seed, as a hostile peer would, bypassing DataPlane's sender.
-func dialRaw(t testing.TB, d *DataPlane, seed uint64) (*quic.Conn, string) {
+// seed, as a hostile peer would, bypassing Plane's sender.
+func dialRaw(t testing.TB, d *Plane, seed uint64) (*quic.Conn, string) {
 	t.Helper()
 	key := dpTestKey(t, seed)
 	id, err := peer.IDFromPrivateKey(key)
@@ -119,7 +99,7 @@ func dialRaw(t testing.TB, d *DataPlane, seed uint64) (*quic.Conn, string) {
 		t.Fatal(err)
 	}
 	conf, _ := ident.ConfigForPeer(pid)
-	conf.NextProtos = []string{TensorALPN}
+	conf.NextProtos = []string{ALPN}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	qc, err := quic.DialAddr(ctx, d.Addr(), conf, &quic.Config{})
@@ -147,7 +127,7 @@ func rawWrite(t testing.TB, qc *quic.Conn, b []byte, fin bool) *quic.SendStream 
 }
 
 // dpConnected reports whether d has a live connection it would send to peer on.
-func dpConnected(d *DataPlane, peer string) bool {
+func dpConnected(d *Plane, peer string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := d.peers[peer]

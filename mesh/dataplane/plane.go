@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"context"
@@ -14,20 +14,25 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
+
+// ALPN is the TLS application protocol of the QUIC tensor data plane.
+const ALPN = "meshnode-tensor/1"
 
 // Data-plane errors that callers branch on.
 var (
-	// ErrDataPlaneClosed is returned by every call after Close, and wakes waiting Recvs.
-	ErrDataPlaneClosed = errors.New("data plane closed")
+	// ErrClosed is returned by every call after Close, and wakes waiting Recvs.
+	ErrClosed = errors.New("data plane closed")
 	// ErrNoPeerAddr is returned by Send to a peer whose address was never set.
 	ErrNoPeerAddr = errors.New("data plane: no address for peer")
 	// ErrPeerIdentity is returned when a peer's TLS identity is not the expected peer ID.
 	ErrPeerIdentity = errors.New("data plane: peer identity mismatch")
 )
 
-// DataPlane moves tensor frames between nodes over QUIC, on its own UDP port, with TLS
-// bound to the nodes' libp2p identities (ALPN TensorALPN). It satisfies the engine's
+// Plane moves tensor frames between nodes over QUIC, on its own UDP port, with TLS
+// bound to the nodes' libp2p identities (ALPN ALPN). It satisfies the engine's
 // Transport interface (Self, Send, Recv).
 //
 // Each pair of nodes shares one connection, dialled lazily by the first Send in either
@@ -36,8 +41,8 @@ var (
 // own unidirectional stream, written one frame at a time. Every incoming frame is bounded
 // by MaxPayload before allocation; a malformed frame resets its stream with a FrameReset*
 // code and is counted; a peer that floods the mailbox past MailboxBytes is disconnected.
-type DataPlane struct {
-	cfg        DataPlaneConfig
+type Plane struct {
+	cfg        Config
 	log        *slog.Logger
 	self       peer.ID
 	selfID     string
@@ -47,8 +52,9 @@ type DataPlane struct {
 	ln         *quic.Listener
 	qconf      *quic.Config
 	maxPayload int
-	box        *Mailbox
-	stats      dpStats
+	box        *frame.Mailbox
+	inflight   *budget // budget.go
+	stats      counters
 	probes     probeState // dataplane_probe.go
 
 	ctx    context.Context // cancelled by Close
@@ -57,32 +63,34 @@ type DataPlane struct {
 
 	mu     sync.Mutex
 	closed bool
-	addrs  map[string]string  // peer ID → UDP host:port
-	peers  map[string]*dpPeer // peer ID → the connection Send uses
-	conns  map[*dpConn]struct{}
+	addrs  map[string]string    // peer ID → UDP host:port
+	peers  map[string]*sendPeer // peer ID → the connection Send uses
+	conns  map[*peerConn]struct{}
 }
 
-// dpPeer is the send side's view of one peer: the connection frames go out on, and a
-// channel closed when a dial in progress ends.
-type dpPeer struct {
-	conn    *dpConn
+// sendPeer is the data plane's view of one peer: the connection frames go out on, a
+// channel closed when a dial in progress ends, and every open connection with the peer,
+// oldest first (at most MaxConnsPerPeer).
+type sendPeer struct {
+	conn    *peerConn
 	dialing chan struct{}
+	open    []*peerConn
 }
 
-// dpConn is one authenticated QUIC connection and its outgoing streams, one per kind.
-type dpConn struct {
+// peerConn is one authenticated QUIC connection and its outgoing streams, one per kind.
+type peerConn struct {
 	qc   *quic.Conn
 	peer string // the verified remote peer ID
 
 	mu      sync.Mutex
-	streams map[FrameKind]*dpSendStream
+	streams map[frame.Kind]*kindStream
 }
 
-func (c *dpConn) alive() bool { return c.qc.Context().Err() == nil }
+func (c *peerConn) alive() bool { return c.qc.Context().Err() == nil }
 
-// NewDataPlane listens on cfg.ListenAddr and serves incoming connections until Close. ctx
+// New listens on cfg.ListenAddr and serves incoming connections until Close. ctx
 // bounds the setup only.
-func NewDataPlane(ctx context.Context, cfg DataPlaneConfig) (*DataPlane, error) {
+func New(ctx context.Context, cfg Config) (*Plane, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -99,11 +107,11 @@ func NewDataPlane(ctx context.Context, cfg DataPlaneConfig) (*DataPlane, error) 
 	if err != nil {
 		return nil, fmt.Errorf("data plane: listen on UDP %s: %w", cfg.listenAddr(), err)
 	}
-	d := &DataPlane{
+	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
 		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
-		box:   NewMailbox(cfg.mailboxBytes()),
-		addrs: map[string]string{}, peers: map[string]*dpPeer{}, conns: map[*dpConn]struct{}{},
+		box: frame.NewMailbox(cfg.mailboxBytes()), inflight: newBudget(cfg.maxInFlight()),
+		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
 	}
 	d.log = cfg.logger().With("component", "dataplane", "self", d.selfID, "addr", udp.LocalAddr().String())
 	d.stats.init()
@@ -120,11 +128,11 @@ func NewDataPlane(ctx context.Context, cfg DataPlaneConfig) (*DataPlane, error) 
 }
 
 // Self is this node's peer ID (peer.ID.String()).
-func (d *DataPlane) Self() string { return d.selfID }
+func (d *Plane) Self() string { return d.selfID }
 
 // Addr is the UDP host:port the data plane listens on, as bound (an unspecified host
 // stays unspecified: announce it with the node's reachable IP).
-func (d *DataPlane) Addr() string { return d.udp.LocalAddr().String() }
+func (d *Plane) Addr() string { return d.udp.LocalAddr().String() }
 
 // SetPeerAddr records where peer peerID's data plane listens (UDP host:port). It is used
 // by the next dial; an existing connection is kept.
@@ -132,17 +140,17 @@ func (d *DataPlane) Addr() string { return d.udp.LocalAddr().String() }
 // When the address changes (the peer restarted elsewhere), the connection this node sends
 // on is closed, so that the next Send dials the new address instead of writing into a
 // connection to a process that may be gone.
-func (d *DataPlane) SetPeerAddr(peerID, addr string) {
+func (d *Plane) SetPeerAddr(peerID, addr string) {
 	d.mu.Lock()
 	old, known := d.addrs[peerID]
 	d.addrs[peerID] = addr
-	var stale *dpConn
+	var stale *peerConn
 	if p := d.peers[peerID]; known && old != addr && p != nil {
 		stale, p.conn = p.conn, nil
 	}
 	d.mu.Unlock()
 	if stale != nil {
-		stale.qc.CloseWithError(DataConnMoved, "peer moved to "+addr)
+		stale.qc.CloseWithError(ConnMoved, "peer moved to "+addr)
 	}
 }
 
@@ -150,11 +158,11 @@ func (d *DataPlane) SetPeerAddr(peerID, addr string) {
 // connection is open. It returns once the frame is handed to QUIC (flow control may make
 // it wait), not when the peer has read it. A failed Send is not retried: the frame may or
 // may not have arrived. Frames of one kind to one peer arrive in the order sent.
-func (d *DataPlane) Send(ctx context.Context, to string, f *Frame) error {
+func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if len(f.Payload) > d.maxPayload {
-		return fmt.Errorf("data plane: send to %s: %w: %d-byte payload, bound %d", to, ErrFrameTooBig, len(f.Payload), d.maxPayload)
+		return fmt.Errorf("data plane: send to %s: %w: %d-byte payload, bound %d", to, frame.ErrTooBig, len(f.Payload), d.maxPayload)
 	}
-	hdr, err := appendFrameHeader(make([]byte, 0, FrameHeaderSize), f)
+	hdr, err := frame.AppendHeader(make([]byte, 0, frame.HeaderSize), f)
 	if err != nil {
 		return fmt.Errorf("data plane: encode frame for %s: %w", to, err)
 	}
@@ -170,31 +178,38 @@ func (d *DataPlane) Send(ctx context.Context, to string, f *Frame) error {
 }
 
 // Recv waits for the next frame from peer `from` with key k, whatever order frames
-// arrived in. It returns ErrDataPlaneClosed after Close, or ctx's error.
-func (d *DataPlane) Recv(ctx context.Context, from string, k FrameKey) (*Frame, error) {
+// arrived in. It returns ErrClosed after Close, or ctx's error.
+func (d *Plane) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	return d.box.Receive(ctx, from, k)
 }
 
+// Purge drops the frames waiting for job at epochs up to throughEpoch, and those that
+// arrive for them later (frame.Mailbox.Purge); waiting Recvs for them return
+// frame.ErrPurged. The engine calls it when it replans (the old epoch), cancels or finishes
+// a job (its current epoch), so that stale frames stop counting against their senders'
+// MailboxBytes. It returns the number of frames dropped.
+func (d *Plane) Purge(job uint64, throughEpoch uint32) int { return d.box.Purge(job, throughEpoch) }
+
 // Close closes every connection and the listener, wakes waiting Recvs with
-// ErrDataPlaneClosed and returns when every goroutine of the data plane has ended.
-func (d *DataPlane) Close() error {
+// ErrClosed and returns when every goroutine of the data plane has ended.
+func (d *Plane) Close() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
 		return nil
 	}
 	d.closed = true
-	conns := make([]*dpConn, 0, len(d.conns))
+	conns := make([]*peerConn, 0, len(d.conns))
 	for c := range d.conns {
 		conns = append(conns, c)
 	}
 	d.mu.Unlock()
 
 	d.cancel()
-	d.box.Close(ErrDataPlaneClosed)
+	d.box.Close(ErrClosed)
 	lnErr := d.ln.Close()
 	for _, c := range conns {
-		c.qc.CloseWithError(DataConnShutdown, "data plane closed")
+		c.qc.CloseWithError(ConnShutdown, "data plane closed")
 	}
 	trErr := d.tr.Close()
 	udpErr := d.udp.Close()
@@ -205,12 +220,12 @@ func (d *DataPlane) Close() error {
 // serverTLS verifies every client's certificate chain as libp2p does (a fresh
 // ConfigForPeer("") per handshake) and fails the handshake of a peer AllowPeer refuses;
 // acceptLoop then reads the verified peer ID from the connection state.
-func (d *DataPlane) serverTLS() *tls.Config {
+func (d *Plane) serverTLS() *tls.Config {
 	return &tls.Config{
-		NextProtos: []string{TensorALPN},
+		NextProtos: []string{ALPN},
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			conf, keyCh := d.ident.ConfigForPeer("")
-			conf.NextProtos = []string{TensorALPN}
+			conf.NextProtos = []string{ALPN}
 			if d.cfg.AllowPeer != nil {
 				verify := conf.VerifyPeerCertificate
 				conf.VerifyPeerCertificate = func(raw [][]byte, chains [][]*x509.Certificate) error {
@@ -225,7 +240,7 @@ func (d *DataPlane) serverTLS() *tls.Config {
 	}
 }
 
-func (d *DataPlane) checkAllowed(pub crypto.PubKey) error {
+func (d *Plane) checkAllowed(pub crypto.PubKey) error {
 	id, err := peer.IDFromPublicKey(pub)
 	if err != nil {
 		return err
@@ -240,8 +255,8 @@ func (d *DataPlane) checkAllowed(pub crypto.PubKey) error {
 // remotePeerID is the peer ID proven by the connection's TLS certificate chain.
 func remotePeerID(qc *quic.Conn) (peer.ID, error) {
 	st := qc.ConnectionState().TLS
-	if st.NegotiatedProtocol != TensorALPN {
-		return "", fmt.Errorf("%w: ALPN %q, want %q", ErrPeerIdentity, st.NegotiatedProtocol, TensorALPN)
+	if st.NegotiatedProtocol != ALPN {
+		return "", fmt.Errorf("%w: ALPN %q, want %q", ErrPeerIdentity, st.NegotiatedProtocol, ALPN)
 	}
 	pub, err := p2ptls.PubKeyFromCertChain(st.PeerCertificates)
 	if err != nil {
@@ -250,7 +265,7 @@ func remotePeerID(qc *quic.Conn) (peer.ID, error) {
 	return peer.IDFromPublicKey(pub)
 }
 
-func (d *DataPlane) acceptLoop() {
+func (d *Plane) acceptLoop() {
 	defer d.wg.Done()
 	for {
 		qc, err := d.ln.Accept(d.ctx)
@@ -260,12 +275,12 @@ func (d *DataPlane) acceptLoop() {
 		remote, err := remotePeerID(qc)
 		if err != nil {
 			d.log.Warn("refused connection", "remote", qc.RemoteAddr(), "err", err)
-			qc.CloseWithError(DataConnBadIdentity, "bad identity")
+			qc.CloseWithError(ConnBadIdentity, "bad identity")
 			continue
 		}
 		if d.cfg.AllowPeer != nil && !d.cfg.AllowPeer(remote.String()) {
 			d.log.Warn("refused peer not allowed", "peer", remote, "remote", qc.RemoteAddr())
-			qc.CloseWithError(DataConnNotAllowed, "peer not allowed")
+			qc.CloseWithError(ConnNotAllowed, "peer not allowed")
 			continue
 		}
 		d.log.Debug("accepted connection", "peer", remote, "remote", qc.RemoteAddr())
@@ -275,17 +290,17 @@ func (d *DataPlane) acceptLoop() {
 
 // connTo returns the connection frames to `to` go out on, dialling when there is none. One
 // dial per peer runs at a time; concurrent senders wait for it.
-func (d *DataPlane) connTo(ctx context.Context, to string) (*dpConn, error) {
+func (d *Plane) connTo(ctx context.Context, to string) (*peerConn, error) {
 	d.mu.Lock()
 	p := d.peers[to]
 	if p == nil {
-		p = &dpPeer{}
+		p = &sendPeer{}
 		d.peers[to] = p
 	}
 	for {
 		if d.closed {
 			d.mu.Unlock()
-			return nil, ErrDataPlaneClosed
+			return nil, ErrClosed
 		}
 		if p.conn != nil && p.conn.alive() {
 			c := p.conn
@@ -323,7 +338,7 @@ func (d *DataPlane) connTo(ctx context.Context, to string) (*dpConn, error) {
 
 // dial connects to peer `to` at addr. The TLS configuration from ConfigForPeer fails the
 // handshake unless the server's certificate is bound to `to`.
-func (d *DataPlane) dial(ctx context.Context, to, addr string) (*dpConn, error) {
+func (d *Plane) dial(ctx context.Context, to, addr string) (*peerConn, error) {
 	pid, err := peer.Decode(to)
 	if err != nil {
 		return nil, fmt.Errorf("data plane: %q is not a peer ID: %w", to, err)
@@ -333,7 +348,7 @@ func (d *DataPlane) dial(ctx context.Context, to, addr string) (*dpConn, error) 
 		return nil, fmt.Errorf("data plane: address of %s: %w", to, err)
 	}
 	tlsConf, _ := d.ident.ConfigForPeer(pid)
-	tlsConf.NextProtos = []string{TensorALPN}
+	tlsConf.NextProtos = []string{ALPN}
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.dialTimeout())
 	defer cancel()
 	qc, err := d.tr.Dial(ctx, ua, tlsConf, d.qconf)
@@ -345,58 +360,9 @@ func (d *DataPlane) dial(ctx context.Context, to, addr string) (*dpConn, error) 
 		err = fmt.Errorf("%w: dialled %s, certificate of %s", ErrPeerIdentity, pid, got)
 	}
 	if err != nil {
-		qc.CloseWithError(DataConnBadIdentity, "bad identity")
+		qc.CloseWithError(ConnBadIdentity, "bad identity")
 		return nil, fmt.Errorf("data plane: dial %s at %s: %w", to, addr, err)
 	}
 	d.log.Debug("dialled", "peer", to, "remote", addr)
 	return d.adopt(qc, to)
-}
-
-// adopt registers an authenticated connection, makes it the peer's send connection when
-// it has none, and serves the streams the peer opens on it.
-func (d *DataPlane) adopt(qc *quic.Conn, remote string) (*dpConn, error) {
-	c := &dpConn{qc: qc, peer: remote, streams: map[FrameKind]*dpSendStream{}}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		qc.CloseWithError(DataConnShutdown, "data plane closed")
-		return nil, ErrDataPlaneClosed
-	}
-	d.conns[c] = struct{}{}
-	p := d.peers[remote]
-	if p == nil {
-		p = &dpPeer{}
-		d.peers[remote] = p
-	}
-	if p.conn == nil || !p.conn.alive() {
-		p.conn = c
-	}
-	d.wg.Add(1)
-	d.mu.Unlock()
-	go d.serveConn(c)
-	return c, nil
-}
-
-// serveConn starts a reader for every stream the peer opens, until the connection ends.
-func (d *DataPlane) serveConn(c *dpConn) {
-	defer d.wg.Done()
-	defer d.forget(c)
-	for {
-		s, err := c.qc.AcceptUniStream(d.ctx)
-		if err != nil {
-			d.log.Debug("connection ended", "peer", c.peer, "err", err)
-			return
-		}
-		d.wg.Add(1)
-		go d.readStream(c, s)
-	}
-}
-
-func (d *DataPlane) forget(c *dpConn) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	delete(d.conns, c)
-	if p := d.peers[c.peer]; p != nil && p.conn == c {
-		p.conn = nil
-	}
 }

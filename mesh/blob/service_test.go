@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"bytes"
@@ -11,52 +11,42 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 const testBlobChunk = 4096
 
 // blobNode is one mesh member with a blob store and service.
 type blobNode struct {
-	m *Mesh
-	b *BlobService
+	m host.Host
+	b *Service
 }
 
 // startBlobNodes starts n admitted mesh members, each with its own store; tamper[i], when
 // set, is node i's TamperChunk.
 func startBlobNodes(t *testing.T, tamper ...func(string, int, []byte) []byte) []blobNode {
 	t.Helper()
-	cfgs := make([]BlobConfig, len(tamper))
+	cfgs := make([]Config, len(tamper))
 	for i := range tamper {
 		cfgs[i].TamperChunk = tamper[i]
 	}
 	return startBlobNodesWith(t, cfgs...)
 }
 
-// startBlobNodesWith starts one admitted mesh member per config; the test's defaults fill
-// Parallel, MaxBadChunks, RequestTimeout and Logger.
-func startBlobNodesWith(t *testing.T, cfgs ...BlobConfig) []blobNode {
+// startBlobNodesWith starts one node per config on an in-memory network (mocknet), every
+// pair connected; the test's defaults fill Parallel, MaxBadChunks, RequestTimeout and
+// Logger. Admission is the mesh's concern, tested there; the blob protocol needs streams.
+func startBlobNodesWith(t *testing.T, cfgs ...Config) []blobNode {
 	t.Helper()
+	hosts := startMockHosts(t, len(cfgs))
 	var nodes []blobNode
 	for i, cfg := range cfgs {
-		var boot []*Mesh
-		if i > 0 {
-			boot = append(boot, nodes[0].m)
-		}
-		m := startMesh(t, testConfig(t, testSecret, boot...))
-		cfg.Parallel, cfg.MaxBadChunks, cfg.RequestTimeout, cfg.Logger = 3, 2, 10*time.Second, testLogger(t)
-		nodes = append(nodes, blobNode{m: m, b: NewBlobService(m, openTestStore(t, testBlobChunk), cfg)})
+		cfg.Parallel, cfg.MaxBadChunks, cfg.RequestTimeout, cfg.Logger = 3, 2, 10*time.Second, testutil.Logger(t)
+		nodes = append(nodes, blobNode{m: hosts[i], b: NewService(streamHost{hosts[i]}, openTestStore(t, testBlobChunk), cfg)})
 	}
-	waitFor(t, 10*time.Second, "every pair admitted", func() bool {
-		for _, a := range nodes {
-			for _, b := range nodes {
-				if a.m != b.m && !a.m.IsAdmitted(b.m.ID()) {
-					return false
-				}
-			}
-		}
-		return true
-	})
 	return nodes
 }
 
@@ -99,7 +89,7 @@ func flipAll(_ string, _ int, b []byte) []byte {
 	return b
 }
 
-func TestBlobFetchRefetchesCorruptChunk(t *testing.T) {
+func TestFetchRefetchesCorruptChunk(t *testing.T) {
 	nodes := startBlobNodes(t, flipChunk(3, 2), nil, nil)
 	holder, b, c := nodes[0], nodes[1], nodes[2]
 	data := testBlobData(25*testBlobChunk+100, 7)
@@ -137,7 +127,7 @@ func TestBlobFetchRefetchesCorruptChunk(t *testing.T) {
 	}
 }
 
-func TestBlobFetchDropsLyingSource(t *testing.T) {
+func TestFetchDropsLyingSource(t *testing.T) {
 	nodes := startBlobNodes(t, flipAll, nil, nil)
 	liar, honest, c := nodes[0], nodes[1], nodes[2]
 	data := testBlobData(10*testBlobChunk, 8)
@@ -151,8 +141,8 @@ func TestBlobFetchDropsLyingSource(t *testing.T) {
 	ctx := fetchCtx(t)
 	// The liar alone: every chunk is bad, it is dropped and nothing enters the store.
 	err := c.b.Fetch(ctx, id, []peer.ID{liar.m.ID()})
-	if !errors.Is(err, ErrBlobCorrupt) || c.b.Has(id) {
-		t.Fatalf("fetch from a lying source: err %v, stored %v; want ErrBlobCorrupt and nothing stored", err, c.b.Has(id))
+	if !errors.Is(err, ErrCorrupt) || c.b.Has(id) {
+		t.Fatalf("fetch from a lying source: err %v, stored %v; want ErrCorrupt and nothing stored", err, c.b.Has(id))
 	}
 	if got := c.b.Stats().DroppedSources; got != 1 {
 		t.Errorf("dropped %d sources, want 1", got)
@@ -169,7 +159,7 @@ func TestBlobFetchDropsLyingSource(t *testing.T) {
 	}
 }
 
-func TestBlobFetchNotFound(t *testing.T) {
+func TestFetchNotFound(t *testing.T) {
 	nodes := startBlobNodes(t, nil, nil, nil)
 	holder, empty, c := nodes[0], nodes[1], nodes[2]
 	data := testBlobData(3*testBlobChunk, 9)
@@ -178,14 +168,14 @@ func TestBlobFetchNotFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := fetchCtx(t)
-	if err := c.b.Fetch(ctx, id, []peer.ID{empty.m.ID()}); !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("fetch from a peer without the blob: got %v, want ErrBlobNotFound", err)
+	if err := c.b.Fetch(ctx, id, []peer.ID{empty.m.ID()}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("fetch from a peer without the blob: got %v, want ErrNotFound", err)
 	}
-	if err := c.b.Fetch(ctx, id, nil); !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("fetch without sources: got %v, want ErrBlobNotFound", err)
+	if err := c.b.Fetch(ctx, id, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("fetch without sources: got %v, want ErrNotFound", err)
 	}
-	if err := c.b.Fetch(ctx, "not-an-id", []peer.ID{holder.m.ID()}); !errors.Is(err, ErrBadBlobID) {
-		t.Fatalf("fetch of a malformed ID: got %v, want ErrBadBlobID", err)
+	if err := c.b.Fetch(ctx, "not-an-id", []peer.ID{holder.m.ID()}); !errors.Is(err, ErrBadID) {
+		t.Fatalf("fetch of a malformed ID: got %v, want ErrBadID", err)
 	}
 	if err := c.b.Fetch(ctx, id, []peer.ID{empty.m.ID(), holder.m.ID()}); err != nil {
 		t.Fatalf("fetch with a holder second: %v", err)
@@ -199,10 +189,10 @@ func TestBlobFetchNotFound(t *testing.T) {
 	}
 }
 
-// TestBlobReplicate: a holder asks a peer to hold its blob; the peer fetches and verifies it
+// TestReplicate: a holder asks a peer to hold its blob; the peer fetches and verifies it
 // before answering. A peer whose policy refuses, or one that takes no replicas, says so, and
 // a blob the asker does not hold is an error before anything is sent.
-func TestBlobReplicate(t *testing.T) {
+func TestReplicate(t *testing.T) {
 	var asked atomic.Int64
 	accept := func(from peer.ID, id string) error {
 		asked.Add(1)
@@ -212,7 +202,7 @@ func TestBlobReplicate(t *testing.T) {
 		return nil
 	}
 	refuse := func(peer.ID, string) error { return errors.New("not in any job with you") }
-	nodes := startBlobNodesWith(t, BlobConfig{}, BlobConfig{AcceptPull: accept}, BlobConfig{AcceptPull: refuse}, BlobConfig{})
+	nodes := startBlobNodesWith(t, Config{}, Config{AcceptPull: accept}, Config{AcceptPull: refuse}, Config{})
 	holder, taker, refuser, none := nodes[0], nodes[1], nodes[2], nodes[3]
 	data := testBlobData(9*testBlobChunk+17, 3)
 	id, err := holder.b.Publish(context.Background(), bytes.NewReader(data))
@@ -235,8 +225,8 @@ func TestBlobReplicate(t *testing.T) {
 	if refuser.b.Has(id) || none.b.Has(id) {
 		t.Fatal("a refusing peer fetched the blob")
 	}
-	other := BlobIDOf(testBlobData(100, 4), testBlobChunk)
-	if err := holder.b.Replicate(ctx, taker.m.ID(), other); !errors.Is(err, ErrBlobNotFound) {
-		t.Fatalf("replicate a blob the asker lacks: got %v, want ErrBlobNotFound", err)
+	other := IDOf(testBlobData(100, 4), testBlobChunk)
+	if err := holder.b.Replicate(ctx, taker.m.ID(), other); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("replicate a blob the asker lacks: got %v, want ErrNotFound", err)
 	}
 }

@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"bytes"
@@ -13,46 +13,25 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-func TestAppendFrameHeaderMatchesAppendFrame(t *testing.T) {
-	for _, f := range []*Frame{
-		dpTestFrame(KindActivation, 1, 2, dpPayload(3, 1000)),
-		{Kind: KindScalar, DType: DTypeF32, Codec: CodecNone},
-		{Kind: KindReduce, DType: DTypeI8, Codec: CodecInt8, Job: 1 << 60, Epoch: 9, Step: 1 << 31, Micro: 65535, Index: 7,
-			Shape: []int{2, 3, 4, 5}, Payload: dpPayload(4, 120)},
-	} {
-		want, err := AppendFrame([]byte("prefix"), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hdr, err := appendFrameHeader([]byte("prefix"), f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := append(hdr, f.Payload...); !bytes.Equal(got, want) {
-			t.Errorf("kind %d: header+payload differs from AppendFrame", f.Kind)
-		}
-	}
-	if _, err := appendFrameHeader(nil, &Frame{Kind: KindScalar, Shape: make([]int, 5)}); !errors.Is(err, ErrFrameHeader) {
-		t.Errorf("5 dimensions: %v, want ErrFrameHeader", err)
-	}
-}
-
-func TestDataPlaneConfigValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	good := dpTestConfig(t, 1)
 	for _, tc := range []struct {
 		name string
-		mod  func(*DataPlaneConfig)
+		mod  func(*Config)
 		ok   bool
 	}{
-		{"default with identity", func(*DataPlaneConfig) {}, true},
-		{"zero values", func(c *DataPlaneConfig) { *c = DataPlaneConfig{Identity: c.Identity} }, true},
-		{"no identity", func(c *DataPlaneConfig) { c.Identity = nil }, false},
-		{"bad address", func(c *DataPlaneConfig) { c.ListenAddr = "127.0.0.1" }, false},
-		{"negative payload bound", func(c *DataPlaneConfig) { c.MaxPayload = -1 }, false},
-		{"keep-alive not below idle", func(c *DataPlaneConfig) { c.KeepAlive, c.IdleTimeout = time.Minute, time.Minute }, false},
-		{"negative streams", func(c *DataPlaneConfig) { c.MaxIncomingStreams = -1 }, false},
+		{"default with identity", func(*Config) {}, true},
+		{"zero values", func(c *Config) { *c = Config{Identity: c.Identity} }, true},
+		{"no identity", func(c *Config) { c.Identity = nil }, false},
+		{"bad address", func(c *Config) { c.ListenAddr = "127.0.0.1" }, false},
+		{"negative payload bound", func(c *Config) { c.MaxPayload = -1 }, false},
+		{"keep-alive not below idle", func(c *Config) { c.KeepAlive, c.IdleTimeout = time.Minute, time.Minute }, false},
+		{"negative streams", func(c *Config) { c.MaxIncomingStreams = -1 }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := good
@@ -70,9 +49,9 @@ func TestDataPlaneExchange(t *testing.T) {
 	ds := dpMesh(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	kinds := []FrameKind{KindActivation, KindGradient, KindReduce, KindScalar}
+	kinds := []frame.Kind{frame.KindActivation, frame.KindGradient, frame.KindReduce, frame.KindScalar}
 	const micros = 4
-	payload := func(from, to int, k FrameKind, m uint16) []byte {
+	payload := func(from, to int, k frame.Kind, m uint16) []byte {
 		return fmt.Appendf(nil, "%d->%d kind %d micro %d", from, to, k, m)
 	}
 	var wg sync.WaitGroup
@@ -94,7 +73,7 @@ func TestDataPlaneExchange(t *testing.T) {
 			wg.Go(func() {
 				for _, k := range slices.Backward(kinds) {
 					for m := uint16(micros); m > 0; m-- {
-						key := FrameKey{Kind: k, Job: 7, Epoch: 1, Step: 5, Micro: m - 1, Index: 3}
+						key := frame.Key{Kind: k, Job: 7, Epoch: 1, Step: 5, Micro: m - 1, Index: 3}
 						f, err := b.Recv(ctx, a.Self(), key)
 						if err != nil {
 							errs <- err
@@ -144,7 +123,7 @@ func TestDataPlaneSimultaneousDial(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				for n := range frames {
-					f := dpTestFrame(KindReduce, uint32(s), uint16(n), []byte{byte(i), byte(s), byte(n)})
+					f := dpTestFrame(frame.KindReduce, uint32(s), uint16(n), []byte{byte(i), byte(s), byte(n)})
 					if err := a.Send(ctx, b.Self(), f); err != nil {
 						errs <- err
 					}
@@ -152,7 +131,7 @@ func TestDataPlaneSimultaneousDial(t *testing.T) {
 			})
 			wg.Go(func() {
 				for n := range frames {
-					f, err := b.Recv(ctx, a.Self(), FrameKey{Kind: KindReduce, Job: 7, Epoch: 1, Step: uint32(s), Micro: uint16(n), Index: 3})
+					f, err := b.Recv(ctx, a.Self(), frame.Key{Kind: frame.KindReduce, Job: 7, Epoch: 1, Step: uint32(s), Micro: uint16(n), Index: 3})
 					if err != nil {
 						errs <- err
 						return
@@ -182,12 +161,12 @@ func TestDataPlaneLargeFrames(t *testing.T) {
 		b := ds[1-i]
 		want := dpPayload(uint64(i), size)
 		wg.Go(func() {
-			if err := a.Send(ctx, b.Self(), dpTestFrame(KindActivation, 1, 0, want)); err != nil {
+			if err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindActivation, 1, 0, want)); err != nil {
 				t.Error(err)
 			}
 		})
 		wg.Go(func() {
-			f, err := b.Recv(ctx, a.Self(), FrameKey{Kind: KindActivation, Job: 7, Epoch: 1, Step: 1, Index: 3})
+			f, err := b.Recv(ctx, a.Self(), frame.Key{Kind: frame.KindActivation, Job: 7, Epoch: 1, Step: 1, Index: 3})
 			if err != nil {
 				t.Error(err)
 				return
@@ -198,7 +177,7 @@ func TestDataPlaneLargeFrames(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if got := ds[0].Stats().SentBytes(KindActivation); got != size {
+	if got := ds[0].Stats().SentBytes(frame.KindActivation); got != size {
 		t.Errorf("sent bytes %d, want %d", got, size)
 	}
 }
@@ -207,11 +186,11 @@ func TestDataPlaneSendRefusesOversizedPayload(t *testing.T) {
 	cfg := dpTestConfig(t, 1)
 	cfg.MaxPayload = 1 << 10
 	a := startDataPlane(t, cfg)
-	err := a.Send(context.Background(), "nobody", dpTestFrame(KindScalar, 0, 0, make([]byte, 2<<10)))
-	if !errors.Is(err, ErrFrameTooBig) {
-		t.Fatalf("Send of 2 KiB with a 1 KiB bound: %v, want ErrFrameTooBig", err)
+	err := a.Send(context.Background(), "nobody", dpTestFrame(frame.KindScalar, 0, 0, make([]byte, 2<<10)))
+	if !errors.Is(err, frame.ErrTooBig) {
+		t.Fatalf("Send of 2 KiB with a 1 KiB bound: %v, want frame.ErrTooBig", err)
 	}
-	if err := a.Send(context.Background(), "nobody", dpTestFrame(KindScalar, 0, 0, nil)); !errors.Is(err, ErrNoPeerAddr) {
+	if err := a.Send(context.Background(), "nobody", dpTestFrame(frame.KindScalar, 0, 0, nil)); !errors.Is(err, ErrNoPeerAddr) {
 		t.Fatalf("Send to an unknown peer: %v, want ErrNoPeerAddr", err)
 	}
 }
@@ -229,7 +208,7 @@ func TestDataPlaneBadFramesResetStream(t *testing.T) {
 	qc, rawID := dialRaw(t, d, 99)
 
 	valid := func() []byte {
-		b, err := AppendFrame(nil, dpTestFrame(KindGradient, 1, 0, []byte("payload")))
+		b, err := frame.Append(nil, dpTestFrame(frame.KindGradient, 1, 0, []byte("payload")))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,11 +221,11 @@ func TestDataPlaneBadFramesResetStream(t *testing.T) {
 	}{
 		{"oversized length", func(b []byte) []byte {
 			binary.LittleEndian.PutUint32(b[48:], 1<<32-1) // claims 4 GiB
-			return b[:FrameHeaderSize]
+			return b[:frame.HeaderSize]
 		}, FrameResetTooBig},
 		{"bad CRC", func(b []byte) []byte { b[len(b)-1] ^= 1; return b }, FrameResetCRC},
 		{"unused dimension not zero", func(b []byte) []byte { b[40] = 1; return b }, FrameResetHeader},
-		{"ndim too large", func(b []byte) []byte { b[28] = MaxFrameDims + 1; return b }, FrameResetHeader},
+		{"ndim too large", func(b []byte) []byte { b[28] = frame.MaxDims + 1; return b }, FrameResetHeader},
 		{"unknown kind", func(b []byte) []byte { b[5] = 200; return b }, FrameResetKind},
 		{"bad magic", func(b []byte) []byte { b[0] = 'X'; return b }, FrameResetMagic},
 		{"bad version", func(b []byte) []byte { b[4] = 9; return b }, FrameResetVersion},
@@ -265,7 +244,7 @@ func TestDataPlaneBadFramesResetStream(t *testing.T) {
 			if err := context.Cause(s.Context()); !errors.As(err, &se) || !se.Remote || se.ErrorCode != tc.code {
 				t.Fatalf("stream ended with %v, want a remote reset with code %#x", err, uint64(tc.code))
 			}
-			dpWaitFor(t, 10*time.Second, "bad-frame counter", func() bool { return d.Stats().BadFrames[rawID] == int64(i+1) })
+			testutil.WaitFor(t, 10*time.Second, "bad-frame counter", func() bool { return d.Stats().BadFrames[rawID] == int64(i+1) })
 			runtime.ReadMemStats(&after)
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
 				t.Errorf("allocated %d MiB while rejecting a frame (bound %d MiB)", grew>>20, bound>>20)
@@ -276,7 +255,7 @@ func TestDataPlaneBadFramesResetStream(t *testing.T) {
 	t.Run("truncated", func(t *testing.T) {
 		b := valid()
 		rawWrite(t, qc, b[:len(b)-3], true)
-		dpWaitFor(t, 10*time.Second, "bad-frame counter", func() bool { return d.Stats().BadFrames[rawID] == int64(len(cases)+1) })
+		testutil.WaitFor(t, 10*time.Second, "bad-frame counter", func() bool { return d.Stats().BadFrames[rawID] == int64(len(cases)+1) })
 		dpCheckStillWorks(t, d, good, qc, rawID, 100)
 	})
 	if n := d.Stats().BadFrames[good.Self()]; n != 0 {
@@ -285,13 +264,13 @@ func TestDataPlaneBadFramesResetStream(t *testing.T) {
 }
 
 // dpCheckStillWorks: after a bad frame, d still receives good frames from the offender
-// (attributed to its verified ID) and from a DataPlane peer.
-func dpCheckStillWorks(t *testing.T, d, good *DataPlane, raw *quic.Conn, rawID string, step uint32) {
+// (attributed to its verified ID) and from a Plane peer.
+func dpCheckStillWorks(t *testing.T, d, good *Plane, raw *quic.Conn, rawID string, step uint32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	f := dpTestFrame(KindScalar, step, 0, []byte("after"))
-	b, err := AppendFrame(nil, f)
+	f := dpTestFrame(frame.KindScalar, step, 0, []byte("after"))
+	b, err := frame.Append(nil, f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +294,7 @@ func TestDataPlaneRefusesWrongIdentity(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a.SetPeerAddr(b.Self(), c.Addr()) // c impersonates b's address
-	err := a.Send(ctx, b.Self(), dpTestFrame(KindActivation, 1, 0, []byte("secret")))
+	err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindActivation, 1, 0, []byte("secret")))
 	if err == nil {
 		t.Fatal("Send to a node with another identity succeeded")
 	}
@@ -332,8 +311,8 @@ func TestDataPlaneRefusesWrongIdentity(t *testing.T) {
 	// certificate, so the first Sends may be accepted locally; the refusal closes the
 	// connection and a later Send fails.
 	var sendErr error
-	dpWaitFor(t, 15*time.Second, "refusal by AllowPeer", func() bool {
-		sendErr = a.Send(ctx, picky.Self(), dpTestFrame(KindActivation, 2, 0, []byte("x")))
+	testutil.WaitFor(t, 15*time.Second, "refusal by AllowPeer", func() bool {
+		sendErr = a.Send(ctx, picky.Self(), dpTestFrame(frame.KindActivation, 2, 0, []byte("x")))
 		return sendErr != nil
 	})
 	t.Logf("refused as expected: %v", sendErr)
@@ -341,10 +320,10 @@ func TestDataPlaneRefusesWrongIdentity(t *testing.T) {
 		t.Errorf("refused peer's frames were received: %v", got)
 	}
 	b.SetPeerAddr(picky.Self(), picky.Addr())
-	if err := b.Send(ctx, picky.Self(), dpTestFrame(KindActivation, 3, 0, []byte("ok"))); err != nil {
+	if err := b.Send(ctx, picky.Self(), dpTestFrame(frame.KindActivation, 3, 0, []byte("ok"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := picky.Recv(ctx, b.Self(), FrameKey{Kind: KindActivation, Job: 7, Epoch: 1, Step: 3, Index: 3}); err != nil {
+	if _, err := picky.Recv(ctx, b.Self(), frame.Key{Kind: frame.KindActivation, Job: 7, Epoch: 1, Step: 3, Index: 3}); err != nil {
 		t.Fatalf("allowed peer: %v", err)
 	}
 }
@@ -361,18 +340,18 @@ func TestDataPlaneMailboxOverflowDisconnects(t *testing.T) {
 	defer cancel()
 	chunk := dpPayload(1, 400<<10)
 	for m := range uint16(3) { // the third exceeds 1 MiB
-		if err := send.Send(ctx, recv.Self(), dpTestFrame(KindReduce, 1, m, chunk)); err != nil {
+		if err := send.Send(ctx, recv.Self(), dpTestFrame(frame.KindReduce, 1, m, chunk)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	dpWaitFor(t, 10*time.Second, "mailbox overflow", func() bool { return recv.Stats().MailboxOverflows[send.Self()] == 1 })
+	testutil.WaitFor(t, 10*time.Second, "mailbox overflow", func() bool { return recv.Stats().MailboxOverflows[send.Self()] == 1 })
 	for m := range uint16(2) {
-		if _, err := recv.Recv(ctx, send.Self(), FrameKey{Kind: KindReduce, Job: 7, Epoch: 1, Step: 1, Micro: m, Index: 3}); err != nil {
+		if _, err := recv.Recv(ctx, send.Self(), frame.Key{Kind: frame.KindReduce, Job: 7, Epoch: 1, Step: 1, Micro: m, Index: 3}); err != nil {
 			t.Fatalf("frame %d sent before the overflow: %v", m, err)
 		}
 	}
-	dpWaitFor(t, 10*time.Second, "the sender to see the disconnection", func() bool { return !dpConnected(send, recv.Self()) })
-	f := dpTestFrame(KindReduce, 2, 0, []byte("again"))
+	testutil.WaitFor(t, 10*time.Second, "the sender to see the disconnection", func() bool { return !dpConnected(send, recv.Self()) })
+	f := dpTestFrame(frame.KindReduce, 2, 0, []byte("again"))
 	if err := send.Send(ctx, recv.Self(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -386,25 +365,25 @@ func TestDataPlaneCloseUnblocksRecv(t *testing.T) {
 	base := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	a, err := NewDataPlane(ctx, dpTestConfig(t, 1))
+	a, err := New(ctx, dpTestConfig(t, 1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := NewDataPlane(ctx, dpTestConfig(t, 2))
+	b, err := New(ctx, dpTestConfig(t, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.SetPeerAddr(b.Self(), b.Addr())
 	b.SetPeerAddr(a.Self(), a.Addr())
-	if err := a.Send(ctx, b.Self(), dpTestFrame(KindScalar, 1, 0, []byte("hi"))); err != nil {
+	if err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindScalar, 1, 0, []byte("hi"))); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Recv(ctx, a.Self(), FrameKey{Kind: KindScalar, Job: 7, Epoch: 1, Step: 1, Index: 3}); err != nil {
+	if _, err := b.Recv(ctx, a.Self(), frame.Key{Kind: frame.KindScalar, Job: 7, Epoch: 1, Step: 1, Index: 3}); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := a.Recv(ctx, b.Self(), FrameKey{Kind: KindScalar, Step: 99})
+		_, err := a.Recv(ctx, b.Self(), frame.Key{Kind: frame.KindScalar, Step: 99})
 		done <- err
 	}()
 	if err := a.Close(); err != nil {
@@ -412,14 +391,14 @@ func TestDataPlaneCloseUnblocksRecv(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrDataPlaneClosed) {
-			t.Errorf("Recv after Close: %v, want ErrDataPlaneClosed", err)
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Recv after Close: %v, want ErrClosed", err)
 		}
 	case <-ctx.Done():
 		t.Fatal("Close did not wake Recv")
 	}
-	if err := a.Send(ctx, b.Self(), dpTestFrame(KindScalar, 2, 0, nil)); !errors.Is(err, ErrDataPlaneClosed) {
-		t.Errorf("Send after Close: %v, want ErrDataPlaneClosed", err)
+	if err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindScalar, 2, 0, nil)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Send after Close: %v, want ErrClosed", err)
 	}
 	if err := b.Close(); err != nil {
 		t.Errorf("close: %v", err)
@@ -427,5 +406,5 @@ func TestDataPlaneCloseUnblocksRecv(t *testing.T) {
 	if err := a.Close(); err != nil {
 		t.Errorf("second close: %v", err)
 	}
-	dpWaitFor(t, 10*time.Second, "goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
+	testutil.WaitFor(t, 10*time.Second, "goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
 }

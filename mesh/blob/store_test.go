@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"bytes"
@@ -19,16 +19,16 @@ func testBlobData(n int, seed uint64) []byte {
 	return b
 }
 
-func openTestStore(t *testing.T, chunk int) *BlobStore {
+func openTestStore(t *testing.T, chunk int) *Store {
 	t.Helper()
-	s, err := OpenBlobStore(t.TempDir(), chunk)
+	s, err := OpenStore(t.TempDir(), chunk)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
-func TestBlobStorePublishOpen(t *testing.T) {
+func TestStorePublishOpen(t *testing.T) {
 	ctx := context.Background()
 	for _, size := range []int{0, 1, 4096, 4097, 50000} {
 		s := openTestStore(t, 4096)
@@ -37,10 +37,10 @@ func TestBlobStorePublishOpen(t *testing.T) {
 		if err != nil {
 			t.Fatalf("size %d: %v", size, err)
 		}
-		if want := BlobIDOf(data, 4096); id != want {
-			t.Fatalf("size %d: id %s, BlobIDOf says %s", size, id, want)
+		if want := IDOf(data, 4096); id != want {
+			t.Fatalf("size %d: id %s, IDOf says %s", size, id, want)
 		}
-		if !s.Has(id) || !ValidBlobID(id) {
+		if !s.Has(id) || !ValidID(id) {
 			t.Fatalf("size %d: published blob %q missing or malformed ID", size, id)
 		}
 		again, err := s.Publish(ctx, bytes.NewReader(data))
@@ -61,7 +61,7 @@ func TestBlobStorePublishOpen(t *testing.T) {
 			t.Fatalf("size %d: manifest %+v, %v", size, m, err)
 		}
 		// A fresh store over the same directory finds it on disk.
-		s2, _ := OpenBlobStore(s.Dir(), 0)
+		s2, _ := OpenStore(s.Dir(), 0)
 		if !s2.Has(id) {
 			t.Fatalf("size %d: reopened store lost the blob", size)
 		}
@@ -72,7 +72,7 @@ func TestBlobStorePublishOpen(t *testing.T) {
 	}
 }
 
-func TestBlobStoreRefusesCorruptChunk(t *testing.T) {
+func TestStoreRefusesCorruptChunk(t *testing.T) {
 	s := openTestStore(t, 1024)
 	data := testBlobData(4000, 1)
 	id, err := s.Publish(context.Background(), bytes.NewReader(data))
@@ -86,20 +86,20 @@ func TestBlobStoreRefusesCorruptChunk(t *testing.T) {
 	if _, err := s.readChunk(id, 0); err != nil {
 		t.Errorf("intact chunk 0: %v", err)
 	}
-	if _, err := s.readChunk(id, 1); !errors.Is(err, ErrBlobCorrupt) {
-		t.Errorf("corrupt chunk 1: got %v, want ErrBlobCorrupt", err)
+	if _, err := s.readChunk(id, 1); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("corrupt chunk 1: got %v, want ErrCorrupt", err)
 	}
-	if _, err := s.readChunk(id, 4); !errors.Is(err, ErrBlobNotFound) {
-		t.Errorf("chunk past the end: got %v, want ErrBlobNotFound", err)
+	if _, err := s.readChunk(id, 4); !errors.Is(err, ErrNotFound) {
+		t.Errorf("chunk past the end: got %v, want ErrNotFound", err)
 	}
-	if _, err := s.ReadVerified(id); !errors.Is(err, ErrBlobCorrupt) {
-		t.Errorf("ReadVerified of a corrupt blob: got %v, want ErrBlobCorrupt", err)
+	if _, err := s.ReadVerified(id); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("ReadVerified of a corrupt blob: got %v, want ErrCorrupt", err)
 	}
 	if err := s.Remove(id); err != nil || s.Has(id) {
 		t.Fatalf("Remove: %v (still there: %v)", err, s.Has(id))
 	}
-	if _, err := s.ReadVerified(id); !errors.Is(err, ErrBlobNotFound) {
-		t.Errorf("ReadVerified of a removed blob: got %v, want ErrBlobNotFound", err)
+	if _, err := s.ReadVerified(id); !errors.Is(err, ErrNotFound) {
+		t.Errorf("ReadVerified of a removed blob: got %v, want ErrNotFound", err)
 	}
 	data[1500] ^= 1
 	if id2, err := s.Publish(context.Background(), bytes.NewReader(data)); err != nil || id2 != id {
@@ -108,15 +108,15 @@ func TestBlobStoreRefusesCorruptChunk(t *testing.T) {
 	if b, err := s.ReadVerified(id); err != nil || !bytes.Equal(b, data) {
 		t.Errorf("ReadVerified of the republished blob: %v", err)
 	}
-	if s.Has("0000") || s.Has(BlobIDOf([]byte("other"), 0)) {
+	if s.Has("0000") || s.Has(IDOf([]byte("other"), 0)) {
 		t.Errorf("Has reports blobs that are not there")
 	}
 }
 
-func TestBlobManifestRejects(t *testing.T) {
-	m := &BlobManifest{Size: 10, ChunkSize: 4, Chunks: make([][32]byte, 3)}
+func TestManifestRejects(t *testing.T) {
+	m := &Manifest{Size: 10, ChunkSize: 4, Chunks: make([][32]byte, 3)}
 	good := m.Encode()
-	if _, err := DecodeBlobManifest(good); err != nil {
+	if _, err := DecodeManifest(good); err != nil {
 		t.Fatalf("valid manifest: %v", err)
 	}
 	for name, mutate := range map[string]func([]byte) []byte{
@@ -127,13 +127,13 @@ func TestBlobManifestRejects(t *testing.T) {
 		"trailing":    func(b []byte) []byte { return append(b, 0) },
 		"short":       func(b []byte) []byte { return b[:40] },
 	} {
-		if _, err := DecodeBlobManifest(mutate(bytes.Clone(good))); !errors.Is(err, ErrBlobManifest) {
-			t.Errorf("%s: got %v, want ErrBlobManifest", name, err)
+		if _, err := DecodeManifest(mutate(bytes.Clone(good))); !errors.Is(err, ErrManifest) {
+			t.Errorf("%s: got %v, want ErrManifest", name, err)
 		}
 	}
 }
 
-func FuzzBlobRequest(f *testing.F) {
+func FuzzRequest(f *testing.F) {
 	var id [32]byte
 	id[3] = 7
 	f.Add(appendBlobRequest(nil, blobRequest{kind: blobReqManifest, id: id}))
@@ -150,7 +150,7 @@ func FuzzBlobRequest(f *testing.F) {
 	})
 }
 
-func FuzzBlobResponse(f *testing.F) {
+func FuzzResponse(f *testing.F) {
 	var ok, none bytes.Buffer
 	_ = writeBlobResponse(&ok, blobStatusOK, []byte("chunk bytes"))
 	_ = writeBlobResponse(&none, blobStatusNone, []byte("not here"))
@@ -166,11 +166,11 @@ func FuzzBlobResponse(f *testing.F) {
 	})
 }
 
-func FuzzBlobManifest(f *testing.F) {
-	f.Add((&BlobManifest{Size: 10, ChunkSize: 4, Chunks: make([][32]byte, 3)}).Encode())
-	f.Add((&BlobManifest{ChunkSize: 1 << 20}).Encode())
+func FuzzManifest(f *testing.F) {
+	f.Add((&Manifest{Size: 10, ChunkSize: 4, Chunks: make([][32]byte, 3)}).Encode())
+	f.Add((&Manifest{ChunkSize: 1 << 20}).Encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeBlobManifest(b)
+		m, err := DecodeManifest(b)
 		if err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"context"
@@ -11,10 +11,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // BenchmarkDataPlaneThroughput moves frames of 1–64 MiB one way over loopback through the
-// DataPlane (header and CRC, one stream per kind, ReadFrame into a fresh buffer, mailbox,
+// Plane (header and CRC, one stream per kind, frame.Read into a fresh buffer, mailbox,
 // Recv) and, in the same iterations, the same bytes as raw messages on one quic-go stream
 // with the same TLS identities and QUIC settings, its receiver reusing one buffer (raw) or
 // allocating a fresh one per message as the data plane must, since the receiver owns each
@@ -23,7 +25,7 @@ import (
 // plane's (the raw parts are not timed); raw-MB/s, raw-alloc-MB/s and dataplane/raw are
 // reported beside it. Documented in docs/PERFORMANCE.md:
 //
-//	go test ./mesh -run '^$' -bench DataPlaneThroughput -benchtime 10x -count 3
+//	go test ./mesh/dataplane -run '^$' -bench DataPlaneThroughput -benchtime 10x -count 3
 func BenchmarkDataPlaneThroughput(b *testing.B) {
 	for _, mib := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) { benchThroughput(b, mib<<20) })
@@ -61,7 +63,7 @@ func benchThroughput(b *testing.B, size int) {
 
 // benchDataPlanes is a connected sender and receiver and the next step number to use.
 type benchDataPlanes struct {
-	src, dst *DataPlane
+	src, dst *Plane
 	payload  []byte
 	step     uint32
 }
@@ -81,7 +83,7 @@ func (p *benchDataPlanes) move(b *testing.B, n int) {
 	errc := make(chan error, 1)
 	go func() {
 		for i := range uint32(n) {
-			if err := p.src.Send(ctx, p.dst.Self(), dpTestFrame(KindActivation, first+i, 0, p.payload)); err != nil {
+			if err := p.src.Send(ctx, p.dst.Self(), dpTestFrame(frame.KindActivation, first+i, 0, p.payload)); err != nil {
 				errc <- err
 				return
 			}
@@ -89,7 +91,7 @@ func (p *benchDataPlanes) move(b *testing.B, n int) {
 		errc <- nil
 	}()
 	for i := range uint32(n) {
-		key := FrameKey{Kind: KindActivation, Job: 7, Epoch: 1, Step: first + i, Index: 3}
+		key := frame.Key{Kind: frame.KindActivation, Job: 7, Epoch: 1, Step: first + i, Index: 3}
 		if _, err := p.dst.Recv(ctx, p.src.Self(), key); err != nil {
 			b.Fatal(err)
 		}
@@ -123,9 +125,9 @@ func newBenchRawQUIC(b *testing.B, size int) *benchRawQUIC {
 		b.Fatal(err)
 	}
 	srvTLS, _ := srvIdent.ConfigForPeer("")
-	srvTLS.NextProtos = []string{TensorALPN}
+	srvTLS.NextProtos = []string{ALPN}
 	cliTLS, _ := cliIdent.ConfigForPeer(srvID)
-	cliTLS.NextProtos = []string{TensorALPN}
+	cliTLS.NextProtos = []string{ALPN}
 
 	srvTr, cliTr := benchTransport(b), benchTransport(b)
 	ln, err := srvTr.Listen(srvTLS, cfg.quicConfig())

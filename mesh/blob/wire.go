@@ -1,4 +1,4 @@
-package mesh
+package blob
 
 import (
 	"encoding/binary"
@@ -8,7 +8,7 @@ import (
 	"io"
 )
 
-// The blob protocol (ProtocolBlob) carries one request and one response per stream.
+// The blob protocol (ProtocolID) carries one request and one response per stream.
 //
 //	request   kind (1: manifest, 2: chunk, 3: pull) | blob ID, 32 bytes | chunk index, uint32 BE
 //	response  status (0 ok, 1 not found, 2 bad request, 3 busy, 4 internal) | length,
@@ -18,7 +18,7 @@ import (
 // A manifest or pull request carries index 0. A pull asks the server to fetch the blob
 // from the client (replication pushed by the holder); it answers ok, with no payload, once
 // the blob is complete and verified in its store. Lengths are checked against what the client
-// expects (the chunk's length from the manifest, MaxBlobManifestBytes for a manifest,
+// expects (the chunk's length from the manifest, MaxManifestBytes for a manifest,
 // maxBlobMessage for an error) before anything is allocated.
 const (
 	blobReqManifest byte = 1
@@ -67,8 +67,8 @@ func parseBlobRequest(b []byte) (blobRequest, error) {
 		return r, fmt.Errorf("%w: request kind %d", errBlobProtocol, r.kind)
 	case r.kind != blobReqChunk && r.index != 0:
 		return r, fmt.Errorf("%w: request kind %d with index %d", errBlobProtocol, r.kind, r.index)
-	case r.index >= MaxBlobChunks:
-		return r, fmt.Errorf("%w: chunk index %d ≥ %d", errBlobProtocol, r.index, MaxBlobChunks)
+	case r.index >= MaxChunks:
+		return r, fmt.Errorf("%w: chunk index %d ≥ %d", errBlobProtocol, r.index, MaxChunks)
 	}
 	return r, nil
 }
@@ -105,7 +105,7 @@ func (e *blobStatusErr) Error() string {
 }
 
 func (e *blobStatusErr) Is(target error) bool {
-	return target == ErrBlobNotFound && e.status == blobStatusNone
+	return target == ErrNotFound && e.status == blobStatusNone
 }
 
 // parseBlobResponseHeader checks a response header: a known status, and a length within
@@ -124,7 +124,7 @@ func parseBlobResponseHeader(h [blobRespHeader]byte, maxLen int) (status byte, n
 }
 
 // readBlobResponse reads one response; a non-ok status is returned as an error
-// (matching ErrBlobNotFound for "not found").
+// (matching ErrNotFound for "not found").
 func readBlobResponse(r io.Reader, maxLen int) ([]byte, error) {
 	var h [blobRespHeader]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {

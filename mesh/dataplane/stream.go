@@ -1,14 +1,14 @@
-package mesh
+package dataplane
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // Stream error codes of the data plane, sent in STOP_SENDING by a receiver that rejects a
@@ -35,34 +35,37 @@ const (
 
 // Connection error codes of the data plane, sent in CONNECTION_CLOSE. Append-only.
 const (
-	// DataConnShutdown: the node's data plane is closing.
-	DataConnShutdown quic.ApplicationErrorCode = 0x200
-	// DataConnMailboxFull: the peer sent more unclaimed payload than MailboxBytes.
-	DataConnMailboxFull quic.ApplicationErrorCode = 0x201
-	// DataConnNotAllowed: the peer is authenticated but AllowPeer refused it.
-	DataConnNotAllowed quic.ApplicationErrorCode = 0x202
-	// DataConnBadIdentity: the peer's certificate is not the expected peer ID.
-	DataConnBadIdentity quic.ApplicationErrorCode = 0x203
-	// DataConnMoved closes the connection to a peer that announced a new address (it
+	// ConnShutdown: the node's data plane is closing.
+	ConnShutdown quic.ApplicationErrorCode = 0x200
+	// ConnMailboxFull: the peer sent more unclaimed payload than MailboxBytes.
+	ConnMailboxFull quic.ApplicationErrorCode = 0x201
+	// ConnNotAllowed: the peer is authenticated but AllowPeer refused it.
+	ConnNotAllowed quic.ApplicationErrorCode = 0x202
+	// ConnBadIdentity: the peer's certificate is not the expected peer ID.
+	ConnBadIdentity quic.ApplicationErrorCode = 0x203
+	// ConnMoved closes the connection to a peer that announced a new address (it
 	// restarted): frames must go to where it is now.
-	DataConnMoved quic.ApplicationErrorCode = 0x204
+	ConnMoved quic.ApplicationErrorCode = 0x204
+	// ConnTooMany closes a peer's oldest connection when it opened more than
+	// MaxConnsPerPeer.
+	ConnTooMany quic.ApplicationErrorCode = 0x205
 )
 
-// frameResetCode maps a ReadFrame error to the code that resets the stream; bad is false
+// frameResetCode maps a frame.Read error to the code that resets the stream; bad is false
 // for errors that are not the peer's frame's fault (clean end, reset, closed connection).
 func frameResetCode(err error) (code quic.StreamErrorCode, bad bool) {
 	switch {
-	case errors.Is(err, ErrFrameMagic):
+	case errors.Is(err, frame.ErrMagic):
 		return FrameResetMagic, true
-	case errors.Is(err, ErrFrameVersion):
+	case errors.Is(err, frame.ErrVersion):
 		return FrameResetVersion, true
-	case errors.Is(err, ErrFrameKind):
+	case errors.Is(err, frame.ErrKind):
 		return FrameResetKind, true
-	case errors.Is(err, ErrFrameHeader):
+	case errors.Is(err, frame.ErrHeader):
 		return FrameResetHeader, true
-	case errors.Is(err, ErrFrameTooBig):
+	case errors.Is(err, frame.ErrTooBig):
 		return FrameResetTooBig, true
-	case errors.Is(err, ErrFrameCRC):
+	case errors.Is(err, frame.ErrCRC):
 		return FrameResetCRC, true
 	case err != io.EOF && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
 		return FrameResetTruncated, true // FIN inside a frame
@@ -72,31 +75,46 @@ func frameResetCode(err error) (code quic.StreamErrorCode, bad bool) {
 
 // readStream reads frames from one incoming stream into the mailbox, attributed to the
 // connection's authenticated peer, until the stream ends or a frame is bad.
-func (d *DataPlane) readStream(c *dpConn, s *quic.ReceiveStream) {
+func (d *Plane) readStream(c *peerConn, s *quic.ReceiveStream) {
 	defer d.wg.Done()
 	for {
-		f, err := ReadFrame(s, d.maxPayload)
+		f, err := d.readFrame(s)
 		if err != nil {
 			d.endStream(c, s, err)
 			return
 		}
 		d.stats.count(dirReceived, c.peer, f)
-		if f.Kind == KindProbe {
+		if f.Kind == frame.KindProbe {
 			d.handleProbeFrame(c, f) // answered or consumed here, never mailed
 			continue
 		}
 		if err := d.box.Deliver(c.peer, f); err != nil {
-			if errors.Is(err, ErrMailboxFull) {
+			if errors.Is(err, frame.ErrMailboxFull) {
 				d.stats.overflow(c.peer)
 				d.log.Warn("peer overflowed the mailbox; disconnecting", "peer", c.peer, "err", err)
-				c.qc.CloseWithError(DataConnMailboxFull, "mailbox full")
+				c.qc.CloseWithError(ConnMailboxFull, "mailbox full")
 			}
 			return
 		}
 	}
 }
 
-func (d *DataPlane) endStream(c *dpConn, s *quic.ReceiveStream, err error) {
+// readFrame reads one frame within the in-flight budget: the header, then a reservation
+// of its payload length (waiting, unread, while the budget is full), then the payload.
+func (d *Plane) readFrame(s *quic.ReceiveStream) (*frame.Frame, error) {
+	h, err := frame.ReadHeader(s, d.maxPayload)
+	if err != nil {
+		return nil, err
+	}
+	n := int64(h.PayloadLen())
+	if err := d.inflight.acquire(d.ctx, n); err != nil {
+		return nil, err // closing
+	}
+	defer d.inflight.release(n)
+	return h.ReadPayload(s)
+}
+
+func (d *Plane) endStream(c *peerConn, s *quic.ReceiveStream, err error) {
 	code, bad := frameResetCode(err)
 	if !bad {
 		return // a clean end, a reset by the sender or a closed connection
@@ -106,19 +124,19 @@ func (d *DataPlane) endStream(c *dpConn, s *quic.ReceiveStream, err error) {
 	d.log.Warn("bad frame; stream reset", "peer", c.peer, "stream", s.StreamID(), "code", uint64(code), "err", err)
 }
 
-// dpSendStream is the outgoing stream of one frame kind on one connection, opened on
+// kindStream is the outgoing stream of one frame kind on one connection, opened on
 // first use and replaced after a failed write. One frame is written at a time.
-type dpSendStream struct {
+type kindStream struct {
 	turn chan struct{} // holds a token while no frame is being written
 	s    *quic.SendStream
 }
 
-func (c *dpConn) sendStream(k FrameKind) *dpSendStream {
+func (c *peerConn) sendStream(k frame.Kind) *kindStream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ss := c.streams[k]
 	if ss == nil {
-		ss = &dpSendStream{turn: make(chan struct{}, 1)}
+		ss = &kindStream{turn: make(chan struct{}, 1)}
 		ss.turn <- struct{}{}
 		c.streams[k] = ss
 	}
@@ -128,7 +146,7 @@ func (c *dpConn) sendStream(k FrameKind) *dpSendStream {
 // write writes one frame, given as its header and payload, without interleaving with
 // other frames. If ctx ends mid-frame the stream is reset (the receiver drops the partial
 // frame) and the next frame goes on a new stream.
-func (ss *dpSendStream) write(ctx context.Context, qc *quic.Conn, parts ...[]byte) error {
+func (ss *kindStream) write(ctx context.Context, qc *quic.Conn, parts ...[]byte) error {
 	select {
 	case <-ss.turn:
 	case <-ctx.Done():
@@ -159,25 +177,4 @@ func (ss *dpSendStream) write(ctx context.Context, qc *quic.Conn, parts ...[]byt
 		ss.s = nil
 	}
 	return err
-}
-
-// appendFrameHeader appends the FrameHeaderSize-byte header AppendFrame would write for f,
-// so that the payload can be written from the caller's slice instead of being copied: it
-// encodes f without payload, then sets the length and the CRC32C of header and payload.
-// TestAppendFrameHeaderMatchesAppendFrame keeps it equal to AppendFrame.
-func appendFrameHeader(dst []byte, f *Frame) ([]byte, error) {
-	if uint64(len(f.Payload)) > 1<<32-1 {
-		return dst, fmt.Errorf("%w: %d bytes", ErrFrameTooBig, len(f.Payload))
-	}
-	empty := *f
-	empty.Payload = nil
-	out, err := AppendFrame(dst, &empty)
-	if err != nil {
-		return dst, err
-	}
-	h := out[len(dst):]
-	binary.LittleEndian.PutUint32(h[48:], uint32(len(f.Payload)))
-	crc := crc32.Update(crc32.Checksum(h[:52], castagnoli), castagnoli, f.Payload)
-	binary.LittleEndian.PutUint32(h[52:], crc)
-	return out, nil
 }

@@ -1,4 +1,4 @@
-package mesh
+package frame
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"sync"
 )
 
-// FrameKey identifies a frame a receiver waits for: what it is, of which job, epoch and
+// Key identifies a frame a receiver waits for: what it is, of which job, epoch and
 // step, for which micro-batch and layer, stage or chunk.
-type FrameKey struct {
-	Kind  FrameKind
+type Key struct {
+	Kind  Kind
 	Job   uint64
 	Epoch uint32
 	Step  uint32
@@ -18,13 +18,21 @@ type FrameKey struct {
 	Index uint16
 }
 
-// Key is the frame's FrameKey.
-func (f *Frame) Key() FrameKey {
-	return FrameKey{Kind: f.Kind, Job: f.Job, Epoch: f.Epoch, Step: f.Step, Micro: f.Micro, Index: f.Index}
+// Key is the frame's Key.
+func (f *Frame) Key() Key {
+	return Key{Kind: f.Kind, Job: f.Job, Epoch: f.Epoch, Step: f.Step, Micro: f.Micro, Index: f.Index}
 }
 
 // ErrMailboxClosed is returned by Receive after Close.
 var ErrMailboxClosed = errors.New("mailbox closed")
+
+// ErrPurged is returned by Receive for a key whose job and epoch were purged: the engine
+// left that epoch (replan) or the job (cancel, finish), and the frame will never be used.
+var ErrPurged = errors.New("mailbox: job epoch purged")
+
+// maxRetiredJobs bounds how many jobs' purged epochs a mailbox remembers (to drop frames
+// that arrive late for them); past it the job purged longest ago is forgotten.
+const maxRetiredJobs = 1024
 
 // ErrMailboxFull is returned by Deliver when a sender has buffered more unclaimed payload
 // than the bound: a peer flooding frames nobody asked for is disconnected.
@@ -32,7 +40,7 @@ var ErrMailboxFull = errors.New("mailbox full")
 
 type mailKey struct {
 	from string
-	key  FrameKey
+	key  Key
 }
 
 type slot struct {
@@ -50,12 +58,16 @@ type Mailbox struct {
 	buffered map[string]int64 // unclaimed payload bytes per sender
 	maxBytes int64
 	closed   error
+
+	retired      map[uint64]uint32 // job → highest purged epoch (purge.go)
+	retiredOrder []uint64          // jobs in the order first purged, for eviction
+	stale        int64             // frames dropped on arrival for a purged epoch
 }
 
 // NewMailbox returns a mailbox that refuses frames from a sender once maxBytes of its
 // payload wait unclaimed (≤ 0: no bound).
 func NewMailbox(maxBytes int64) *Mailbox {
-	return &Mailbox{slots: map[mailKey]*slot{}, buffered: map[string]int64{}, maxBytes: maxBytes}
+	return &Mailbox{slots: map[mailKey]*slot{}, buffered: map[string]int64{}, maxBytes: maxBytes, retired: map[uint64]uint32{}}
 }
 
 func (m *Mailbox) slotLocked(k mailKey) *slot {
@@ -74,6 +86,10 @@ func (m *Mailbox) Deliver(from string, f *Frame) error {
 	if m.closed != nil {
 		return m.closed
 	}
+	if m.isRetiredLocked(f.Job, f.Epoch) {
+		m.stale++
+		return nil // a sender finishing an epoch the engine has left
+	}
 	if m.maxBytes > 0 && m.buffered[from]+int64(len(f.Payload)) > m.maxBytes {
 		return fmt.Errorf("%w: %s has %d unclaimed bytes, bound %d", ErrMailboxFull, from, m.buffered[from], m.maxBytes)
 	}
@@ -86,7 +102,7 @@ func (m *Mailbox) Deliver(from string, f *Frame) error {
 }
 
 // Receive waits for the next frame from `from` with key k.
-func (m *Mailbox) Receive(ctx context.Context, from string, k FrameKey) (*Frame, error) {
+func (m *Mailbox) Receive(ctx context.Context, from string, k Key) (*Frame, error) {
 	mk := mailKey{from, k}
 	m.mu.Lock()
 	s := m.slotLocked(mk)
@@ -111,6 +127,10 @@ func (m *Mailbox) Receive(ctx context.Context, from string, k FrameKey) (*Frame,
 		if m.closed != nil {
 			m.mu.Unlock()
 			return nil, m.closed
+		}
+		if m.isRetiredLocked(k.Job, k.Epoch) {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("%w: job %d epoch %d", ErrPurged, k.Job, k.Epoch)
 		}
 		wake := s.wake
 		m.mu.Unlock()

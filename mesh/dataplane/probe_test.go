@@ -1,4 +1,4 @@
-package mesh
+package dataplane
 
 import (
 	"context"
@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-var testDataProbe = DataProbeConfig{Pings: 3, MinBytes: 64 << 10, MaxBytes: 1 << 20, Target: 20 * time.Millisecond, Timeout: 15 * time.Second}
+var testDataProbe = ProbeConfig{Pings: 3, MinBytes: 64 << 10, MaxBytes: 1 << 20, Target: 20 * time.Millisecond, Timeout: 15 * time.Second}
 
 func TestDataPlaneProbe(t *testing.T) {
 	ds := dpMesh(t, 2)
@@ -26,7 +29,7 @@ func TestDataPlaneProbe(t *testing.T) {
 	}
 	res := make([]result, 2)
 	var wg sync.WaitGroup
-	for i, pair := range [][2]*DataPlane{{a, b}, {b, a}} {
+	for i, pair := range [][2]*Plane{{a, b}, {b, a}} {
 		wg.Go(func() {
 			r := &res[i]
 			r.rtt, r.bw, r.err = pair[0].Probe(ctx, pair[1].Self(), testDataProbe)
@@ -44,19 +47,19 @@ func TestDataPlaneProbe(t *testing.T) {
 	}
 	// Probe frames were consumed by the data plane, counted, and never mailed.
 	st := b.Stats()
-	if got := st.Received[a.Self()][KindProbe]; got.Frames < int64(testDataProbe.Pings)+1 || got.Bytes < int64(testDataProbe.MinBytes) {
+	if got := st.Received[a.Self()][frame.KindProbe]; got.Frames < int64(testDataProbe.Pings)+1 || got.Bytes < int64(testDataProbe.MinBytes) {
 		t.Errorf("b counted %+v probe traffic from a", got)
 	}
 	short, cancelShort := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancelShort()
-	if f, err := b.Recv(short, a.Self(), FrameKey{Kind: KindProbe}); !errors.Is(err, context.DeadlineExceeded) {
+	if f, err := b.Recv(short, a.Self(), frame.Key{Kind: frame.KindProbe}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a probe frame reached the mailbox: %+v, %v", f, err)
 	}
 	if st.TotalBadFrames() != 0 || a.Stats().TotalBadFrames() != 0 {
 		t.Errorf("bad frames counted during well-formed probes")
 	}
 	// Ordinary frames still flow.
-	f := dpTestFrame(KindActivation, 1, 0, []byte("after probes"))
+	f := dpTestFrame(frame.KindActivation, 1, 0, []byte("after probes"))
 	if err := a.Send(ctx, b.Self(), f); err != nil {
 		t.Fatal(err)
 	}
@@ -86,15 +89,15 @@ func TestDataPlaneProbeRefusedPeer(t *testing.T) {
 func TestDataPlaneBadProbeFrames(t *testing.T) {
 	d := startDataPlane(t, dpTestConfig(t, 1))
 	qc, rawID := dialRaw(t, d, 99)
-	frame := func(op uint16, payload []byte) []byte {
-		b, err := AppendFrame(nil, &Frame{Kind: KindProbe, DType: DTypeU8, Index: op, Payload: payload})
+	probeFrame := func(op uint16, payload []byte) []byte {
+		b, err := frame.Append(nil, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: op, Payload: payload})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return b
 	}
-	big := frame(probeOpData, nil)
-	binary.LittleEndian.PutUint32(big[48:], MaxDataProbeBytes+1)
+	big := probeFrame(probeOpData, nil)
+	binary.LittleEndian.PutUint32(big[48:], frame.MaxProbePayload+1)
 	s := rawWrite(t, qc, big, false)
 	select {
 	case <-s.Context().Done():
@@ -105,7 +108,7 @@ func TestDataPlaneBadProbeFrames(t *testing.T) {
 	if err := context.Cause(s.Context()); !errors.As(err, &se) || se.ErrorCode != FrameResetTooBig {
 		t.Fatalf("oversized probe frame: stream ended with %v, want FrameResetTooBig", err)
 	}
-	rawWrite(t, qc, frame(9, nil), true)
-	rawWrite(t, qc, frame(probeOpPing, []byte("x")), true)
-	dpWaitFor(t, 10*time.Second, "three bad frames", func() bool { return d.Stats().BadFrames[rawID] == 3 })
+	rawWrite(t, qc, probeFrame(9, nil), true)
+	rawWrite(t, qc, probeFrame(probeOpPing, []byte("x")), true)
+	testutil.WaitFor(t, 10*time.Second, "three bad frames", func() bool { return d.Stats().BadFrames[rawID] == 3 })
 }

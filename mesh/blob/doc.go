@@ -1,0 +1,11 @@
+// Package blob stores content-addressed blobs (datasets, checkpoints) on disk and moves them
+// between mesh members on ProtocolID: a blob's ID is the SHA-256 of its manifest, the
+// manifest lists the SHA-256 of every chunk, and every fetched chunk and manifest is
+// verified before it is kept, so a peer serving corrupt bytes costs a refetch, never a
+// corrupt file. Fetch spreads chunk requests over several sources; Replicate asks a peer to
+// pull a blob it should hold.
+//
+// blob must not decide what to store or where (the node and the engine do), and it must
+// not reach peers except through its Host, which serves and opens streams with admitted
+// peers only (mesh.Mesh satisfies it). It imports no membership code.
+package blob

@@ -1,0 +1,142 @@
+package dataplane
+
+import (
+	"maps"
+	"sync"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// Traffic counts frames and their payload bytes in one direction. Wire bytes add
+// frame.HeaderSize per frame.
+type Traffic struct {
+	Frames int64
+	Bytes  int64
+}
+
+// Stats is a snapshot of a data plane's counters since it started.
+type Stats struct {
+	// Sent and Received hold the traffic per peer ID and frame kind. Sent counts frames
+	// handed to QUIC, Received frames that passed every check.
+	Sent     map[string]map[frame.Kind]Traffic
+	Received map[string]map[frame.Kind]Traffic
+	// BadFrames counts, per peer, frames that failed validation and reset their stream.
+	BadFrames map[string]int64
+	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
+	MailboxOverflows map[string]int64
+	// EvictedConns counts, per peer, connections closed because the peer opened more than
+	// MaxConnsPerPeer.
+	EvictedConns map[string]int64
+	// InFlightBytes is the payload bytes reserved now by frames being received (at most
+	// MaxInFlightBytes); InFlightWaits counts frames that waited for room in that budget.
+	InFlightBytes, InFlightWaits int64
+}
+
+// SentBytes is the payload bytes sent in frames of kind k to all peers.
+func (s Stats) SentBytes(k frame.Kind) int64 { return sumKind(s.Sent, k) }
+
+// ReceivedBytes is the payload bytes received in frames of kind k from all peers.
+func (s Stats) ReceivedBytes(k frame.Kind) int64 { return sumKind(s.Received, k) }
+
+// TotalBadFrames is the number of bad frames from all peers.
+func (s Stats) TotalBadFrames() int64 {
+	var n int64
+	for _, v := range s.BadFrames {
+		n += v
+	}
+	return n
+}
+
+func sumKind(m map[string]map[frame.Kind]Traffic, k frame.Kind) int64 {
+	var n int64
+	for _, kinds := range m {
+		n += kinds[k].Bytes
+	}
+	return n
+}
+
+type direction int
+
+const (
+	dirSent direction = iota
+	dirReceived
+)
+
+type trafficKey struct {
+	dir  direction
+	peer string
+	kind frame.Kind
+}
+
+// counters holds the counters behind Stats. Updates are per frame, so one mutex is cheap.
+type counters struct {
+	mu        sync.Mutex
+	traffic   map[trafficKey]Traffic
+	bad       map[string]int64
+	overflows map[string]int64
+	evicted   map[string]int64
+}
+
+func (s *counters) init() {
+	s.traffic = map[trafficKey]Traffic{}
+	s.bad = map[string]int64{}
+	s.overflows = map[string]int64{}
+	s.evicted = map[string]int64{}
+}
+
+func (s *counters) count(dir direction, peer string, f *frame.Frame) {
+	k := trafficKey{dir, peer, f.Kind}
+	s.mu.Lock()
+	t := s.traffic[k]
+	t.Frames++
+	t.Bytes += int64(len(f.Payload))
+	s.traffic[k] = t
+	s.mu.Unlock()
+}
+
+func (s *counters) badFrame(peer string) {
+	s.mu.Lock()
+	s.bad[peer]++
+	s.mu.Unlock()
+}
+
+func (s *counters) connEvicted(peer string) {
+	s.mu.Lock()
+	s.evicted[peer]++
+	s.mu.Unlock()
+}
+
+func (s *counters) overflow(peer string) {
+	s.mu.Lock()
+	s.overflows[peer]++
+	s.mu.Unlock()
+}
+
+// Stats returns a snapshot of the data plane's counters.
+func (d *Plane) Stats() Stats {
+	s := &d.stats
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := Stats{
+		Sent:             map[string]map[frame.Kind]Traffic{},
+		Received:         map[string]map[frame.Kind]Traffic{},
+		BadFrames:        make(map[string]int64, len(s.bad)),
+		MailboxOverflows: maps.Clone(s.overflows),
+		EvictedConns:     maps.Clone(s.evicted),
+	}
+	out.InFlightBytes, out.InFlightWaits = d.inflight.snapshot()
+	for k, t := range s.traffic {
+		m := out.Sent
+		if k.dir == dirReceived {
+			m = out.Received
+		}
+		if m[k.peer] == nil {
+			m[k.peer] = map[frame.Kind]Traffic{}
+		}
+		m[k.peer][k.kind] = t
+	}
+	for p, n := range s.bad {
+		out.BadFrames[p] = n
+	}
+	return out
+}
