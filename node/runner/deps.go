@@ -50,6 +50,10 @@ type DataPlane interface {
 	parallel.Transport
 	// SetPeerAddr tells the data plane where a node listens.
 	SetPeerAddr(node, addr string)
+	// Purge drops the frames of job waiting for epochs up to throughEpoch, and those that
+	// arrive for them later, so a replaced epoch's stragglers never fill the mailbox; it
+	// returns how many it dropped.
+	Purge(job uint64, throughEpoch uint32) int
 }
 
 // Network is what the runner needs of the node's networking.

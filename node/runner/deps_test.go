@@ -166,6 +166,9 @@ type memDataPlane struct{ parallel.Transport }
 
 func (memDataPlane) SetPeerAddr(string, string) {}
 
+// Purge has nothing to drop: the in-memory transport delivers only to running receivers.
+func (memDataPlane) Purge(uint64, uint32) int { return 0 }
+
 func (n memNetwork) DataPlane() DataPlane           { return memDataPlane{n.net.Peer(n.self)} }
 func (n memNetwork) DataAddr(string) (string, bool) { return "in-memory", true }
 

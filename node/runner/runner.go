@@ -108,6 +108,7 @@ func (r *Runner) reconcile(j consensus.Job) {
 		r.mu.Lock()
 		delete(r.runs, j.ID)
 		r.mu.Unlock()
+		r.purgeFrames(j, run.epoch)
 		run = nil
 	}
 	if run != nil || j.Status != consensus.JobRunning || cur == nil {
@@ -130,6 +131,22 @@ func (r *Runner) reconcile(j consensus.Job) {
 		defer close(run.done)
 		r.runWorker(ctx, j, cur.Epoch, jp)
 	}()
+}
+
+// purgeFrames drops the data-plane frames of a stopped worker's epoch (and of every epoch
+// of a finished job) that are still waiting or arrive late.
+func (r *Runner) purgeFrames(j consensus.Job, stopped uint64) {
+	through := stopped
+	if cur := j.CurrentPlan(); j.Status.Terminal() && cur != nil && cur.Epoch > through {
+		through = cur.Epoch
+	}
+	dp := r.cfg.Network.DataPlane()
+	if dp == nil {
+		return
+	}
+	if n := dp.Purge(frameJob(j.ID), uint32(through)); n > 0 {
+		r.log.Debug("dropped stale frames", "job", j.ID, "through_epoch", through, "frames", n)
+	}
 }
 
 // frameJob is the 64-bit job id that data-plane frames carry.
