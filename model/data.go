@@ -174,7 +174,8 @@ func GoRoot() (string, error) {
 	if out, err := exec.Command("go", "env", "GOROOT").Output(); err == nil {
 		candidates = append(candidates, strings.TrimSpace(string(out)))
 	}
-	candidates = append(candidates, runtime.GOROOT()) //nolint:staticcheck // last resort
+	//lint:ignore SA1019 the build-time root is only a last resort after $GOROOT and `go env GOROOT`
+	candidates = append(candidates, runtime.GOROOT())
 	for _, c := range candidates {
 		if c == "" {
 			continue
