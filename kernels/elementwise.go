@@ -112,14 +112,23 @@ func geluGradRef(x float32) float32 {
 func GeluForward(y, x []float32) {
 	n := len(y)
 	x = x[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) { geluForwardSpan(y[lo:hi], x[lo:hi]) })
+	parallelBlocks(n, func(lo, hi int) { geluForwardSpan(y[lo:hi], x[lo:hi]) })
 }
 
 // GeluBackward sets dx[i] = dy[i]·gelu'(x[i]) (see geluGradRef); dx may alias dy.
 func GeluBackward(dx, x, dy []float32) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) { geluBackwardSpan(dx[lo:hi], x[lo:hi], dy[lo:hi]) })
+	parallelBlocks(n, func(lo, hi int) { geluBackwardSpan(dx[lo:hi], x[lo:hi], dy[lo:hi]) })
+}
+
+// parallelBlocks is ParallelFor over [0, n) for the vector kernels, with every range but
+// the last a whole number of vecBlock elements: each element is then computed by the same
+// code (SIMD body or scalar tail) whatever the thread count, so the bits do not change.
+func parallelBlocks(n int, f func(lo, hi int)) {
+	ParallelFor((n+vecBlock-1)/vecBlock, (1<<13)/vecBlock, func(lo, hi int) {
+		f(lo*vecBlock, min(hi*vecBlock, n))
+	})
 }
 
 // geluForwardGo is the portable GeluForward loop over one span.

@@ -2,8 +2,6 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
-
 //go:generate go run ./internal/asmgen -out .
 
 // gemmKernel14x32 is the AVX-512 microkernel (gemm_avx512_amd64.s): it sums the 14×32 tile
@@ -58,12 +56,6 @@ func avx2Tile(kc int, a *float32, rs, ps int, b *float32, bs int, c *float32, ld
 var (
 	avx512Kernel = &simdKernel{name: "avx512", mr: 14, nr: 32, tile: avx512Tile}
 	avx2Kernel   = &simdKernel{name: "avx2", mr: 6, nr: 16, tile: avx2Tile}
-)
-
-// hasAVX512 and hasAVX2 say which SIMD kernels this CPU (and OS) can run.
-var (
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
-	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 )
 
 func gemmAVX512(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

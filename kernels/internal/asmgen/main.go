@@ -14,6 +14,8 @@ func main() {
 	flag.Parse()
 	write(filepath.Join(*out, "gemm_avx512_amd64.s"), append(append(avx512(), packBT32()...), packB32()...))
 	write(filepath.Join(*out, "gemm_avx2_amd64.s"), avx2())
+	write(filepath.Join(*out, "vec_avx2_amd64.s"), vecAVX2())
+	write(filepath.Join(*out, "fma_peak_amd64.s"), fmaPeak())
 }
 
 func write(path string, src []byte) {
