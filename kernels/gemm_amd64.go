@@ -54,8 +54,8 @@ func avx2Tile(kc int, a *float32, rs, ps int, b *float32, bs int, c *float32, ld
 }
 
 var (
-	avx512Kernel = &simdKernel{name: "avx512", mr: 14, nr: 32, tile: avx512Tile}
-	avx2Kernel   = &simdKernel{name: "avx2", mr: 6, nr: 16, tile: avx2Tile}
+	avx512Kernel = &simdKernel{name: "avx512", mr: 14, nr: 32, nc: simdNC, tile: avx512Tile}
+	avx2Kernel   = &simdKernel{name: "avx2", mr: 6, nr: 16, nc: avx2NC, tile: avx2Tile}
 )
 
 func gemmAVX512(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

@@ -42,6 +42,8 @@ type gemmResult struct {
 	Beta    float32 `json:"beta,omitempty"`
 	Threads int     `json:"threads"`
 	GFLOPS  float64 `json:"gflops"`
+	// PeakFrac is GFLOPS over the FMA peak of Threads cores (on the default path only).
+	PeakFrac float64 `json:"peak_frac,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -100,6 +102,13 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 		threads = kernels.Threads()
 	}
 	out := cmd.OutOrStdout()
+	cpuRec, err := measureCPU()
+	if err != nil {
+		return err
+	}
+	if err := printCPURecord(out, o.output, cpuRec); err != nil {
+		return err
+	}
 	if o.output == "text" {
 		fmt.Fprintf(out, gemmRowFormat, "impl", "m", "n", "k", "form", "threads", "GFLOP/s")
 	}
@@ -111,6 +120,9 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 			gflops := kernels.MeasureGemmImpl(impl, p, threads, o.minTime)
 			r := gemmResult{Kind: "gemm", Impl: impl.Name, M: p.M, N: p.N, K: p.K, TransA: p.TransA, TransB: p.TransB,
 				Beta: p.Beta, Threads: threads, GFLOPS: roundTo(gflops, 1)}
+			if impl.Name == cpuRec.Gemm && cpuRec.PeakGFLOPS > 0 {
+				r.PeakFrac = roundTo(gflops/(cpuRec.PeakGFLOPS*float64(threads)), 3)
+			}
 			if err := printGemmResult(out, o.output, r); err != nil {
 				return err
 			}
