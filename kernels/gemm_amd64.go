@@ -30,6 +30,18 @@ func gemmPackBT32(kc int, b *float32, ldb int, dst *float32)
 //go:noescape
 func gemmPackB32(kc int, b *float32, ldb int, dst *float32)
 
+// gemmPackB16 packs one 16-column panel of an untransposed op(B) = B with AVX2: for
+// p < kc, dst[p·16+s] = b[p·ldb+s], s < 16. kc ≥ 1.
+//
+//go:noescape
+func gemmPackB16(kc int, b *float32, ldb int, dst *float32)
+
+// gemmPackBT16 packs one 16-column panel of op(B) = Bᵀ with AVX2: for p < kc and s < 16,
+// dst[p·16+s] = b[s·ldb+p]. kc is a positive multiple of 8.
+//
+//go:noescape
+func gemmPackBT16(kc int, b *float32, ldb int, dst *float32)
+
 // avx2Masks[n] holds n lane masks of -1 followed by zeros: the valid columns of a tile
 // that is n columns wide.
 var avx2Masks = func() (m [17][16]int32) {

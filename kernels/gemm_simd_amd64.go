@@ -149,14 +149,17 @@ func (g *simdCall) aPanelAt(ir, pc, kc, rows int, copyA bool) (ap *float32, rs, 
 }
 
 // packBSIMD packs the kc×nc block of op(B) at (pc, jc) into panels of nr columns, as packB
-// does, with faster paths for whole panels (nr 32 means the AVX-512 kernel, so the AVX-512
-// packs are available).
+// does, with SIMD packs for whole panels (nr 32 means the AVX-512 kernel, 16 the AVX2 one).
 func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32) {
 	full := nc / nr * nr
 	switch {
 	case !tB && nr == 32:
 		for q := 0; q < full; q += nr {
 			gemmPackB32(kc, &b[pc*ldb+jc+q], ldb, &dst[q*kc])
+		}
+	case !tB && nr == 16:
+		for q := 0; q < full; q += nr {
+			gemmPackB16(kc, &b[pc*ldb+jc+q], ldb, &dst[q*kc])
 		}
 	case !tB:
 		for p := 0; p < kc; p++ {
@@ -170,12 +173,19 @@ func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32)
 			gemmPackBT32(kc, &b[(jc+q)*ldb+pc], ldb, &dst[q*kc])
 		}
 	default:
+		kc8 := 0
+		if nr == 16 {
+			kc8 = kc &^ 7
+		}
 		for q := 0; q < full; q += nr {
 			panel := dst[q*kc : q*kc+kc*nr]
+			if kc8 > 0 {
+				gemmPackBT16(kc8, &b[(jc+q)*ldb+pc], ldb, &panel[0])
+			}
 			for s := 0; s < nr; s++ {
-				src := b[(jc+q+s)*ldb+pc : (jc+q+s)*ldb+pc+kc]
+				src := b[(jc+q+s)*ldb+pc+kc8 : (jc+q+s)*ldb+pc+kc]
 				for p, v := range src {
-					panel[p*nr+s] = v
+					panel[(kc8+p)*nr+s] = v
 				}
 			}
 		}

@@ -13,7 +13,7 @@ func main() {
 	out := flag.String("out", ".", "directory to write the .s files to")
 	flag.Parse()
 	write(filepath.Join(*out, "gemm_avx512_amd64.s"), append(append(avx512(), packBT32()...), packB32()...))
-	write(filepath.Join(*out, "gemm_avx2_amd64.s"), avx2())
+	write(filepath.Join(*out, "gemm_avx2_amd64.s"), append(avx2(), packAVX2()...))
 	write(filepath.Join(*out, "vec_avx2_amd64.s"), vecAVX2())
 	write(filepath.Join(*out, "fma_peak_amd64.s"), fmaPeak())
 }
