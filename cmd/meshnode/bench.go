@@ -56,10 +56,16 @@ device profile uses. For each product: one warm-up, three batches of at least --
 the median (as ../shared/bench/sgemm_bench.c measures OpenBLAS).
 
 --gemm takes sizes N (an N×N×N product) or MxNxK; --forms picks A·B (nn), A·Bᵀ (nt),
-Aᵀ·B (tn), Aᵀ·Bᵀ (tt); --training-shapes times the products a GPT's layers use instead.`,
+Aᵀ·B (tn), Aᵀ·Bᵀ (tt); --training-shapes times the products a GPT's layers use instead.
+
+The first line names the CPU, its SIMD features, the kernel paths chosen and the one-core
+FMA peak of the GEMM path; each GEMM line gives its fraction of that peak. Set
+MESHNODE_CPU=avx2 (or generic) to run and measure a narrower path than the CPU supports,
+e.g. the AVX2 kernels on an AVX-512 machine.`,
 		Example: `  meshnode bench
   meshnode bench --gemm 512,1024 --threads 1 -o json
-  meshnode bench --training-shapes --impl all`,
+  meshnode bench --training-shapes --impl all
+  MESHNODE_CPU=avx2 meshnode bench --gemm 512,1024 --threads 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
