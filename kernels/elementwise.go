@@ -12,10 +12,7 @@ func AddBias(y []float32, rows, n int, bias []float32) {
 	bias = bias[:n]
 	ParallelFor(rows, rowGrain*4, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row := y[r*n : r*n+n]
-			for j, b := range bias {
-				row[j] += b
-			}
+			addRow(y[r*n:r*n+n], bias)
 		}
 	})
 }
@@ -31,10 +28,7 @@ func BiasGrad(db, dy []float32, rows, n int) {
 		acc := make([]float32, hi-lo)
 		copy(acc, db[lo:hi])
 		for r := 0; r < rows; r++ {
-			row := dy[r*n+lo : r*n+hi]
-			for j, v := range row {
-				acc[j] += v
-			}
+			addRow(acc, dy[r*n+lo:r*n+hi])
 		}
 		copy(db[lo:hi], acc)
 	})

@@ -412,3 +412,24 @@ func TestTanhf(t *testing.T) {
 		}
 	}
 }
+
+// TestAddRowExactOnEveryPath: the SIMD row add of AddBias and BiasGrad gives the Go loop's
+// bits on every path, at lengths around its 8- and 32-element steps.
+func TestAddRowExactOnEveryPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, v := range vecImpls() {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 71, 1000} {
+			a, b := randSlice(rng, n, 1e3), randSlice(rng, n, 1e-3)
+			want := append([]float32(nil), a...)
+			for j := range want {
+				want[j] += b[j]
+			}
+			v.addRow(a, b)
+			for j := range a {
+				if math.Float32bits(a[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("%s n=%d [%d]: %g, want %g", v.name, n, j, a[j], want[j])
+				}
+			}
+		}
+	}
+}

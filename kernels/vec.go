@@ -9,6 +9,7 @@ type vecImpl struct {
 	geluFwd  func(y, x *float32, n int)
 	geluBwd  func(dx, x, dy *float32, n int)
 	expShift func(dst, src *float32, n int, shift, scale float32, acc *[16]float32)
+	addTo    func(dst, src *float32, n int) // n a multiple of 8
 }
 
 // vecBlock is the element granule of the SIMD vector kernels: 16 on every path (one zmm,
@@ -67,4 +68,21 @@ func (v vecImpl) expShiftSpan(dst, src []float32, shift, scale float32) float32 
 		}
 	}
 	return z + expShiftGo(dst[n:], src[n:len(dst)], shift, scale)
+}
+
+// addRow sets dst[j] += src[j] (the inner loop of AddBias and BiasGrad), 8 lanes at a time
+// where SIMD is available: one IEEE add per element on every path, so the bits are the same.
+func addRow(dst, src []float32) { vecBest.addRow(dst, src) }
+
+func (v vecImpl) addRow(dst, src []float32) {
+	src = src[:len(dst)]
+	n := 0
+	if v.addTo != nil {
+		if n = len(dst) &^ 7; n > 0 {
+			v.addTo(&dst[0], &src[0], n)
+		}
+	}
+	for j := n; j < len(dst); j++ {
+		dst[j] += src[j]
+	}
 }

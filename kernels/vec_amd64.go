@@ -49,6 +49,9 @@ func geluFwdAVX2(y, x *float32, n int, c *[18][8]float32)
 func geluBwdAVX2(dx, x, dy *float32, n int, c *[18][8]float32)
 
 //go:noescape
+func addToAVX2(dst, src *float32, n int)
+
+//go:noescape
 func expShiftAVX2(dst, src *float32, n int, shift, scale float32, c *[14][8]float32, acc *[16]float32)
 
 var (
@@ -57,13 +60,15 @@ var (
 		geluBwd: func(dx, x, dy *float32, n int) { geluBwdAVX512(dx, x, dy, n, &geluConsts) },
 		expShift: func(dst, src *float32, n int, shift, scale float32, acc *[16]float32) {
 			expShiftAVX512(dst, src, n, shift, scale, &expConsts, acc)
-		}}
+		},
+		addTo: addToAVX2} // ymm adds: every AVX-512 CPU has AVX2, and one add is one add
 	vecAVX2 = vecImpl{name: "avx2",
 		geluFwd: func(y, x *float32, n int) { geluFwdAVX2(y, x, n, &geluConsts8) },
 		geluBwd: func(dx, x, dy *float32, n int) { geluBwdAVX2(dx, x, dy, n, &geluConsts8) },
 		expShift: func(dst, src *float32, n int, shift, scale float32, acc *[16]float32) {
 			expShiftAVX2(dst, src, n, shift, scale, &expConsts8, acc)
-		}}
+		},
+		addTo: addToAVX2}
 )
 
 // archVecImpls lists the SIMD vector kernels this CPU can run (and CPUEnv allows),

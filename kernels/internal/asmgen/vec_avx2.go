@@ -228,5 +228,48 @@ func vecAVX2() []byte {
 	geluFwdAVX2(g)
 	geluBwdAVX2(g)
 	expShiftAVX2(g)
+	addToAVX2(g)
 	return g.Bytes()
+}
+
+// addToAVX2 adds src to dst elementwise, n a multiple of 8: 32 elements a pass while
+// enough remain, then 8. Each element is one IEEE add, so the result is that of the Go loop.
+func addToAVX2(g *gen) {
+	g.f("")
+	g.f("// func addToAVX2(dst, src *float32, n int)")
+	g.f("TEXT ·addToAVX2(SB), NOSPLIT, $0-24")
+	g.f("\tMOVQ dst+0(FP), DI")
+	g.f("\tMOVQ src+8(FP), SI")
+	g.f("\tMOVQ n+16(FP), CX")
+	g.f("\tXORQ AX, AX")
+	g.f("\tMOVQ CX, DX")
+	g.f("\tANDQ $-32, DX")
+	g.f("")
+	g.f("add32:")
+	g.f("\tCMPQ AX, DX")
+	g.f("\tJGE add8")
+	for i := 0; i < 4; i++ {
+		g.f("\tVMOVUPS %d(DI)(AX*4), Y%d", 32*i, i)
+	}
+	for i := 0; i < 4; i++ {
+		g.f("\tVADDPS %d(SI)(AX*4), Y%d, Y%d", 32*i, i, i)
+	}
+	for i := 0; i < 4; i++ {
+		g.f("\tVMOVUPS Y%d, %d(DI)(AX*4)", i, 32*i)
+	}
+	g.f("\tADDQ $32, AX")
+	g.f("\tJMP add32")
+	g.f("")
+	g.f("add8:")
+	g.f("\tCMPQ AX, CX")
+	g.f("\tJGE adddone")
+	g.f("\tVMOVUPS (DI)(AX*4), Y0")
+	g.f("\tVADDPS (SI)(AX*4), Y0, Y0")
+	g.f("\tVMOVUPS Y0, (DI)(AX*4)")
+	g.f("\tADDQ $8, AX")
+	g.f("\tJMP add8")
+	g.f("")
+	g.f("adddone:")
+	g.f("\tVZEROUPPER")
+	g.f("\tRET")
 }
