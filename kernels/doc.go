@@ -24,6 +24,16 @@
 // The k loop is cut at fixed multiples of 256 from p = 0 and every element of C is summed
 // by one vector lane in order, so its bits depend neither on m and n nor on the split.
 //
+// # CPU paths
+//
+// GELU (forward and backward) and softmax's shifted exponential have the same three paths:
+// AVX-512, AVX2+FMA (16 elements a step as two ymm halves, the AVX-512 operations in the
+// same order, so both give the same bits) and the portable Go loops, which are the
+// reference. The environment variable MESHNODE_CPU (CPUEnv) caps the path of GEMM and
+// vector kernels alike at start-up ("avx2" on an AVX-512 machine measures and tests what
+// AVX2-only CPUs run; "generic" the pure Go); CPU reports the features and the paths
+// chosen, FMAPeak the machine's fp32 FMA peak.
+//
 // Results do not depend on the number of threads: parallel splits only partition outputs,
 // never a reduction, so a run with GOMAXPROCS=1 and one with 2 produce the same bits.
 //

@@ -12,10 +12,7 @@ func AddBias(y []float32, rows, n int, bias []float32) {
 	bias = bias[:n]
 	ParallelFor(rows, rowGrain*4, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			row := y[r*n : r*n+n]
-			for j, b := range bias {
-				row[j] += b
-			}
+			addRow(y[r*n:r*n+n], bias)
 		}
 	})
 }
@@ -31,10 +28,7 @@ func BiasGrad(db, dy []float32, rows, n int) {
 		acc := make([]float32, hi-lo)
 		copy(acc, db[lo:hi])
 		for r := 0; r < rows; r++ {
-			row := dy[r*n+lo : r*n+hi]
-			for j, v := range row {
-				acc[j] += v
-			}
+			addRow(acc, dy[r*n+lo:r*n+hi])
 		}
 		copy(db[lo:hi], acc)
 	})
@@ -112,14 +106,23 @@ func geluGradRef(x float32) float32 {
 func GeluForward(y, x []float32) {
 	n := len(y)
 	x = x[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) { geluForwardSpan(y[lo:hi], x[lo:hi]) })
+	parallelBlocks(n, func(lo, hi int) { geluForwardSpan(y[lo:hi], x[lo:hi]) })
 }
 
 // GeluBackward sets dx[i] = dy[i]·gelu'(x[i]) (see geluGradRef); dx may alias dy.
 func GeluBackward(dx, x, dy []float32) {
 	n := len(dx)
 	x, dy = x[:n], dy[:n]
-	ParallelFor(n, 1<<13, func(lo, hi int) { geluBackwardSpan(dx[lo:hi], x[lo:hi], dy[lo:hi]) })
+	parallelBlocks(n, func(lo, hi int) { geluBackwardSpan(dx[lo:hi], x[lo:hi], dy[lo:hi]) })
+}
+
+// parallelBlocks is ParallelFor over [0, n) for the vector kernels, with every range but
+// the last a whole number of vecBlock elements: each element is then computed by the same
+// code (SIMD body or scalar tail) whatever the thread count, so the bits do not change.
+func parallelBlocks(n int, f func(lo, hi int)) {
+	ParallelFor((n+vecBlock-1)/vecBlock, (1<<13)/vecBlock, func(lo, hi int) {
+		f(lo*vecBlock, min(hi*vecBlock, n))
+	})
 }
 
 // geluForwardGo is the portable GeluForward loop over one span.

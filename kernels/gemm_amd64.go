@@ -2,8 +2,6 @@
 
 package kernels
 
-import "golang.org/x/sys/cpu"
-
 //go:generate go run ./internal/asmgen -out .
 
 // gemmKernel14x32 is the AVX-512 microkernel (gemm_avx512_amd64.s): it sums the 14×32 tile
@@ -32,6 +30,18 @@ func gemmPackBT32(kc int, b *float32, ldb int, dst *float32)
 //go:noescape
 func gemmPackB32(kc int, b *float32, ldb int, dst *float32)
 
+// gemmPackB16 packs one 16-column panel of an untransposed op(B) = B with AVX2: for
+// p < kc, dst[p·16+s] = b[p·ldb+s], s < 16. kc ≥ 1.
+//
+//go:noescape
+func gemmPackB16(kc int, b *float32, ldb int, dst *float32)
+
+// gemmPackBT16 packs one 16-column panel of op(B) = Bᵀ with AVX2: for p < kc and s < 16,
+// dst[p·16+s] = b[s·ldb+p]. kc is a positive multiple of 8.
+//
+//go:noescape
+func gemmPackBT16(kc int, b *float32, ldb int, dst *float32)
+
 // avx2Masks[n] holds n lane masks of -1 followed by zeros: the valid columns of a tile
 // that is n columns wide.
 var avx2Masks = func() (m [17][16]int32) {
@@ -56,14 +66,8 @@ func avx2Tile(kc int, a *float32, rs, ps int, b *float32, bs int, c *float32, ld
 }
 
 var (
-	avx512Kernel = &simdKernel{name: "avx512", mr: 14, nr: 32, tile: avx512Tile}
-	avx2Kernel   = &simdKernel{name: "avx2", mr: 6, nr: 16, tile: avx2Tile}
-)
-
-// hasAVX512 and hasAVX2 say which SIMD kernels this CPU (and OS) can run.
-var (
-	hasAVX512 = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512BW
-	hasAVX2   = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	avx512Kernel = &simdKernel{name: "avx512", mr: 14, nr: 32, nc: simdNC, tile: avx512Tile}
+	avx2Kernel   = &simdKernel{name: "avx2", mr: 6, nr: 16, nc: avx2NC, tile: avx2Tile}
 )
 
 func gemmAVX512(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

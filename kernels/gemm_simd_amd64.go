@@ -14,6 +14,10 @@ import "sync"
 const (
 	simdKC = 256
 	simdNC = 1024
+	// avx2NC is the AVX2 kernel's block width: a 256×avx2NC block of B (512 KiB) leaves
+	// room in a 1 MiB L2 (Zen 4, recent Intel client cores) for op(A) and C, where the
+	// 1 MiB block of simdNC would spill to L3.
+	avx2NC = 512
 	// directBMaxRows: below this many rows of C, an untransposed B is read in place
 	// instead of being packed, since packing would not be repaid.
 	directBMaxRows = 64
@@ -34,6 +38,7 @@ type simdTileFunc func(kc int, a *float32, rs, ps int, b *float32, bs int, c *fl
 type simdKernel struct {
 	name   string
 	mr, nr int
+	nc     int // columns of a packed block of op(B): simdNC or less for a smaller L2
 	tile   simdTileFunc
 }
 
@@ -83,12 +88,12 @@ func gemmSIMD(kr *simdKernel, tA, tB bool, m, n, k int, alpha float32, a []float
 	default:
 		scaleC(m, n, beta, c, ldc)
 	}
-	ncMax, kcMax := min(simdNC, roundUp(n, kr.nr)), min(simdKC, k)
+	ncMax, kcMax := min(kr.nc, roundUp(n, kr.nr)), min(simdKC, k)
 	bufp := getSIMDBuf(ncMax*kcMax + kr.mr*kcMax)
 	g := simdCall{kr: kr, tA: tA, tB: tB, m: m, alpha: alpha, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc,
 		bPanels: (*bufp)[:ncMax*kcMax], aPanel: (*bufp)[ncMax*kcMax:], directB: !tB && m < directBMaxRows}
-	for jc := 0; jc < n; jc += simdNC {
-		nc := min(simdNC, n-jc)
+	for jc := 0; jc < n; jc += kr.nc {
+		nc := min(kr.nc, n-jc)
 		for pc := 0; pc < k; pc += simdKC {
 			acc := 1
 			if pc == 0 {
@@ -114,7 +119,7 @@ func (g *simdCall) block(jc, pc, nc, kc, acc int) {
 	} else {
 		packBSIMD(g.tB, g.b, g.ldb, pc, jc, kc, nc, nr, g.bPanels)
 	}
-	copyA := nc >= packAMinColsN || (g.tA && nc >= packAMinCols)
+	copyA := nc >= min(packAMinColsN, g.kr.nc) || (g.tA && nc >= packAMinCols)
 	for ir := 0; ir < g.m; ir += mr {
 		rows := min(mr, g.m-ir)
 		ap, rs, ps := g.aPanelAt(ir, pc, kc, rows, copyA)
@@ -144,14 +149,17 @@ func (g *simdCall) aPanelAt(ir, pc, kc, rows int, copyA bool) (ap *float32, rs, 
 }
 
 // packBSIMD packs the kc×nc block of op(B) at (pc, jc) into panels of nr columns, as packB
-// does, with faster paths for whole panels (nr 32 means the AVX-512 kernel, so the AVX-512
-// packs are available).
+// does, with SIMD packs for whole panels (nr 32 means the AVX-512 kernel, 16 the AVX2 one).
 func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32) {
 	full := nc / nr * nr
 	switch {
 	case !tB && nr == 32:
 		for q := 0; q < full; q += nr {
 			gemmPackB32(kc, &b[pc*ldb+jc+q], ldb, &dst[q*kc])
+		}
+	case !tB && nr == 16:
+		for q := 0; q < full; q += nr {
+			gemmPackB16(kc, &b[pc*ldb+jc+q], ldb, &dst[q*kc])
 		}
 	case !tB:
 		for p := 0; p < kc; p++ {
@@ -165,12 +173,19 @@ func packBSIMD(tB bool, b []float32, ldb, pc, jc, kc, nc, nr int, dst []float32)
 			gemmPackBT32(kc, &b[(jc+q)*ldb+pc], ldb, &dst[q*kc])
 		}
 	default:
+		kc8 := 0
+		if nr == 16 {
+			kc8 = kc &^ 7
+		}
 		for q := 0; q < full; q += nr {
 			panel := dst[q*kc : q*kc+kc*nr]
+			if kc8 > 0 {
+				gemmPackBT16(kc8, &b[(jc+q)*ldb+pc], ldb, &panel[0])
+			}
 			for s := 0; s < nr; s++ {
-				src := b[(jc+q+s)*ldb+pc : (jc+q+s)*ldb+pc+kc]
+				src := b[(jc+q+s)*ldb+pc+kc8 : (jc+q+s)*ldb+pc+kc]
 				for p, v := range src {
-					panel[p*nr+s] = v
+					panel[(kc8+p)*nr+s] = v
 				}
 			}
 		}

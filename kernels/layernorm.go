@@ -34,16 +34,8 @@ func LayerNormForward(y, mean, rstd, x, w, b []float32, rows, n int, eps float32
 	ParallelFor(rows, rowGrain, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr := x[r*n : r*n+n]
-			var s float32
-			for _, v := range xr {
-				s += v
-			}
-			m := s / float32(n)
-			var q float32
-			for _, v := range xr {
-				d := v - m
-				q += d * d
-			}
+			m := rowSum(xr) / float32(n)
+			q := rowSqDev(xr, m)
 			rs := float32(1 / math.Sqrt(float64(q/float32(n)+eps)))
 			yr := y[r*n : r*n+n]
 			for j, v := range xr {
@@ -67,12 +59,7 @@ func LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w []float32, rows, n int) 
 		for r := lo; r < hi; r++ {
 			xr, dyr, dxr := x[r*n:r*n+n], dy[r*n:r*n+n], dx[r*n:r*n+n]
 			m, rs := mean[r], rstd[r]
-			var sg, sgx float32
-			for j, v := range xr {
-				g := dyr[j] * w[j]
-				sg += g
-				sgx += g * (v - m) * rs
-			}
+			sg, sgx := rowGradSums(xr, dyr, w, m, rs)
 			sg /= float32(n)
 			sgx /= float32(n)
 			for j, v := range xr {
@@ -97,4 +84,73 @@ func LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w []float32, rows, n int) 
 		copy(dw[lo:hi], accW)
 		copy(db[lo:hi], accB)
 	})
+}
+
+// The row reductions of LayerNorm sum in four interleaved partial sums (elements j ≡ 0…3
+// mod 4, then ((s0 + s1) + (s2 + s3)) + the tail in order): four independent chains of
+// additions instead of one keep the FP adders busy. The order is fixed, so the result
+// depends neither on the thread count nor on the CPU.
+
+// rowSum returns Σ x[j].
+func rowSum(x []float32) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		v := x[j : j+4 : j+4]
+		s0 += v[0]
+		s1 += v[1]
+		s2 += v[2]
+		s3 += v[3]
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; j < len(x); j++ {
+		s += x[j]
+	}
+	return s
+}
+
+// rowSqDev returns Σ (x[j] − m)².
+func rowSqDev(x []float32, m float32) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		v := x[j : j+4 : j+4]
+		d0, d1, d2, d3 := v[0]-m, v[1]-m, v[2]-m, v[3]-m
+		s0 += d0 * d0
+		s1 += d1 * d1
+		s2 += d2 * d2
+		s3 += d3 * d3
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; j < len(x); j++ {
+		d := x[j] - m
+		s += d * d
+	}
+	return s
+}
+
+// rowGradSums returns Σ g[j] and Σ g[j]·x̂[j] with g = dy·w and x̂ = (x − m)·rs.
+func rowGradSums(x, dy, w []float32, m, rs float32) (sg, sgx float32) {
+	dy, w = dy[:len(x)], w[:len(x)]
+	var g0, g1, g2, g3, h0, h1, h2, h3 float32
+	j := 0
+	for ; j+4 <= len(x); j += 4 {
+		xv, dv, wv := x[j:j+4:j+4], dy[j:j+4:j+4], w[j:j+4:j+4]
+		a0, a1, a2, a3 := dv[0]*wv[0], dv[1]*wv[1], dv[2]*wv[2], dv[3]*wv[3]
+		g0 += a0
+		g1 += a1
+		g2 += a2
+		g3 += a3
+		h0 += a0 * (xv[0] - m) * rs
+		h1 += a1 * (xv[1] - m) * rs
+		h2 += a2 * (xv[2] - m) * rs
+		h3 += a3 * (xv[3] - m) * rs
+	}
+	sg, sgx = (g0+g1)+(g2+g3), (h0+h1)+(h2+h3)
+	for ; j < len(x); j++ {
+		a := dy[j] * w[j]
+		sg += a
+		sgx += a * (x[j] - m) * rs
+	}
+	return sg, sgx
 }

@@ -288,12 +288,16 @@ func TestElementwiseResultsIndependentOfThreads(t *testing.T) {
 		dx, dw, db := make([]float32, rows*n), make([]float32, n), make([]float32, n)
 		LayerNormBackward(dx, dw, db, dy, x, mean, rstd, w, rows, n)
 		BiasGrad(db, dy, rows, n)
+		g, gd := make([]float32, rows*n-3), make([]float32, rows*n-3) // not a multiple of 16
+		GeluForward(g, x[3:])
+		GeluBackward(gd, x[3:], dy[3:])
+		y = append(append(y, g...), gd...)
 		return y, dx, append(dw, db...), SumSquares(dx)
 	}
 	y1, dx1, g1, s1 := run(1)
 	y2, dx2, g2, s2 := run(4)
 	for i := range y1 {
-		if y1[i] != y2[i] || dx1[i] != dx2[i] {
+		if y1[i] != y2[i] || (i < len(dx1) && dx1[i] != dx2[i]) {
 			t.Fatalf("element %d differs between 1 and 4 threads", i)
 		}
 	}
@@ -307,43 +311,96 @@ func TestElementwiseResultsIndependentOfThreads(t *testing.T) {
 	}
 }
 
-// TestVectorKernelsMatchPortable runs the dispatching GELU and exp spans (SIMD where the
-// CPU has it) against the portable loops, at lengths that exercise the 16-lane body and
-// the scalar tail.
+// TestVectorKernelsMatchPortable runs every vector-kernel path this CPU has (the portable
+// loops, AVX2, AVX-512) against the portable loops, at lengths that exercise the 16-lane
+// body and the scalar tail, with guard values at the clamps and beyond.
 func TestVectorKernelsMatchPortable(t *testing.T) {
+	for _, v := range vecImpls() {
+		t.Run(v.name, func(t *testing.T) { testVecImpl(t, v) })
+	}
+}
+
+// vecGuards are inputs at and beyond the edges of the tanh clamp and exp's range.
+var vecGuards = []float32{40, -40, 9, -9, 88.5, -87.5, -200, 0, -0, 1e-30, 3, -3}
+
+func testVecImpl(t *testing.T, v vecImpl) {
 	rng := rand.New(rand.NewPCG(17, 18))
-	for _, n := range []int{1, 15, 16, 17, 64, 100, 1000} {
+	for _, n := range []int{1, 15, 16, 17, 31, 32, 33, 64, 100, 1000} {
 		x, dy := randSlice(rng, n, 3), randSlice(rng, n, 1)
-		x[0] = 40 // beyond the tanh clamp
+		for i := 0; i < n; i += 7 {
+			x[i] = vecGuards[(i/7)%len(vecGuards)]
+		}
 		a, b := make([]float32, n), make([]float32, n)
-		geluForwardSpan(a, x)
+		v.geluForwardSpan(a, x)
 		geluForwardGo(b, x)
 		for i := range a {
 			if math.Abs(float64(a[i]-b[i])) > 1e-6*(1+math.Abs(float64(b[i]))) {
-				t.Fatalf("n=%d gelu[%d]: %g vs portable %g", n, i, a[i], b[i])
+				t.Fatalf("n=%d gelu[%d] of %g: %g vs portable %g", n, i, x[i], a[i], b[i])
 			}
 		}
 		// Near x ≈ −3 gelu' is the difference of two nearly equal terms, so both paths
 		// are held to an absolute bound against the float64 derivative.
-		geluBackwardSpan(a, x, dy)
+		v.geluBackwardSpan(a, x, dy)
 		geluBackwardGo(b, x, dy)
 		for i := range a {
 			want := float64(dy[i]) * float64(geluGradRef(x[i]))
 			tol := 4e-6 * (1 + math.Abs(float64(dy[i])))
 			if math.Abs(float64(a[i])-want) > tol || math.Abs(float64(b[i])-want) > tol {
-				t.Fatalf("n=%d gelu'[%d]: %g, portable %g, float64 %g", n, i, a[i], b[i], want)
+				t.Fatalf("n=%d gelu'[%d] of %g: %g, portable %g, float64 %g", n, i, x[i], a[i], b[i], want)
 			}
 		}
 		x[n-1] = -200 // underflows
-		za := expShift(a, x, 0.5, 0.25)
+		za := v.expShiftSpan(a, x, 0.5, 0.25)
 		zb := expShiftGo(b, x, 0.5, 0.25)
 		if math.Abs(float64(za-zb)) > 1e-5*float64(zb) {
 			t.Fatalf("n=%d exp sums %g vs portable %g", n, za, zb)
 		}
 		for i := range a {
 			if math.Abs(float64(a[i]-b[i])) > 3e-7*float64(b[i])+1e-30 {
-				t.Fatalf("n=%d exp[%d]: %g vs portable %g", n, i, a[i], b[i])
+				t.Fatalf("n=%d exp[%d] of %g: %g vs portable %g", n, i, x[i], a[i], b[i])
 			}
+		}
+	}
+}
+
+// TestVectorPathsAgreeBitForBit holds the SIMD paths to the same bits as each other: the
+// AVX2 kernels do the AVX-512 kernels' operations in the same order, so a model trained
+// on either CPU computes the same numbers.
+func TestVectorPathsAgreeBitForBit(t *testing.T) {
+	impls := vecImpls()[1:]
+	if len(impls) < 2 {
+		t.Skip("fewer than two SIMD vector paths on this CPU")
+	}
+	rng := rand.New(rand.NewPCG(19, 20))
+	const n = 4096
+	x, dy := randSlice(rng, n, 6), randSlice(rng, n, 1)
+	for i := 0; i < len(vecGuards); i++ {
+		x[i*5] = vecGuards[i]
+	}
+	type out struct {
+		f, b, e []float32
+		z       float32
+	}
+	run := func(v vecImpl) out {
+		o := out{make([]float32, n), make([]float32, n), make([]float32, n), 0}
+		v.geluForwardSpan(o.f, x)
+		v.geluBackwardSpan(o.b, x, dy)
+		o.z = v.expShiftSpan(o.e, x, 1.5, 0.5)
+		return o
+	}
+	want := run(impls[0])
+	for _, v := range impls[1:] {
+		got := run(v)
+		for i := range n {
+			if math.Float32bits(got.f[i]) != math.Float32bits(want.f[i]) ||
+				math.Float32bits(got.b[i]) != math.Float32bits(want.b[i]) ||
+				math.Float32bits(got.e[i]) != math.Float32bits(want.e[i]) {
+				t.Fatalf("%s vs %s differ at %d (x=%g): gelu %g/%g gelu' %g/%g exp %g/%g", v.name, impls[0].name,
+					i, x[i], got.f[i], want.f[i], got.b[i], want.b[i], got.e[i], want.e[i])
+			}
+		}
+		if got.z != want.z {
+			t.Fatalf("%s vs %s: exp sums %g vs %g", v.name, impls[0].name, got.z, want.z)
 		}
 	}
 }
@@ -352,6 +409,27 @@ func TestTanhf(t *testing.T) {
 	for x := float32(-12); x <= 12; x += 0.001 {
 		if d := math.Abs(float64(Tanhf(x)) - math.Tanh(float64(x))); d > 4e-7 {
 			t.Fatalf("Tanhf(%g) off by %g", x, d)
+		}
+	}
+}
+
+// TestAddRowExactOnEveryPath: the SIMD row add of AddBias and BiasGrad gives the Go loop's
+// bits on every path, at lengths around its 8- and 32-element steps.
+func TestAddRowExactOnEveryPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	for _, v := range vecImpls() {
+		for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 40, 71, 1000} {
+			a, b := randSlice(rng, n, 1e3), randSlice(rng, n, 1e-3)
+			want := append([]float32(nil), a...)
+			for j := range want {
+				want[j] += b[j]
+			}
+			v.addRow(a, b)
+			for j := range a {
+				if math.Float32bits(a[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("%s n=%d [%d]: %g, want %g", v.name, n, j, a[j], want[j])
+				}
+			}
 		}
 	}
 }

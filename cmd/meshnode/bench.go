@@ -42,6 +42,8 @@ type gemmResult struct {
 	Beta    float32 `json:"beta,omitempty"`
 	Threads int     `json:"threads"`
 	GFLOPS  float64 `json:"gflops"`
+	// PeakFrac is GFLOPS over the FMA peak of Threads cores (on the default path only).
+	PeakFrac float64 `json:"peak_frac,omitempty"`
 }
 
 func newBenchCmd() *cobra.Command {
@@ -54,10 +56,16 @@ device profile uses. For each product: one warm-up, three batches of at least --
 the median (as ../shared/bench/sgemm_bench.c measures OpenBLAS).
 
 --gemm takes sizes N (an N×N×N product) or MxNxK; --forms picks A·B (nn), A·Bᵀ (nt),
-Aᵀ·B (tn), Aᵀ·Bᵀ (tt); --training-shapes times the products a GPT's layers use instead.`,
+Aᵀ·B (tn), Aᵀ·Bᵀ (tt); --training-shapes times the products a GPT's layers use instead.
+
+The first line names the CPU, its SIMD features, the kernel paths chosen and the one-core
+FMA peak of the GEMM path; each GEMM line gives its fraction of that peak. Set
+MESHNODE_CPU=avx2 (or generic) to run and measure a narrower path than the CPU supports,
+e.g. the AVX2 kernels on an AVX-512 machine.`,
 		Example: `  meshnode bench
   meshnode bench --gemm 512,1024 --threads 1 -o json
-  meshnode bench --training-shapes --impl all`,
+  meshnode bench --training-shapes --impl all
+  MESHNODE_CPU=avx2 meshnode bench --gemm 512,1024 --threads 1`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -100,6 +108,13 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 		threads = kernels.Threads()
 	}
 	out := cmd.OutOrStdout()
+	cpuRec, err := measureCPU()
+	if err != nil {
+		return err
+	}
+	if err := printCPURecord(out, o.output, cpuRec); err != nil {
+		return err
+	}
 	if o.output == "text" {
 		fmt.Fprintf(out, gemmRowFormat, "impl", "m", "n", "k", "form", "threads", "GFLOP/s")
 	}
@@ -111,6 +126,9 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 			gflops := kernels.MeasureGemmImpl(impl, p, threads, o.minTime)
 			r := gemmResult{Kind: "gemm", Impl: impl.Name, M: p.M, N: p.N, K: p.K, TransA: p.TransA, TransB: p.TransB,
 				Beta: p.Beta, Threads: threads, GFLOPS: roundTo(gflops, 1)}
+			if impl.Name == cpuRec.Gemm && cpuRec.PeakGFLOPS > 0 {
+				r.PeakFrac = roundTo(gflops/(cpuRec.PeakGFLOPS*float64(threads)), 3)
+			}
 			if err := printGemmResult(out, o.output, r); err != nil {
 				return err
 			}

@@ -45,6 +45,9 @@ type trainBenchJSON struct {
 	Threads      int     `json:"threads"`
 	Steps        int     `json:"steps"`
 	TokensPerSec float64 `json:"tokens_per_sec"`
+	// GemmPath and VectorPath are the kernel paths the run used (see $MESHNODE_CPU).
+	GemmPath   string `json:"gemm_path"`
+	VectorPath string `json:"vector_path"`
 }
 
 // runTrainBench runs `bench --train`: the measurement parallel.MeasureTraining makes.
@@ -65,12 +68,13 @@ func runTrainBench(cmd *cobra.Command, o *benchOptions) error {
 		return err
 	}
 	rec := trainBenchJSON{Kind: "train", Layers: t.model.Layers, DModel: t.model.DModel, Heads: t.model.Heads,
-		Context: t.model.Context, Batch: t.batch, Threads: kernels.Threads(), Steps: m.Steps, TokensPerSec: round1(m.TokensPerSec)}
+		Context: t.model.Context, Batch: t.batch, Threads: kernels.Threads(), Steps: m.Steps, TokensPerSec: round1(m.TokensPerSec),
+		GemmPath: kernels.CPU().Gemm, VectorPath: kernels.CPU().Vector}
 	if o.output == "json" {
 		writeJSONLine(cmd.OutOrStdout(), rec)
 		return nil
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "train  %d layers, d %d, %d heads, context %d, batch %d, %d threads: %.0f tokens/s (%d steps)\n",
-		rec.Layers, rec.DModel, rec.Heads, rec.Context, rec.Batch, rec.Threads, rec.TokensPerSec, rec.Steps)
+	fmt.Fprintf(cmd.OutOrStdout(), "train  %d layers, d %d, %d heads, context %d, batch %d, %d threads: %.0f tokens/s (%d steps; %s kernels)\n",
+		rec.Layers, rec.DModel, rec.Heads, rec.Context, rec.Batch, rec.Threads, rec.TokensPerSec, rec.Steps, rec.GemmPath)
 	return nil
 }

@@ -1,6 +1,8 @@
 // Command asmgen writes the amd64 GEMM microkernels of package kernels
-// (gemm_avx512_amd64.s and gemm_avx2_amd64.s). The kernels are fully unrolled register
-// tiles, tedious and error-prone by hand, so they are generated from one description.
+// (gemm_avx512_amd64.s and gemm_avx2_amd64.s), the AVX2 elementwise kernels
+// (vec_avx2_amd64.s) and the FMA peak loops of meshnode bench (fma_peak_amd64.s). The
+// kernels are fully unrolled register tiles, tedious and error-prone by hand, so they are
+// generated from one description.
 //
 // Run it through `go generate ./kernels` (see gemm_amd64.go); the output is committed.
 //

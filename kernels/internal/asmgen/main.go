@@ -13,7 +13,9 @@ func main() {
 	out := flag.String("out", ".", "directory to write the .s files to")
 	flag.Parse()
 	write(filepath.Join(*out, "gemm_avx512_amd64.s"), append(append(avx512(), packBT32()...), packB32()...))
-	write(filepath.Join(*out, "gemm_avx2_amd64.s"), avx2())
+	write(filepath.Join(*out, "gemm_avx2_amd64.s"), append(avx2(), packAVX2()...))
+	write(filepath.Join(*out, "vec_avx2_amd64.s"), vecAVX2())
+	write(filepath.Join(*out, "fma_peak_amd64.s"), fmaPeak())
 }
 
 func write(path string, src []byte) {
@@ -160,7 +162,10 @@ func avx512() []byte {
 }
 
 // avx2 is the 6×16 kernel: 12 ymm accumulators (Y0–Y11), the B row in Y12/Y13 and the
-// broadcast in Y14. Edge columns use VMASKMOVPS with the two mask vectors at maskp.
+// broadcast in Y14. The k loop is unrolled avx2Unroll times. C's rows are prefetched
+// before the loop so that the stores do not wait for memory. A full tile (all 16 columns
+// valid, the common case) is stored with plain moves; edge columns use VMASKMOVPS, which
+// AMD cores run as slow microcode, with the two mask vectors at maskp.
 func avx2() []byte {
 	const mr = 6
 	g := &gen{}
@@ -169,22 +174,12 @@ func avx2() []byte {
 	g.f("//")
 	g.f("// Requires kc ≥ 1, 1 ≤ rows ≤ 6; maskp points at 16 int32 lane masks (-1 = column valid).")
 	g.f("TEXT ·gemmKernel6x16(SB), NOSPLIT, $0-92")
+	avx2PrefetchC(g)
 	prologue(g, mr)
 	for r := 0; r < 2*mr; r++ {
 		g.f("\tVXORPS Y%d, Y%d, Y%d", r, r, r)
 	}
-	g.f("")
-	g.f("loop:")
-	g.f("\tVMOVUPS (R12), Y12")
-	g.f("\tVMOVUPS 32(R12), Y13")
-	for r := 0; r < mr; r++ {
-		g.f("\tVBROADCASTSS %s, Y14", aAddr(r))
-		g.f("\tVFMADD231PS Y12, Y14, Y%d", 2*r)
-		g.f("\tVFMADD231PS Y13, Y14, Y%d", 2*r+1)
-	}
-	advance(g, mr)
-	g.f("\tDECQ CX")
-	g.f("\tJNZ loop")
+	avx2Loop(g, mr)
 	g.f("")
 	g.f("\tVBROADCASTSS alpha+88(FP), Y12")
 	g.f("\tMOVQ maskp+72(FP), AX")
@@ -194,15 +189,116 @@ func avx2() []byte {
 	g.f("\tMOVQ ldc+56(FP), BX")
 	g.f("\tSHLQ $2, BX")
 	g.f("\tMOVQ rows+64(FP), CX")
+	g.f("\tVMOVMSKPS Y14, R8")
 	g.f("\tMOVQ acc+80(FP), AX")
+	g.f("\tCMPQ R8, $0xff")
+	g.f("\tJEQ full")
 	g.f("\tTESTQ AX, AX")
 	g.f("\tJNZ accumulate")
-	g.f("")
-	for r := 0; r < mr; r++ {
+	avx2Store(g, mr, "", func(r int) {
 		g.f("\tVMULPS Y12, Y%d, Y%d", 2*r, 2*r)
 		g.f("\tVMASKMOVPS Y%d, Y13, (DX)", 2*r)
 		g.f("\tVMULPS Y12, Y%d, Y%d", 2*r+1, 2*r+1)
 		g.f("\tVMASKMOVPS Y%d, Y14, 32(DX)", 2*r+1)
+	})
+	avx2Store(g, mr, "accumulate", func(r int) {
+		g.f("\tVMASKMOVPS (DX), Y13, Y15")
+		g.f("\tVFMADD231PS Y12, Y%d, Y15", 2*r)
+		g.f("\tVMASKMOVPS Y15, Y13, (DX)")
+		g.f("\tVMASKMOVPS 32(DX), Y14, Y15")
+		g.f("\tVFMADD231PS Y12, Y%d, Y15", 2*r+1)
+		g.f("\tVMASKMOVPS Y15, Y14, 32(DX)")
+	})
+	avx2Store(g, mr, "full", func(r int) {
+		g.f("\tTESTQ AX, AX")
+		g.f("\tJNZ fullacc%d", r)
+		g.f("\tVMULPS Y12, Y%d, Y%d", 2*r, 2*r)
+		g.f("\tVMULPS Y12, Y%d, Y%d", 2*r+1, 2*r+1)
+		g.f("\tJMP fullst%d", r)
+		g.f("fullacc%d:", r)
+		g.f("\tVFMADD213PS (DX), Y12, Y%d", 2*r)
+		g.f("\tVFMADD213PS 32(DX), Y12, Y%d", 2*r+1)
+		g.f("fullst%d:", r)
+		g.f("\tVMOVUPS Y%d, (DX)", 2*r)
+		g.f("\tVMOVUPS Y%d, 32(DX)", 2*r+1)
+	})
+	g.f("")
+	g.f("done:")
+	g.f("\tVZEROUPPER")
+	g.f("\tRET")
+	return g.Bytes()
+}
+
+// avx2Unroll is how many k steps one pass of the AVX2 kernel's loop runs.
+const avx2Unroll = 4
+
+// avx2PrefetchC prefetches the rows of C the kernel will write (both cache lines a
+// possibly unaligned 64-byte row touches).
+func avx2PrefetchC(g *gen) {
+	g.f("\tMOVQ c+48(FP), DX")
+	g.f("\tMOVQ ldc+56(FP), BX")
+	g.f("\tSHLQ $2, BX")
+	g.f("\tMOVQ rows+64(FP), CX")
+	g.f("pfc:")
+	g.f("\tPREFETCHT0 (DX)")
+	g.f("\tPREFETCHT0 60(DX)")
+	g.f("\tADDQ BX, DX")
+	g.f("\tDECQ CX")
+	g.f("\tJNZ pfc")
+}
+
+// avx2Loop emits the k loop: kc mod avx2Unroll single steps, then unrolled passes.
+func avx2Loop(g *gen, mr int) {
+	step := func() {
+		g.f("\tVMOVUPS (R12), Y12")
+		g.f("\tVMOVUPS 32(R12), Y13")
+		for r := 0; r < mr; r++ {
+			g.f("\tVBROADCASTSS %s, Y14", aAddr(r))
+			g.f("\tVFMADD231PS Y12, Y14, Y%d", 2*r)
+			g.f("\tVFMADD231PS Y13, Y14, Y%d", 2*r+1)
+		}
+		advance(g, mr)
+	}
+	g.f("\tMOVQ CX, AX")
+	g.f("\tANDQ $%d, AX", avx2Unroll-1)
+	g.f("\tJZ unrolled")
+	g.f("")
+	g.f("single:")
+	step()
+	g.f("\tDECQ AX")
+	g.f("\tJNZ single")
+	g.f("")
+	g.f("unrolled:")
+	g.f("\tSHRQ $%d, CX", bitsOf(avx2Unroll))
+	g.f("\tJZ kdone")
+	g.f("")
+	g.f("loop:")
+	for u := 0; u < avx2Unroll; u++ {
+		step()
+	}
+	g.f("\tDECQ CX")
+	g.f("\tJNZ loop")
+	g.f("")
+	g.f("kdone:")
+}
+
+func bitsOf(n int) int {
+	b := 0
+	for 1<<b < n {
+		b++
+	}
+	return b
+}
+
+// avx2Store emits one store variant of the tile: label, then rows of store(r), stopping
+// after rows rows.
+func avx2Store(g *gen, mr int, label string, store func(r int)) {
+	g.f("")
+	if label != "" {
+		g.f("%s:", label)
+	}
+	for r := 0; r < mr; r++ {
+		store(r)
 		if r < mr-1 {
 			g.f("\tDECQ CX")
 			g.f("\tJZ done")
@@ -210,26 +306,6 @@ func avx2() []byte {
 		}
 	}
 	g.f("\tJMP done")
-	g.f("")
-	g.f("accumulate:")
-	for r := 0; r < mr; r++ {
-		g.f("\tVMASKMOVPS (DX), Y13, Y15")
-		g.f("\tVFMADD231PS Y12, Y%d, Y15", 2*r)
-		g.f("\tVMASKMOVPS Y15, Y13, (DX)")
-		g.f("\tVMASKMOVPS 32(DX), Y14, Y15")
-		g.f("\tVFMADD231PS Y12, Y%d, Y15", 2*r+1)
-		g.f("\tVMASKMOVPS Y15, Y14, 32(DX)")
-		if r < mr-1 {
-			g.f("\tDECQ CX")
-			g.f("\tJZ done")
-			g.f("\tADDQ BX, DX")
-		}
-	}
-	g.f("")
-	g.f("done:")
-	g.f("\tVZEROUPPER")
-	g.f("\tRET")
-	return g.Bytes()
 }
 
 // packBT32 is the AVX-512 transposing pack of one 32-column panel of op(B) = Bᵀ: for
