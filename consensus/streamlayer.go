@@ -13,16 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-
-	"github.com/meshnode/meshnode/mesh"
-)
-
-// Stream protocols of this package; the versioned IDs live with the mesh's other protocols.
-const (
-	// ProtocolRaft carries raft's NetworkTransport RPCs.
-	ProtocolRaft = mesh.ProtocolRaft
-	// ProtocolRPC carries forwarded writes and consistent reads (see rpc.go).
-	ProtocolRPC = mesh.ProtocolRPC
 )
 
 // StreamLayer is a raft.StreamLayer over libp2p streams: raft addresses are peer IDs, each

@@ -14,16 +14,22 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
+// The control plane's protocols (package consensus owns them; mesh must not import it).
+const (
+	protocolRaft protocol.ID = "/meshnode/raft/1.0.0"
+	protocolRPC  protocol.ID = "/meshnode/rpc/1.0.0"
+)
+
 // meshProtocols is every meshnode protocol an outsider might try, with gossipsub's.
 var meshProtocols = []protocol.ID{
-	ProtocolProbe, ProtocolRaft, ProtocolRPC, ProtocolBlob, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
+	ProtocolProbe, protocolRaft, protocolRPC, ProtocolBlob, dhtPrefix + "/kad/1.0.0", "/meshsub/1.1.0", "/meshsub/1.2.0",
 }
 
 // countingHandlers registers handlers for the protocols other packages will serve and
 // counts how often any of them runs.
 func countingHandlers(m *Mesh) *atomic.Int64 {
 	var n atomic.Int64
-	for _, p := range []protocol.ID{ProtocolRaft, ProtocolRPC, ProtocolBlob} {
+	for _, p := range []protocol.ID{protocolRaft, protocolRPC, ProtocolBlob} {
 		m.Handle(p, func(s network.Stream) { n.Add(1); s.Close() })
 	}
 	return &n

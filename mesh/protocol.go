@@ -10,10 +10,6 @@ const (
 	ProtocolAuth protocol.ID = "/meshnode/auth/1.0.0"
 	// ProtocolProbe measures round-trip time and bandwidth between two peers.
 	ProtocolProbe protocol.ID = "/meshnode/probe/1.0.0"
-	// ProtocolRaft carries Raft RPCs between control-plane members.
-	ProtocolRaft protocol.ID = "/meshnode/raft/1.0.0"
-	// ProtocolRPC forwards writes to the Raft leader and reads job state.
-	ProtocolRPC protocol.ID = "/meshnode/rpc/1.0.0"
 	// ProtocolBlob serves content-addressed datasets and checkpoints.
 	ProtocolBlob protocol.ID = "/meshnode/blob/1.0.0"
 
