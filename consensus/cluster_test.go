@@ -291,9 +291,10 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 		t.Fatalf("invalid spec: got %v", err)
 	}
 
-	// Compact the log so that joiners must install a snapshot.
+	// Compact the log so that joiners must install a snapshot. (Only the leader or a node
+	// of the job's plan may add events.)
 	for i := range 20 {
-		if err := n2.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
+		if err := n0.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -363,11 +364,14 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	if err := follower.c.CancelJob(ctx, "nope"); !errors.Is(err, ErrJobNotFound) {
 		t.Fatalf("cancel unknown: %v", err)
 	}
-	epoch, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
+	if _, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("set plan from a follower: %v, want ErrForbidden", err)
+	}
+	epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
 	if err != nil || epoch != 1 {
 		t.Fatalf("set plan: %d %v", epoch, err)
 	}
-	if epoch, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
+	if epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
 		t.Fatalf("second plan: %d %v", epoch, err)
 	}
 }
@@ -388,7 +392,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, n2, idA, JobSubmitted)
-	if err := n2.c.SetJobStatus(ctx, idA, JobPlanning, ""); err != nil {
+	if err := n0.c.SetJobStatus(ctx, idA, JobPlanning, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, n2, idA, JobPlanning)
@@ -481,7 +485,7 @@ func TestRPCRejectsBadFrames(t *testing.T) {
 	if _, err := send([]byte{0, 0, 0, 10, '{'}); err == nil {
 		t.Fatal("truncated frame answered")
 	}
-	for _, payload := range []string{`{"op":`, `{"op":"drop_tables"}`, `{"op":"submit","extra":1}`, `{"op":"submit","body":{"spec":"x"}}`, `[]`} {
+	for _, payload := range []string{`{"op":`, `{"op":"drop_tables"}`, `{"op":"submit","extra":1}`, `{"op":"join","body":{"node":"x"}}`, `{"op":"join","body":{"node":{},"extra":1}}`, `[]`} {
 		out, err := send(frame(payload))
 		if err != nil {
 			t.Fatalf("%s: %v", payload, err)
