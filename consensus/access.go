@@ -89,11 +89,12 @@ func (c *Consensus) Admit(p peer.ID, cluster string) error {
 	return fmt.Errorf("%w: peer %s is not in this node's raft configuration", ErrNotMember, p)
 }
 
-// logRefusal logs a refused peer at most once a minute per peer, so a peer that retries
-// does not flood the log.
+// logRefusal logs a refusal at most once a minute per peer and kind, so a peer that
+// retries does not flood the log.
 func (c *Consensus) logRefusal(what string, p peer.ID, err error) {
+	key := what + " " + p.String()
 	c.refusedMu.Lock()
-	last, seen := c.refusedAt[p]
+	last, seen := c.refusedAt[key]
 	now := time.Now()
 	if seen && now.Sub(last) < time.Minute {
 		c.refusedMu.Unlock()
@@ -102,7 +103,7 @@ func (c *Consensus) logRefusal(what string, p peer.ID, err error) {
 	if len(c.refusedAt) >= 1024 {
 		clear(c.refusedAt)
 	}
-	c.refusedAt[p] = now
+	c.refusedAt[key] = now
 	c.refusedMu.Unlock()
 	c.log.Warn("refused "+what, "peer", p, "err", err)
 }

@@ -19,7 +19,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
@@ -30,6 +32,11 @@ type testCluster struct {
 	log   *slog.Logger
 	dir   string
 	nodes []*testNode
+	// mn, when set, is the in-memory network every host lives on (no sockets); nodes on
+	// it cannot restart.
+	mn mocknet.Mocknet
+	// keep, when set, is every node's Config.KeepFinishedJobs.
+	keep int
 }
 
 type testNode struct {
@@ -88,8 +95,17 @@ func (w *testWriter) close() {
 	w.done = true
 }
 
+// newMockCluster is newTestCluster on libp2p's mocknet: the same hosts, streams and
+// peer IDs, no sockets.
+func newMockCluster(t *testing.T) *testCluster {
+	tc := newTestCluster(t)
+	tc.mn = mocknet.New()
+	t.Cleanup(func() { _ = tc.mn.Close() })
+	return tc
+}
+
 func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
-	return Config{
+	return Config{KeepFinishedJobs: tc.keep,
 		DataDir: n.dir, Bootstrap: bootstrap, Voters: 3, Logger: tc.log.With("node", n.name),
 		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
@@ -117,8 +133,7 @@ func (tc *testCluster) add(bootstrap bool) *testNode {
 // connect is set, and starts consensus from its data dir.
 func (tc *testCluster) start(n *testNode, bootstrap, connect bool) {
 	tc.t.Helper()
-	h, err := libp2p.New(libp2p.Identity(n.key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
-		libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	h, err := tc.newHost(n.key)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -133,18 +148,43 @@ func (tc *testCluster) start(n *testNode, bootstrap, connect bool) {
 	n.c = c
 }
 
+// newHost starts a host with identity key: on the mocknet when there is one, else on a
+// loopback TCP port.
+func (tc *testCluster) newHost(key crypto.PrivKey) (host.Host, error) {
+	if tc.mn == nil {
+		return libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+			libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	}
+	id, _ := peer.IDFromPrivateKey(key)
+	if tc.mn.Host(id) != nil {
+		return nil, fmt.Errorf("peer %s restarted on a mocknet; use newTestCluster", id)
+	}
+	addr := multiaddr.StringCast(fmt.Sprintf("/ip4/100.64.%d.%d/tcp/4001", len(tc.mn.Peers())/250, len(tc.mn.Peers())%250+1))
+	return tc.mn.AddPeer(key, addr)
+}
+
 func (tc *testCluster) connect(n *testNode) {
 	tc.t.Helper()
 	for _, o := range tc.nodes {
 		if o == n || !o.running() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n.h.Connect(ctx, peer.AddrInfo{ID: o.id, Addrs: o.h.Addrs()})
-		cancel()
-		if err != nil {
-			tc.t.Fatalf("connect %s → %s: %v", n.name, o.name, err)
+		tc.connectHosts(n.h, o.h)
+	}
+}
+
+// connectHosts connects a to b (links them first on a mocknet).
+func (tc *testCluster) connectHosts(a, b host.Host) {
+	tc.t.Helper()
+	if tc.mn != nil {
+		if _, err := tc.mn.LinkPeers(a.ID(), b.ID()); err != nil {
+			tc.t.Fatal(err)
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		tc.t.Fatalf("connect %s → %s: %v", a.ID(), b.ID(), err)
 	}
 }
 

@@ -47,7 +47,7 @@ type Consensus struct {
 	trusted trustSet
 	// refusedAt rate-limits refusal logs per peer.
 	refusedMu sync.Mutex
-	refusedAt map[peer.ID]time.Time
+	refusedAt map[string]time.Time
 
 	// baseCtx is cancelled by Shutdown; shutdownCh is its Done channel.
 	baseCtx      context.Context
@@ -66,7 +66,7 @@ func New(cfg Config, h host.Host) (*Consensus, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus"), refusedAt: map[peer.ID]time.Time{}}
+	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus"), refusedAt: map[string]time.Time{}}
 	c.baseCtx, c.stop = context.WithCancel(context.Background())
 	c.shutdownCh = c.baseCtx.Done()
 	c.fsm = NewFSM(c.log)

@@ -15,6 +15,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 )
 
+// errRefused marks a stream the gate refused after its verdict was written.
+var errRefused = errors.New("raft stream refused")
+
 // StreamGate decides which peers may open raft streams, and names the cluster this node
 // announces in its own handshakes. Consensus implements it.
 type StreamGate interface {
@@ -57,7 +60,11 @@ func NewStreamLayer(h host.Host, gate StreamGate, timeout time.Duration, refused
 
 func (s *StreamLayer) handle(st network.Stream) {
 	if err := s.serverHandshake(st); err != nil {
-		_ = st.Reset()
+		if errors.Is(err, errRefused) {
+			_ = st.Close() // the verdict is written: let it reach the dialer
+		} else {
+			_ = st.Reset()
+		}
 		return
 	}
 	select {
@@ -78,8 +85,10 @@ func (s *StreamLayer) serverHandshake(st network.Stream) error {
 	p := st.Conn().RemotePeer()
 	if err := s.gate.Admit(p, h.Cluster); err != nil {
 		s.refused(p, err)
-		_ = writeJSONFrame(st, verdict{Code: codeOf(err), Error: err.Error()})
-		return err
+		if werr := writeJSONFrame(st, verdict{Code: codeOf(err), Error: err.Error()}); werr != nil {
+			return werr
+		}
+		return fmt.Errorf("%w: %w", errRefused, err)
 	}
 	return writeJSONFrame(st, verdict{})
 }
