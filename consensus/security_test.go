@@ -48,7 +48,7 @@ func (tc *testCluster) outsider() host.Host {
 // openGate admits every stream and claims cluster: the attacker's side of a handshake.
 type openGate struct{ cluster string }
 
-func (g openGate) ClusterID() string             { return g.cluster }
+func (g openGate) ClusterID() string           { return g.cluster }
 func (g openGate) Admit(peer.ID, string) error { return nil }
 
 // rawRPC sends one request from h to target on ProtocolRPC, as any peer could.
