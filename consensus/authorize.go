@@ -13,7 +13,8 @@ import (
 // RPC stream (or this node itself for a local call):
 //   - only the leader itself plans and moves a job to planning or running;
 //   - only a node of the job's current plan (or the leader) reports the job's progress,
-//     checkpoints (as holder of its own files only), events, and its end (done, failed);
+//     checkpoints, events, and its end (done, failed); a checkpoint names as holders only
+//     nodes of that plan (a writer pushes its file to a plan neighbour and reports both);
 //   - any member may submit and cancel: users do that through any node's local API;
 //   - nothing is reported for a finished job.
 
@@ -32,6 +33,28 @@ func (c *Consensus) authorizeReporter(from peer.ID, jobID string) error {
 	p := j.CurrentPlan()
 	if p == nil || !slices.Contains(planNodes(p.Plan), from.String()) {
 		return fmt.Errorf("%w: %s is not a node of job %s's current plan", ErrForbidden, from, jobID)
+	}
+	return nil
+}
+
+// authorizeHolders allows a checkpoint report whose files are all held by nodes of the
+// job's current plan.
+func (c *Consensus) authorizeHolders(from peer.ID, args CheckpointRequest) error {
+	if from == c.host.ID() {
+		return nil
+	}
+	j, _, err := c.fsm.Job(args.JobID)
+	if err != nil {
+		return err
+	}
+	var nodes []string
+	if p := j.CurrentPlan(); p != nil {
+		nodes = planNodes(p.Plan)
+	}
+	for _, f := range args.Manifest.Files {
+		if !slices.Contains(nodes, f.Node) {
+			return fmt.Errorf("%w: %s reports a checkpoint file held by %s, which is not in job %s's plan", ErrForbidden, from, f.Node, args.JobID)
+		}
 	}
 	return nil
 }

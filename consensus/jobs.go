@@ -251,10 +251,8 @@ func (c *Consensus) handleCheckpoint(ctx context.Context, from peer.ID, body []b
 	if err := c.authorizeReporter(from, args.JobID); err != nil {
 		return nil, err
 	}
-	for _, f := range args.Manifest.Files {
-		if from != c.host.ID() && f.Node != from.String() {
-			return nil, fmt.Errorf("%w: %s may report only the files it holds, not %s's", ErrForbidden, from, f.Node)
-		}
+	if err := c.authorizeHolders(from, args); err != nil {
+		return nil, err
 	}
 	if args.Manifest.Time.IsZero() {
 		args.Manifest.Time = now()

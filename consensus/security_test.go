@@ -186,7 +186,7 @@ func mustJSON(t testing.TB, v any) []byte {
 }
 
 // TestPerOpAuthorization: only the leader plans and moves jobs to planning/running; only
-// a node of a job's current plan reports its progress, checkpoints (its own files only),
+// a node of a job's current plan reports its progress, checkpoints (held by plan nodes),
 // events and end; nothing is reported for a finished job; arguments with unknown fields
 // are refused. Before, any admitted peer could do all of it on any job.
 func TestPerOpAuthorization(t *testing.T) {
@@ -227,7 +227,7 @@ func TestPerOpAuthorization(t *testing.T) {
 			t.Errorf("%s from a node outside the plan: %v, want ErrForbidden", name, err)
 		}
 	}
-	// a is in the plan: its reports go through, for its own files only.
+	// a is in the plan: its reports go through, for files held by plan nodes only.
 	if err := a.c.ReportProgress(ctx, id, sample); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func TestPerOpAuthorization(t *testing.T) {
 		}
 	}
 	if err := a.c.AddCheckpoint(ctx, id, CheckpointManifest{Step: 1, Files: []CheckpointFile{otherFile}}); !errors.Is(err, ErrForbidden) {
-		t.Fatalf("checkpoint naming another holder: %v", err)
+		t.Fatalf("checkpoint naming a holder outside the plan: %v", err)
 	}
 	if err := a.c.SetJobStatus(ctx, id, JobPlanning, ""); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("plan node moves job to planning: %v", err)
