@@ -306,7 +306,7 @@ func namedSpec(name string) jobspec.Spec {
 // snapshot; the leader stops and a new one is elected within 5 s with no committed job lost;
 // the dead voter is replaced by a live non-voter.
 func TestClusterJobsFailoverMembership(t *testing.T) {
-	tc := newTestCluster(t)
+	tc := newMockCluster(t)
 	ctx := ctxT(t)
 	n0 := tc.add(true)
 	n1 := tc.add(false)
@@ -487,18 +487,11 @@ func TestClusterRestartAndLeave(t *testing.T) {
 // TestRPCRejectsBadFrames sends oversized, truncated and malformed frames to a live node,
 // which resets or answers them with bad_request and keeps serving.
 func TestRPCRejectsBadFrames(t *testing.T) {
-	tc := newTestCluster(t)
+	tc := newMockCluster(t)
 	n0 := tc.add(true)
 	tc.waitLeader(10 * time.Second)
-	client, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := tc.outsider()
 	ctx := ctxT(t)
-	if err := client.Connect(ctx, peer.AddrInfo{ID: n0.id, Addrs: n0.h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	send := func(raw []byte) ([]byte, error) {
 		s, err := client.NewStream(ctx, n0.id, ProtocolRPC)
 		if err != nil {
