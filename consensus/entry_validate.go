@@ -22,7 +22,7 @@ var (
 const (
 	maxMessageLen = 1024
 	maxKindLen    = 64
-	maxAddrs      = 32
+	maxAddrs      = 64
 	maxAddrLen    = 256
 	maxHashLen    = 128
 	maxNameLen    = 128
@@ -55,6 +55,20 @@ func checkNodeStatus(s NodeStatus) error {
 		return nil
 	}
 	return fmt.Errorf("node status %q unknown", s)
+}
+
+// bounded returns n with what a node announces about itself cut to the bounds validate
+// enforces: a machine with many interfaces still joins, with its first addresses.
+func (n Node) bounded() Node {
+	var addrs []string
+	for _, a := range n.Addrs {
+		if len(a) <= maxAddrLen && len(addrs) < maxAddrs {
+			addrs = append(addrs, a)
+		}
+	}
+	n.Addrs = addrs
+	n.Profile.GPUName = truncate(n.Profile.GPUName, maxNameLen)
+	return n
 }
 
 func (n Node) validate() error {

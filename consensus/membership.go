@@ -178,6 +178,7 @@ func (c *Consensus) recordMembers(ctx context.Context, members []Member) error {
 		if m.Profile != nil {
 			want.Profile = *m.Profile
 		}
+		want = want.bounded()
 		if ok && sameNode(n, want) {
 			continue
 		}
@@ -205,7 +206,7 @@ func (c *Consensus) handleJoin(ctx context.Context, from peer.ID, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	n := args.Node
+	n := args.Node.bounded()
 	if n.ID == "" {
 		n.ID = from.String()
 	}
