@@ -447,3 +447,26 @@ func TestRetentionAndPaging(t *testing.T) {
 		t.Fatalf("all jobs: %d %v", len(all), err)
 	}
 }
+
+// TestUnknownEntryDoesNotCrashReplicas: an entry of an unknown type reaches every replica
+// through raft (before: every replica panicked, again on each replay); each answers it with
+// ErrBadEntry and keeps applying what follows.
+func TestUnknownEntryDoesNotCrashReplicas(t *testing.T) {
+	tc := newMockCluster(t)
+	ctx := ctxT(t)
+	leader, a, b := threeVoters(t, tc)
+	f := leader.c.raft.Apply([]byte{0x7f, '{', '}'}, time.Second)
+	if err := f.Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err, _ := f.Response().(error); !errors.Is(err, ErrBadEntry) {
+		t.Fatalf("unknown entry answered %v", f.Response())
+	}
+	id, err := a.c.SubmitJob(ctx, namedSpec("after-unknown"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []*testNode{leader, a, b} {
+		waitJob(t, n, id, JobSubmitted)
+	}
+}
