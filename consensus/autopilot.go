@@ -35,11 +35,19 @@ func (c *Consensus) autopilotLoop() {
 		if !c.IsLeader() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.RPCTimeout)
-		if err := c.promoteAlive(ctx); err != nil && c.IsLeader() && c.baseCtx.Err() == nil {
-			c.log.Debug("promote non-voters", "err", err)
-		}
-		cancel()
+		c.autopilotTick()
+	}
+}
+
+// autopilotTick promotes under memberMu, so that it never races Reconcile or a join past
+// the voter cap.
+func (c *Consensus) autopilotTick() {
+	c.memberMu.Lock()
+	defer c.memberMu.Unlock()
+	ctx, cancel := context.WithTimeout(c.baseCtx, c.cfg.RPCTimeout)
+	defer cancel()
+	if err := c.promoteAlive(ctx); err != nil && c.IsLeader() && c.baseCtx.Err() == nil {
+		c.log.Debug("promote non-voters", "err", err)
 	}
 }
 
