@@ -19,7 +19,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/mock"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
@@ -30,6 +32,11 @@ type testCluster struct {
 	log   *slog.Logger
 	dir   string
 	nodes []*testNode
+	// mn, when set, is the in-memory network every host lives on (no sockets); nodes on
+	// it cannot restart.
+	mn mocknet.Mocknet
+	// keep, when set, is every node's Config.KeepFinishedJobs.
+	keep int
 }
 
 type testNode struct {
@@ -88,8 +95,17 @@ func (w *testWriter) close() {
 	w.done = true
 }
 
+// newMockCluster is newTestCluster on libp2p's mocknet: the same hosts, streams and
+// peer IDs, no sockets.
+func newMockCluster(t *testing.T) *testCluster {
+	tc := newTestCluster(t)
+	tc.mn = mocknet.New()
+	t.Cleanup(func() { _ = tc.mn.Close() })
+	return tc
+}
+
 func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
-	return Config{
+	return Config{KeepFinishedJobs: tc.keep,
 		DataDir: n.dir, Bootstrap: bootstrap, Voters: 3, Logger: tc.log.With("node", n.name),
 		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
@@ -117,8 +133,7 @@ func (tc *testCluster) add(bootstrap bool) *testNode {
 // connect is set, and starts consensus from its data dir.
 func (tc *testCluster) start(n *testNode, bootstrap, connect bool) {
 	tc.t.Helper()
-	h, err := libp2p.New(libp2p.Identity(n.key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
-		libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	h, err := tc.newHost(n.key)
 	if err != nil {
 		tc.t.Fatal(err)
 	}
@@ -133,18 +148,43 @@ func (tc *testCluster) start(n *testNode, bootstrap, connect bool) {
 	n.c = c
 }
 
+// newHost starts a host with identity key: on the mocknet when there is one, else on a
+// loopback TCP port.
+func (tc *testCluster) newHost(key crypto.PrivKey) (host.Host, error) {
+	if tc.mn == nil {
+		return libp2p.New(libp2p.Identity(key), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"),
+			libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay(), libp2p.DisableMetrics())
+	}
+	id, _ := peer.IDFromPrivateKey(key)
+	if tc.mn.Host(id) != nil {
+		return nil, fmt.Errorf("peer %s restarted on a mocknet; use newTestCluster", id)
+	}
+	addr := multiaddr.StringCast(fmt.Sprintf("/ip4/100.64.%d.%d/tcp/4001", len(tc.mn.Peers())/250, len(tc.mn.Peers())%250+1))
+	return tc.mn.AddPeer(key, addr)
+}
+
 func (tc *testCluster) connect(n *testNode) {
 	tc.t.Helper()
 	for _, o := range tc.nodes {
 		if o == n || !o.running() {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := n.h.Connect(ctx, peer.AddrInfo{ID: o.id, Addrs: o.h.Addrs()})
-		cancel()
-		if err != nil {
-			tc.t.Fatalf("connect %s → %s: %v", n.name, o.name, err)
+		tc.connectHosts(n.h, o.h)
+	}
+}
+
+// connectHosts connects a to b (links them first on a mocknet).
+func (tc *testCluster) connectHosts(a, b host.Host) {
+	tc.t.Helper()
+	if tc.mn != nil {
+		if _, err := tc.mn.LinkPeers(a.ID(), b.ID()); err != nil {
+			tc.t.Fatal(err)
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Connect(ctx, peer.AddrInfo{ID: b.ID(), Addrs: b.Addrs()}); err != nil {
+		tc.t.Fatalf("connect %s → %s: %v", a.ID(), b.ID(), err)
 	}
 }
 
@@ -266,7 +306,7 @@ func namedSpec(name string) jobspec.Spec {
 // snapshot; the leader stops and a new one is elected within 5 s with no committed job lost;
 // the dead voter is replaced by a live non-voter.
 func TestClusterJobsFailoverMembership(t *testing.T) {
-	tc := newTestCluster(t)
+	tc := newMockCluster(t)
 	ctx := ctxT(t)
 	n0 := tc.add(true)
 	n1 := tc.add(false)
@@ -291,9 +331,10 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 		t.Fatalf("invalid spec: got %v", err)
 	}
 
-	// Compact the log so that joiners must install a snapshot.
+	// Compact the log so that joiners must install a snapshot. (Only the leader or a node
+	// of the job's plan may add events.)
 	for i := range 20 {
-		if err := n2.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
+		if err := n0.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -363,11 +404,14 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	if err := follower.c.CancelJob(ctx, "nope"); !errors.Is(err, ErrJobNotFound) {
 		t.Fatalf("cancel unknown: %v", err)
 	}
-	epoch, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
+	if _, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test"); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("set plan from a follower: %v, want ErrForbidden", err)
+	}
+	epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
 	if err != nil || epoch != 1 {
 		t.Fatalf("set plan: %d %v", epoch, err)
 	}
-	if epoch, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
+	if epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
 		t.Fatalf("second plan: %d %v", epoch, err)
 	}
 }
@@ -388,7 +432,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJob(t, n2, idA, JobSubmitted)
-	if err := n2.c.SetJobStatus(ctx, idA, JobPlanning, ""); err != nil {
+	if err := n0.c.SetJobStatus(ctx, idA, JobPlanning, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitJob(t, n2, idA, JobPlanning)
@@ -443,18 +487,11 @@ func TestClusterRestartAndLeave(t *testing.T) {
 // TestRPCRejectsBadFrames sends oversized, truncated and malformed frames to a live node,
 // which resets or answers them with bad_request and keeps serving.
 func TestRPCRejectsBadFrames(t *testing.T) {
-	tc := newTestCluster(t)
+	tc := newMockCluster(t)
 	n0 := tc.add(true)
 	tc.waitLeader(10 * time.Second)
-	client, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.Transport(tcp.NewTCPTransport), libp2p.DisableRelay())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
+	client := tc.outsider()
 	ctx := ctxT(t)
-	if err := client.Connect(ctx, peer.AddrInfo{ID: n0.id, Addrs: n0.h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
 	send := func(raw []byte) ([]byte, error) {
 		s, err := client.NewStream(ctx, n0.id, ProtocolRPC)
 		if err != nil {
@@ -481,7 +518,7 @@ func TestRPCRejectsBadFrames(t *testing.T) {
 	if _, err := send([]byte{0, 0, 0, 10, '{'}); err == nil {
 		t.Fatal("truncated frame answered")
 	}
-	for _, payload := range []string{`{"op":`, `{"op":"drop_tables"}`, `{"op":"submit","extra":1}`, `{"op":"submit","body":{"spec":"x"}}`, `[]`} {
+	for _, payload := range []string{`{"op":`, `{"op":"drop_tables"}`, `{"op":"submit","extra":1}`, `{"op":"join","body":{"node":"x"}}`, `{"op":"join","body":{"node":{},"extra":1}}`, `[]`} {
 		out, err := send(frame(payload))
 		if err != nil {
 			t.Fatalf("%s: %v", payload, err)

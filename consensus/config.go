@@ -45,6 +45,10 @@ type Config struct {
 	RPCTimeout time.Duration
 	// WALSegmentSize is the size of one raft-wal segment file; zero means 16 MiB.
 	WALSegmentSize int
+	// KeepFinishedJobs is how many finished (done, failed, cancelled) jobs the FSM keeps;
+	// older ones are dropped, oldest first. The leader commits it, so every replica drops
+	// the same jobs. Zero means 100.
+	KeepFinishedJobs int
 }
 
 // DefaultConfig returns the production defaults with an empty DataDir.
@@ -61,6 +65,7 @@ func DefaultConfig() Config {
 		SnapshotRetain:     2,
 		RPCTimeout:         10 * time.Second,
 		WALSegmentSize:     16 << 20,
+		KeepFinishedJobs:   DefaultKeepFinishedJobs,
 	}
 }
 
@@ -78,6 +83,7 @@ func (c Config) withDefaults() Config {
 	setIfZero(&c.SnapshotRetain, d.SnapshotRetain)
 	setIfZero(&c.RPCTimeout, d.RPCTimeout)
 	setIfZero(&c.WALSegmentSize, d.WALSegmentSize)
+	setIfZero(&c.KeepFinishedJobs, d.KeepFinishedJobs)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -99,6 +105,9 @@ func (c Config) Validate() error {
 	}
 	if c.Voters < 0 || (c.Voters > 0 && c.Voters%2 == 0) {
 		errs = append(errs, fmt.Errorf("consensus: Voters must be odd and ≥ 1 (got %d)", c.Voters))
+	}
+	if c.KeepFinishedJobs < 0 || c.KeepFinishedJobs > MaxKeepFinishedJobs {
+		errs = append(errs, fmt.Errorf("consensus: KeepFinishedJobs must be 0 (default) to %d (got %d)", MaxKeepFinishedJobs, c.KeepFinishedJobs))
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout > 0 {
 		errs = append(errs, fmt.Errorf("consensus: LeaderLeaseTimeout (%s) must not exceed HeartbeatTimeout (%s)", c.LeaderLeaseTimeout, c.HeartbeatTimeout))

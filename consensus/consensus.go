@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -37,6 +38,17 @@ type Consensus struct {
 	hintMu     sync.Mutex
 	leaderHint peer.ID // the leader another node named, for nodes not yet in the group
 
+	// raftRef is raft once it runs, for the stream gate, which serves streams before.
+	raftRef atomic.Pointer[raft.Raft]
+	// cid is this node's cluster ID ("" until a fresh node joins a cluster).
+	cidMu sync.Mutex
+	cid   string
+	// trusted are the peers this node asked to be let in by (access.go).
+	trusted trustSet
+	// refusedAt rate-limits refusal logs per peer.
+	refusedMu sync.Mutex
+	refusedAt map[string]time.Time
+
 	// baseCtx is cancelled by Shutdown; shutdownCh is its Done channel.
 	baseCtx      context.Context
 	stop         context.CancelFunc
@@ -54,7 +66,7 @@ func New(cfg Config, h host.Host) (*Consensus, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus")}
+	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus"), refusedAt: map[string]time.Time{}}
 	c.baseCtx, c.stop = context.WithCancel(context.Background())
 	c.shutdownCh = c.baseCtx.Done()
 	c.fsm = NewFSM(c.log)
@@ -64,18 +76,22 @@ func New(cfg Config, h host.Host) (*Consensus, error) {
 		return nil, err
 	}
 	h.SetStreamHandler(ProtocolRPC, c.serveRPC)
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.announceLoop()
+	go c.autopilotLoop()
 	return c, nil
 }
 
-func (c *Consensus) open() error {
+func (c *Consensus) open() (err error) {
 	dir := filepath.Join(c.cfg.DataDir, "raft")
 	walDir := filepath.Join(dir, "wal")
 	if err := os.MkdirAll(walDir, 0o700); err != nil {
 		return fmt.Errorf("create raft dir: %w", err)
 	}
 	hlog := NewHCLogger(c.log)
+	if c.cid, err = loadClusterID(dir); err != nil {
+		return err
+	}
 	w, err := wal.Open(walDir, wal.WithLogger(hlog.Named("wal")), wal.WithSegmentSize(c.cfg.WALSegmentSize))
 	if err != nil {
 		return fmt.Errorf("open raft wal %s: %w", walDir, err)
@@ -86,7 +102,7 @@ func (c *Consensus) open() error {
 		return fmt.Errorf("open raft snapshots in %s: %w", dir, err)
 	}
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: NewStreamLayer(c.host), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
+		Stream: NewStreamLayer(c.host, c, c.cfg.RPCTimeout, func(p peer.ID, err error) { c.logRefusal("raft stream", p, err) }), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
 	})
 	rc := c.raftConfig(hlog)
 	if c.cfg.Bootstrap {
@@ -99,6 +115,7 @@ func (c *Consensus) open() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	c.raft = r
+	c.raftRef.Store(r)
 	return nil
 }
 
@@ -124,11 +141,17 @@ func (c *Consensus) bootstrap(rc *raft.Config, snaps raft.SnapshotStore) error {
 	if has {
 		return nil
 	}
+	if c.cid == "" {
+		c.cid = newClusterID()
+		if err := storeClusterID(c.raftDir(), c.cid); err != nil {
+			return err
+		}
+	}
 	self := raft.Server{Suffrage: raft.Voter, ID: rc.LocalID, Address: raft.ServerAddress(rc.LocalID)}
 	if err := raft.BootstrapCluster(rc, c.wal, c.wal, snaps, c.trans, raft.Configuration{Servers: []raft.Server{self}}); err != nil {
 		return fmt.Errorf("bootstrap raft: %w", err)
 	}
-	c.log.Info("bootstrapped a new raft cluster", "id", rc.LocalID)
+	c.log.Info("bootstrapped a new raft cluster", "id", rc.LocalID, "cluster", c.cid)
 	return nil
 }
 

@@ -9,6 +9,12 @@
 // served from the local FSM (with the index it has applied) or, when asked for a consistent
 // read, by the leader after a barrier.
 //
+// Only members of the raft configuration speak raft or make member requests; a node joins
+// (as a non-voter, promoted once caught up) and leaves only as the peer its connection
+// authenticates; the leader authorizes every operation per caller and job; a cluster ID
+// checked on every handshake keeps independently bootstrapped clusters apart; every log
+// entry is validated before it is applied (docs/security.md).
+//
 // The package takes a libp2p host.Host as a dependency and never creates one; it does not
 // discover peers, gossip or measure anything: the node feeds it the live and dead members it
 // learns from the mesh (Consensus.Reconcile). It never calls os.Exit and keeps no globals.

@@ -28,6 +28,16 @@ var (
 	ErrInvalidSpec = errors.New("invalid job spec")
 	// ErrBadRequest means a request could not be decoded or names an unknown operation.
 	ErrBadRequest = errors.New("bad request")
+	// ErrForbidden means the calling peer may not perform this operation (on this job).
+	ErrForbidden = errors.New("operation not allowed for this peer")
+	// ErrNotMember means the peer is not in the raft configuration.
+	ErrNotMember = errors.New("not a member of the raft group")
+	// ErrForeignCluster means the peer belongs to another, independently bootstrapped
+	// cluster.
+	ErrForeignCluster = errors.New("peer of a foreign cluster")
+	// ErrBadEntry means a raft log entry could not be applied: unknown type, corrupt or
+	// invalid payload. Every replica returns the same error for it.
+	ErrBadEntry = errors.New("bad log entry")
 )
 
 // errorCodes names each sentinel on the wire.
@@ -43,6 +53,10 @@ var errorCodes = map[string]error{
 	"too_large":       ErrTooLarge,
 	"bad_request":     ErrBadRequest,
 	"invalid_spec":    ErrInvalidSpec,
+	"forbidden":       ErrForbidden,
+	"not_member":      ErrNotMember,
+	"foreign_cluster": ErrForeignCluster,
+	"bad_entry":       ErrBadEntry,
 }
 
 func codeOf(err error) string {

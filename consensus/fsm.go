@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -30,6 +31,10 @@ type fsmState struct {
 	Index uint64          `json:"index"`
 	Nodes map[string]Node `json:"nodes"`
 	Jobs  map[string]*Job `json:"jobs"`
+	// ClusterID is the cluster's ID, committed by its first leader; it never changes.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// KeepFinished is how many finished jobs are kept; 0 means DefaultKeepFinishedJobs.
+	KeepFinished int `json:"keep_finished,omitempty"`
 }
 
 func newState() fsmState {
@@ -44,63 +49,79 @@ func NewFSM(log *slog.Logger) *FSM {
 	return &FSM{log: log, state: newState()}
 }
 
-// Apply applies one committed entry. A corrupt entry or an unknown type without
-// IgnoreUnknownTypeFlag panics: the log is the truth, and a replica that cannot read it
-// must stop rather than diverge. Business errors (unknown job, stale epoch, …) are returned
-// as the entry's response value.
+// Apply applies one committed entry. An entry that cannot be applied (unknown type without
+// IgnoreUnknownTypeFlag, corrupt or invalid payload) is logged and returned as an error
+// wrapping ErrBadEntry: every replica reaches the same verdict from the same bytes, so they
+// stay identical, and no entry can crash every replica again on each replay. Business
+// errors (unknown job, stale epoch, …) are returned as the entry's response value too.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
-	}
-	if len(l.Data) == 0 {
-		panic(fmt.Sprintf("consensus: empty log entry at index %d", l.Index))
 	}
 	defer f.watch.notify() // after the unlock below: waiters read the new state
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applied = l.Index
-	t, buf := MessageType(l.Data[0]), l.Data[1:]
+	res := f.apply(l.Data, l.Index)
+	if err, ok := res.(error); ok && errors.Is(err, ErrBadEntry) {
+		f.log.Error("log entry not applied", "index", l.Index, "err", err)
+	}
+	return res
+}
+
+func (f *FSM) apply(data []byte, index uint64) any {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty entry at index %d", ErrBadEntry, index)
+	}
+	t, buf := MessageType(data[0]), data[1:]
 	switch t &^ IgnoreUnknownTypeFlag {
 	case NodeUpsertType:
-		return f.applyNodeUpsert(buf, l.Index)
+		return applyAs(buf, index, f.applyNodeUpsert)
 	case NodeStatusType:
-		return f.applyNodeStatus(buf, l.Index)
+		return applyAs(buf, index, f.applyNodeStatus)
 	case JobSubmitType:
-		return f.applyJobSubmit(buf, l.Index)
+		return applyAs(buf, index, f.applyJobSubmit)
 	case JobStatusType:
-		return f.applyJobStatus(buf, l.Index)
+		return applyAs(buf, index, f.applyJobStatus)
 	case PlanSetType:
-		return f.applyPlanSet(buf, l.Index)
+		return applyAs(buf, index, f.applyPlanSet)
 	case ProgressType:
-		return f.applyProgress(buf, l.Index)
+		return applyAs(buf, index, f.applyProgress)
 	case CheckpointType:
-		return f.applyCheckpoint(buf, l.Index)
+		return applyAs(buf, index, f.applyCheckpoint)
 	case JobEventType:
-		return f.applyJobEvent(buf, l.Index)
+		return applyAs(buf, index, f.applyJobEvent)
+	case ClusterMetaType:
+		return applyAs(buf, index, f.applyClusterMeta)
 	}
 	if t&IgnoreUnknownTypeFlag != 0 {
-		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", l.Index)
+		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", index)
 		return nil
 	}
-	panic(fmt.Sprintf("consensus: unknown message type %d at index %d", t, l.Index))
+	return fmt.Errorf("%w: unknown message type %d at index %d (written by a newer version?)", ErrBadEntry, t, index)
 }
 
-func decode[T any](buf []byte, index uint64) T {
+// entry is a request that checks itself before it is applied.
+type entry interface{ validate() error }
+
+// applyAs decodes buf as a T, validates it, and applies it with fn.
+func applyAs[T entry](buf []byte, index uint64, fn func(T) any) any {
 	var v T
 	if err := json.Unmarshal(buf, &v); err != nil {
-		panic(fmt.Sprintf("consensus: corrupt %T at index %d: %v", v, index, err))
+		return fmt.Errorf("%w: corrupt %T at index %d: %v", ErrBadEntry, v, index, err)
 	}
-	return v
+	if err := v.validate(); err != nil {
+		return fmt.Errorf("%w: invalid %T at index %d: %v", ErrBadEntry, v, index, err)
+	}
+	return fn(v)
 }
 
-func (f *FSM) applyNodeUpsert(buf []byte, index uint64) any {
-	req := decode[NodeUpsertRequest](buf, index)
+func (f *FSM) applyNodeUpsert(req NodeUpsertRequest) any {
 	f.state.Nodes[req.Node.ID] = req.Node.clone()
 	return nil
 }
 
-func (f *FSM) applyNodeStatus(buf []byte, index uint64) any {
-	req := decode[NodeStatusRequest](buf, index)
+func (f *FSM) applyNodeStatus(req NodeStatusRequest) any {
 	n, ok := f.state.Nodes[req.ID]
 	if !ok {
 		n = Node{ID: req.ID}
@@ -110,8 +131,7 @@ func (f *FSM) applyNodeStatus(buf []byte, index uint64) any {
 	return nil
 }
 
-func (f *FSM) applyJobSubmit(buf []byte, index uint64) any {
-	req := decode[JobSubmitRequest](buf, index)
+func (f *FSM) applyJobSubmit(req JobSubmitRequest) any {
 	if _, ok := f.state.Jobs[req.ID]; ok {
 		return fmt.Errorf("job %s already exists: %w", req.ID, ErrBadTransition)
 	}
@@ -122,8 +142,7 @@ func (f *FSM) applyJobSubmit(buf []byte, index uint64) any {
 	return nil
 }
 
-func (f *FSM) applyJobStatus(buf []byte, index uint64) any {
-	req := decode[JobStatusRequest](buf, index)
+func (f *FSM) applyJobStatus(req JobStatusRequest) any {
 	j, err := f.liveJob(req.ID)
 	if err != nil {
 		return err
@@ -137,11 +156,14 @@ func (f *FSM) applyJobStatus(buf []byte, index uint64) any {
 	}
 	j.Status, j.UpdatedAt = req.Status, req.Time
 	j.addEvent(Event{Time: req.Time, Kind: "status", Epoch: j.Epoch(), Message: msg})
+	if j.Status.Terminal() {
+		j.FinishedIndex = f.applied
+		f.dropFinished()
+	}
 	return nil
 }
 
-func (f *FSM) applyPlanSet(buf []byte, index uint64) any {
-	req := decode[PlanSetRequest](buf, index)
+func (f *FSM) applyPlanSet(req PlanSetRequest) any {
 	j, err := f.liveJob(req.JobID)
 	if err != nil {
 		return err
@@ -155,8 +177,7 @@ func (f *FSM) applyPlanSet(buf []byte, index uint64) any {
 	return nil
 }
 
-func (f *FSM) applyProgress(buf []byte, index uint64) any {
-	req := decode[ProgressRequest](buf, index)
+func (f *FSM) applyProgress(req ProgressRequest) any {
 	j, err := f.liveJob(req.JobID)
 	if err != nil {
 		return err
@@ -168,8 +189,7 @@ func (f *FSM) applyProgress(buf []byte, index uint64) any {
 	return nil
 }
 
-func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
-	req := decode[CheckpointRequest](buf, index)
+func (f *FSM) applyCheckpoint(req CheckpointRequest) any {
 	j, err := f.liveJob(req.JobID)
 	if err != nil {
 		return err
@@ -180,8 +200,7 @@ func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
 	// further holders: files of the same epoch and step join one manifest.
 	for i := range j.Checkpoints {
 		if c := &j.Checkpoints[i]; c.Epoch == m.Epoch && c.Step == m.Step {
-			c.Files = append(c.Files, m.Files...)
-			return nil
+			return c.addFiles(m.Files)
 		}
 	}
 	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
@@ -190,13 +209,21 @@ func (f *FSM) applyCheckpoint(buf []byte, index uint64) any {
 	return nil
 }
 
-func (f *FSM) applyJobEvent(buf []byte, index uint64) any {
-	req := decode[JobEventRequest](buf, index)
-	j, ok := f.state.Jobs[req.JobID]
-	if !ok {
-		return fmt.Errorf("job %s: %w", req.JobID, ErrJobNotFound)
+func (f *FSM) applyJobEvent(req JobEventRequest) any {
+	j, err := f.liveJob(req.JobID)
+	if err != nil {
+		return err
 	}
 	j.addEvent(req.Event)
+	return nil
+}
+
+func (f *FSM) applyClusterMeta(req ClusterMetaRequest) any {
+	if f.state.ClusterID != "" && f.state.ClusterID != req.ClusterID {
+		return fmt.Errorf("%w: cluster id %s is set, refusing %s", ErrForeignCluster, f.state.ClusterID, req.ClusterID)
+	}
+	f.state.ClusterID, f.state.KeepFinished = req.ClusterID, req.KeepFinishedJobs
+	f.dropFinished()
 	return nil
 }
 
@@ -281,11 +308,22 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	return &fsmSnapshot{data: b}, nil
 }
 
-// Restore replaces the state with a snapshot's.
+// Restore replaces the state with a snapshot's. A snapshot over MaxSnapshotBytes or one
+// whose contents fail validation is refused and the state is left as it was.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st := newState()
-	if err := json.NewDecoder(rc).Decode(&st); err != nil {
+	b, err := io.ReadAll(io.LimitReader(rc, MaxSnapshotBytes+1))
+	if err != nil {
+		return fmt.Errorf("restore fsm snapshot: %w", err)
+	}
+	if len(b) > MaxSnapshotBytes {
+		return fmt.Errorf("restore fsm snapshot: more than %d bytes: %w", MaxSnapshotBytes, ErrTooLarge)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("restore fsm snapshot: %w", err)
+	}
+	if err := st.validate(); err != nil {
 		return fmt.Errorf("restore fsm snapshot: %w", err)
 	}
 	if st.Nodes == nil {

@@ -246,20 +246,45 @@ func TestFSMUnknownTypes(t *testing.T) {
 	if _, _, err := h.fsm.Job("j"); err != nil {
 		t.Fatal("flagged known type was not applied")
 	}
-	for name, entry := range map[string][]byte{
-		"unknown type": {0x7f, '{', '}'},
-		"corrupt":      {byte(JobSubmitType), '{', 'x'},
-		"empty":        {},
-	} {
+	// Entries no replica can apply are an error value, the same on every replica, and the
+	// FSM carries on: a bad entry cannot crash every replica on each replay.
+	bad := map[string][]byte{
+		"unknown type":     {0x7f, '{', '}'},
+		"corrupt":          {byte(JobSubmitType), '{', 'x'},
+		"empty":            {},
+		"path job id":      mustEncode(t, JobSubmitType, JobSubmitRequest{ID: "../../etc", Spec: jobspec.DefaultSpec(), Time: t0}),
+		"slash job id":     mustEncode(t, JobEventType, JobEventRequest{JobID: "j/x", Event: Event{Kind: "x"}}),
+		"bad node id":      mustEncode(t, NodeStatusType, NodeStatusRequest{ID: "a/b", Status: NodeDead}),
+		"bad node status":  mustEncode(t, NodeStatusType, NodeStatusRequest{ID: "n1", Status: "zombie"}),
+		"bad job status":   mustEncode(t, JobStatusType, JobStatusRequest{ID: "j", Status: "paused"}),
+		"huge event":       mustEncode(t, JobEventType, JobEventRequest{JobID: "j", Event: Event{Kind: "x", Message: string(make([]byte, maxMessageLen+1))}}),
+		"bad cluster meta": mustEncode(t, ClusterMetaType, ClusterMetaRequest{ClusterID: "nope"}),
+	}
+	for name, entry := range bad {
 		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("Apply did not panic")
-				}
-			}()
-			h.applyRaw(entry)
+			before := h.fsm.AppliedIndex()
+			res := h.applyRaw(entry)
+			if err, _ := res.(error); !errors.Is(err, ErrBadEntry) {
+				t.Fatalf("Apply returned %v, want ErrBadEntry", res)
+			}
+			if h.fsm.AppliedIndex() != before+1 {
+				t.Fatal("applied index did not advance past the bad entry")
+			}
 		})
 	}
+	if _, _, err := h.fsm.Job("../../etc"); err == nil {
+		t.Fatal("a job with a path as id was applied")
+	}
+	h.mustOK(JobEventType, JobEventRequest{JobID: "j", Event: Event{Kind: "after-bad-entries"}})
+}
+
+func mustEncode(t testing.TB, mt MessageType, msg any) []byte {
+	t.Helper()
+	b, err := Encode(mt, msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func TestFSMIgnoresNonCommandLogs(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
@@ -46,9 +48,17 @@ type (
 		Job   Job    `json:"job"`
 		Index uint64 `json:"index"`
 	}
-	// JobsResult is all jobs and the index of the FSM they were read from.
+	// ListArgs asks for one page of jobs: at most Limit (0: DefaultPageSize, capped at
+	// MaxPageSize) jobs after the cursor After ("" for the first page).
+	ListArgs struct {
+		After string `json:"after,omitempty"`
+		Limit int    `json:"limit,omitempty"`
+	}
+	// JobsResult is one page of jobs, the cursor of the next page ("" after the last) and
+	// the index of the FSM they were read from.
 	JobsResult struct {
 		Jobs  []Job  `json:"jobs"`
+		Next  string `json:"next,omitempty"`
 		Index uint64 `json:"index"`
 	}
 )
@@ -113,15 +123,42 @@ func (c *Consensus) Job(ctx context.Context, id string, consistent bool) (Job, u
 	return res.Job, res.Index, err
 }
 
-// Jobs reads all jobs, oldest first; consistent as for Job.
+// Jobs reads all jobs, oldest first; consistent as for Job. A consistent read fetches
+// every page from the leader; the index is the first page's.
 func (c *Consensus) Jobs(ctx context.Context, consistent bool) ([]Job, uint64, error) {
 	if !consistent {
 		jobs, index := c.fsm.Jobs()
 		return jobs, index, nil
 	}
+	var all []Job
+	var index uint64
+	for after := ""; ; {
+		page, idx, err := c.JobsPage(ctx, true, ListArgs{After: after, Limit: MaxPageSize})
+		if err != nil {
+			return nil, 0, err
+		}
+		if index == 0 {
+			index = idx
+		}
+		all = append(all, page.Jobs...)
+		if page.Next == "" {
+			return all, index, nil
+		}
+		after = page.Next
+	}
+}
+
+// JobsPage reads one page of jobs, oldest submission first; consistent as for Job.
+func (c *Consensus) JobsPage(ctx context.Context, consistent bool, args ListArgs) (JobPage, uint64, error) {
+	if !consistent {
+		page, index := c.fsm.JobsPage(args.After, args.Limit)
+		return page, index, nil
+	}
 	var res JobsResult
-	err := c.do(ctx, "list_jobs", struct{}{}, &res)
-	return res.Jobs, res.Index, err
+	if err := c.do(ctx, "list_jobs", args, &res); err != nil {
+		return JobPage{}, 0, err
+	}
+	return JobPage{Jobs: res.Jobs, Next: res.Next}, res.Index, nil
 }
 
 func now() time.Time { return time.Now().UTC() }
@@ -132,7 +169,7 @@ func newJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (c *Consensus) handleSubmit(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleSubmit(ctx context.Context, _ peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[SubmitArgs](body)
 	if err != nil {
 		return nil, err
@@ -147,19 +184,26 @@ func (c *Consensus) handleSubmit(ctx context.Context, body []byte) (any, error) 
 	return SubmitResult{ID: id}, nil
 }
 
-func (c *Consensus) handleSetStatus(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleSetStatus(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[StatusArgs](body)
 	if err != nil {
 		return nil, err
 	}
-	_, err = c.propose(ctx, JobStatusType, JobStatusRequest{ID: args.ID, Status: args.Status, Message: args.Message, Time: now()})
+	if err := c.authorizeStatus(from, args); err != nil {
+		return nil, err
+	}
+	req := JobStatusRequest{ID: args.ID, Status: args.Status, Message: truncate(args.Message, maxMessageLen), Time: now()}
+	_, err = c.propose(ctx, JobStatusType, req)
 	return struct{}{}, err
 }
 
-func (c *Consensus) handleSetPlan(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleSetPlan(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[PlanArgs](body)
 	if err != nil {
 		return nil, err
+	}
+	if from != c.host.ID() {
+		return nil, fmt.Errorf("%w: only the leader plans; %s asked to set a plan for job %s", ErrForbidden, from, args.JobID)
 	}
 	if len(args.Plan) == 0 || string(args.Plan) == "null" {
 		return nil, fmt.Errorf("%w: plan is empty", ErrBadRequest)
@@ -171,20 +215,23 @@ func (c *Consensus) handleSetPlan(ctx context.Context, body []byte) (any, error)
 		return nil, err
 	}
 	epoch := j.Epoch() + 1
-	_, err = c.propose(ctx, PlanSetType, PlanSetRequest{JobID: args.JobID, Epoch: epoch, Plan: args.Plan, Reason: args.Reason, Time: now()})
-	if err != nil {
+	req := PlanSetRequest{JobID: args.JobID, Epoch: epoch, Plan: args.Plan, Reason: truncate(args.Reason, maxMessageLen), Time: now()}
+	if _, err = c.propose(ctx, PlanSetType, req); err != nil {
 		return nil, err
 	}
 	return PlanResult{Epoch: epoch}, nil
 }
 
-func (c *Consensus) handleProgress(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleProgress(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[ProgressRequest](body)
 	if err != nil {
 		return nil, err
 	}
 	if len(args.Samples) > maxSamplesPerReport {
 		return nil, fmt.Errorf("%d progress samples in one report (max %d): %w", len(args.Samples), maxSamplesPerReport, ErrTooLarge)
+	}
+	if err := c.authorizeReporter(from, args.JobID); err != nil {
+		return nil, err
 	}
 	t := now()
 	for i := range args.Samples {
@@ -196,9 +243,15 @@ func (c *Consensus) handleProgress(ctx context.Context, body []byte) (any, error
 	return struct{}{}, err
 }
 
-func (c *Consensus) handleCheckpoint(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleCheckpoint(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[CheckpointRequest](body)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeReporter(from, args.JobID); err != nil {
+		return nil, err
+	}
+	if err := c.authorizeHolders(from, args); err != nil {
 		return nil, err
 	}
 	if args.Manifest.Time.IsZero() {
@@ -208,19 +261,23 @@ func (c *Consensus) handleCheckpoint(ctx context.Context, body []byte) (any, err
 	return struct{}{}, err
 }
 
-func (c *Consensus) handleEvent(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleEvent(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[JobEventRequest](body)
 	if err != nil {
+		return nil, err
+	}
+	if err := c.authorizeReporter(from, args.JobID); err != nil {
 		return nil, err
 	}
 	if args.Event.Time.IsZero() {
 		args.Event.Time = now()
 	}
+	args.Event.Message = truncate(args.Event.Message, maxMessageLen)
 	_, err = c.propose(ctx, JobEventType, args)
 	return struct{}{}, err
 }
 
-func (c *Consensus) handleGetJob(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleGetJob(ctx context.Context, _ peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[JobArgs](body)
 	if err != nil {
 		return nil, err
@@ -235,12 +292,16 @@ func (c *Consensus) handleGetJob(ctx context.Context, body []byte) (any, error) 
 	return JobResult{Job: j, Index: index}, nil
 }
 
-func (c *Consensus) handleListJobs(ctx context.Context, _ []byte) (any, error) {
+func (c *Consensus) handleListJobs(ctx context.Context, _ peer.ID, body []byte) (any, error) {
+	args, err := decodeArgs[ListArgs](body)
+	if err != nil {
+		return nil, err
+	}
 	if err := c.barrier(ctx); err != nil {
 		return nil, err
 	}
-	jobs, index := c.fsm.Jobs()
-	return JobsResult{Jobs: jobs, Index: index}, nil
+	page, index := c.fsm.JobsPage(args.After, args.Limit)
+	return JobsResult{Jobs: page.Jobs, Next: page.Next, Index: index}, nil
 }
 
 // barrier returns once every entry committed before it is applied to the local FSM; on a

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -24,12 +25,21 @@ type Member struct {
 	Profile *Profile
 }
 
-// JoinArgs announces a node to the leader.
+// JoinArgs announces a node to the leader. Node.ID must be the caller's own peer ID (or
+// empty): a node joins only as itself.
 type JoinArgs struct {
 	Node Node `json:"node"`
 }
 
-// LeaveArgs asks the leader to remove a node that is leaving cleanly.
+// JoinResult tells a joiner which cluster it joined and the servers of the leader's raft
+// configuration, which it trusts until its own configuration names them.
+type JoinResult struct {
+	ClusterID string   `json:"cluster_id"`
+	Servers   []string `json:"servers"`
+}
+
+// LeaveArgs asks the leader to remove a node that is leaving cleanly. ID must be the
+// caller's own peer ID (or empty): a node leaves only as itself.
 type LeaveArgs struct {
 	ID string `json:"id"`
 }
@@ -39,10 +49,19 @@ type LeaveArgs struct {
 func (c *Consensus) announceLoop() {
 	defer c.wg.Done()
 	self := Node{ID: c.host.ID().String(), Addrs: addrStrings(c.host.Addrs()), Profile: c.cfg.Profile, Status: NodeAlive}
-	err := c.do(c.baseCtx, "join", JoinArgs{Node: self}, nil)
+	var res JoinResult
+	err := c.do(c.baseCtx, "join", JoinArgs{Node: self}, &res)
+	if err == nil {
+		err = c.adoptClusterID(res.ClusterID)
+		for _, s := range res.Servers {
+			if id, derr := peer.Decode(s); derr == nil {
+				c.trusted.add(id, time.Now())
+			}
+		}
+	}
 	switch {
 	case err == nil:
-		c.log.Info("joined the raft group", "leader", c.Leader())
+		c.log.Info("joined the raft group", "leader", c.Leader(), "cluster", res.ClusterID)
 	case !errors.Is(err, ErrShutdown) && c.baseCtx.Err() == nil:
 		c.log.Warn("announce to leader failed", "err", err)
 	}
@@ -66,6 +85,9 @@ func (c *Consensus) Reconcile(ctx context.Context, members []Member) error {
 	}
 	if !c.IsLeader() {
 		return nil
+	}
+	if err := c.ensureClusterMeta(ctx); err != nil {
+		return err
 	}
 	c.memberMu.Lock()
 	defer c.memberMu.Unlock()
@@ -93,10 +115,12 @@ func (c *Consensus) addLive(ctx context.Context, live map[raft.ServerID]bool) er
 		if !live[id] || slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
 			continue
 		}
-		if n, ok := c.fsm.Node(string(id)); ok && n.Status == NodeLeft {
+		// Only a node that joined this cluster as itself before is added back: a peer the
+		// mesh merely sees (another cluster's node, a node that never asked) is not.
+		if n, ok := c.fsm.Node(string(id)); !ok || n.Status == NodeLeft {
 			continue
 		}
-		if servers, err = c.addServer(ctx, servers, id); err != nil {
+		if servers, err = c.addServer(ctx, id); err != nil {
 			return err
 		}
 	}
@@ -115,7 +139,7 @@ func (c *Consensus) replaceDead(ctx context.Context, live map[raft.ServerID]bool
 		if _, known := live[s.ID]; !dead || !known {
 			continue
 		}
-		cand, ok := liveNonvoter(servers, live)
+		cand, ok := c.promotable(ctx, servers, live)
 		if !ok {
 			continue // nobody to replace it with: a dead voter is better than a smaller quorum
 		}
@@ -130,24 +154,15 @@ func (c *Consensus) replaceDead(ctx context.Context, live map[raft.ServerID]bool
 			return err
 		}
 	}
-	for voterCount(servers) < c.cfg.Voters {
-		cand, ok := liveNonvoter(servers, live)
-		if !ok {
-			return nil
-		}
-		if err := c.futureErr(ctx, c.raft.AddVoter(cand, raft.ServerAddress(cand), 0, c.cfg.RPCTimeout)); err != nil {
-			return fmt.Errorf("promote %s: %w", cand, err)
-		}
-		if servers, err = c.servers(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.fillVoters(ctx, servers, live)
 }
 
 func (c *Consensus) recordMembers(ctx context.Context, members []Member) error {
 	for _, m := range members {
 		n, ok := c.fsm.Node(m.ID.String())
+		if !ok && m.ID != c.host.ID() {
+			continue // a node is recorded when it joins as itself, not when the mesh sees it
+		}
 		if n.Status == NodeLeft && m.Live {
 			continue // it announces itself when it comes back
 		}
@@ -163,6 +178,7 @@ func (c *Consensus) recordMembers(ctx context.Context, members []Member) error {
 		if m.Profile != nil {
 			want.Profile = *m.Profile
 		}
+		want = want.bounded()
 		if ok && sameNode(n, want) {
 			continue
 		}
@@ -174,29 +190,35 @@ func (c *Consensus) recordMembers(ctx context.Context, members []Member) error {
 	return nil
 }
 
-// addServer adds id as a voter while there are fewer than Config.Voters, else as a
-// non-voter, and returns the new server list.
-func (c *Consensus) addServer(ctx context.Context, servers []raft.Server, id raft.ServerID) ([]raft.Server, error) {
-	var f raft.IndexFuture
-	if voterCount(servers) < c.cfg.Voters {
-		f = c.raft.AddVoter(id, raft.ServerAddress(id), 0, c.cfg.RPCTimeout)
-	} else {
-		f = c.raft.AddNonvoter(id, raft.ServerAddress(id), 0, c.cfg.RPCTimeout)
-	}
-	if err := c.futureErr(ctx, f); err != nil {
+// addServer adds id as a non-voter and returns the new server list. It becomes a voter
+// once it has caught up and a voter seat is free (autopilot.go), so a joiner never counts
+// toward the quorum before it holds the log.
+func (c *Consensus) addServer(ctx context.Context, id raft.ServerID) ([]raft.Server, error) {
+	if err := c.futureErr(ctx, c.raft.AddNonvoter(id, raft.ServerAddress(id), 0, c.cfg.RPCTimeout)); err != nil {
 		return nil, fmt.Errorf("add %s to the raft group: %w", id, err)
 	}
-	c.log.Info("added raft member", "id", id)
+	c.log.Info("added raft member as non-voter", "id", id)
 	return c.servers(ctx)
 }
 
-func (c *Consensus) handleJoin(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleJoin(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[JoinArgs](body)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := peer.Decode(args.Node.ID); err != nil {
-		return nil, fmt.Errorf("%w: node id %q: %v", ErrBadRequest, args.Node.ID, err)
+	n := args.Node.bounded()
+	if n.ID == "" {
+		n.ID = from.String()
+	}
+	if n.ID != from.String() {
+		return nil, fmt.Errorf("%w: %s asked to join as %s; a node joins only as itself", ErrForbidden, from, n.ID)
+	}
+	n.Status = NodeAlive
+	if err := n.validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if err := c.ensureClusterMeta(ctx); err != nil {
+		return nil, err
 	}
 	c.memberMu.Lock()
 	defer c.memberMu.Unlock()
@@ -204,26 +226,34 @@ func (c *Consensus) handleJoin(ctx context.Context, body []byte) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	id := raft.ServerID(args.Node.ID)
+	id := raft.ServerID(n.ID)
 	if !slices.ContainsFunc(servers, func(s raft.Server) bool { return s.ID == id }) {
-		if _, err := c.addServer(ctx, servers, id); err != nil {
+		if servers, err = c.addServer(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	n := args.Node
-	n.Status = NodeAlive
+	res := JoinResult{ClusterID: c.ClusterID()}
+	for _, s := range servers {
+		res.Servers = append(res.Servers, string(s.ID))
+	}
 	if old, ok := c.fsm.Node(n.ID); ok && sameNode(old, n) {
-		return struct{}{}, nil
+		return res, nil
 	}
 	n.UpdatedAt = now()
 	_, err = c.propose(ctx, NodeUpsertType, NodeUpsertRequest{Node: n})
-	return struct{}{}, err
+	return res, err
 }
 
-func (c *Consensus) handleLeave(ctx context.Context, body []byte) (any, error) {
+func (c *Consensus) handleLeave(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[LeaveArgs](body)
 	if err != nil {
 		return nil, err
+	}
+	if args.ID == "" {
+		args.ID = from.String()
+	}
+	if args.ID != from.String() {
+		return nil, fmt.Errorf("%w: %s asked to remove %s; a node leaves only as itself", ErrForbidden, from, args.ID)
 	}
 	c.memberMu.Lock()
 	defer c.memberMu.Unlock()
@@ -248,30 +278,13 @@ func (c *Consensus) handleLeave(ctx context.Context, body []byte) (any, error) {
 	return struct{}{}, c.promoteAlive(ctx)
 }
 
-// promoteAlive fills voter slots with non-voters the FSM records as alive.
+// promoteAlive fills voter slots with caught-up non-voters the FSM records as alive.
 func (c *Consensus) promoteAlive(ctx context.Context) error {
 	servers, err := c.servers(ctx)
 	if err != nil {
 		return err
 	}
-	alive := map[raft.ServerID]bool{}
-	for _, s := range servers {
-		n, ok := c.fsm.Node(string(s.ID))
-		alive[s.ID] = ok && n.Status == NodeAlive
-	}
-	for voterCount(servers) < c.cfg.Voters {
-		cand, ok := liveNonvoter(servers, alive)
-		if !ok {
-			return nil
-		}
-		if err := c.futureErr(ctx, c.raft.AddVoter(cand, raft.ServerAddress(cand), 0, c.cfg.RPCTimeout)); err != nil {
-			return fmt.Errorf("promote %s: %w", cand, err)
-		}
-		if servers, err = c.servers(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
+	return c.fillVoters(ctx, servers, c.aliveInFSM(servers))
 }
 
 // Leave removes this node from the group cleanly and shuts it down: a leader first hands
@@ -306,17 +319,6 @@ func voterCount(servers []raft.Server) int {
 		}
 	}
 	return n
-}
-
-// liveNonvoter picks the live non-voter with the smallest id, for determinism.
-func liveNonvoter(servers []raft.Server, live map[raft.ServerID]bool) (raft.ServerID, bool) {
-	var best raft.ServerID
-	for _, s := range servers {
-		if s.Suffrage == raft.Nonvoter && live[s.ID] && (best == "" || s.ID < best) {
-			best = s.ID
-		}
-	}
-	return best, best != ""
 }
 
 func sortedIDs(m map[raft.ServerID]bool) []raft.ServerID {

@@ -22,6 +22,9 @@ const (
 	ProgressType   MessageType = 6 // ProgressRequest
 	CheckpointType MessageType = 7 // CheckpointRequest
 	JobEventType   MessageType = 8 // JobEventRequest
+	// ClusterMetaType sets the cluster ID and retention. It is proposed with
+	// IgnoreUnknownTypeFlag so that older binaries skip it.
+	ClusterMetaType MessageType = 9 // ClusterMetaRequest
 )
 
 // IgnoreUnknownTypeFlag, set on a message type, tells a replica that does not know the type
@@ -81,6 +84,13 @@ type CheckpointRequest struct {
 type JobEventRequest struct {
 	JobID string `json:"job_id"`
 	Event Event  `json:"event"`
+}
+
+// ClusterMetaRequest records the cluster's ID (set once, never changed) and how many
+// finished jobs the FSM keeps.
+type ClusterMetaRequest struct {
+	ClusterID        string `json:"cluster_id"`
+	KeepFinishedJobs int    `json:"keep_finished_jobs"`
 }
 
 // Encode builds a log entry: the type byte followed by msg as JSON.

@@ -18,13 +18,19 @@ import (
 type op struct {
 	leaderOnly bool
 	idempotent bool
-	fn         func(c *Consensus, ctx context.Context, body []byte) (any, error)
+	// open operations are served to peers outside the raft configuration (a node asking
+	// who leads, or asking to join as itself); every other one only to members.
+	open bool
+	// fn runs the operation for the authenticated caller from (this node's own ID for a
+	// local call).
+	fn func(c *Consensus, ctx context.Context, from peer.ID, body []byte) (any, error)
 }
 
 // ops is the table of operations; decodeRequest rejects any other name.
 var ops = map[string]op{
-	"leader":     {fn: (*Consensus).handleLeader, idempotent: true},
-	"join":       {leaderOnly: true, idempotent: true, fn: (*Consensus).handleJoin},
+	"leader":     {open: true, fn: (*Consensus).handleLeader, idempotent: true},
+	"join":       {open: true, leaderOnly: true, idempotent: true, fn: (*Consensus).handleJoin},
+	"applied":    {idempotent: true, fn: (*Consensus).handleApplied},
 	"leave":      {leaderOnly: true, idempotent: true, fn: (*Consensus).handleLeave},
 	"submit":     {leaderOnly: true, fn: (*Consensus).handleSubmit},
 	"set_status": {leaderOnly: true, fn: (*Consensus).handleSetStatus},
@@ -36,16 +42,28 @@ var ops = map[string]op{
 	"list_jobs":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handleListJobs},
 }
 
-// handle runs one operation here and returns its JSON result.
-func (c *Consensus) handle(ctx context.Context, name string, body []byte) (json.RawMessage, error) {
+// handle runs one operation here for caller from, whose request named cluster, and
+// returns its JSON result. A caller of another cluster is refused; so is a non-member
+// asking for anything but an open operation.
+func (c *Consensus) handle(ctx context.Context, from peer.ID, cluster, name string, body []byte) (json.RawMessage, error) {
 	o, ok := ops[name]
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, name)
 	}
+	if from != c.host.ID() {
+		err := c.checkCluster(from, cluster)
+		if err == nil && !o.open {
+			err = c.Admit(from, cluster)
+		}
+		if err != nil {
+			c.logRefusal("rpc "+name, from, err)
+			return nil, err
+		}
+	}
 	if o.leaderOnly && !c.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	res, err := o.fn(c, ctx, body)
+	res, err := o.fn(c, ctx, from, body)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +85,7 @@ func (c *Consensus) serveRPC(s network.Stream) {
 	req, err := decodeRequest(payload)
 	if err == nil {
 		ctx, cancel := context.WithDeadline(c.baseCtx, deadline)
-		resp.Body, err = c.handle(ctx, req.Op, req.Body)
+		resp.Body, err = c.handle(ctx, s.Conn().RemotePeer(), req.Cluster, req.Op, req.Body)
 		cancel()
 	}
 	if err != nil {
@@ -96,7 +114,7 @@ func (e dialError) Unwrap() error { return e.err }
 
 // call sends one request to target and waits for its answer, within RPCTimeout.
 func (c *Consensus) call(ctx context.Context, target peer.ID, name string, body []byte) (json.RawMessage, error) {
-	payload, err := encodeRequest(rpcRequest{Op: name, Body: body})
+	payload, err := encodeRequest(rpcRequest{Op: name, Cluster: c.ClusterID(), Body: body})
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +202,7 @@ func retryable(err error, o op) bool {
 
 func (c *Consensus) attempt(ctx context.Context, name string, o op, body []byte) (json.RawMessage, error) {
 	if !o.leaderOnly || c.IsLeader() {
-		return c.handle(ctx, name, body)
+		return c.handle(ctx, c.host.ID(), c.ClusterID(), name, body)
 	}
 	target := c.Leader()
 	if target == "" || target == c.host.ID() {
@@ -195,6 +213,10 @@ func (c *Consensus) attempt(ctx context.Context, name string, o op, body []byte)
 	}
 	if target == "" {
 		return nil, ErrNoLeader
+	}
+	if name == "join" {
+		// The leader starts replicating to this node before the join returns.
+		c.trusted.add(target, time.Now())
 	}
 	out, err := c.call(ctx, target, name, body)
 	var de dialError
@@ -243,15 +265,24 @@ type LeaderInfo struct {
 	Leader string `json:"leader"`
 }
 
-func (c *Consensus) handleLeader(context.Context, []byte) (any, error) {
+func (c *Consensus) handleLeader(context.Context, peer.ID, []byte) (any, error) {
 	return LeaderInfo{Leader: c.Leader().String()}, nil
 }
 
-// decodeArgs decodes an operation's arguments strictly.
+// AppliedInfo answers the "applied" operation: the last log index this node's raft has
+// applied (configuration entries included).
+type AppliedInfo struct {
+	Applied uint64 `json:"applied"`
+}
+
+func (c *Consensus) handleApplied(context.Context, peer.ID, []byte) (any, error) {
+	return AppliedInfo{Applied: c.raft.AppliedIndex()}, nil
+}
+
+// decodeArgs decodes an operation's arguments strictly: unknown fields and trailing data
+// are errors.
 func decodeArgs[T any](body []byte) (T, error) {
 	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		return v, fmt.Errorf("%w: %T: %v", ErrBadRequest, v, err)
-	}
-	return v, nil
+	err := strictUnmarshal(body, &v)
+	return v, err
 }

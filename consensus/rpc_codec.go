@@ -21,8 +21,10 @@ const (
 
 // rpcRequest is one request on ProtocolRPC: an operation name and its JSON arguments.
 type rpcRequest struct {
-	Op   string          `json:"op"`
-	Body json.RawMessage `json:"body,omitempty"`
+	Op string `json:"op"`
+	// Cluster is the caller's cluster ID, "" for a node that has not joined one yet.
+	Cluster string          `json:"cluster,omitempty"`
+	Body    json.RawMessage `json:"body,omitempty"`
 }
 
 // rpcResponse is the answer: either Body or an error with its code; Leader names the
@@ -86,6 +88,19 @@ func decodeRequest(b []byte) (rpcRequest, error) {
 		return req, fmt.Errorf("%w: unknown operation %q", ErrBadRequest, req.Op)
 	}
 	return req, nil
+}
+
+// strictUnmarshal decodes b into v refusing unknown fields and trailing data.
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %T: %v", ErrBadRequest, v, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: %T: trailing data", ErrBadRequest, v)
+	}
+	return nil
 }
 
 // encodeRequest is decodeRequest's inverse.

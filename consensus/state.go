@@ -2,6 +2,7 @@ package consensus
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -14,6 +15,13 @@ const (
 	MaxProgressPerJob    = 512
 	MaxPlansPerJob       = 16
 	MaxCheckpointsPerJob = 16
+	// MaxFilesPerCheckpoint bounds the files (stages × kinds × holders) of one manifest.
+	MaxFilesPerCheckpoint = 1024
+	// DefaultKeepFinishedJobs is how many finished jobs the FSM keeps unless the cluster
+	// was configured otherwise (Config.KeepFinishedJobs).
+	DefaultKeepFinishedJobs = 100
+	// MaxKeepFinishedJobs bounds Config.KeepFinishedJobs.
+	MaxKeepFinishedJobs = 10000
 )
 
 // NodeStatus is a node's membership as the leader last saw it.
@@ -139,6 +147,9 @@ type Job struct {
 	Progress    []ProgressSample     `json:"progress"`
 	Checkpoints []CheckpointManifest `json:"checkpoints"`
 	Events      []Event              `json:"events"`
+	// FinishedIndex is the log index at which the job reached a terminal status, 0 while
+	// it runs; retention drops the finished jobs with the smallest first.
+	FinishedIndex uint64 `json:"finished_index,omitempty"`
 }
 
 // CurrentPlan is the newest plan epoch, or nil before the first plan.
@@ -176,6 +187,23 @@ func (n *Node) clone() Node {
 	c := *n
 	c.Addrs = slices.Clone(n.Addrs)
 	return c
+}
+
+// addFiles merges files into the manifest: a file already listed (same holder, hash, kind,
+// replica and layers) is not added twice, and a manifest never exceeds
+// MaxFilesPerCheckpoint files.
+func (m *CheckpointManifest) addFiles(files []CheckpointFile) error {
+	merged := slices.Clone(m.Files)
+	for _, f := range files {
+		if !slices.Contains(merged, f) {
+			merged = append(merged, f)
+		}
+	}
+	if len(merged) > MaxFilesPerCheckpoint {
+		return fmt.Errorf("checkpoint at step %d would list %d files (max %d): %w", m.Step, len(merged), MaxFilesPerCheckpoint, ErrTooLarge)
+	}
+	m.Files = merged
+	return nil
 }
 
 // appendBounded appends v and drops the oldest entries beyond max, always reallocating

@@ -13,23 +13,30 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
-
-	"github.com/meshnode/meshnode/mesh"
 )
 
-// Stream protocols of this package; the versioned IDs live with the mesh's other protocols.
-const (
-	// ProtocolRaft carries raft's NetworkTransport RPCs.
-	ProtocolRaft = mesh.ProtocolRaft
-	// ProtocolRPC carries forwarded writes and consistent reads (see rpc.go).
-	ProtocolRPC = mesh.ProtocolRPC
-)
+// errRefused marks a stream the gate refused after its verdict was written.
+var errRefused = errors.New("raft stream refused")
+
+// StreamGate decides which peers may open raft streams, and names the cluster this node
+// announces in its own handshakes. Consensus implements it.
+type StreamGate interface {
+	// ClusterID is the cluster this node belongs to ("" before it joined one).
+	ClusterID() string
+	// Admit returns nil when peer p, whose hello named cluster, may speak raft here.
+	Admit(p peer.ID, cluster string) error
+}
 
 // StreamLayer is a raft.StreamLayer over libp2p streams: raft addresses are peer IDs, each
-// raft connection is one stream of ProtocolRaft. It is safe for concurrent use.
+// raft connection is one stream of ProtocolRaft opened by a handshake (handshake.go) that
+// the gate must admit. It is safe for concurrent use.
 type StreamLayer struct {
-	host  host.Host
-	proto protocol.ID
+	host    host.Host
+	proto   protocol.ID
+	gate    StreamGate
+	timeout time.Duration
+	// refused is called with every peer the gate refuses.
+	refused func(peer.ID, error)
 
 	incoming  chan network.Stream
 	closeOnce sync.Once
@@ -38,19 +45,52 @@ type StreamLayer struct {
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
 
-// NewStreamLayer registers the raft protocol handler on h. Close removes it.
-func NewStreamLayer(h host.Host) *StreamLayer {
-	s := &StreamLayer{host: h, proto: ProtocolRaft, incoming: make(chan network.Stream), closed: make(chan struct{})}
+// NewStreamLayer registers the raft protocol handler on h; only streams whose handshake
+// gate admits within timeout reach raft. refused (may be nil) hears of each refusal.
+// Close removes the handler.
+func NewStreamLayer(h host.Host, gate StreamGate, timeout time.Duration, refused func(peer.ID, error)) *StreamLayer {
+	if refused == nil {
+		refused = func(peer.ID, error) {}
+	}
+	s := &StreamLayer{host: h, proto: ProtocolRaft, gate: gate, timeout: timeout, refused: refused,
+		incoming: make(chan network.Stream), closed: make(chan struct{})}
 	h.SetStreamHandler(s.proto, s.handle)
 	return s
 }
 
 func (s *StreamLayer) handle(st network.Stream) {
+	if err := s.serverHandshake(st); err != nil {
+		if errors.Is(err, errRefused) {
+			_ = st.Close() // the verdict is written: let it reach the dialer
+		} else {
+			_ = st.Reset()
+		}
+		return
+	}
 	select {
 	case s.incoming <- st:
 	case <-s.closed:
 		_ = st.Reset()
 	}
+}
+
+// serverHandshake reads the dialer's hello, asks the gate, and sends the verdict.
+func (s *StreamLayer) serverHandshake(st network.Stream) error {
+	_ = st.SetDeadline(time.Now().Add(s.timeout))
+	defer st.SetDeadline(time.Time{})
+	var h hello
+	if err := readJSONFrame(st, &h); err != nil {
+		return err
+	}
+	p := st.Conn().RemotePeer()
+	if err := s.gate.Admit(p, h.Cluster); err != nil {
+		s.refused(p, err)
+		if werr := writeJSONFrame(st, verdict{Code: codeOf(err), Error: err.Error()}); werr != nil {
+			return werr
+		}
+		return fmt.Errorf("%w: %w", errRefused, err)
+	}
+	return writeJSONFrame(st, verdict{})
 }
 
 // Accept returns the next inbound raft stream as a net.Conn.
@@ -92,6 +132,10 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	st, err := s.host.NewStream(ctx, id, s.proto)
 	if err != nil {
 		return nil, fmt.Errorf("dial raft peer %s: %w", id.ShortString(), err)
+	}
+	if err := clientHandshake(st, st, s.gate.ClusterID(), timeout); err != nil {
+		_ = st.Reset()
+		return nil, fmt.Errorf("raft peer %s: %w", id, err)
 	}
 	return &streamConn{Stream: st}, nil
 }

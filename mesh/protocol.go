@@ -10,10 +10,6 @@ const (
 	ProtocolAuth protocol.ID = "/meshnode/auth/1.0.0"
 	// ProtocolProbe measures round-trip time and bandwidth between two peers.
 	ProtocolProbe protocol.ID = "/meshnode/probe/1.0.0"
-	// ProtocolRaft carries Raft RPCs between control-plane members.
-	ProtocolRaft protocol.ID = "/meshnode/raft/1.0.0"
-	// ProtocolRPC forwards writes to the Raft leader and reads job state.
-	ProtocolRPC protocol.ID = "/meshnode/rpc/1.0.0"
 
 	// dhtPrefix is the Kademlia protocol prefix: the DHT speaks "/meshnode/kad/1.0.0", so
 	// it never mixes with the public IPFS DHT.

@@ -30,6 +30,9 @@ type ConsensusConfig struct {
 	ReconcileInterval time.Duration
 	// Raft tunes the raft timers; zero fields mean consensus.DefaultConfig's.
 	HeartbeatTimeout, ElectionTimeout, LeaderLeaseTimeout time.Duration
+	// KeepFinishedJobs (jobs.keep) is how many finished jobs the control plane keeps; the
+	// leader commits it for the whole cluster. Zero means consensus.DefaultKeepFinishedJobs.
+	KeepFinishedJobs int
 }
 
 // addConsensus adds the control plane's service (before the API, which New appends last)
@@ -86,6 +89,7 @@ func (s *consensusService) config() consensus.Config {
 		HeartbeatTimeout:   cc.HeartbeatTimeout,
 		ElectionTimeout:    cc.ElectionTimeout,
 		LeaderLeaseTimeout: cc.LeaderLeaseTimeout,
+		KeepFinishedJobs:   cc.KeepFinishedJobs,
 	}
 }
 

@@ -28,22 +28,24 @@ func (s Spec) Validate() error {
 	s.Train.validate(&v)
 	s.Parallel.validate(&v, s.Model)
 	s.Placement.validate(&v, s.Parallel)
-	v.min("checkpoint.every", s.Checkpoint.Every, 0)
-	v.min("checkpoint.keep", s.Checkpoint.Keep, 1)
+	v.between("checkpoint.every", s.Checkpoint.Every, 0, MaxSteps)
+	v.between("checkpoint.keep", s.Checkpoint.Keep, 1, MaxCheckpointsKept)
+	s.validateMemory(&v)
 	return v.err()
 }
 
 func (m Model) validate(v *validator) {
-	v.min("model.layers", m.Layers, 1)
-	v.min("model.d_model", m.DModel, 1)
-	v.min("model.heads", m.Heads, 1)
-	v.min("model.context", m.Context, 1)
-	v.min("model.vocab", m.Vocab, 1)
+	v.between("model.layers", m.Layers, 1, MaxLayers)
+	v.between("model.d_model", m.DModel, 1, MaxDModel)
+	v.between("model.heads", m.Heads, 1, MaxHeads)
+	v.between("model.context", m.Context, 1, MaxContext)
+	if m.Vocab > MaxVocab {
+		v.addf("model.vocab", "must be ≤ %d (tokens are uint16), got %d", MaxVocab, m.Vocab)
+	} else {
+		v.min("model.vocab", m.Vocab, 1)
+	}
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
-	}
-	if m.Vocab > 1<<16 {
-		v.addf("model.vocab", "must be ≤ 65536 (tokens are uint16), got %d", m.Vocab)
 	}
 }
 
@@ -74,27 +76,31 @@ func binFile(v *validator, field, path string) {
 }
 
 func (t Train) validate(v *validator) {
-	v.min("train.steps", t.Steps, 1)
-	v.min("train.batch", t.Batch, 1)
-	v.min("train.micro_batches", t.MicroBatches, 1)
+	v.between("train.steps", t.Steps, 1, MaxSteps)
+	v.between("train.batch", t.Batch, 1, MaxBatch)
+	v.between("train.micro_batches", t.MicroBatches, 1, MaxBatch)
 	if t.Batch >= 1 && t.MicroBatches >= 1 && t.Batch%t.MicroBatches != 0 {
 		v.addf("train.micro_batches", "must divide train.batch (%d), got %d", t.Batch, t.MicroBatches)
 	}
 	if !(t.LR > 0 && t.LR <= 1) {
 		v.addf("train.lr", "must be > 0 and ≤ 1, got %v", t.LR)
 	}
-	v.min("train.warmup", t.Warmup, 0)
+	v.between("train.warmup", t.Warmup, 0, MaxSteps)
 	if t.Steps >= 1 && t.Warmup > t.Steps {
 		v.addf("train.warmup", "must be ≤ train.steps (%d), got %d", t.Steps, t.Warmup)
 	}
-	v.min("train.eval_every", t.EvalEvery, 0)
+	v.between("train.eval_every", t.EvalEvery, 0, MaxSteps)
 }
 
 func (p Parallel) validate(v *validator, m Model) {
-	if !p.Replicas.IsAuto && p.Replicas.N < 1 {
+	switch {
+	case p.Replicas.IsAuto:
+	case p.Replicas.N < 1:
 		v.addf("parallel.replicas", "must be \"auto\" or ≥ 1, got %d", p.Replicas.N)
+	case p.Replicas.N > MaxReplicas:
+		v.addf("parallel.replicas", "must be \"auto\" or ≤ %d, got %d", MaxReplicas, p.Replicas.N)
 	}
-	maxStages := m.Layers + 2
+	maxStages := min(m.Layers, MaxLayers) + 2 // m.Layers is bounded first: no overflow
 	switch {
 	case p.Stages.IsAuto:
 	case p.Stages.N < 1:
@@ -104,7 +110,7 @@ func (p Parallel) validate(v *validator, m Model) {
 	}
 	v.oneOf("parallel.schedule", p.Schedule, Schedule1F1B, ScheduleGPipe)
 	v.oneOf("parallel.sync", p.Sync, SyncDiLoCo, SyncEvery)
-	v.min("parallel.inner_steps", p.InnerSteps, 1)
+	v.between("parallel.inner_steps", p.InnerSteps, 1, MaxSteps)
 	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
 		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
 	}
@@ -116,12 +122,14 @@ func (p Parallel) validate(v *validator, m Model) {
 
 func (pl Placement) validate(v *validator, p Parallel) {
 	v.oneOf("placement.strategy", pl.Strategy, StrategyAuto, StrategySky, StrategyEven)
-	v.min("placement.min_nodes", pl.MinNodes, 1)
-	v.min("placement.max_nodes", pl.MaxNodes, 0)
+	v.between("placement.min_nodes", pl.MinNodes, 1, MaxNodes)
+	v.between("placement.max_nodes", pl.MaxNodes, 0, MaxNodes)
 	if pl.MaxNodes > 0 && pl.MaxNodes < pl.MinNodes {
 		v.addf("placement.max_nodes", "must be 0 (no cap) or ≥ placement.min_nodes (%d), got %d", pl.MinNodes, pl.MaxNodes)
 	}
-	if pl.MaxNodes > 0 && !p.Replicas.IsAuto && !p.Stages.IsAuto && p.Replicas.N*p.Stages.N > pl.MaxNodes {
+	// Both counts are bounded before they are multiplied, so the product cannot overflow.
+	fixed := !p.Replicas.IsAuto && !p.Stages.IsAuto && inRange(p.Replicas.N, 1, MaxReplicas) && inRange(p.Stages.N, 1, MaxLayers+2)
+	if pl.MaxNodes > 0 && fixed && p.Replicas.N*p.Stages.N > pl.MaxNodes {
 		v.addf("placement.max_nodes", "is %d but parallel.replicas × parallel.stages needs %d nodes", pl.MaxNodes, p.Replicas.N*p.Stages.N)
 	}
 }
@@ -138,6 +146,18 @@ func (v *validator) min(field string, got, lo int) {
 		v.addf(field, "must be ≥ %d, got %d", lo, got)
 	}
 }
+
+// between reports got outside [lo, hi]; the message names the bound that was crossed.
+func (v *validator) between(field string, got, lo, hi int) {
+	switch {
+	case got < lo:
+		v.addf(field, "must be ≥ %d, got %d", lo, got)
+	case got > hi:
+		v.addf(field, "must be ≤ %d, got %d", hi, got)
+	}
+}
+
+func inRange(x, lo, hi int) bool { return x >= lo && x <= hi }
 
 func (v *validator) oneOf(field, got string, allowed ...string) {
 	if !slices.Contains(allowed, got) {

@@ -1,0 +1,166 @@
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Validation of every log entry before it is applied (and of every request before the
+// leader proposes it). Job IDs become checkpoint paths on every node, so they match a
+// strict pattern; every string and list that the FSM keeps is bounded.
+
+var (
+	// jobIDPattern: lower-case letters, digits, '-' and '_', starting with a letter or
+	// digit: never '/', '.', or anything a path could interpret.
+	jobIDPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+	// nodeIDPattern: a peer ID's text form (base58 or base32 multihash).
+	nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9]{1,128}$`)
+)
+
+// Bounds of what one entry may carry.
+const (
+	maxMessageLen = 1024
+	maxKindLen    = 64
+	maxAddrs      = 64
+	maxAddrLen    = 256
+	maxHashLen    = 128
+	maxNameLen    = 128
+)
+
+func checkJobID(field, id string) error {
+	if !jobIDPattern.MatchString(id) {
+		return fmt.Errorf("%s %q: must match %s", field, id, jobIDPattern)
+	}
+	return nil
+}
+
+func checkNodeID(field, id string) error {
+	if !nodeIDPattern.MatchString(id) {
+		return fmt.Errorf("%s %q: not a peer ID", field, id)
+	}
+	return nil
+}
+
+func checkLen(field, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%s: %d bytes (max %d)", field, len(s), max)
+	}
+	return nil
+}
+
+func checkNodeStatus(s NodeStatus) error {
+	switch s {
+	case NodeAlive, NodeDead, NodeLeft:
+		return nil
+	}
+	return fmt.Errorf("node status %q unknown", s)
+}
+
+// bounded returns n with what a node announces about itself cut to the bounds validate
+// enforces: a machine with many interfaces still joins, with its first addresses.
+func (n Node) bounded() Node {
+	var addrs []string
+	for _, a := range n.Addrs {
+		if len(a) <= maxAddrLen && len(addrs) < maxAddrs {
+			addrs = append(addrs, a)
+		}
+	}
+	n.Addrs = addrs
+	n.Profile.GPUName = truncate(n.Profile.GPUName, maxNameLen)
+	return n
+}
+
+func (n Node) validate() error {
+	errs := []error{checkNodeID("node id", n.ID), checkNodeStatus(n.Status),
+		checkLen("profile.gpu_name", n.Profile.GPUName, maxNameLen), checkLen("profile.tensor_addr", n.Profile.TensorAddr, maxAddrLen)}
+	if len(n.Addrs) > maxAddrs {
+		errs = append(errs, fmt.Errorf("node addrs: %d (max %d)", len(n.Addrs), maxAddrs))
+	}
+	for _, a := range n.Addrs {
+		errs = append(errs, checkLen("node addr", a, maxAddrLen))
+	}
+	return errors.Join(errs...)
+}
+
+func (r NodeUpsertRequest) validate() error { return r.Node.validate() }
+
+func (r NodeStatusRequest) validate() error {
+	return errors.Join(checkNodeID("node id", r.ID), checkNodeStatus(r.Status))
+}
+
+func (r JobSubmitRequest) validate() error { return checkJobID("job id", r.ID) }
+
+func (r JobStatusRequest) validate() error {
+	var err error
+	if _, known := allowedNext[r.Status]; !known && !r.Status.Terminal() {
+		err = fmt.Errorf("job status %q unknown", r.Status)
+	}
+	return errors.Join(checkJobID("job id", r.ID), err, checkLen("message", r.Message, maxMessageLen))
+}
+
+func (r PlanSetRequest) validate() error {
+	var err error
+	if len(r.Plan) == 0 || string(r.Plan) == "null" {
+		err = errors.New("plan is empty")
+	}
+	return errors.Join(checkJobID("job id", r.JobID), err, checkLen("reason", r.Reason, maxMessageLen))
+}
+
+func (r ProgressRequest) validate() error {
+	var err error
+	if len(r.Samples) > maxSamplesPerReport {
+		err = fmt.Errorf("%d progress samples (max %d)", len(r.Samples), maxSamplesPerReport)
+	}
+	return errors.Join(checkJobID("job id", r.JobID), err)
+}
+
+func (r CheckpointRequest) validate() error {
+	errs := []error{checkJobID("job id", r.JobID)}
+	if len(r.Manifest.Files) > MaxFilesPerCheckpoint {
+		errs = append(errs, fmt.Errorf("%d checkpoint files (max %d)", len(r.Manifest.Files), MaxFilesPerCheckpoint))
+	}
+	for _, f := range r.Manifest.Files {
+		errs = append(errs, checkNodeID("checkpoint file node", f.Node), checkLen("checkpoint file hash", f.Hash, maxHashLen),
+			checkLen("checkpoint file kind", f.Kind, maxKindLen))
+	}
+	return errors.Join(errs...)
+}
+
+func (r JobEventRequest) validate() error {
+	return errors.Join(checkJobID("job id", r.JobID), checkLen("event kind", r.Event.Kind, maxKindLen),
+		checkLen("event message", r.Event.Message, maxMessageLen))
+}
+
+func (r ClusterMetaRequest) validate() error {
+	var errs []error
+	if !clusterIDPattern.MatchString(r.ClusterID) {
+		errs = append(errs, fmt.Errorf("cluster id %q: not 32 hex digits", r.ClusterID))
+	}
+	if r.KeepFinishedJobs < 0 || r.KeepFinishedJobs > MaxKeepFinishedJobs {
+		errs = append(errs, fmt.Errorf("keep_finished_jobs %d: must be 0 to %d", r.KeepFinishedJobs, MaxKeepFinishedJobs))
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks a restored snapshot: every key and record as Apply would have.
+func (st *fsmState) validate() error {
+	var errs []error
+	for id, n := range st.Nodes {
+		if id != n.ID {
+			errs = append(errs, fmt.Errorf("node key %q holds node %q", id, n.ID))
+		}
+		errs = append(errs, n.validate())
+	}
+	for id, j := range st.Jobs {
+		if j == nil || id != j.ID {
+			errs = append(errs, fmt.Errorf("job key %q holds another job", id))
+			continue
+		}
+		errs = append(errs, checkJobID("job id", id))
+	}
+	if st.ClusterID != "" && !clusterIDPattern.MatchString(st.ClusterID) {
+		errs = append(errs, fmt.Errorf("cluster id %q: not 32 hex digits", st.ClusterID))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,66 @@
+package jobspec
+
+import "fmt"
+
+// Upper bounds of a spec. A spec arrives from the network (a submit forwarded to the leader)
+// and its numbers size allocations on every node of the job, so each dimension is bounded
+// before anything multiplies it. The bounds are far above what the engine can train in
+// practice; they exist so that no arithmetic on a valid spec overflows and no node
+// allocates without bound.
+const (
+	MaxLayers   = 1024
+	MaxDModel   = 16384
+	MaxHeads    = 256
+	MaxContext  = 65536
+	MaxVocab    = 1 << 16
+	MaxSteps    = 100_000_000
+	MaxBatch    = 65536
+	MaxReplicas = 1024
+	MaxNodes    = 4096
+	// MaxCheckpointsKept bounds checkpoint.keep.
+	MaxCheckpointsKept = 1000
+	// MaxTrainingBytes bounds EstimatedTrainingBytes: 4 TiB for the whole job, summed over
+	// every node that holds a part of it.
+	MaxTrainingBytes = 4 << 40
+)
+
+// EstimatedTrainingBytes is a lower estimate of the memory one replica of the job needs to
+// train: fp32 weights, gradients and the two AdamW moments (16 bytes per parameter) plus
+// the activations of one micro-batch kept for the backward pass. It is computed in float64
+// so that it cannot overflow, and it is only meaningful once every model dimension is
+// within its bound.
+func (s Spec) EstimatedTrainingBytes() float64 {
+	m := s.Model
+	d, l, ctx, vocab := float64(m.DModel), float64(m.Layers), float64(m.Context), float64(m.Vocab)
+	// Token and position embeddings, untied head, and per block: attention (4d² + 4d),
+	// MLP (8d² + 5d) and two layer norms (4d); the final layer norm (2d).
+	params := 2*vocab*d + ctx*d + l*(12*d*d+13*d) + 2*d
+	micro := float64(max(s.Train.Batch/max(s.Train.MicroBatches, 1), 1))
+	// Per block and token: about 16 d-wide fp32 tensors plus the heads' attention rows.
+	acts := micro * ctx * l * (16*d + float64(m.Heads)*ctx) * 4
+	return 16*params + acts
+}
+
+// validateMemory refuses a spec whose estimated training memory is beyond MaxTrainingBytes.
+// It runs only when the dimensions it multiplies are within their bounds.
+func (s Spec) validateMemory(v *validator) {
+	m := s.Model
+	if !inRange(m.Layers, 1, MaxLayers) || !inRange(m.DModel, 1, MaxDModel) || !inRange(m.Heads, 1, MaxHeads) ||
+		!inRange(m.Context, 1, MaxContext) || !inRange(m.Vocab, 1, MaxVocab) || !inRange(s.Train.Batch, 1, MaxBatch) {
+		return
+	}
+	if est := s.EstimatedTrainingBytes(); est > MaxTrainingBytes {
+		v.addf("model", "needs about %s to train one replica (weights, AdamW state and activations), more than the %s allowed: shrink model.layers, model.d_model or model.context",
+			humanBytes(est), humanBytes(MaxTrainingBytes))
+	}
+}
+
+func humanBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", b, units[i])
+}
