@@ -97,7 +97,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	t.Logf("epoch %d resumed from step %d and redid %d steps", j.Epoch(), next.ResumeStep, redone)
 	// The latest complete checkpoint exports as one GPT-2-named file that loads as a model.
 	var cks []CheckpointView
-	getJSON(t, "http://"+observer.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &cks)
+	getJSON(t, observer, "/v1/jobs/"+id+"/checkpoints", &cks)
 	if len(cks) == 0 || !cks[len(cks)-1].Complete {
 		t.Fatalf("checkpoints %+v", cks)
 	}

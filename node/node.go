@@ -109,7 +109,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.exportRoutes()
 	if cfg.API != "" {
-		n.api = &apiServer{addr: cfg.API, handler: n.mux, dataDir: cfg.DataDir, log: n.log}
+		n.api = newAPIServer(cfg, n.mux, n.log)
 		n.services = append(n.services, funcService{"api", n.startAPI, n.api.close})
 	}
 	return n, nil

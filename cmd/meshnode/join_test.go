@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 // syncBuffer collects a process's output for the failure log.
@@ -79,12 +79,12 @@ func startJoin(t *testing.T, bin string, bootstrap ...string) *joinProcess {
 }
 
 // runtime waits for the node to write its runtime file (API address and listen addresses).
-func (p *joinProcess) runtime(t *testing.T) node.RuntimeInfo {
+func (p *joinProcess) runtime(t *testing.T) api.RuntimeInfo {
 	t.Helper()
-	var info node.RuntimeInfo
+	var info api.RuntimeInfo
 	waitUntil(t, 30*time.Second, "the node's runtime file", func() bool {
 		var err error
-		info, err = node.ReadRuntimeFile(p.dataDir)
+		info, err = api.ReadRuntimeFile(p.dataDir)
 		return err == nil
 	})
 	return info
@@ -204,7 +204,7 @@ func TestJoinTwoProcesses(t *testing.T) {
 
 	a.stop(t)
 	b.stop(t)
-	if _, err := node.ReadRuntimeFile(a.dataDir); err == nil {
+	if _, err := api.ReadRuntimeFile(a.dataDir); err == nil {
 		t.Error("runtime file left after a clean exit")
 	}
 }
