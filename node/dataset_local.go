@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,7 +87,7 @@ func (l localFiles) read(ctx context.Context, field, path string) ([]byte, error
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return nil, badData("%s: %s is not a regular file (%s)", field, path, st.Mode().Type())
+		return nil, badData("%s: %s is not a regular file (%s)", field, path, fileKind(st.Mode()))
 	}
 	f, err := os.Open(real)
 	if err != nil {
@@ -123,4 +124,21 @@ func (l localFiles) readAll(ctx context.Context, field, path string, f io.Reader
 			return nil, badData("%s: %v", field, err)
 		}
 	}
+}
+
+// fileKind names what a non-regular file is, for the refusal's message.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
 }
