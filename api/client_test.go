@@ -28,7 +28,7 @@ func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
 	return c, last
 }
 
-func TestClientSendsTokenAndDecodes(t *testing.T) {
+func TestAPIClientSendsTokenAndDecodes(t *testing.T) {
 	c, last := server(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/jobs":
@@ -51,7 +51,7 @@ func TestClientSendsTokenAndDecodes(t *testing.T) {
 	}
 }
 
-func TestClientErrorCarriesServerMessage(t *testing.T) {
+func TestAPIClientErrorCarriesServerMessage(t *testing.T) {
 	c, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/jobs/nope":
@@ -77,7 +77,7 @@ func TestClientErrorCarriesServerMessage(t *testing.T) {
 	}
 }
 
-func TestClientUnreachableAndBadAddress(t *testing.T) {
+func TestAPIClientUnreachableAndBadAddress(t *testing.T) {
 	if _, err := New(Config{Addr: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "--api") {
 		t.Errorf("ftp address: %v", err)
 	}
@@ -93,7 +93,7 @@ func TestClientUnreachableAndBadAddress(t *testing.T) {
 	}
 }
 
-func TestTokenCreatedOnceWithMode0600(t *testing.T) {
+func TestAPITokenCreatedOnceWithMode0600(t *testing.T) {
 	dir := t.TempDir()
 	tok, err := LoadOrCreateToken(dir)
 	if err != nil || len(tok) != 2*tokenBytes {
@@ -118,7 +118,7 @@ func TestTokenCreatedOnceWithMode0600(t *testing.T) {
 	}
 }
 
-func TestLocate(t *testing.T) {
+func TestAPILocate(t *testing.T) {
 	dir := t.TempDir()
 	if cfg, err := Locate("", dir, ""); err != nil || cfg.Addr != "" || cfg.Token != "" {
 		t.Fatalf("no node there yet: %+v %v", cfg, err)
