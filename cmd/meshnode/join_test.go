@@ -160,10 +160,10 @@ func TestJoinTwoProcesses(t *testing.T) {
 	infoB := b.runtime(t)
 
 	for _, side := range []struct {
-		api, other string
-	}{{infoA.API, infoB.ID}, {infoB.API, infoA.ID}} {
-		waitUntil(t, 20*time.Second, "peers at "+side.api+" to list the other with RTT and bandwidth", func() bool {
-			out, err := cli(t, bin, "peers", "-o", "json", "--api", side.api)
+		dir, other string
+	}{{a.dataDir, infoB.ID}, {b.dataDir, infoA.ID}} {
+		waitUntil(t, 20*time.Second, "peers of "+side.dir+" to list the other with RTT and bandwidth", func() bool {
+			out, err := cli(t, bin, "peers", "-o", "json", "--data-dir", side.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,8 +177,8 @@ func TestJoinTwoProcesses(t *testing.T) {
 		})
 	}
 
-	// status -o json and id agree, through MESHNODE_API and --data-dir.
-	out, err := cli(t, bin, "status", "-o", "json", "--api", infoA.API)
+	// status -o json and id agree; an explicit --api takes its token from --data-dir.
+	out, err := cli(t, bin, "status", "-o", "json", "--api", infoA.API, "--data-dir", a.dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func TestJoinTwoProcesses(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != infoA.ID {
 		t.Errorf("id = %q, %v; want %s", out, err, infoA.ID)
 	}
-	if out, err := cli(t, bin, "peers", "--api", infoB.API); err != nil || !strings.Contains(string(out), infoA.ID) {
+	if out, err := cli(t, bin, "peers", "--api", infoB.API, "--data-dir", b.dataDir); err != nil || !strings.Contains(string(out), infoA.ID) {
 		t.Errorf("peers (text) = %q, %v", out, err)
 	}
 
