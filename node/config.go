@@ -12,12 +12,16 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // DefaultAPIAddr is where the local HTTP API listens unless told otherwise.
-const DefaultAPIAddr = "127.0.0.1:7070"
+const DefaultAPIAddr = api.DefaultAddr
+
+// DefaultMaxDataBytes caps one local data file of a submitted job (see Config.MaxDataBytes).
+const DefaultMaxDataBytes = 1 << 30
 
 // Config is everything a Node needs. Start from DefaultConfig.
 type Config struct {
@@ -41,6 +45,16 @@ type Config struct {
 	// API is the host:port of the local HTTP API; the host must be a loopback address.
 	// Port 0 picks a free port (see Node.APIAddr). Empty disables the API.
 	API string
+	// APIHosts lists extra Host header values (host:port) the API accepts besides
+	// 127.0.0.1, localhost and [::1] with its port, e.g. a name a local proxy uses.
+	// Requests for any other Host are refused, against DNS rebinding. Empty adds none.
+	APIHosts []string
+	// DataRoots lists directories whose regular files a job submitted here may name as
+	// local data (data.source, data.train, data.val), besides the directory the submitting
+	// CLI runs in (sent with the request). Empty adds none.
+	DataRoots []string
+	// MaxDataBytes caps the size of one local data file. Zero means DefaultMaxDataBytes.
+	MaxDataBytes int64
 
 	// Heartbeat, SuspectAfter, DeadAfter and AuthTimeout are passed to the mesh; zero
 	// means the mesh's defaults (2 s, 3 and 5 heartbeats, 5 s).
@@ -143,6 +157,9 @@ func (c Config) Validate() error {
 	if err := validateAPIAddr(c.API); err != nil {
 		return err
 	}
+	if err := c.validateAPIAccess(); err != nil {
+		return err
+	}
 	if c.MemoryBudgetFraction < 0 || c.MemoryBudgetFraction > 1 {
 		return fmt.Errorf("memory budget fraction must be in (0, 1] (got %v)", c.MemoryBudgetFraction)
 	}
@@ -174,7 +191,7 @@ func validateAPIAddr(addr string) error {
 		return nil
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
-		return fmt.Errorf("API address %q: the API has no authentication, so it listens on loopback only (e.g. %s)", addr, DefaultAPIAddr)
+		return fmt.Errorf("API address %q: the API is plain HTTP, so it listens on loopback only (e.g. %s)", addr, DefaultAPIAddr)
 	}
 	return nil
 }
@@ -248,4 +265,21 @@ func (c Config) meshConfig() (mesh.Config, error) {
 		mc.ListenAddrs = append(mc.ListenAddrs, a)
 	}
 	return mc, nil
+}
+
+func (c Config) validateAPIAccess() error {
+	for _, h := range c.APIHosts {
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			return fmt.Errorf("--api-host %q: want host:port as a client sends it in Host: %w", h, err)
+		}
+	}
+	for _, d := range c.DataRoots {
+		if !filepath.IsAbs(d) {
+			return fmt.Errorf("--data-root %q: must be an absolute directory", d)
+		}
+	}
+	if c.MaxDataBytes < 0 {
+		return fmt.Errorf("max data bytes must be ≥ 0 (got %d)", c.MaxDataBytes)
+	}
+	return nil
 }

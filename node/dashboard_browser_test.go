@@ -87,7 +87,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	id := submitThroughAPI(t, nodes[0], spec)
 
 	page := newBrowser(t, chromium)
-	url := dashboardURL(nodes[0])
+	url := nodes[0].DashboardURL()
 	nctx, cancel := context.WithTimeout(page, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Run(nctx, chromedp.Navigate(url), chromedp.WaitVisible("#job", chromedp.ByID)); err != nil {
@@ -130,6 +130,3 @@ func TestDashboardInABrowser(t *testing.T) {
 	})
 	screenshot(t, page, "dashboard-cancelled.png")
 }
-
-// dashboardURL is the address a user opens for n's dashboard.
-func dashboardURL(n *Node) string { return "http://" + n.APIAddr() + "/" }

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -52,13 +51,15 @@ func newDatasets(n *Node) (*datasets, error) {
 func (n *Node) Blobs() *blob.Service { return n.data.blobs }
 
 // PublishDataset packs the corpus d names, on this node, into a dataset blob and returns
-// its ID: builtin:gostd (packed once per process), a text file (split as
+// its ID: builtin:gostd (packed once per process), a text file (split 95/5 as
 // model.LoadDataset does), a directory or train.bin with nanoGPT's train.bin/val.bin, or a
-// data.train/data.val pair of uint16 token files checked against vocab. A path that
-// does not exist or holds unusable data is an error wrapping model.ErrBadData that names
-// the field and the path.
-func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int) (string, error) {
-	return n.data.publish(ctx, d, vocab)
+// data.train/data.val pair of uint16 token files checked against vocab. Local paths must
+// be regular files under dataRoot (the submitter's directory; empty: none) or one of the
+// node's Config.DataRoots, at most Config.MaxDataBytes each; they are read until ctx
+// ends. A refused, missing or unusable path is an error wrapping model.ErrBadData that
+// names the field and the path.
+func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int, dataRoot string) (string, error) {
+	return n.data.publish(ctx, d, vocab, newLocalFiles(dataRoot, n.cfg.DataRoots, n.cfg.MaxDataBytes))
 }
 
 // LoadDataset returns the dataset in blob blobID, fetching the blob first when this node
@@ -68,7 +69,7 @@ func (n *Node) LoadDataset(ctx context.Context, blobID string, holders []peer.ID
 	return n.data.load(ctx, blobID, holders)
 }
 
-func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int) (string, error) {
+func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, error) {
 	if d.Source == jobspec.BuiltinGoStd {
 		s.mu.Lock()
 		id := s.builtin[d.Source]
@@ -77,7 +78,7 @@ func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int) (stri
 			return id, nil
 		}
 	}
-	p, err := s.pack(d, vocab)
+	p, err := s.pack(ctx, d, vocab, files)
 	if err != nil {
 		return "", err
 	}
@@ -96,7 +97,7 @@ func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int) (stri
 }
 
 // pack reads the corpus d names into its two splits.
-func (s *datasets) pack(d jobspec.Data, vocab int) (*packedDataset, error) {
+func (s *datasets) pack(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (*packedDataset, error) {
 	switch {
 	case d.Source == jobspec.BuiltinGoStd:
 		root, err := model.GoRoot()
@@ -109,47 +110,77 @@ func (s *datasets) pack(d jobspec.Data, vocab int) (*packedDataset, error) {
 		}
 		return &packedDataset{source: d.Source, vocab: 256, train: train, val: val}, nil
 	case d.Source != "":
-		if err := s.checkPath("data.source", d.Source); err != nil {
-			return nil, err
-		}
-		ds, err := model.LoadDataset(d.Source, vocab)
-		if err != nil {
-			return nil, fmt.Errorf("data.source: %w", err)
-		}
-		u16 := ds.Vocab > 256
-		return &packedDataset{source: d.Source, vocab: ds.Vocab, u16: u16, train: packTokens(ds.Train, u16), val: packTokens(ds.Val, u16)}, nil
+		return s.packSource(ctx, d.Source, vocab, files)
 	}
-	if err := errors.Join(s.checkPath("data.train", d.Train), s.checkPath("data.val", d.Val)); err != nil {
+	_, _, terr := files.resolve("data.train", d.Train)
+	_, _, verr := files.resolve("data.val", d.Val)
+	if err := errors.Join(terr, verr); err != nil {
 		return nil, err
 	}
-	train, err := s.readTokenFile("data.train", d.Train, vocab)
+	train, err := readTokenFile(ctx, files, "data.train", d.Train, vocab)
 	if err != nil {
 		return nil, err
 	}
-	val, err := s.readTokenFile("data.val", d.Val, vocab)
+	val, err := readTokenFile(ctx, files, "data.val", d.Val, vocab)
 	if err != nil {
 		return nil, err
 	}
 	return &packedDataset{source: d.Train + "," + d.Val, vocab: vocab, u16: true, train: train, val: val}, nil
 }
 
-// checkPath turns a missing path into an error a user can act on.
-func (s *datasets) checkPath(field, path string) error {
-	if _, err := os.Stat(path); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return badData("%s: %s does not exist on the submitting node %s (data paths are read where the job is submitted)",
-				field, path, s.n.ID())
-		}
-		return badData("%s: %v", field, err)
+// packSource reads data.source: a text file, or a directory or train.bin of a nanoGPT
+// train.bin/val.bin pair (model.LoadDataset's rules).
+func (s *datasets) packSource(ctx context.Context, source string, vocab int, files localFiles) (*packedDataset, error) {
+	const field = "data.source"
+	real, st, err := files.resolve(field, source)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if st.IsDir() || filepath.Base(real) == "train.bin" {
+		dir := real
+		if !st.IsDir() {
+			dir = filepath.Dir(real)
+		}
+		train, err := readTokenFile(ctx, files, field, filepath.Join(dir, "train.bin"), vocab)
+		if err != nil {
+			return nil, err
+		}
+		val, err := readTokenFile(ctx, files, field, filepath.Join(dir, "val.bin"), vocab)
+		if err != nil {
+			return nil, err
+		}
+		u16 := vocab > 256
+		return &packedDataset{source: source, vocab: vocab, u16: u16, train: repackTokens(train, u16), val: repackTokens(val, u16)}, nil
+	}
+	b, err := files.read(ctx, field, source)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, badData("%s: %s is empty", field, source)
+	}
+	cut := len(b) - len(b)*5/100
+	return &packedDataset{source: source, vocab: 256, train: b[:cut], val: b[cut:]}, nil
+}
+
+// repackTokens turns little-endian uint16 tokens into the packed width (1 byte when the
+// vocabulary fits one).
+func repackTokens(b []byte, u16 bool) []byte {
+	if u16 {
+		return b
+	}
+	out := make([]byte, len(b)/2)
+	for i := range out {
+		out[i] = b[2*i]
+	}
+	return out
 }
 
 // readTokenFile reads a nanoGPT .bin file: little-endian uint16 ids below vocab.
-func (s *datasets) readTokenFile(field, path string, vocab int) ([]byte, error) {
-	b, err := os.ReadFile(path)
+func readTokenFile(ctx context.Context, files localFiles, field, path string, vocab int) ([]byte, error) {
+	b, err := files.read(ctx, field, path)
 	if err != nil {
-		return nil, badData("%s: %v", field, err)
+		return nil, err
 	}
 	if len(b) == 0 || len(b)%2 != 0 {
 		return nil, badData("%s: %s has %d bytes, not a non-empty run of uint16 tokens", field, path, len(b))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/blob"
@@ -141,22 +141,38 @@ func TestDatasetPublishedOnOneNodeLoadsOnAnother(t *testing.T) {
 	os.WriteFile(text, bytes.Repeat([]byte("package main\nfunc main() {}\n"), 50000), 0o600) // 1.4 MB: two chunks
 	writeTokens(t, filepath.Join(dir, "tr.bin"), 1, 2, 3, 999, 4)
 	writeTokens(t, filepath.Join(dir, "va.bin"), 5, 6)
+	nano := filepath.Join(dir, "nano")
+	os.Mkdir(nano, 0o700)
+	writeTokens(t, filepath.Join(nano, "train.bin"), 7, 8, 9, 200)
+	writeTokens(t, filepath.Join(nano, "val.bin"), 10, 11)
+	loaded := func(source string, vocab int) func() *model.Dataset {
+		return func() *model.Dataset {
+			ds, err := model.LoadDataset(source, vocab)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ds
+		}
+	}
 	cases := []struct {
 		data  jobspec.Data
 		vocab int
 		want  func() *model.Dataset
 	}{
-		{jobspec.Data{Source: text}, 256, func() *model.Dataset { ds, _ := model.LoadDataset(text, 256); return ds }},
+		{jobspec.Data{Source: text}, 256, loaded(text, 256)},
+		// A nanoGPT directory and its train.bin, packed one byte or two per token.
+		{jobspec.Data{Source: nano}, 256, loaded(nano, 256)},
+		{jobspec.Data{Source: filepath.Join(nano, "train.bin")}, 1000, loaded(nano, 1000)},
 		{jobspec.Data{Train: filepath.Join(dir, "tr.bin"), Val: filepath.Join(dir, "va.bin")}, 1000, func() *model.Dataset {
 			return &model.Dataset{Vocab: 1000, Train: model.Uint16Tokens([]uint16{1, 2, 3, 999, 4}), Val: model.Uint16Tokens([]uint16{5, 6})}
 		}},
 	}
 	for _, tc := range cases {
-		id, err := a.PublishDataset(ctx, tc.data, tc.vocab)
+		id, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, err := a.PublishDataset(ctx, tc.data, tc.vocab); err != nil || again != id {
+		if again, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir); err != nil || again != id {
 			t.Fatalf("publishing the same data again gave %s, %v; want %s", again, err, id)
 		}
 		if b.Blobs().Has(id) {
@@ -175,7 +191,7 @@ func TestDatasetPublishedOnOneNodeLoadsOnAnother(t *testing.T) {
 		}
 	}
 	// Without holders, LoadDataset asks the live peers.
-	id, err := a.PublishDataset(ctx, jobspec.Data{Train: filepath.Join(dir, "va.bin"), Val: filepath.Join(dir, "va.bin")}, 10)
+	id, err := a.PublishDataset(ctx, jobspec.Data{Train: filepath.Join(dir, "va.bin"), Val: filepath.Join(dir, "va.bin")}, 10, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +219,7 @@ func TestPublishDatasetErrors(t *testing.T) {
 		{jobspec.Data{Train: filepath.Join(dir, "tr.bin"), Val: filepath.Join(dir, "tr.bin")}, "data.train: " + filepath.Join(dir, "tr.bin") + " holds token id 300, not below model.vocab 256"},
 		{jobspec.Data{Train: filepath.Join(dir, "odd.bin"), Val: filepath.Join(dir, "tr.bin")}, "data.train: " + filepath.Join(dir, "odd.bin") + " has 3 bytes"},
 	} {
-		_, err := n.PublishDataset(context.Background(), tc.data, 256)
+		_, err := n.PublishDataset(context.Background(), tc.data, 256, dir)
 		if !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want ErrBadData saying %q", tc.data, err, tc.want)
 		}
@@ -218,12 +234,12 @@ func TestPublishBuiltinGoStdOnce(t *testing.T) {
 	cfg.Consensus.Disabled = true
 	n := startNode(t, cfg)
 	ctx := context.Background()
-	id, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256)
+	id, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if again, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256); err != nil || again != id {
+	if again, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, ""); err != nil || again != id {
 		t.Fatalf("second publish: %s, %v; want %s", again, err, id)
 	}
 	if took := time.Since(start); took > time.Second {
@@ -243,14 +259,11 @@ func TestPublishBuiltinGoStdOnce(t *testing.T) {
 // postJob posts a spec to the node's job API and returns the status and decoded body.
 func postJob(t *testing.T, n *Node, spec string) (int, map[string]string) {
 	t.Helper()
-	resp, err := http.Post("http://"+n.APIAddr()+"/v1/jobs", "application/yaml", strings.NewReader(spec))
+	id, err := testClient(t, n).Submit(context.Background(), []byte(spec), os.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		return api.StatusCode(err), map[string]string{"error": err.Error()}
 	}
-	defer resp.Body.Close()
-	var body map[string]string
-	_ = json.NewDecoder(resp.Body).Decode(&body)
-	return resp.StatusCode, body
+	return http.StatusCreated, map[string]string{"id": id}
 }
 
 func TestSubmitPublishesDatasetOrRejectsMissingPath(t *testing.T) {

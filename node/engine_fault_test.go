@@ -112,7 +112,7 @@ func checkExports(t *testing.T, observer *Node, j consensus.Job) {
 	id := j.ID
 	// The latest complete checkpoint exports as one GPT-2-named file that loads as a model.
 	var cks []CheckpointView
-	getJSON(t, "http://"+observer.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &cks)
+	getJSON(t, observer, "/v1/jobs/"+id+"/checkpoints", &cks)
 	if len(cks) == 0 || !cks[len(cks)-1].Complete {
 		t.Fatalf("checkpoints %+v", cks)
 	}

@@ -1,10 +1,8 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,7 +128,7 @@ func checkOldCheckpointsPruned(t *testing.T, nodes []*Node, job consensus.Job) {
 		return true
 	})
 	var views []CheckpointView
-	getJSON(t, "http://"+first.APIAddr()+"/v1/jobs/"+id+"/checkpoints", &views)
+	getJSON(t, first, "/v1/jobs/"+id+"/checkpoints", &views)
 	for i, v := range views {
 		if v.Pruned != (i < old) {
 			t.Errorf("checkpoint at step %d: pruned %v", v.Step, v.Pruned)
@@ -186,17 +184,12 @@ func writeCorpus(t *testing.T, line string, times int) string {
 func submitThroughAPI(t *testing.T, n *Node, spec jobspec.Spec) string {
 	t.Helper()
 	body, _ := json.Marshal(spec)
-	resp, err := http.Post("http://"+n.APIAddr()+"/v1/jobs", "application/json", bytes.NewReader(body))
+	// The tests' corpora live under the temporary directory: it is the data root.
+	id, err := testClient(t, n).Submit(context.Background(), body, os.TempDir())
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("POST /v1/jobs: %v", err)
 	}
-	defer resp.Body.Close()
-	var sub consensus.JobSummary
-	json.NewDecoder(resp.Body).Decode(&sub)
-	if resp.StatusCode/100 != 2 || sub.ID == "" {
-		t.Fatalf("POST /v1/jobs: %s %+v", resp.Status, sub)
-	}
-	return sub.ID
+	return id
 }
 
 // TestDefaultTestnetJobIsCutBySpeed: the plan the leader makes for the default job on the

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
@@ -15,16 +16,8 @@ import (
 	"github.com/meshnode/meshnode/scheduler"
 )
 
-// CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether
-// its files hold every layer (weights and moments), i.e. whether a job can resume from it
-// and `meshnode export` can assemble it.
-type CheckpointView struct {
-	consensus.CheckpointManifest
-	Complete bool `json:"complete"`
-	// Pruned says the nodes delete its files: it is older than the job's newest
-	// checkpoint.keep and is not its latest complete checkpoint.
-	Pruned bool `json:"pruned"`
-}
+// CheckpointView is one element of GET /v1/jobs/{id}/checkpoints (api.CheckpointView).
+type CheckpointView = api.CheckpointView
 
 // exportRoutes adds the checkpoint listing and the export of a job's weights.
 func (n *Node) exportRoutes() {

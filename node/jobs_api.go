@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
@@ -21,7 +23,9 @@ const datasetPublishTimeout = 5 * time.Minute
 
 // jobRoutes serves the job API:
 //
-//	POST   /v1/jobs          a job spec (YAML or JSON) → 201 {"id":..}; 400 naming bad fields
+//	POST   /v1/jobs          a job spec (YAML or JSON) → 201 {"id":..}; 400 naming bad fields;
+//	                         local data paths must lie under the api.DataRootHeader directory
+//	                         or a configured data root
 //	GET    /v1/jobs          [{"id","name","status","submitted_at"}], oldest first
 //	GET    /v1/jobs/{id}     consensus.JobDetail; 404 when unknown
 //	DELETE /v1/jobs/{id}     cancel → the job's summary; 404 unknown, 409 already finished
@@ -55,7 +59,12 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, jobspec.MaxSpecBytes+1))
 	if err != nil {
-		replyError(w, http.StatusBadRequest, err)
+		code := http.StatusBadRequest
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			code = http.StatusRequestEntityTooLarge
+			err = fmt.Errorf("job spec: larger than %d bytes", jobspec.MaxSpecBytes)
+		}
+		replyError(w, code, err)
 		return
 	}
 	spec, err := jobspec.Parse(body)
@@ -64,9 +73,9 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The corpus is read here, where its paths live, and published as a blob that every
-	// node of the job fetches; a missing or unusable path is the user's error.
+	// node of the job fetches; a missing, refused or unusable path is the user's error.
 	pctx, pcancel := context.WithTimeout(r.Context(), datasetPublishTimeout)
-	spec.Data.Blob, err = h.s.n.PublishDataset(pctx, spec.Data, spec.Model.Vocab)
+	spec.Data.Blob, err = h.s.n.PublishDataset(pctx, spec.Data, spec.Model.Vocab, r.Header.Get(api.DataRootHeader))
 	pcancel()
 	if err != nil {
 		code := http.StatusInternalServerError
@@ -83,7 +92,7 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 		replyError(w, statusOf(err), err)
 		return
 	}
-	replyJSON(w, http.StatusCreated, consensus.SubmitResult{ID: id})
+	replyJSON(w, http.StatusCreated, api.SubmitResult{ID: id})
 }
 
 func (h jobHandlers) list(w http.ResponseWriter, r *http.Request) {
@@ -98,7 +107,7 @@ func (h jobHandlers) list(w http.ResponseWriter, r *http.Request) {
 		replyError(w, statusOf(err), err)
 		return
 	}
-	out := make([]consensus.JobSummary, 0, len(jobs))
+	out := make([]api.JobSummary, 0, len(jobs))
 	for i := range jobs {
 		out = append(out, jobs[i].Summary())
 	}
@@ -178,5 +187,5 @@ func replyJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func replyError(w http.ResponseWriter, code int, err error) {
-	replyJSON(w, code, map[string]string{"error": err.Error()})
+	replyJSON(w, code, api.ErrorBody{Error: err.Error()})
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/api"
 )
 
 // delayRelay forwards UDP datagrams to a target, delaying each by `delay` in both
@@ -112,7 +114,7 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 	}
 	a, b := nodes[0], nodes[1]
 
-	view := func(from, to *Node) *PeerView {
+	view := func(from, to *Node) *api.Peer {
 		for _, v := range from.Peers() {
 			if v.ID == to.ID().String() {
 				return &v
@@ -130,8 +132,8 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 		return true
 	})
 	for _, pair := range [][2]*Node{{a, b}, {b, a}} {
-		var served []PeerView
-		getJSON(t, "http://"+pair[0].APIAddr()+"/v1/peers", &served)
+		var served []api.Peer
+		getJSON(t, pair[0], "/v1/peers", &served)
 		if len(served) != 1 || served[0].LinkSource != "dataplane" || served[0].RTTMs == nil {
 			t.Fatalf("GET /v1/peers: %+v", served)
 		}

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"io"
-	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,12 +11,10 @@ import (
 // checks the training and raft figures a dashboard would graph.
 func checkControlMetrics(t *testing.T, n *Node, id string, steps int) {
 	t.Helper()
-	resp, err := http.Get("http://" + n.APIAddr() + "/metrics")
+	b, err := testClient(t, n).Metrics(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	text := string(b)
 	want := map[string]string{
 		`meshnode_job_step{job="` + id + `"}`:                      strconv.Itoa(steps),

@@ -113,7 +113,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.exportRoutes()
 	if cfg.API != "" {
-		n.api = &apiServer{addr: cfg.API, handler: n.mux, dataDir: cfg.DataDir, log: n.log}
+		n.api = newAPIServer(cfg, n.mux, n.log)
 		n.services = append(n.services, funcService{"api", n.startAPI, n.api.close})
 	}
 	return n, nil
@@ -195,6 +195,21 @@ func (n *Node) APIAddr() string {
 		return ""
 	}
 	return n.api.boundAddr()
+}
+
+// DashboardURL is the address of the node's web dashboard with its API token in the URL
+// fragment (the browser never sends a fragment to any server; the page moves the token to
+// this tab's sessionStorage and removes it from the address bar). Empty without an API.
+func (n *Node) DashboardURL() string {
+	if n.api == nil {
+		return ""
+	}
+	n.api.mu.Lock()
+	defer n.api.mu.Unlock()
+	if n.api.bound == "" {
+		return ""
+	}
+	return "http://" + n.api.bound + "/#token=" + n.api.token
 }
 
 // profilerService measures the profile once at start (so that the mesh announces it from

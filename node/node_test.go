@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/mesh"
 )
 
@@ -112,19 +112,11 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-func getJSON(t testing.TB, url string, v any) {
+// getJSON decodes GET path of n's API into v, through the api client with n's token.
+func getJSON(t testing.TB, n *Node, path string, v any) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET %s: %s: %s", url, resp.Status, b)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	if err := testClient(t, n).Do(context.Background(), http.MethodGet, path, nil, nil, v); err != nil {
+		t.Fatalf("GET %s: %v", path, err)
 	}
 }
 
@@ -215,14 +207,13 @@ func TestSixNodesFindEachOther(t *testing.T) {
 func TestAPIStatusPeersMetrics(t *testing.T) {
 	a := startNode(t, testConfig(t))
 	b := startNode(t, testConfig(t, a.Status().Addrs...))
-	base := "http://" + a.APIAddr()
 	waitFor(t, 10*time.Second, "b probed by a", func() bool {
 		var peers []map[string]any
-		getJSON(t, base+"/v1/peers", &peers)
+		getJSON(t, a, "/v1/peers", &peers)
 		return len(peers) == 1 && peers[0]["rtt_ms"] != nil && peers[0]["bandwidth_mbps"] != nil
 	})
 	var status map[string]any
-	getJSON(t, base+"/v1/status", &status)
+	getJSON(t, a, "/v1/status", &status)
 	for _, k := range []string{"id", "addrs", "profile", "peers"} {
 		if _, ok := status[k]; !ok {
 			t.Errorf("status lacks %q: %v", k, status)
@@ -241,7 +232,7 @@ func TestAPIStatusPeersMetrics(t *testing.T) {
 		t.Errorf("gpus is %T, want a list", prof["gpus"])
 	}
 	var peers []map[string]any
-	getJSON(t, base+"/v1/peers", &peers)
+	getJSON(t, a, "/v1/peers", &peers)
 	for _, k := range []string{"id", "addrs", "state", "last_seen", "rtt_ms", "bandwidth_mbps", "profile"} {
 		if _, ok := peers[0][k]; !ok {
 			t.Errorf("peer lacks %q", k)
@@ -250,23 +241,21 @@ func TestAPIStatusPeersMetrics(t *testing.T) {
 	if peers[0]["id"] != b.ID().String() || peers[0]["state"] != "alive" {
 		t.Errorf("peer = %v", peers[0])
 	}
-	resp, err := http.Get(base + "/metrics")
+	body, err := testClient(t, a).Metrics(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
 	for _, want := range []string{`meshnode_peers{state="alive"} 1`, "meshnode_gemm_gflops", "meshnode_peer_rtt_seconds"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
-	info, err := ReadRuntimeFile(a.cfg.DataDir)
+	info, err := api.ReadRuntimeFile(a.cfg.DataDir)
 	if err != nil || info.API != a.APIAddr() || info.ID != a.ID().String() {
 		t.Errorf("runtime file %+v, %v", info, err)
 	}
 	a.Close()
-	if _, err := ReadRuntimeFile(a.cfg.DataDir); err == nil {
+	if _, err := api.ReadRuntimeFile(a.cfg.DataDir); err == nil {
 		t.Error("runtime file left behind after Close")
 	}
 }

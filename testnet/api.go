@@ -1,97 +1,37 @@
 package testnet
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"strings"
-	"time"
 
-	"github.com/meshnode/meshnode/consensus"
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
-// apiTimeout bounds one request to a node's API.
-const apiTimeout = 10 * time.Second
-
-// API is a client of one node's local HTTP API (docs/mesh.md, docs/jobspec.md).
-type API struct {
-	// Addr is the API's host:port.
-	Addr   string
-	client *http.Client
-}
-
-// NewAPI returns a client of the API at addr (host:port).
-func NewAPI(addr string) *API {
-	return &API{Addr: addr, client: &http.Client{Timeout: apiTimeout}}
-}
-
-// Peers is GET /v1/peers.
-func (a *API) Peers(ctx context.Context) ([]node.PeerView, error) {
-	var out []node.PeerView
-	return out, a.do(ctx, http.MethodGet, "/v1/peers", nil, &out)
-}
-
-// Status is GET /v1/status.
-func (a *API) Status(ctx context.Context) (node.StatusView, error) {
-	var out node.StatusView
-	return out, a.do(ctx, http.MethodGet, "/v1/status", nil, &out)
-}
-
-// Raft is GET /v1/raft.
-func (a *API) Raft(ctx context.Context) (consensus.RaftStatus, error) {
-	var out consensus.RaftStatus
-	return out, a.do(ctx, http.MethodGet, "/v1/raft", nil, &out)
-}
-
-// Submit posts a job spec (YAML or JSON) and returns the job's id.
-func (a *API) Submit(ctx context.Context, spec []byte) (string, error) {
-	var out consensus.SubmitResult
-	return out.ID, a.do(ctx, http.MethodPost, "/v1/jobs", spec, &out)
-}
-
-// Job is GET /v1/jobs/{id}.
-func (a *API) Job(ctx context.Context, id string) (consensus.JobDetail, error) {
-	var out consensus.JobDetail
-	return out, a.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &out)
-}
-
-func (a *API) do(ctx context.Context, method, path string, body []byte, out any) error {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+a.Addr+path, rd)
+// Client returns a client of the API of the node that serves at addr and keeps its data
+// in dataDir, authenticated with the token the node wrote there: the testnet drives its
+// nodes through the same client as the CLI, with no step for the user.
+func Client(addr, dataDir string) (*api.Client, error) {
+	cfg, err := api.Locate(addr, dataDir, "")
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("node API at %s: %w", addr, err)
 	}
-	resp, err := a.client.Do(req)
+	return api.New(cfg)
+}
+
+// Client is the API client of n, made when n started.
+func (n *Node) Client() *api.Client {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.client
+}
+
+// connect makes n's API client once its runtime file names the API.
+func (n *Node) connect() error {
+	c, err := Client(n.API, n.DataDir)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("node %s: %w", n.Spec.Name, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error string `json:"error"`
-		}
-		msg := strings.TrimSpace(string(b))
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error
-		}
-		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, msg)
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(b, out); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
+	n.mu.Lock()
+	n.client = c
+	n.mu.Unlock()
 	return nil
 }

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
+
+	"github.com/meshnode/meshnode/api"
 )
 
 // Control is the supervisor's HTTP API on loopback, through which `meshnode testnet kill`,
@@ -55,9 +58,28 @@ func ServeControl(tn *Testnet) (*Control, error) {
 		}
 		reply(w, nil, nil)
 	})
-	c.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	c.srv = &http.Server{Handler: localOnly(c.Addr(), mux), ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	go c.srv.Serve(ln)
 	return c, nil
+}
+
+// localOnly refuses what a web page could send to the control API: a request for another
+// Host than the bound loopback address (DNS rebinding) and a cross-origin POST.
+func localOnly(bound string, h http.Handler) http.Handler {
+	_, port, _ := net.SplitHostPort(bound)
+	allowed := []string{bound, "localhost:" + port}
+	cop := http.NewCrossOriginProtection()
+	inner := cop.Handler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !slices.Contains(allowed, strings.ToLower(r.Host)) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			json.NewEncoder(w).Encode(api.ErrorBody{Error: fmt.Sprintf("host %q is not allowed", r.Host)})
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
 }
 
 // Addr is the control API's host:port.
@@ -87,15 +109,21 @@ func reply(w http.ResponseWriter, v any, err error) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// ControlClient talks to a supervisor's control API.
+// ControlClient talks to a supervisor's control API through the api package's client,
+// so its errors carry the supervisor's message as the node API's do.
 type ControlClient struct {
-	Addr   string
-	client *http.Client
+	Addr string
+	c    *api.Client
+	err  error // from building c: returned by every call
 }
 
 // NewControlClient returns a client of the control API at addr.
 func NewControlClient(addr string) *ControlClient {
-	return &ControlClient{Addr: addr, client: &http.Client{Timeout: 30 * time.Second}}
+	c, err := api.New(api.Config{Addr: addr})
+	if err != nil {
+		err = fmt.Errorf("testnet supervisor at %s: %w", addr, err)
+	}
+	return &ControlClient{Addr: addr, c: c, err: err}
 }
 
 // Kill kills a node.
@@ -118,25 +146,11 @@ func (c *ControlClient) Partition(ctx context.Context, a, b string, heal bool) (
 func (c *ControlClient) Stop(ctx context.Context) error { return c.post(ctx, "/stop", nil) }
 
 func (c *ControlClient) post(ctx context.Context, path string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Addr+path, nil)
-	if err != nil {
-		return err
+	if c.err != nil {
+		return c.err
 	}
-	resp, err := c.client.Do(req)
-	if err != nil {
+	if err := c.c.Do(ctx, http.MethodPost, path, nil, nil, out); err != nil {
 		return fmt.Errorf("testnet supervisor at %s: %w", c.Addr, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error string `json:"error"`
-		}
-		json.Unmarshal(b, &e)
-		return errors.New(e.Error)
-	}
-	if out != nil {
-		return json.Unmarshal(b, out)
 	}
 	return nil
 }

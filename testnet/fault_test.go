@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/node"
@@ -56,20 +57,21 @@ type jobWatch struct {
 	t   *testing.T
 	tn  *Testnet
 	id  string
-	api string
+	api *api.Client
 }
 
 func submitJob(t *testing.T, tn *Testnet, via *Node, spec []byte) *jobWatch {
 	t.Helper()
-	id, err := NewAPI(via.API).Submit(context.Background(), spec)
+	// faultJob's corpus lives under the temporary directory: it is the data root.
+	id, err := via.Client().Submit(context.Background(), spec, os.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &jobWatch{t: t, tn: tn, id: id, api: via.API}
+	return &jobWatch{t: t, tn: tn, id: id, api: via.Client()}
 }
 
 func (w *jobWatch) detail() consensus.JobDetail {
-	d, _ := NewAPI(w.api).Job(context.Background(), w.id)
+	d, _ := w.api.Job(context.Background(), w.id, false)
 	return d
 }
 
@@ -94,7 +96,7 @@ func planOf(d consensus.JobDetail) node.JobPlan {
 }
 
 func leaderOf(t *testing.T, n *Node) string {
-	s, err := NewAPI(n.API).Raft(context.Background())
+	s, err := n.Client().Raft(context.Background())
 	if err != nil {
 		return ""
 	}
@@ -222,7 +224,7 @@ func TestKillStageNodesMidJob(t *testing.T) {
 }
 
 func alivePeers(n *Node) []string {
-	ps, err := NewAPI(n.API).Peers(context.Background())
+	ps, err := n.Client().Peers(context.Background())
 	if err != nil {
 		return nil
 	}
@@ -349,7 +351,7 @@ func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
 func waitRejoined(t *testing.T, tn *Testnet, back *Node, jobID string, peers int) {
 	t.Helper()
 	err := tn.WaitFor(func() bool {
-		j, err := NewAPI(back.API).Job(context.Background(), jobID)
+		j, err := back.Client().Job(context.Background(), jobID, false)
 		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == peers
 	}, 60*time.Second)
 	if err != nil {

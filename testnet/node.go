@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 // LogFile is the name of a node's log (its stdout and stderr) in its data directory.
@@ -34,6 +34,7 @@ type Node struct {
 	mu     sync.Mutex
 	err    error // the process's exit status, once exited
 	killed bool
+	client *api.Client // the node's API client, set by connect
 }
 
 // start execs the node with its output appended to its log.
@@ -83,15 +84,15 @@ func (n *Node) Alive() bool {
 
 // waitRuntime polls the node's runtime file until it appears, the process exits or the
 // timeout passes.
-func (n *Node) waitRuntime(ctx context.Context, timeout time.Duration) (node.RuntimeInfo, error) {
-	var info node.RuntimeInfo
+func (n *Node) waitRuntime(ctx context.Context, timeout time.Duration) (api.RuntimeInfo, error) {
+	var info api.RuntimeInfo
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		var err error
-		if info, err = node.ReadRuntimeFile(n.DataDir); err == nil && info.PID == n.PID() {
+		if info, err = api.ReadRuntimeFile(n.DataDir); err == nil && info.PID == n.PID() {
 			return info, nil
 		}
 		select {
@@ -100,7 +101,7 @@ func (n *Node) waitRuntime(ctx context.Context, timeout time.Duration) (node.Run
 				n.Spec.Name, n.exitErr(), n.LogPath(), tailFile(n.LogPath(), 2000))
 		case <-ctx.Done():
 			return info, fmt.Errorf("node %s did not write %s within %s (%w); its log is %s",
-				n.Spec.Name, node.RuntimeFile, timeout, ctx.Err(), n.LogPath())
+				n.Spec.Name, api.RuntimeFile, timeout, ctx.Err(), n.LogPath())
 		case <-tick.C:
 		}
 	}

@@ -46,7 +46,7 @@ func (t *Testnet) notReady(ctx context.Context) string {
 		if why := nodeNotReady(ctx, n, live); why != "" {
 			return why
 		}
-		st, err := NewAPI(n.API).Raft(ctx)
+		st, err := n.Client().Raft(ctx)
 		if err != nil {
 			return fmt.Sprintf("%s: %v", n.Spec.Name, err)
 		}
@@ -63,7 +63,7 @@ func (t *Testnet) notReady(ctx context.Context) string {
 
 // nodeNotReady checks n's view of the other live nodes.
 func nodeNotReady(ctx context.Context, n *Node, live []*Node) string {
-	peers, err := NewAPI(n.API).Peers(ctx)
+	peers, err := n.Client().Peers(ctx)
 	if err != nil {
 		return fmt.Sprintf("%s: %v", n.Spec.Name, err)
 	}

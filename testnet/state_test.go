@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/node"
@@ -62,7 +63,7 @@ func TestSummarize(t *testing.T) {
 			{Time: t0.Add(40 * time.Second), Epoch: 1, Step: 100, TokensPerSec: 3000, BytesSent: 10000, ValLoss: &v1},
 		}}}
 	nodes := []NodeState{{Name: "a", ID: "A", Region: "eu", Slowdown: 1}, {Name: "b", ID: "B", Region: "us", Slowdown: 3}}
-	peers := map[string]node.PeerView{"A": {Profile: &mesh.Profile{GemmGFLOPS: 60}}, "B": {Profile: &mesh.Profile{GemmGFLOPS: 20}}}
+	peers := map[string]api.Peer{"A": {Profile: &mesh.Profile{GemmGFLOPS: 60}}, "B": {Profile: &mesh.Profile{GemmGFLOPS: 20}}}
 	s := Summarize(job, nodes, peers)
 	if s.Event != "summary" || s.Status != "done" || s.Strategy != "sky" || s.PredictedStepTimeS != 0.5 {
 		t.Errorf("summary header %+v", s)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/node"
 )
@@ -52,7 +53,7 @@ type SummaryNode struct {
 
 // Summarize builds the summary of job from its detail, the nodes' states and the profiles
 // the nodes reported (by node ID; a missing one leaves gemm_gflops 0).
-func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]node.PeerView) Summary {
+func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]api.Peer) Summary {
 	s := Summary{Event: "summary", Job: job.ID, Status: string(job.Status), Nodes: []SummaryNode{}, Steps: job.Progress.Step}
 	plan := decodePlan(job.Plan)
 	if job.Plan != nil {

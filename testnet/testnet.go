@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 // Config is how to run a testnet.
@@ -207,14 +207,14 @@ func (t *Testnet) startNode(ctx context.Context, spec NodeSpec, bootstrap []stri
 	data, err := netip.ParseAddrPort(info.DataAddr)
 	if err != nil {
 		return n, fmt.Errorf("node %s: data_addr %q in %s: %w (does `meshnode join` support --data-listen?)",
-			spec.Name, info.DataAddr, node.RuntimeFile, err)
+			spec.Name, info.DataAddr, api.RuntimeFile, err)
 	}
 	if err := t.net.SetAddr(spec.Name, data); err != nil {
 		return n, err
 	}
 	relay.SetTarget(data)
 	n.ID, n.API, n.Addrs, n.DataAddr = info.ID, info.API, info.Addrs, info.DataAddr
-	return n, nil
+	return n, n.connect()
 }
 
 // joinArgs is the command line of a node: loopback and ephemeral ports everywhere, no

@@ -70,7 +70,7 @@ func TestTestnetStartsThreeNodesAndStopsThemAll(t *testing.T) {
 	}
 	// Every node reports the region and slowdown it was given, and advertises its relay.
 	for _, n := range tn.Nodes() {
-		s, err := NewAPI(n.API).Status(context.Background())
+		s, err := n.Client().Status(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

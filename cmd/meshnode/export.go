@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -11,7 +10,7 @@ import (
 )
 
 type exportOptions struct {
-	api  string
+	api  apiOptions
 	out  string
 	step int
 }
@@ -35,16 +34,12 @@ any GPT-2 implementation.`,
 			if err := checkWritableDir(filepath.Dir(o.out)); err != nil {
 				return usagef("--out: %v", err)
 			}
-			api, err := newJobAPI(o.api)
+			c, err := o.api.client(cmd)
 			if err != nil {
 				return err
 			}
-			path := "/v1/jobs/" + args[0] + "/export"
-			if o.step >= 0 {
-				path += fmt.Sprintf("?step=%d", o.step)
-			}
-			var raw []byte
-			if err := api.do(cmd.Context(), http.MethodGet, path, nil, &raw); err != nil {
+			raw, err := c.Export(cmd.Context(), args[0], o.step)
+			if err != nil {
 				return jobErr(args[0], err)
 			}
 			if _, err := model.DecodeSafetensors(raw); err != nil {
@@ -57,7 +52,7 @@ any GPT-2 implementation.`,
 			return nil
 		},
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	cmd.Flags().StringVar(&o.out, "out", "", "the safetensors file to write (required)")
 	cmd.Flags().IntVar(&o.step, "step", -1, "export this checkpoint step instead of the latest complete one")
 	return cmd

@@ -2,8 +2,8 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/api"
 	"io"
 	"net/http"
 
@@ -27,7 +27,7 @@ func newJobCmd() *cobra.Command {
 }
 
 type jobStatusOptions struct {
-	api        string
+	api        apiOptions
 	consistent bool
 	events     int
 	output     string
@@ -43,7 +43,7 @@ func newJobStatusCmd() *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	cmd.Flags().BoolVar(&o.consistent, "consistent", false, "read through the Raft leader")
 	cmd.Flags().IntVar(&o.events, "events", 10, "how many of the latest events to print (text output)")
 	addOutputFlag(cmd, &o.output)
@@ -54,12 +54,12 @@ func (o *jobStatusOptions) run(cmd *cobra.Command, id string) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	api, err := newJobAPI(o.api)
+	c, err := o.api.client(cmd)
 	if err != nil {
 		return err
 	}
-	var d consensus.JobDetail
-	if err := api.do(cmd.Context(), http.MethodGet, "/v1/jobs/"+id+consistentQuery(o.consistent), nil, &d); err != nil {
+	d, err := c.Job(cmd.Context(), id, o.consistent)
+	if err != nil {
 		return jobErr(id, err)
 	}
 	if o.output == "json" {
@@ -113,7 +113,7 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 }
 
 type jobCancelOptions struct {
-	api    string
+	api    apiOptions
 	output string
 }
 
@@ -126,7 +126,7 @@ func newJobCancelCmd() *cobra.Command {
 		Args:    cobra.ExactArgs(1),
 		RunE:    func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -135,15 +135,14 @@ func (o *jobCancelOptions) run(cmd *cobra.Command, id string) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	api, err := newJobAPI(o.api)
+	c, err := o.api.client(cmd)
 	if err != nil {
 		return err
 	}
-	var res consensus.JobSummary
-	if err := api.do(cmd.Context(), http.MethodDelete, "/v1/jobs/"+id, nil, &res); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusConflict {
-			return fmt.Errorf("cancel job %s: %s", id, ae.Message)
+	res, err := c.Cancel(cmd.Context(), id)
+	if err != nil {
+		if api.StatusCode(err) == http.StatusConflict {
+			return fmt.Errorf("cancel job %s: %w", id, err)
 		}
 		return jobErr(id, err)
 	}

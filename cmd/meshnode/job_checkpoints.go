@@ -2,15 +2,14 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 type jobCheckpointsOptions struct {
-	api    string
+	api    apiOptions
 	output string
 }
 
@@ -25,15 +24,18 @@ func newJobCheckpointsCmd() *cobra.Command {
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
-			api, err := newJobAPI(o.api)
+			c, err := o.api.client(cmd)
 			if err != nil {
 				return err
 			}
-			var cks []node.CheckpointView
-			if err := api.do(cmd.Context(), http.MethodGet, "/v1/jobs/"+args[0]+"/checkpoints", nil, &cks); err != nil {
+			cks, err := c.Checkpoints(cmd.Context(), args[0])
+			if err != nil {
 				return jobErr(args[0], err)
 			}
 			if o.output == "json" {
+				if cks == nil {
+					cks = []api.CheckpointView{}
+				}
 				return writeJSON(cmd.OutOrStdout(), cks)
 			}
 			w := cmd.OutOrStdout()
@@ -62,7 +64,7 @@ func newJobCheckpointsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }

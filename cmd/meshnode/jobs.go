@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"text/tabwriter"
 	"time"
 
@@ -12,7 +11,7 @@ import (
 )
 
 type jobsOptions struct {
-	api        string
+	api        apiOptions
 	consistent bool
 	output     string
 }
@@ -29,7 +28,7 @@ the replicated state, which may lag the leader by a moment; --consistent asks th
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	cmd.Flags().BoolVar(&o.consistent, "consistent", false, "read through the Raft leader")
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -39,12 +38,12 @@ func (o *jobsOptions) run(cmd *cobra.Command) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	api, err := newJobAPI(o.api)
+	c, err := o.api.client(cmd)
 	if err != nil {
 		return err
 	}
-	var jobs []consensus.JobSummary
-	if err := api.do(cmd.Context(), http.MethodGet, "/v1/jobs"+consistentQuery(o.consistent), nil, &jobs); err != nil {
+	jobs, err := c.Jobs(cmd.Context(), o.consistent)
+	if err != nil {
 		return fmt.Errorf("list jobs: %w", err)
 	}
 	w := cmd.OutOrStdout()

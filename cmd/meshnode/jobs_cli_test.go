@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/meshnode/meshnode/api"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,8 @@ type fakeAPI struct {
 	jobs      map[string]consensus.Job
 	// initial is the status new jobs get (submitted unless a test says otherwise).
 	initial consensus.JobStatus
+	// auth and roots record each request's Authorization and data-root headers.
+	auth, roots []string
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -62,6 +65,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(v)
 	}
 	id := strings.TrimPrefix(r.URL.Path, "/v1/jobs/")
+	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	if r.Method == http.MethodPost {
+		f.roots = append(f.roots, r.Header.Get(api.DataRootHeader))
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/jobs":
 		b, _ := io.ReadAll(r.Body)
@@ -150,9 +157,13 @@ func TestSubmitJobsStatusCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("MESHNODE_API", url)
-	code, out, errOut := runJobCLI(t, "submit", spec, "-o", "json")
+	t.Setenv("MESHNODE_TOKEN", "t0ken")
+	code, out, errOut := runJobCLI(t, "submit", spec, "-o", "json", "--data-root", dir)
 	if code != 0 || strings.TrimSpace(out) != `{"id":"abc123"}` {
 		t.Fatalf("submit: exit %d out %q err %q", code, out, errOut)
+	}
+	if f.auth[0] != "Bearer t0ken" || f.roots[0] != dir {
+		t.Fatalf("submit sent Authorization %q and data root %q; want the token of MESHNODE_TOKEN and %s", f.auth[0], f.roots[0], dir)
 	}
 	if got := f.submitted[0].Data.Source; got != filepath.Join(dir, "corpus.txt") {
 		t.Fatalf("data path sent as %q, want it resolved against the spec's directory", got)
@@ -214,5 +225,36 @@ func TestJobCommandsWithoutNode(t *testing.T) {
 	}
 	if code, _, _ := runJobCLI(t, "jobs", "-o", "yaml"); code != 2 {
 		t.Fatalf("bad -o: exit %d", code)
+	}
+}
+
+// TestCLIFindsNodeThroughDataDir: with only --data-dir, the CLI reads the running node's
+// API address from its runtime file and its token from api.token; a token file others can
+// read is refused; and the default data root is the working directory.
+func TestCLIFindsNodeThroughDataDir(t *testing.T) {
+	f, url := startFakeAPI(t)
+	dataDir := t.TempDir()
+	info, _ := json.Marshal(api.RuntimeInfo{API: strings.TrimPrefix(url, "http://")})
+	if err := os.WriteFile(filepath.Join(dataDir, api.RuntimeFile), info, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := api.LoadOrCreateToken(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MESHNODE_API", "")
+	os.Unsetenv("MESHNODE_API")
+	if code, out, errOut := runJobCLI(t, "jobs", "--data-dir", dataDir, "-o", "json"); code != 0 || len(f.auth) != 1 || f.auth[0] != "Bearer "+tok {
+		t.Fatalf("jobs --data-dir: exit %d %q %q; the fake API saw Authorization %q", code, out, errOut, f.auth)
+	}
+	wd, _ := os.Getwd()
+	if code, _, errOut := runJobCLI(t, "submit", writeSpec(t, "name: x\n"), "--data-dir", dataDir); code != 0 || f.roots[0] != wd {
+		t.Fatalf("submit: exit %d %q; data root sent %q, want the working directory %s", code, errOut, f.roots, wd)
+	}
+	if err := os.Chmod(filepath.Join(dataDir, api.TokenFile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runJobCLI(t, "jobs", "--data-dir", dataDir); code == 0 || !strings.Contains(errOut, "chmod 600") {
+		t.Fatalf("jobs with a world-readable token: exit %d %q; want a refusal saying chmod 600", code, errOut)
 	}
 }

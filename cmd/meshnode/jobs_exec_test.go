@@ -38,15 +38,16 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	first := startJoin(t, bin) // no --bootstrap: founds the Raft group
 	infoFirst := first.runtime(t)
 	procs := []*joinProcess{first, startJoin(t, bin, infoFirst.Addrs...), startJoin(t, bin, infoFirst.Addrs...)}
-	apis := map[string]string{} // peer ID → API address
+	// The CLI reaches each node through its data dir: API address and token.
+	dirs := map[string]string{} // peer ID → data dir
 	byID := map[string]*joinProcess{}
 	for _, p := range procs {
 		info := p.runtime(t)
-		apis[info.ID], byID[info.ID] = info.API, p
+		dirs[info.ID], byID[info.ID] = p.dataDir, p
 	}
-	raftStatus := func(api string) raftStatusJSON {
+	raftStatus := func(dir string) raftStatusJSON {
 		var st raftStatusJSON
-		out, err := cli(t, bin, "raft", "status", "-o", "json", "--api", api)
+		out, err := cli(t, bin, "raft", "status", "-o", "json", "--data-dir", dir)
 		if err == nil {
 			_ = json.Unmarshal(out, &st)
 		}
@@ -54,12 +55,12 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	}
 	var st raftStatusJSON
 	waitUntil(t, 60*time.Second, "three raft voters", func() bool {
-		st = raftStatus(infoFirst.API)
+		st = raftStatus(first.dataDir)
 		return len(st.Voters) == 3 && st.Leader != ""
 	})
 	t.Logf("raft group of 3 voters, leader %s", st.Leader)
 	var follower string
-	for id := range apis {
+	for id := range dirs {
 		if id != st.Leader {
 			follower = id
 		}
@@ -69,7 +70,7 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("name: survives-kill\ntrain: {steps: 10, warmup: 1}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cli(t, bin, "submit", spec, "-o", "json", "--api", apis[follower])
+	out, err := cli(t, bin, "submit", spec, "-o", "json", "--data-dir", dirs[follower])
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,8 +80,8 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	if err := json.Unmarshal(out, &sub); err != nil || sub.ID == "" {
 		t.Fatalf("submit -o json = %q (%v)", out, err)
 	}
-	listed := func(api string, extra ...string) bool {
-		out, err := cli(t, bin, append([]string{"jobs", "-o", "json", "--api", api}, extra...)...)
+	listed := func(dir string, extra ...string) bool {
+		out, err := cli(t, bin, append([]string{"jobs", "-o", "json", "--data-dir", dir}, extra...)...)
 		if err != nil {
 			return false
 		}
@@ -89,8 +90,8 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 			return j.ID == sub.ID && j.Name == "survives-kill" && j.Status != "" && !j.SubmittedAt.IsZero()
 		})
 	}
-	for id, api := range apis {
-		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(api) })
+	for id, dir := range dirs {
+		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(dir) })
 	}
 
 	t.Logf("job %s on all nodes; killing the leader", sub.ID)
@@ -100,20 +101,20 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	}
 	<-leader.exited
 	leader.exited <- nil // for the cleanup
-	delete(apis, st.Leader)
-	for id, api := range apis {
+	delete(dirs, st.Leader)
+	for id, dir := range dirs {
 		waitUntil(t, 30*time.Second, "a new leader seen by "+id, func() bool {
-			s := raftStatus(api)
+			s := raftStatus(dir)
 			return s.Leader != "" && s.Leader != st.Leader
 		})
 		t.Logf("%s sees a new leader", id)
 		// A consistent read goes through the new leader: the committed job survived.
-		waitUntil(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(api, "--consistent") })
+		waitUntil(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(dir, "--consistent") })
 	}
 	// The engine carries on under the new leader (replanning if the old leader held a
 	// stage) and the job finishes.
 	waitUntil(t, 90*time.Second, "the job to finish done", func() bool {
-		out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--api", apis[follower])
+		out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--data-dir", dirs[follower])
 		return err == nil && strings.Contains(string(out), `"status":"done"`)
 	})
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"github.com/meshnode/meshnode/api"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ type joinOptions struct {
 	memoryBudget string
 	gemmShape    string
 	probeMax     string
+	maxData      string
 	threads      int
 	logLevel     string
 }
@@ -51,6 +54,9 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringSliceVar(&c.Listen, "listen", nil, "multiaddrs to listen on (default QUIC-v1 and TCP on port 4242, IPv4 and IPv6)")
 	f.StringSliceVar(&c.Bootstrap, "bootstrap", nil, "multiaddrs of members to join through, ending in /p2p/<peer-id>")
 	f.StringVar(&c.API, "api", c.API, "loopback host:port of the local HTTP API (port 0: any free port; empty: no API)")
+	f.StringSliceVar(&c.APIHosts, "api-host", nil, "extra host:port names the API answers to (default: 127.0.0.1, localhost and [::1] with its port)")
+	f.StringSliceVar(&c.DataRoots, "data-root", nil, "directories whose files jobs submitted here may use as local data, besides the submitter's working directory")
+	f.StringVar(&o.maxData, "max-data-bytes", "1GiB", "largest local data file a submitted job may name")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
 	f.BoolVar(&c.DHT, "dht", c.DHT, "advertise and find members through the mesh's Kademlia DHT")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "NAT traversal: UPnP/NAT-PMP port mapping, AutoNAT, hole punching, relay v2")
@@ -97,8 +103,9 @@ func runJoin(cmd *cobra.Command, o *joinOptions) error {
 	st := n.Status()
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "node %s joined mesh %q\n", st.ID, st.Mesh)
-	if api := n.APIAddr(); api != "" {
-		fmt.Fprintf(w, "API: http://%s\n", api)
+	if addr := n.APIAddr(); addr != "" {
+		fmt.Fprintf(w, "API: http://%s (token in %s)\n", addr, filepath.Join(o.cfg.DataDir, api.TokenFile))
+		fmt.Fprintf(w, "dashboard: %s\n", n.DashboardURL())
 	}
 	for _, a := range st.Addrs {
 		fmt.Fprintf(w, "address: %s\n", a)
@@ -140,6 +147,11 @@ func (o *joinOptions) finish() error {
 		return usagef("--probe-max-bytes: %v", err)
 	}
 	c.Probe.MaxBytes = int(min(probeMax, 1<<40))
+	maxData, err := parseSize(o.maxData)
+	if err != nil || maxData == 0 {
+		return usagef("--max-data-bytes %q: want a size such as 1GiB", o.maxData)
+	}
+	c.MaxDataBytes = int64(min(maxData, 1<<50))
 	if _, err := fmt.Sscanf(o.gemmShape, "%dx%dx%d", &c.Profile.GemmM, &c.Profile.GemmN, &c.Profile.GemmK); err != nil ||
 		c.Profile.GemmM <= 0 || c.Profile.GemmN <= 0 || c.Profile.GemmK <= 0 {
 		return usagef("--gemm-shape %q: want MxNxK with positive sizes, e.g. 2048x512x512", o.gemmShape)

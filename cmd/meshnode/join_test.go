@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 // syncBuffer collects a process's output for the failure log.
@@ -79,12 +79,12 @@ func startJoin(t *testing.T, bin string, bootstrap ...string) *joinProcess {
 }
 
 // runtime waits for the node to write its runtime file (API address and listen addresses).
-func (p *joinProcess) runtime(t *testing.T) node.RuntimeInfo {
+func (p *joinProcess) runtime(t *testing.T) api.RuntimeInfo {
 	t.Helper()
-	var info node.RuntimeInfo
+	var info api.RuntimeInfo
 	waitUntil(t, 30*time.Second, "the node's runtime file", func() bool {
 		var err error
-		info, err = node.ReadRuntimeFile(p.dataDir)
+		info, err = api.ReadRuntimeFile(p.dataDir)
 		return err == nil
 	})
 	return info
@@ -160,10 +160,10 @@ func TestJoinTwoProcesses(t *testing.T) {
 	infoB := b.runtime(t)
 
 	for _, side := range []struct {
-		api, other string
-	}{{infoA.API, infoB.ID}, {infoB.API, infoA.ID}} {
-		waitUntil(t, 20*time.Second, "peers at "+side.api+" to list the other with RTT and bandwidth", func() bool {
-			out, err := cli(t, bin, "peers", "-o", "json", "--api", side.api)
+		dir, other string
+	}{{a.dataDir, infoB.ID}, {b.dataDir, infoA.ID}} {
+		waitUntil(t, 20*time.Second, "peers of "+side.dir+" to list the other with RTT and bandwidth", func() bool {
+			out, err := cli(t, bin, "peers", "-o", "json", "--data-dir", side.dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,8 +177,8 @@ func TestJoinTwoProcesses(t *testing.T) {
 		})
 	}
 
-	// status -o json and id agree, through MESHNODE_API and --data-dir.
-	out, err := cli(t, bin, "status", "-o", "json", "--api", infoA.API)
+	// status -o json and id agree; an explicit --api takes its token from --data-dir.
+	out, err := cli(t, bin, "status", "-o", "json", "--api", infoA.API, "--data-dir", a.dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,13 +198,13 @@ func TestJoinTwoProcesses(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(out)) != infoA.ID {
 		t.Errorf("id = %q, %v; want %s", out, err, infoA.ID)
 	}
-	if out, err := cli(t, bin, "peers", "--api", infoB.API); err != nil || !strings.Contains(string(out), infoA.ID) {
+	if out, err := cli(t, bin, "peers", "--api", infoB.API, "--data-dir", b.dataDir); err != nil || !strings.Contains(string(out), infoA.ID) {
 		t.Errorf("peers (text) = %q, %v", out, err)
 	}
 
 	a.stop(t)
 	b.stop(t)
-	if _, err := node.ReadRuntimeFile(a.dataDir); err == nil {
+	if _, err := api.ReadRuntimeFile(a.dataDir); err == nil {
 		t.Error("runtime file left after a clean exit")
 	}
 }

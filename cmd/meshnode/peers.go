@@ -8,11 +8,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 type peersOptions struct {
-	api    string
+	api    apiOptions
 	output string
 }
 
@@ -26,24 +26,27 @@ func newPeersCmd() *cobra.Command {
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
-			var peers []node.PeerView
-			raw, err := getNodeAPI(cmd.Context(), o.api, "/v1/peers", &peers)
+			c, err := o.api.client(cmd)
+			if err != nil {
+				return err
+			}
+			peers, err := c.Peers(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if o.output == "json" {
-				return writeCompactJSON(cmd.OutOrStdout(), raw)
+				return writeJSON(cmd.OutOrStdout(), peers)
 			}
 			printPeers(cmd.OutOrStdout(), peers)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.api, "api", node.DefaultAPIAddr, "address of the local node's HTTP API")
+	addAPIFlags(cmd, &o.api)
 	addOutputFlag(cmd, &o.output)
 	return withEnv(cmd)
 }
 
-func printPeers(w io.Writer, peers []node.PeerView) {
+func printPeers(w io.Writer, peers []api.Peer) {
 	if len(peers) == 0 {
 		fmt.Fprintln(w, "no peers yet")
 		return

@@ -2,12 +2,9 @@ package main
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 
 	"github.com/spf13/cobra"
-
-	"github.com/meshnode/meshnode/consensus"
 )
 
 func newRaftCmd() *cobra.Command {
@@ -22,7 +19,7 @@ func newRaftCmd() *cobra.Command {
 }
 
 type raftStatusOptions struct {
-	api    string
+	api    apiOptions
 	output string
 }
 
@@ -35,7 +32,7 @@ func newRaftStatusCmd() *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -44,12 +41,12 @@ func (o *raftStatusOptions) run(cmd *cobra.Command) error {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	api, err := newJobAPI(o.api)
+	c, err := o.api.client(cmd)
 	if err != nil {
 		return err
 	}
-	var st consensus.RaftStatus
-	if err := api.do(cmd.Context(), http.MethodGet, "/v1/raft", nil, &st); err != nil {
+	st, err := c.Raft(cmd.Context())
+	if err != nil {
 		return fmt.Errorf("raft status: %w", err)
 	}
 	w := cmd.OutOrStdout()

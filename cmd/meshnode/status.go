@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/api"
 )
 
 type statusOptions struct {
-	api    string
+	api    apiOptions
 	output string
 }
 
@@ -29,24 +25,27 @@ func newStatusCmd() *cobra.Command {
 			if err := checkOutputFormat(o.output); err != nil {
 				return err
 			}
-			var st node.StatusView
-			raw, err := getNodeAPI(cmd.Context(), o.api, "/v1/status", &st)
+			c, err := o.api.client(cmd)
+			if err != nil {
+				return err
+			}
+			st, err := c.Status(cmd.Context())
 			if err != nil {
 				return err
 			}
 			if o.output == "json" {
-				return writeCompactJSON(cmd.OutOrStdout(), raw)
+				return writeJSON(cmd.OutOrStdout(), st)
 			}
 			printStatus(cmd.OutOrStdout(), st)
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&o.api, "api", node.DefaultAPIAddr, "address of the local node's HTTP API")
+	addAPIFlags(cmd, &o.api)
 	addOutputFlag(cmd, &o.output)
 	return withEnv(cmd)
 }
 
-func printStatus(w io.Writer, st node.StatusView) {
+func printStatus(w io.Writer, st api.Status) {
 	fmt.Fprintf(w, "id:       %s\nmesh:     %s\npeers:    %d alive or suspect\n", st.ID, st.Mesh, st.Peers)
 	if !st.StartedAt.IsZero() {
 		fmt.Fprintf(w, "up:       %s\n", time.Since(st.StartedAt).Round(time.Second))
@@ -66,50 +65,6 @@ func printStatus(w io.Writer, st node.StatusView) {
 			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, meshBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
 		}
 	}
-}
-
-// getNodeAPI fetches path from the node's API into v and returns the raw body too.
-func getNodeAPI(ctx context.Context, api, path string, v any) ([]byte, error) {
-	base := strings.TrimRight(api, "/")
-	if !strings.Contains(base, "://") {
-		base = "http://" + base
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		return nil, usagef("--api %q: %v", api, err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach the node's API at %s (is `meshnode join` running? set --api or MESHNODE_API): %w", base, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read %s%s: %w", base, path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s%s: %s: %s", base, path, resp.Status, strings.TrimSpace(string(raw)))
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return nil, fmt.Errorf("%s%s: %w", base, path, err)
-	}
-	return raw, nil
-}
-
-// writeCompactJSON writes a JSON document on one line.
-func writeCompactJSON(w io.Writer, raw []byte) error {
-	var buf strings.Builder
-	var v json.RawMessage = raw
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	buf.Write(b)
-	buf.WriteByte('\n')
-	_, err = io.WriteString(w, buf.String())
-	return err
 }
 
 func meshBytes(b uint64) string {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,15 +14,17 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 type submitOptions struct {
-	api    string
-	wait   bool
-	poll   time.Duration
-	output string
+	api      apiOptions
+	dataRoot string
+	wait     bool
+	poll     time.Duration
+	output   string
 }
 
 func newSubmitCmd() *cobra.Command {
@@ -34,6 +37,11 @@ forwards it to the Raft leader. Every bad field is reported at once and the comm
 without contacting the node. Relative data paths are resolved against the spec's directory
 and must exist on this machine. "-" reads the spec from stdin.
 
+Local data (data.source, data.train, data.val) must be regular files under the data root:
+the directory you run the command in, unless --data-root names another, or a directory the
+node was started with (meshnode join --data-root). The node reads them; other paths
+(/etc/passwd, devices) are refused.
+
 With --wait, the command follows the job until it is done (exit 0), failed or cancelled
 (exit 1). Until the training engine runs jobs, a job stays "submitted".`,
 		Example: `  meshnode submit job.yaml
@@ -42,7 +50,8 @@ With --wait, the command follows the job until it is done (exit 0), failed or ca
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	addJobAPIFlag(cmd, &o.api)
+	addAPIFlags(cmd, &o.api)
+	cmd.Flags().StringVar(&o.dataRoot, "data-root", "", "the directory local data paths must lie under (default: the working directory) [$MESHNODE_DATA_ROOT]")
 	cmd.Flags().BoolVar(&o.wait, "wait", false, "follow the job until it finishes")
 	cmd.Flags().DurationVar(&o.poll, "poll", time.Second, "how often --wait asks for the job's status")
 	addOutputFlag(cmd, &o.output)
@@ -57,18 +66,26 @@ func (o *submitOptions) run(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	api, err := newJobAPI(o.api)
+	root, err := o.root(cmd)
 	if err != nil {
 		return err
 	}
-	var res consensus.SubmitResult
-	if err := api.do(cmd.Context(), http.MethodPost, "/v1/jobs", spec, &res); err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) && ae.Status == http.StatusBadRequest {
-			return usagef("%s: %s", path, ae.Message)
+	c, err := o.api.client(cmd)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	id, err := c.Submit(cmd.Context(), body, root)
+	if err != nil {
+		if api.StatusCode(err) == http.StatusBadRequest {
+			return usagef("%s: %w", path, err)
 		}
 		return fmt.Errorf("submit %s: %w", path, err)
 	}
+	res := api.SubmitResult{ID: id}
 	w := cmd.OutOrStdout()
 	if o.output == "json" {
 		if err := writeJSON(w, res); err != nil {
@@ -80,7 +97,28 @@ func (o *submitOptions) run(cmd *cobra.Command, path string) error {
 	if !o.wait {
 		return nil
 	}
-	return o.follow(cmd.Context(), api, res.ID, w)
+	return o.follow(cmd.Context(), c, res.ID, w)
+}
+
+// root is the data root sent with the job: --data-root (or $MESHNODE_DATA_ROOT), else the
+// working directory, as an absolute path.
+func (o *submitOptions) root(cmd *cobra.Command) (string, error) {
+	dir := flagOrEnv(cmd, "data-root", o.dataRoot, "MESHNODE_DATA_ROOT")
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return "", fmt.Errorf("working directory: %w", err)
+		}
+		return wd, nil
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", usagef("--data-root %q: %v", dir, err)
+	}
+	if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+		return "", usagef("--data-root %q: not a directory", dir)
+	}
+	return abs, nil
 }
 
 // loadSpec reads, parses and validates a spec, and resolves its data paths against the
@@ -127,11 +165,11 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 }
 
 // follow polls the job until it reaches a terminal status, printing each change.
-func (o *submitOptions) follow(ctx context.Context, api *jobAPI, id string, w io.Writer) error {
+func (o *submitOptions) follow(ctx context.Context, c *api.Client, id string, w io.Writer) error {
 	var last string
 	for {
-		var d consensus.JobDetail
-		if err := api.do(ctx, http.MethodGet, "/v1/jobs/"+id, nil, &d); err != nil {
+		d, err := c.Job(ctx, id, false)
+		if err != nil {
 			return jobErr(id, err)
 		}
 		line := string(d.Status)

@@ -150,7 +150,8 @@ func TestTestnetJobEndToEnd(t *testing.T) {
 	}
 	bin := meshnodeBinary(t)
 	_, st := testnetUp(t, bin)
-	api := st.Nodes[0].API
+	// As `testnet up` tells the user: the node's data dir gives the CLI its API and token.
+	dataDir := st.Nodes[0].DataDir
 	spec := filepath.Join(t.TempDir(), "job.yaml")
 	if err := os.WriteFile(spec, []byte(`name: e2e
 train: {steps: 30, eval_every: 10, warmup: 3}
@@ -159,7 +160,7 @@ checkpoint: {every: 0}
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := cliTimeout(t, 30*time.Second, bin, "submit", spec, "--api", api, "-o", "json")
+	out, err := cliTimeout(t, 30*time.Second, bin, "submit", spec, "--data-dir", dataDir, "-o", "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ checkpoint: {every: 0}
 	}
 	var job consensus.JobDetail
 	err = testnet.WaitFor(context.Background(), func() bool {
-		out, err := cliTimeout(t, 30*time.Second, bin, "job", "status", sub.ID, "--api", api, "-o", "json")
+		out, err := cliTimeout(t, 30*time.Second, bin, "job", "status", sub.ID, "--data-dir", dataDir, "-o", "json")
 		if err != nil {
 			t.Logf("job status: %v", err)
 			return false

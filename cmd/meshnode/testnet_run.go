@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshnode/meshnode/api"
 	"io"
 	"os"
 	"time"
@@ -15,7 +16,6 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
-	"github.com/meshnode/meshnode/node"
 	"github.com/meshnode/meshnode/testnet"
 )
 
@@ -149,8 +149,12 @@ func (o *testnetRunOptions) train(ctx context.Context, tn *testnet.Testnet, spec
 	if err != nil {
 		return err
 	}
-	api := testnet.NewAPI(tn.Nodes()[0].API)
-	id, err := api.Submit(ctx, body)
+	// A data path given to testnet run lies under the working directory, as with submit.
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	id, err := tn.Nodes()[0].Client().Submit(ctx, body, wd)
 	if err != nil {
 		return fmt.Errorf("submit the job: %w", err)
 	}
@@ -210,7 +214,7 @@ func jobFromAnyNode(ctx context.Context, tn *testnet.Testnet, id string) (consen
 			continue
 		}
 		var job consensus.JobDetail
-		if job, err = testnet.NewAPI(n.API).Job(ctx, id); err == nil {
+		if job, err = n.Client().Job(ctx, id, false); err == nil {
 			return job, nil
 		}
 	}
@@ -218,15 +222,15 @@ func jobFromAnyNode(ctx context.Context, tn *testnet.Testnet, id string) (consen
 }
 
 // profiles collects every node's view of itself and of its peers, by node ID.
-func profiles(ctx context.Context, tn *testnet.Testnet) map[string]node.PeerView {
-	out := map[string]node.PeerView{}
+func profiles(ctx context.Context, tn *testnet.Testnet) map[string]api.Peer {
+	out := map[string]api.Peer{}
 	for _, n := range tn.Nodes() {
 		if !n.Alive() {
 			continue
 		}
-		a := testnet.NewAPI(n.API)
+		a := n.Client()
 		if st, err := a.Status(ctx); err == nil {
-			out[st.ID] = node.PeerView{ID: st.ID, Profile: st.Profile}
+			out[st.ID] = api.Peer{ID: st.ID, Profile: st.Profile}
 		}
 		if peers, err := a.Peers(ctx); err == nil {
 			for _, p := range peers {

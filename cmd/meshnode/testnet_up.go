@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/meshnode/meshnode/api"
+	"io"
 	"log/slog"
 	"os"
 	"strconv"
@@ -113,5 +115,21 @@ func printTestnetState(cmd *cobra.Command, st testnet.State, output string) erro
 	for _, p := range st.Partitions {
 		fmt.Fprintf(w, "partition: %s ✕ %s\n", p[0], p[1])
 	}
+	printCLIHint(w, st)
 	return nil
+}
+
+// printCLIHint tells how to point the CLI at a running node of the testnet: its data dir
+// holds the API address and token.
+func printCLIHint(w io.Writer, st testnet.State) {
+	for _, n := range st.Nodes {
+		if n.Alive {
+			fmt.Fprintf(w, "use the CLI against %s: export %s=%s  (then: meshnode status, meshnode submit job.yaml, ...)\n",
+				n.Name, api.EnvDataDir, n.DataDir)
+			if tok, err := api.ReadToken(n.DataDir); err == nil {
+				fmt.Fprintf(w, "dashboard of %s: http://%s/#token=%s\n", n.Name, n.API, tok)
+			}
+			return
+		}
+	}
 }

@@ -1,0 +1,164 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// server answers every request with handler and records the last request.
+func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
+	t.Helper()
+	last := &http.Request{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*last = *r.Clone(context.Background())
+		handler(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := New(Config{Addr: srv.URL, Token: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, last
+}
+
+func TestAPIClientSendsTokenAndDecodes(t *testing.T) {
+	c, last := server(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/jobs":
+			w.WriteHeader(http.StatusCreated)
+			json.NewEncoder(w).Encode(SubmitResult{ID: "j1"})
+		case "/v1/status":
+			json.NewEncoder(w).Encode(Status{ID: "n1", Peers: 2})
+		}
+	})
+	id, err := c.Submit(context.Background(), []byte("name: x\n"), "/home/u/proj")
+	if err != nil || id != "j1" {
+		t.Fatalf("submit: %q %v", id, err)
+	}
+	if last.Header.Get("Authorization") != "Bearer s3cret" || last.Header.Get(DataRootHeader) != "/home/u/proj" || last.Method != http.MethodPost {
+		t.Fatalf("request headers %v", last.Header)
+	}
+	st, err := c.Status(context.Background())
+	if err != nil || st.ID != "n1" || st.Peers != 2 {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+}
+
+func TestAPIClientErrorCarriesServerMessage(t *testing.T) {
+	c, _ := server(t, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/jobs/nope":
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(ErrorBody{Error: "job nope not found"})
+		case "/v1/raft":
+			http.Error(w, "plain text trouble", http.StatusServiceUnavailable)
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(ErrorBody{Error: "missing or wrong API token"})
+		}
+	})
+	_, err := c.Job(context.Background(), "nope", false)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || err.Error() != "job nope not found" || StatusCode(err) != 404 {
+		t.Fatalf("404: %v", err)
+	}
+	if _, err := c.Raft(context.Background()); StatusCode(err) != 503 || err.Error() != "plain text trouble" {
+		t.Fatalf("503: %v", err)
+	}
+	if _, err := c.Peers(context.Background()); StatusCode(err) != 401 || !strings.Contains(err.Error(), TokenFile) {
+		t.Fatalf("401 should say where the token comes from: %v", err)
+	}
+}
+
+func TestAPIClientUnreachableAndBadAddress(t *testing.T) {
+	if _, err := New(Config{Addr: "ftp://x"}); err == nil || !strings.Contains(err.Error(), "--api") {
+		t.Errorf("ftp address: %v", err)
+	}
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.Listener.Addr().String()
+	srv.Close()
+	c, err := New(Config{Addr: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Status(context.Background()); err == nil || !strings.Contains(err.Error(), "MESHNODE_API") {
+		t.Errorf("closed port: %v", err)
+	}
+}
+
+func TestAPITokenCreatedOnceWithMode0600(t *testing.T) {
+	dir := t.TempDir()
+	tok, err := LoadOrCreateToken(dir)
+	if err != nil || len(tok) != 2*tokenBytes {
+		t.Fatalf("token %q, %v", tok, err)
+	}
+	st, err := os.Stat(filepath.Join(dir, TokenFile))
+	if err != nil || (!windows() && st.Mode().Perm() != 0o600) {
+		t.Fatalf("token file: %v %v", st.Mode(), err)
+	}
+	again, err := LoadOrCreateToken(dir)
+	if err != nil || again != tok {
+		t.Fatalf("second start made another token: %q %v", again, err)
+	}
+	if matches, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(matches) != 0 {
+		t.Errorf("temp files left: %v", matches)
+	}
+	if !windows() {
+		os.Chmod(filepath.Join(dir, TokenFile), 0o644)
+		if _, err := ReadToken(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+			t.Errorf("world-readable token: %v", err)
+		}
+	}
+}
+
+func TestAPILocate(t *testing.T) {
+	dir := t.TempDir()
+	if cfg, err := Locate("", dir, ""); err != nil || cfg.Addr != "" || cfg.Token != "" {
+		t.Fatalf("no node there yet: %+v %v", cfg, err)
+	}
+	tok, _ := LoadOrCreateToken(dir)
+	b, _ := json.Marshal(RuntimeInfo{API: "127.0.0.1:9999"})
+	os.WriteFile(filepath.Join(dir, RuntimeFile), b, 0o600)
+	if cfg, err := Locate("", dir, ""); err != nil || cfg.Addr != "127.0.0.1:9999" || cfg.Token != tok {
+		t.Fatalf("from the data dir: %+v %v", cfg, err)
+	}
+	if cfg, _ := Locate("127.0.0.1:1", dir, "env-token"); cfg.Addr != "127.0.0.1:1" || cfg.Token != "env-token" {
+		t.Fatalf("explicit values win: %+v", cfg)
+	}
+	if cfg, _ := Locate("http://localhost:7070", dir, ""); cfg.Token != tok {
+		t.Fatalf("localhost gets the token: %+v", cfg)
+	}
+	if cfg, _ := Locate("203.0.113.7:7070", dir, ""); cfg.Token != "" {
+		t.Fatalf("the local node's token was sent to another machine: %+v", cfg)
+	}
+}
+
+// FuzzAnswer: whatever a server answers, the client returns an error or a value, never
+// panics.
+func FuzzAnswer(f *testing.F) {
+	f.Add(200, []byte(`{"id":"n1","peers":1}`))
+	f.Add(404, []byte(`{"error":"job x not found"}`))
+	f.Add(500, []byte("not json"))
+	f.Add(200, []byte(`[1,2`))
+	f.Fuzz(func(t *testing.T, code int, body []byte) {
+		if code < 200 || code > 599 {
+			return
+		}
+		resp := &http.Response{StatusCode: code, Status: http.StatusText(code)}
+		if code/100 != 2 {
+			if err := answerError("GET", "/v1/status", resp, body); StatusCode(err) != code {
+				t.Fatalf("error %v lost status %d", err, code)
+			}
+			return
+		}
+		var st Status
+		_ = decodeAnswer("GET", "/v1/status", body, &st)
+	})
+}

@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// Status is GET /v1/status: the node's identity, addresses, profile and mesh size.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	return out, c.get(ctx, "/v1/status", &out)
+}
+
+// Peers is GET /v1/peers: the node's peer table with measured links.
+func (c *Client) Peers(ctx context.Context) ([]Peer, error) {
+	var out []Peer
+	return out, c.get(ctx, "/v1/peers", &out)
+}
+
+// Raft is GET /v1/raft: the node's view of the raft group.
+func (c *Client) Raft(ctx context.Context) (RaftStatus, error) {
+	var out RaftStatus
+	return out, c.get(ctx, "/v1/raft", &out)
+}
+
+// Jobs is GET /v1/jobs, oldest first; consistent reads through the leader.
+func (c *Client) Jobs(ctx context.Context, consistent bool) ([]JobSummary, error) {
+	var out []JobSummary
+	return out, c.get(ctx, "/v1/jobs"+consistentQuery(consistent), &out)
+}
+
+// Job is GET /v1/jobs/{id}; consistent reads through the leader. An unknown job is an
+// *Error with status 404.
+func (c *Client) Job(ctx context.Context, id string, consistent bool) (JobDetail, error) {
+	var out JobDetail
+	return out, c.get(ctx, jobPath(id)+consistentQuery(consistent), &out)
+}
+
+// Submit is POST /v1/jobs: spec is a job spec in YAML or JSON, dataRoot the absolute
+// directory its local data paths must lie under (empty: only builtin corpora, or the
+// node's configured roots). It returns the new job's ID; a bad spec is an *Error with
+// status 400 naming the field.
+func (c *Client) Submit(ctx context.Context, spec []byte, dataRoot string) (string, error) {
+	h := http.Header{"Content-Type": {"application/yaml"}}
+	if dataRoot != "" {
+		h.Set(DataRootHeader, dataRoot)
+	}
+	var out SubmitResult
+	return out.ID, c.send(ctx, http.MethodPost, "/v1/jobs", spec, h, &out)
+}
+
+// Cancel is DELETE /v1/jobs/{id}: it cancels the job and returns its summary; 404 when
+// unknown, 409 when already finished.
+func (c *Client) Cancel(ctx context.Context, id string) (JobSummary, error) {
+	var out JobSummary
+	return out, c.Do(ctx, http.MethodDelete, jobPath(id), nil, nil, &out)
+}
+
+// Checkpoints is GET /v1/jobs/{id}/checkpoints.
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]CheckpointView, error) {
+	var out []CheckpointView
+	return out, c.get(ctx, jobPath(id)+"/checkpoints", &out)
+}
+
+// Export is GET /v1/jobs/{id}/export: one safetensors file of the job's weights, from its
+// latest complete checkpoint or (step ≥ 0) that step's.
+func (c *Client) Export(ctx context.Context, id string, step int) ([]byte, error) {
+	path := jobPath(id) + "/export"
+	if step >= 0 {
+		path += "?step=" + strconv.Itoa(step)
+	}
+	var raw []byte
+	return raw, c.get(ctx, path, &raw)
+}
+
+// Metrics is GET /metrics: the node's Prometheus metrics in text format.
+func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
+	var raw []byte
+	return raw, c.get(ctx, "/metrics", &raw)
+}
+
+func jobPath(id string) string { return "/v1/jobs/" + url.PathEscape(id) }
+
+func consistentQuery(consistent bool) string {
+	if consistent {
+		return "?consistent=true"
+	}
+	return ""
+}

@@ -1,0 +1,67 @@
+package api
+
+import (
+	"errors"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+)
+
+// Environment variables a client reads (the CLI maps its flags onto them).
+const (
+	// EnvAPI is the API address, as --api.
+	EnvAPI = "MESHNODE_API"
+	// EnvDataDir is the node's data directory, as --data-dir.
+	EnvDataDir = "MESHNODE_DATA_DIR"
+	// EnvToken is the API token itself, for clients that cannot read the data directory
+	// (a container, a notebook); never a flag, so it does not show in `ps`.
+	EnvToken = "MESHNODE_TOKEN"
+)
+
+// Locate builds the Config of a client of the node that owns dataDir: addr when given,
+// else the address in the running node's RuntimeFile, else DefaultAddr; token when given,
+// else the node's TokenFile, which is only sent to a loopback address: the token of a local
+// node never leaves the machine because of a mistyped --api. A missing data directory or
+// token file is not an error (the node will answer 401 and the message says where the
+// token comes from); an unreadable or unsafe token file is.
+func Locate(addr, dataDir, token string) (Config, error) {
+	cfg := Config{Addr: addr, Token: token}
+	if dataDir == "" {
+		return cfg, nil
+	}
+	if cfg.Addr == "" {
+		if info, err := ReadRuntimeFile(dataDir); err == nil && info.API != "" {
+			cfg.Addr = info.API
+		}
+	}
+	if cfg.Token == "" && isLoopback(cfg.Addr) {
+		tok, err := ReadToken(dataDir)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return cfg, err
+		}
+		cfg.Token = tok
+	}
+	return cfg, nil
+}
+
+// isLoopback reports whether addr (host:port or URL; empty is DefaultAddr) names this
+// machine.
+func isLoopback(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

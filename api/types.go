@@ -1,0 +1,70 @@
+package api
+
+import (
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// Status is the body of GET /v1/status, a stable contract (`meshnode status -o json`).
+type Status struct {
+	ID      string        `json:"id"`
+	Mesh    string        `json:"mesh"`
+	Addrs   []string      `json:"addrs"`
+	Profile *mesh.Profile `json:"profile"`
+	// Peers counts the other members currently alive or suspect.
+	Peers     int       `json:"peers"`
+	Version   string    `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Peer is one element of GET /v1/peers, a stable contract (`meshnode peers -o json`).
+type Peer struct {
+	ID       string         `json:"id"`
+	Addrs    []string       `json:"addrs"`
+	State    mesh.PeerState `json:"state"`
+	LastSeen time.Time      `json:"last_seen"`
+	// RTTMs and BandwidthMbps are null until the first successful probe. Bandwidth is in
+	// megabits per second.
+	RTTMs         *float64   `json:"rtt_ms"`
+	BandwidthMbps *float64   `json:"bandwidth_mbps"`
+	ProbedAt      *time.Time `json:"probed_at,omitempty"`
+	ProbeError    string     `json:"probe_error,omitempty"`
+	// LinkSource is the probe behind the numbers: "dataplane" (over the tensor data
+	// plane, preferred) or "libp2p".
+	LinkSource string        `json:"link_source,omitempty"`
+	Profile    *mesh.Profile `json:"profile"`
+}
+
+// SubmitResult is the body of a 201 answer to POST /v1/jobs.
+type SubmitResult struct {
+	ID string `json:"id"`
+}
+
+// CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether
+// its files hold every layer (weights and moments), i.e. whether a job can resume from it
+// and `meshnode export` can assemble it.
+type CheckpointView struct {
+	consensus.CheckpointManifest
+	Complete bool `json:"complete"`
+	// Pruned says the nodes delete its files: it is older than the job's newest
+	// checkpoint.keep and is not its latest complete checkpoint.
+	Pruned bool `json:"pruned"`
+}
+
+// ErrorBody is the body of every non-2xx answer of the API.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// The job views are consensus's: they are built from FSM state, which the API serves
+// as it is.
+type (
+	// JobSummary is one element of GET /v1/jobs.
+	JobSummary = consensus.JobSummary
+	// JobDetail is GET /v1/jobs/{id}.
+	JobDetail = consensus.JobDetail
+	// RaftStatus is GET /v1/raft.
+	RaftStatus = consensus.RaftStatus
+)
