@@ -73,7 +73,7 @@ func TestExportLoadsIntoPyTorchReference(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "model.safetensors")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if b, err := exec.CommandContext(ctx, meshnodeBinary(t), "export", d.ID, "--step", "10", "--out", out, "--api", via.API).CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, meshnodeBinary(t), "export", d.ID, "--step", "10", "--out", out, "--data-dir", via.DataDir).CombinedOutput(); err != nil {
 		t.Fatalf("meshnode export: %v\n%s", err, b)
 	}
 	m := spec.Model
