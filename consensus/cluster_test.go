@@ -24,6 +24,7 @@ import (
 	"github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // testCluster runs consensus nodes in-process over real libp2p hosts on 127.0.0.1.
@@ -354,11 +355,7 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	start := time.Now()
 	tc.stop(n0)
 	newLeader := tc.waitLeader(5 * time.Second)
-	elapsed := time.Since(start)
-	t.Logf("new leader %s elected %s after the old one stopped", newLeader.name, elapsed)
-	if elapsed > 5*time.Second {
-		t.Fatalf("new leader after %s, want ≤ 5s", elapsed)
-	}
+	testutil.Within(t, "electing a new leader "+newLeader.name, time.Since(start), 5*time.Second)
 	jobs, _, err := newLeader.c.Jobs(ctx, true)
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id || len(jobs[0].Events) != 21 {
 		t.Fatalf("jobs after failover: %+v, %v", jobs, err)
@@ -369,6 +366,15 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	}
 
 	// The node reports n0 dead: a live non-voter takes its seat.
+	replaceDeadVoter(t, tc, n0, n3, n4, n1, n2)
+	checkCancelAndPlanRPCs(t, tc, n4, newLeader, id, id2)
+}
+
+// replaceDeadVoter has every running node reconcile with dead reported dead and checks
+// that the live non-voter with the smallest ID (of a, b) takes its voter seat.
+func replaceDeadVoter(t *testing.T, tc *testCluster, dead, a, b *testNode, voters ...*testNode) {
+	t.Helper()
+	ctx := ctxT(t)
 	var members []Member
 	for _, n := range tc.nodes {
 		members = append(members, Member{ID: n.id, Live: n.running()})
@@ -378,20 +384,24 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 			t.Fatalf("reconcile on %s: %v", n.name, err)
 		}
 	}
-	promoted, spare := n3, n4 // the live non-voter with the smallest id takes the seat
-	if n4.id < n3.id {
-		promoted, spare = n4, n3
+	promoted, spare := a, b // the live non-voter with the smallest id takes the seat
+	if b.id < a.id {
+		promoted, spare = b, a
 	}
-	tc.waitMembers(10*time.Second, []*testNode{n1, n2, promoted}, []*testNode{spare})
+	tc.waitMembers(10*time.Second, append(voters, promoted), []*testNode{spare})
 	waitFor(t, 5*time.Second, func() error {
-		if nd, ok := n4.c.FSM().Node(n0.id.String()); !ok || nd.Status != NodeDead {
-			return fmt.Errorf("n0 recorded as %+v", nd)
+		if nd, ok := b.c.FSM().Node(dead.id.String()); !ok || nd.Status != NodeDead {
+			return fmt.Errorf("%s recorded as %+v", dead.name, nd)
 		}
 		return nil
 	})
+}
 
-	// Cancel through a follower; business errors come back as sentinels over RPC.
-	follower := n4
+// checkCancelAndPlanRPCs cancels job id2 through follower (business errors come back as
+// sentinels over RPC) and checks that only the leader may plan job id.
+func checkCancelAndPlanRPCs(t *testing.T, tc *testCluster, follower, leader *testNode, id, id2 string) {
+	t.Helper()
+	ctx := ctxT(t)
 	if err := follower.c.CancelJob(ctx, id2); err != nil {
 		t.Fatal(err)
 	}
@@ -407,11 +417,11 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	if _, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test"); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("set plan from a follower: %v, want ErrForbidden", err)
 	}
-	epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
+	epoch, err := leader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
 	if err != nil || epoch != 1 {
 		t.Fatalf("set plan: %d %v", epoch, err)
 	}
-	if epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
+	if epoch, err := leader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
 		t.Fatalf("second plan: %d %v", epoch, err)
 	}
 }
