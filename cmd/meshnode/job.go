@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/meshnode/meshnode/api"
 	"io"
 	"net/http"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/node"
 )

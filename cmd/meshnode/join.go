@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"github.com/meshnode/meshnode/api"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/node"
