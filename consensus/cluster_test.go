@@ -216,7 +216,7 @@ func (tc *testCluster) running() []*testNode {
 func (tc *testCluster) waitLeader(timeout time.Duration) *testNode {
 	tc.t.Helper()
 	var leader *testNode
-	waitFor(tc.t, timeout, func() error {
+	testutil.WaitForErr(tc.t, timeout, func() error {
 		leader = nil
 		for _, n := range tc.running() {
 			if n.c.IsLeader() {
@@ -246,7 +246,7 @@ func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*t
 		slices.Sort(out)
 		return out
 	}
-	waitFor(tc.t, timeout, func() error {
+	testutil.WaitForErr(tc.t, timeout, func() error {
 		l := tc.waitLeader(timeout)
 		st, err := l.c.Status(context.Background())
 		if err != nil {
@@ -262,7 +262,7 @@ func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*t
 // waitJob waits until n's local FSM has job id in status want.
 func waitJob(t *testing.T, n *testNode, id string, want JobStatus) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitForErr(t, 10*time.Second, func() error {
 		j, _, err := n.c.Job(context.Background(), id, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.name, err)
@@ -272,22 +272,6 @@ func waitJob(t *testing.T, n *testNode, id string, want JobStatus) {
 		}
 		return nil
 	})
-}
-
-// waitFor polls cond until it returns nil or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -389,7 +373,7 @@ func replaceDeadVoter(t *testing.T, tc *testCluster, dead, a, b *testNode, voter
 		promoted, spare = b, a
 	}
 	tc.waitMembers(10*time.Second, append(voters, promoted), []*testNode{spare})
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if nd, ok := b.c.FSM().Node(dead.id.String()); !ok || nd.Status != NodeDead {
 			return fmt.Errorf("%s recorded as %+v", dead.name, nd)
 		}
@@ -464,7 +448,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 	tc.connect(n2)
 	waitJob(t, n2, idB, JobSubmitted)
 	tc.waitMembers(10*time.Second, []*testNode{n0, n1, n2}, nil)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if n2.c.Leader() != n0.id {
 			return fmt.Errorf("n2 follows %q", n2.c.Leader())
 		}
@@ -477,7 +461,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 	}
 	tc.stop(n1)
 	tc.waitMembers(10*time.Second, []*testNode{n0, n2}, nil)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if nd, _ := n2.c.FSM().Node(n1.id.String()); nd.Status != NodeLeft {
 			return fmt.Errorf("n1 recorded as %q", nd.Status)
 		}

@@ -7,15 +7,12 @@ import (
 	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
 )
 
-// Stage is one pipeline stage of a plan: layers [First, Last) on Node. Its JSON is the
-// engine's parallel.StagePlan.
-type Stage struct {
-	Node  string `json:"node"`
-	First int    `json:"first"`
-	Last  int    `json:"last"`
-}
+// Stage is one pipeline stage of a plan: layers [First, Last) on Node, the engine's own
+// stage type.
+type Stage = parallel.StagePlan
 
 // JobPlan is what the leader commits for a job epoch: where every layer runs (the engine's
 // plan, with per-replica batch shares and micro-batch count) and what the balancer

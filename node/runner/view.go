@@ -62,13 +62,5 @@ func completeCheckpoint(j consensus.Job, live func(string) bool) (consensus.Chec
 
 // EnginePlan is the plan the workers of an epoch run.
 func EnginePlan(p scheduler.JobPlan) parallel.Plan {
-	plan := parallel.Plan{Batches: p.Batches}
-	for _, r := range p.Replicas {
-		var stages []parallel.StagePlan
-		for _, s := range r {
-			stages = append(stages, parallel.StagePlan{Node: s.Node, First: s.First, Last: s.Last})
-		}
-		plan.Replicas = append(plan.Replicas, stages)
-	}
-	return plan
+	return parallel.Plan{Replicas: p.Replicas, Batches: p.Batches}
 }
