@@ -42,7 +42,7 @@ func checkNodeID(field, id string) error {
 	return nil
 }
 
-func checkLen(field, s string, max int) error {
+func checkLen[S ~string](field string, s S, max int) error {
 	if len(s) > max {
 		return fmt.Errorf("%s: %d bytes (max %d)", field, len(s), max)
 	}

@@ -129,7 +129,7 @@ type CheckpointManifest struct {
 // Event is one line of a job's event log.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"`
+	Kind    EventKind `json:"kind"`
 	Epoch   uint64    `json:"epoch"`
 	Step    int       `json:"step"`
 	Message string    `json:"message"`
