@@ -73,7 +73,7 @@ func (n Node) bounded() Node {
 
 func (n Node) validate() error {
 	errs := []error{checkNodeID("node id", n.ID), checkNodeStatus(n.Status),
-		checkLen("profile.gpu_name", n.Profile.GPUName, maxNameLen), checkLen("profile.tensor_addr", n.Profile.TensorAddr, maxAddrLen)}
+		checkLen("profile.gpu_name", n.Profile.GPUName, maxNameLen)}
 	if len(n.Addrs) > maxAddrs {
 		errs = append(errs, fmt.Errorf("node addrs: %d (max %d)", len(n.Addrs), maxAddrs))
 	}
