@@ -7,29 +7,23 @@ import (
 	"testing"
 )
 
+// parsesToItself checks that every listed value is valid and parses to itself.
+func parsesToItself[T ~string](t *testing.T, values []T, parse func(field, s string) (T, error), valid func(T) bool) {
+	t.Helper()
+	for _, v := range values {
+		if got, err := parse("field", string(v)); err != nil || got != v || !valid(v) {
+			t.Errorf("%T %q: parsed %q, %v", v, v, got, err)
+		}
+	}
+}
+
 // Every listed value is valid and parses to itself; anything else is refused with an error
 // naming the field and the choices.
 func TestEnumsValidateAndParse(t *testing.T) {
-	for _, s := range Schedules() {
-		if got, err := ParseSchedule("--schedule", string(s)); err != nil || got != s || !s.Valid() {
-			t.Errorf("schedule %q: parsed %q, %v", s, got, err)
-		}
-	}
-	for _, s := range Syncs() {
-		if got, err := ParseSync("--sync", string(s)); err != nil || got != s || !s.Valid() {
-			t.Errorf("sync %q: parsed %q, %v", s, got, err)
-		}
-	}
-	for _, c := range Codecs() {
-		if got, err := ParseCodec("--codec", string(c)); err != nil || got != c || !c.Valid() {
-			t.Errorf("codec %q: parsed %q, %v", c, got, err)
-		}
-	}
-	for _, s := range Strategies() {
-		if got, err := ParseStrategy("--strategy", string(s)); err != nil || got != s || !s.Valid() {
-			t.Errorf("strategy %q: parsed %q, %v", s, got, err)
-		}
-	}
+	parsesToItself(t, Schedules(), ParseSchedule, Schedule.Valid)
+	parsesToItself(t, Syncs(), ParseSync, Sync.Valid)
+	parsesToItself(t, Codecs(), ParseCodec, Codec.Valid)
+	parsesToItself(t, Strategies(), ParseStrategy, Strategy.Valid)
 	bad := []struct {
 		err  error
 		want string
