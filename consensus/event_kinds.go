@@ -24,8 +24,8 @@ const (
 
 // NewEvent is an event of kind; the control plane stamps its time.
 func NewEvent(kind EventKind, epoch uint64, step int, message string) Event {
-	return Event{Kind: string(kind), Epoch: epoch, Step: step, Message: message}
+	return Event{Kind: kind, Epoch: epoch, Step: step, Message: message}
 }
 
 // Is reports whether e is of kind.
-func (e Event) Is(kind EventKind) bool { return e.Kind == string(kind) }
+func (e Event) Is(kind EventKind) bool { return e.Kind == kind }

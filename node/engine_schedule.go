@@ -83,7 +83,7 @@ func schedulerConfig() scheduler.Config {
 
 // codecCompression is the size ratio of a codec against float32, for the balancer's
 // sync-cost estimate.
-func codecCompression(codec string) float64 {
+func codecCompression(codec jobspec.Codec) float64 {
 	switch codec {
 	case jobspec.CodecFP16:
 		return 2

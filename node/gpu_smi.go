@@ -10,17 +10,9 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/meshnode/meshnode/mesh"
 )
-
-// smiCommand is NVML's command-line tool, found on PATH as the driver installs it.
-const smiCommand = "nvidia-smi"
-
-// smiTimeout bounds one nvidia-smi run (it answers in well under a second on a healthy
-// driver; a wedged one must not hold up the node's start).
-const smiTimeout = 10 * time.Second
 
 // maxSMIOutput bounds what is read of nvidia-smi's output: 64 devices of one short line.
 const maxSMIOutput = 64 << 10

@@ -4,9 +4,17 @@ package node
 
 import (
 	"context"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh"
 )
+
+// smiCommand is NVML's command-line tool, found on PATH as the driver installs it.
+const smiCommand = "nvidia-smi"
+
+// smiTimeout bounds one nvidia-smi run (it answers in well under a second on a healthy
+// driver; a wedged one must not hold up the node's start).
+const smiTimeout = 10 * time.Second
 
 // GPUDetection says how this build finds GPUs, for `meshnode version`.
 func GPUDetection() string {

@@ -81,9 +81,9 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 		restarts, rebalances := 0, 0
 		for _, e := range d.Events {
 			switch e.Kind {
-			case "replan":
+			case consensus.EventReplan:
 				restarts++
-			case "rebalance":
+			case consensus.EventRebalance:
 				rebalances++
 			}
 		}

@@ -58,7 +58,9 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		}
 	}
 	jobID := cliSubmit(t, bin, dirs[follower], "name: survives-kill\ntrain: {steps: 10, warmup: 1}\n")
-	listed := func(dir string, extra ...string) bool { return cliListsJob(t, bin, dir, jobID, "survives-kill", extra...) }
+	listed := func(dir string, extra ...string) bool {
+		return cliListsJob(t, bin, dir, jobID, "survives-kill", extra...)
+	}
 	for id, dir := range dirs {
 		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(dir) })
 	}

@@ -30,7 +30,7 @@ func smallSpec(t *testing.T) jobspec.Spec {
 	s.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 16, Vocab: 256}
 	s.Data = jobspec.Data{Source: corpus}
 	s.Train = jobspec.Train{Steps: 20, Batch: 4, MicroBatches: 2, LR: 1e-3, Warmup: 2, Seed: 3, EvalEvery: 10}
-	s.Parallel.Sync, s.Parallel.Codec = jobspec.SyncEvery, jobspec.CodecNone
+	s.Parallel.Sync, s.Parallel.Codec = jobspec.SyncEveryStep, jobspec.CodecNone
 	s.Checkpoint = jobspec.Checkpoint{Every: 5, Keep: 2}
 	return s
 }
