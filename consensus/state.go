@@ -54,23 +54,18 @@ type Node struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 }
 
-// JobStatus is where a job is in its life.
-type JobStatus string
+// JobStatus is where a job is in its life (jobspec.JobStatus, shared with the scheduler).
+type JobStatus = jobspec.JobStatus
 
-// Job statuses. Done, failed and cancelled are terminal.
+// Job statuses, as jobspec defines them. Done, failed and cancelled are terminal.
 const (
-	JobSubmitted JobStatus = "submitted"
-	JobPlanning  JobStatus = "planning"
-	JobRunning   JobStatus = "running"
-	JobDone      JobStatus = "done"
-	JobFailed    JobStatus = "failed"
-	JobCancelled JobStatus = "cancelled"
+	JobSubmitted = jobspec.JobSubmitted
+	JobPlanning  = jobspec.JobPlanning
+	JobRunning   = jobspec.JobRunning
+	JobDone      = jobspec.JobDone
+	JobFailed    = jobspec.JobFailed
+	JobCancelled = jobspec.JobCancelled
 )
-
-// Terminal reports whether no further change is allowed.
-func (s JobStatus) Terminal() bool {
-	return s == JobDone || s == JobFailed || s == JobCancelled
-}
 
 // allowedNext lists the statuses a job may move to from each non-terminal status.
 var allowedNext = map[JobStatus][]JobStatus{
