@@ -143,7 +143,7 @@ func (w *Worker) SetUpdateGate(gate func(ctx context.Context, step int) error) {
 
 // NewWorker builds the worker that node self runs in plan.
 func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.Dataset) (*Worker, error) {
-	if err := cfg.Train.Validate(); err != nil {
+	if err := cfg.Train.validateStage(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Sync.Validate(); err != nil {

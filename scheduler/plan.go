@@ -118,7 +118,7 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec str
 	}
 	job := balancer.Job{
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
-		MicroBatches: spec.Train.MicroBatches, Schedule: balancer.Schedule(spec.Parallel.Schedule),
+		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: balancer.Schedule(spec.Parallel.Schedule),
 		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
 			Compression: ratio},
 	}
@@ -127,6 +127,16 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec str
 		in.MaxReplicas = spec.Parallel.Replicas.N
 	}
 	return in, nil
+}
+
+// microBatches is the balancer's micro-batch count for the spec's: 0 (the balancer
+// searches the counts, trading micro-batch size for memory on a small or shrinking mesh)
+// for "auto", else the pinned count.
+func microBatches(m jobspec.AutoInt) int {
+	if m.IsAuto {
+		return 0
+	}
+	return m.N
 }
 
 // snapshot is the balancer's view of the candidates: their speeds and memory, and the
