@@ -18,12 +18,12 @@ func ActivationPeakBytes(cfg Config, B int, recompute bool) int64 {
 	}
 	ws := &Workspace{}
 	ForwardBackward(ws, layers, mb, 1)
-	return ws.PeakBytes() + scratchPeak(layers)
+	return ws.PeakBytes() + ScratchPeakBytes(layers)
 }
 
-// scratchPeak is the peak of the scratch workspace layers' recomputed layers share (0
-// when none is recomputed).
-func scratchPeak(layers []Layer) int64 {
+// ScratchPeakBytes is the peak of the scratch workspaces that layers' recomputed layers
+// share (0 when none is recomputed).
+func ScratchPeakBytes(layers []Layer) int64 {
 	for _, l := range layers {
 		if r, ok := l.(*Recomputed); ok {
 			return r.ScratchPeakBytes()

@@ -35,6 +35,9 @@ type TrainConfig struct {
 	Eps         float64 `json:"eps"`
 	WeightDecay float64 `json:"weight_decay"`
 	ClipNorm    float64 `json:"clip_norm"`
+	// Recompute trains with activation recomputation (model.WithRecompute) in every stage:
+	// less activation memory for one more forward pass; the same losses and gradients.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // DefaultTrainConfig is GPT_SPEC.md's recipe: the default model on builtin:gostd, batch
