@@ -121,6 +121,7 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec str
 		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: balancer.Schedule(spec.Parallel.Schedule),
 		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
 			Compression: ratio},
+		Recompute: recompute(spec.Memory.Recompute),
 	}
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: balancer.Strategy(spec.Placement.Strategy)}
 	if !spec.Parallel.Replicas.IsAuto {
@@ -137,6 +138,18 @@ func microBatches(m jobspec.AutoInt) int {
 		return 0
 	}
 	return m.N
+}
+
+// recompute is the balancer's recomputation choice for the spec's: a spec stored before
+// memory.recompute existed ("") plans without recomputation, as it did then.
+func recompute(r jobspec.Recompute) balancer.Recompute {
+	switch r {
+	case jobspec.RecomputeAuto:
+		return balancer.RecomputeAuto
+	case jobspec.RecomputeOn:
+		return balancer.RecomputeOn
+	}
+	return balancer.RecomputeOff
 }
 
 // snapshot is the balancer's view of the candidates: their speeds and memory, and the
@@ -179,7 +192,7 @@ func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobP
 	for _, r := range bp.Replicas {
 		var stages []Stage
 		for _, s := range r.Stages {
-			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last})
+			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last, Recompute: s.Recompute})
 		}
 		jp.Replicas = append(jp.Replicas, stages)
 		jp.Batches = append(jp.Batches, r.Batch)

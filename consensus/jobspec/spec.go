@@ -17,6 +17,8 @@ type Spec struct {
 	Placement Placement `json:"placement" yaml:"placement"`
 	// Checkpoint says how often state is saved.
 	Checkpoint Checkpoint `json:"checkpoint" yaml:"checkpoint"`
+	// Memory says how the job trades compute for memory.
+	Memory Memory `json:"memory" yaml:"memory"`
 }
 
 // Model is the shape of the GPT; it has model.Config's fields and defaults.
@@ -146,5 +148,6 @@ func DefaultSpec() Spec {
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},
+		Memory:     Memory{Recompute: RecomputeAuto},
 	}
 }

@@ -36,6 +36,7 @@ parallel:
   codec: topk
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
+memory: {recompute: on}
 `
 	s, err := Parse([]byte(in))
 	if err != nil {
@@ -50,6 +51,7 @@ checkpoint: {every: 0}
 			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
+		Memory:     Memory{Recompute: RecomputeOn},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -132,6 +134,7 @@ func TestBadSpecs(t *testing.T) {
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
 		{"micro batches zero", "train: {micro_batches: 0}", []string{`train.micro_batches: must be "auto" or ≥ 1, got 0`}},
 		{"micro batches word", "train: {micro_batches: some}", []string{`train.micro_batches: must be "auto" or an integer, got "some"`}},
+		{"bad recompute", "memory: {recompute: sometimes}", []string{`memory.recompute: must be one of auto, on, off, got "sometimes"`}},
 		{"lr zero", "train: {lr: 0}", []string{"train.lr: must be > 0 and ≤ 1, got 0"}},
 		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
 		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},

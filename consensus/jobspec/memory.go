@@ -1,0 +1,26 @@
+package jobspec
+
+// Recompute says whether pipeline stages recompute activations in the backward pass.
+type Recompute string
+
+// Recomputation choices.
+const (
+	// RecomputeAuto lets the balancer recompute only when no plan fits memory without it.
+	RecomputeAuto Recompute = "auto"
+	// RecomputeOn recomputes in every stage.
+	RecomputeOn Recompute = "on"
+	// RecomputeOff never recomputes.
+	RecomputeOff Recompute = "off"
+)
+
+// Memory says how the job trades compute for memory.
+type Memory struct {
+	// Recompute is "auto" (the default), "on" or "off": whether stages keep each block's
+	// activations for the backward pass or only its input, recomputing the rest (the same
+	// losses and gradients; one more forward pass per block).
+	Recompute Recompute `json:"recompute" yaml:"recompute"`
+}
+
+func (m Memory) validate(v *validator) {
+	v.oneOf("memory.recompute", string(m.Recompute), string(RecomputeAuto), string(RecomputeOn), string(RecomputeOff))
+}
