@@ -224,7 +224,8 @@ func (in *instance) toPlan(strategy jobspec.Strategy, d draft) Plan {
 		rep := Replica{Batch: r.batch}
 		for s, nd := range r.nodes {
 			mem := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)))
-			rep.Stages = append(rep.Stages, Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], MemoryBytes: mem})
+			rep.Stages = append(rep.Stages, Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], MemoryBytes: mem,
+				Recompute: in.stageRecomputes(r.bounds[s], r.bounds[s+1])})
 			if s+1 < S {
 				act := float64(r.batch) * in.tokens * in.out[r.bounds[s+1]-1]
 				loads[[2]int{nd, r.nodes[s+1]}] += act

@@ -29,6 +29,12 @@ type instance struct {
 	inner                          float64   // steps per sync
 	compress                       float64
 	sched                          jobspec.Schedule
+	// recompute prices every stage as recomputing its layers' activations (withRecompute):
+	// flops and bwd then include the extra forward passes, kept is the prefix sum of the
+	// recomputed layers' outputs, and savedMax the largest layer's saved activations.
+	recompute bool
+	kept      []float64
+	savedMax  rangeMax
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {

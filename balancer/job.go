@@ -30,6 +30,9 @@ func (j Job) Validate() error {
 	if j.Sync.Mode != "" {
 		errs = append(errs, j.Sync.Mode.Check("job.sync.mode"))
 	}
+	if j.Recompute != "" {
+		errs = append(errs, j.Recompute.Check("job.recompute"))
+	}
 	if j.Sync.InnerSteps < 0 {
 		errs = append(errs, fmt.Errorf("job: sync.inner_steps must be ≥ 0 (got %d)", j.Sync.InnerSteps))
 	}
@@ -49,11 +52,17 @@ func (j Job) Validate() error {
 // micro-batches of at most seqs sequences: parameters, gradients and optimizer state, the
 // activations saved for backward per in-flight micro-batch, and a send and a receive buffer
 // for the activation or gradient at each boundary.
+//
+// A recomputing stage keeps only its layers' outputs per micro-batch in flight, plus its
+// largest layer's saved activations for one micro-batch while recomputing it.
 func (in *instance) stageMemory(j, e int, seqs, inflight float64) float64 {
 	tok := seqs * in.tokens
 	boundary := in.out[e-1]
 	if j > 0 {
 		boundary += in.out[j-1]
+	}
+	if in.recompute {
+		return in.static[e] - in.static[j] + inflight*tok*(in.kept[e]-in.kept[j]) + tok*in.savedMax.of(j, e) + 2*tok*boundary
 	}
 	return in.static[e] - in.static[j] + inflight*tok*(in.saved[e]-in.saved[j]) + 2*tok*boundary
 }

@@ -17,11 +17,19 @@ const simBudget = 1 << 18
 // other than even never returns a plan that simulates slower than even's equal layer
 // counts: if it would, even's partition is returned, with the reason saying so. Errors
 // wrapping ErrInfeasible say which constraint fails and by how much.
+//
+// Job.Recompute decides whether stages recompute activations: never (off), always (on), or
+// only when no plan fits memory without it (auto).
 func NewPlan(snap Snapshot, job Job, opts Options) (Plan, error) {
 	in, err := newInstance(snap, job)
 	if err != nil {
 		return Plan{}, err
 	}
+	return in.planWithRecompute(opts)
+}
+
+// plan is NewPlan on the instance as priced (with or without recomputation).
+func (in *instance) plan(opts Options) (Plan, error) {
 	if err := in.capacityCheck(); err != nil {
 		return Plan{}, err
 	}
@@ -30,6 +38,7 @@ func NewPlan(snap Snapshot, job Job, opts Options) (Plan, error) {
 		strategy = jobspec.StrategyAuto
 	}
 	var d draft
+	var err error
 	switch strategy {
 	case jobspec.StrategyEven:
 		d, err = in.planEven()

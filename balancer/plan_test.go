@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 )
 
 // checkPlan verifies, from the job's layer costs alone, that every replica tiles the layers
@@ -49,9 +50,7 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 			if st.First > 0 {
 				need += 2 * tok * float64(job.Layers[st.First-1].OutputBytesPerToken)
 			}
-			for _, c := range job.Layers[st.First:st.Last] {
-				need += float64(c.StaticBytes()) + inFlight*tok*float64(c.SavedBytesPerToken)
-			}
+			need += stageActivations(job.Layers[st.First:st.Last], st.Recompute, inFlight, tok)
 			if need > budget[st.Node]*(1+1e-12) {
 				t.Fatalf("replica %d stage %d on %s needs %.0f bytes, budget %.0f", r, s, st.Node, need, budget[st.Node])
 			}
@@ -63,6 +62,24 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 	if batch != job.Batch {
 		t.Fatalf("replica batches sum to %d, job batch %d", batch, job.Batch)
 	}
+}
+
+// stageActivations is the static and activation memory of a stage's layers: every layer's
+// saved activations per micro-batch in flight, or, recomputing, the outputs of the layers
+// that save any plus the largest layer's saved activations once.
+func stageActivations(layers []model.LayerCost, recompute bool, inFlight, tok float64) float64 {
+	need, largest := 0.0, 0.0
+	for _, c := range layers {
+		need += float64(c.StaticBytes())
+		switch {
+		case !recompute:
+			need += inFlight * tok * float64(c.SavedBytesPerToken)
+		case c.SavedBytesPerToken > 0:
+			need += inFlight * tok * float64(c.OutputBytesPerToken)
+			largest = max(largest, float64(c.SavedBytesPerToken))
+		}
+	}
+	return need + tok*largest
 }
 
 func simulated(t *testing.T, snap Snapshot, job Job, p Plan) float64 {

@@ -49,18 +49,19 @@ func Replan(current Plan, snap Snapshot, job Job, opts Options) (Decision, error
 	if err != nil {
 		return Decision{}, fmt.Errorf("replan: %w", err)
 	}
-	dec := Decision{Plan: proposal, NewStep: in.judgedStep(next)}
+	dec := Decision{Plan: proposal, NewStep: in.forPlan(proposal).judgedStep(next)}
 	dec.MoveBytes, dec.MoveSeconds = in.moveCost(current, next)
-	cur, err := in.fromPlan(current)
+	inCur := in.forPlan(current)
+	cur, err := inCur.fromPlan(current)
 	if err == nil {
-		err = in.memoryCheck(cur)
+		err = inCur.memoryCheck(cur)
 	}
 	if err != nil {
 		dec.Replan, dec.CurrentStep = true, math.Inf(1)
 		dec.Reason = "current plan is infeasible: " + err.Error()
 		return dec, nil
 	}
-	dec.CurrentStep = in.judgedStep(cur)
+	dec.CurrentStep = inCur.judgedStep(cur)
 	amortised := dec.NewStep + dec.MoveSeconds/horizon
 	dec.Replan = amortised < dec.CurrentStep*(1-margin)
 	verdict := "keep the current plan"

@@ -36,6 +36,7 @@ func Simulate(snap Snapshot, job Job, plan Plan) (Simulation, error) {
 	if err != nil {
 		return Simulation{}, err
 	}
+	in = in.forPlan(plan)
 	d, err := in.fromPlan(plan)
 	if err != nil {
 		return Simulation{}, err

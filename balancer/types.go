@@ -90,6 +90,8 @@ type Job struct {
 	Schedule jobspec.Schedule `json:"schedule"`
 	// Sync is how replicas synchronise.
 	Sync Sync `json:"sync"`
+	// Recompute is whether stages may recompute activations; "" means RecomputeOff.
+	Recompute jobspec.Recompute `json:"recompute,omitempty"`
 }
 
 // Limits of jobspec.StrategyOptimal.
@@ -144,6 +146,9 @@ type Stage struct {
 	Last  int    `json:"last"`
 	// MemoryBytes is the predicted peak memory of the stage under the plan's schedule.
 	MemoryBytes float64 `json:"memory_bytes"`
+	// Recompute says whether the stage recomputes its layers' activations in the backward
+	// pass (priced in the plan's memory and step time).
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // Breakdown splits a step time in seconds.

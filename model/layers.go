@@ -64,35 +64,62 @@ type blockSaved struct {
 }
 
 func (b *Block) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
-	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
 	s := &blockSaved{x: x}
-	s.ln1, s.n1 = b.ln1.forward(ws, x, rows)
+	b.forwardAttn(ws, mb, s)
+	b.forwardMLP(ws, mb, s)
+	return b.output(ws, mb, s), s
+}
+
+// output is the block's output from the MLP half's activations: x2 + mlp_proj(g).
+func (b *Block) output(ws *Workspace, mb *Batch, s *blockSaved) []float32 {
+	y := b.mlpProj.forward(ws, s.g, mb.Rows())
+	kernels.AddTo(y, s.x2)
+	return y
+}
+
+// forwardAttn runs the attention half from s.x: s.x2 = x + attn(ln_1(x)).
+func (b *Block) forwardAttn(ws *Workspace, mb *Batch, s *blockSaved) {
+	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
+	s.ln1, s.n1 = b.ln1.forward(ws, s.x, rows)
 	s.qkv = b.attn.forward(ws, s.ln1, rows)
 	s.probs = ws.AllocDirty(mb.B * H * mb.T * mb.T)
 	s.att = ws.AllocDirty(rows * d)
 	kernels.AttentionForward(s.att, s.probs, s.qkv, mb.B, mb.T, H, d/H)
 	s.x2 = b.proj.forward(ws, s.att, rows)
-	kernels.AddTo(s.x2, x)
+	kernels.AddTo(s.x2, s.x)
+}
+
+// forwardMLP runs the MLP half from s.x2 up to the GELU: what its backward pass needs.
+func (b *Block) forwardMLP(ws *Workspace, mb *Batch, s *blockSaved) {
+	rows := mb.Rows()
 	s.ln2, s.n2 = b.ln2.forward(ws, s.x2, rows)
 	s.h = b.fc.forward(ws, s.ln2, rows)
 	s.g = ws.AllocDirty(len(s.h))
 	kernels.GeluForward(s.g, s.h)
-	y := b.mlpProj.forward(ws, s.g, rows)
-	kernels.AddTo(y, s.x2)
-	return y, s
 }
 
 func (b *Block) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
 	s := saved.(*blockSaved)
-	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
-	// MLP branch; the residual passes dy straight through to dx2.
+	dx2 := b.backwardMLP(ws, mb, s, dy)
+	return b.backwardAttn(ws, mb, s, dx2)
+}
+
+// backwardMLP returns the gradient at x2: dy through the MLP branch plus the residual.
+func (b *Block) backwardMLP(ws *Workspace, mb *Batch, s *blockSaved, dy []float32) []float32 {
+	rows := mb.Rows()
 	dx2 := ws.AllocDirty(len(dy))
 	copy(dx2, dy)
 	dg := b.mlpProj.backward(ws, s.g, dy, rows)
 	kernels.GeluBackward(dg, s.h, dg)
 	dln2 := b.fc.backward(ws, s.ln2, dg, rows)
 	b.ln2.backward(dx2, dln2, s.x2, s.n2, rows)
-	// Attention branch.
+	return dx2
+}
+
+// backwardAttn returns the gradient at x: dx2 through the attention branch plus the
+// residual.
+func (b *Block) backwardAttn(ws *Workspace, mb *Batch, s *blockSaved, dx2 []float32) []float32 {
+	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
 	dx := ws.AllocDirty(len(dx2))
 	copy(dx, dx2)
 	datt := b.proj.backward(ws, s.att, dx2, rows)

@@ -81,7 +81,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	spec.Name = "dashboard"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "func (n *Node) Start(ctx context.Context) error { return nil }\n", 800)}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 100000, 8, 2, 20, 2
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 100000, 8, jobspec.Fixed(2), 20, 2
 	spec.Parallel.Replicas = jobspec.Fixed(1)
 	spec.Placement.Strategy = jobspec.StrategyEven // one pipeline over both nodes
 	id := submitThroughAPI(t, nodes[0], spec)

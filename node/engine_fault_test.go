@@ -33,7 +33,7 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 4, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "for i := range n { sum += i * i } // mesh\n", 1500)}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 40, 8, 2, 20, 2
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 40, 8, jobspec.Fixed(2), 20, 2
 	spec.Parallel.Replicas = jobspec.Fixed(1)
 	spec.Placement.Strategy = jobspec.StrategyEven // every node holds a stage
 	spec.Checkpoint.Every = 5
@@ -143,7 +143,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 2, DModel: 64, Heads: 2, Context: 64, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "if err != nil { return fmt.Errorf(\"join: %w\", err) }\n", 1500)}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 1000, 16, 2, 500, 5
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 1000, 16, jobspec.Fixed(2), 500, 5
 	spec.Checkpoint.Every = 5
 	id := submitThroughAPI(t, first, spec)
 	job := func() consensus.Job {

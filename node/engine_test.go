@@ -32,7 +32,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "func (n *Node) Start(ctx context.Context) error { return nil }\n", 800)}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, 2, 6, 2
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, jobspec.Fixed(2), 6, 2
 	spec.Parallel.Replicas, spec.Parallel.InnerSteps = jobspec.Fixed(1), 4
 	spec.Placement.Strategy = jobspec.StrategySky
 	spec.Checkpoint.Every, spec.Checkpoint.Keep = 2, 2

@@ -203,7 +203,7 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 	for round := range 3 {
 		rate := measureTraining(200 * time.Millisecond)
 		gemm := kernels.MeasureGemm(2048, 512, 512, 0, 100*time.Millisecond)
-		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, job.Train.MicroBatches, 300*time.Millisecond)
+		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, 4, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}

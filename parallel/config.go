@@ -14,8 +14,9 @@ type TrainConfig struct {
 	Model model.Config `json:"model"`
 	// Data is the corpus: builtin:gostd, a text file, or a nanoGPT .bin pair.
 	Data string `json:"data"`
-	// Batch is B, sequences per step; MicroBatches splits them into M equal parts whose
-	// gradients accumulate (B must be divisible by M).
+	// Batch is B, sequences per step; MicroBatches splits them into M parts whose
+	// gradients accumulate, each weighted by its share of B (a single process needs equal
+	// parts, B divisible by M; a pipeline stage takes any M ≤ B).
 	Batch        int `json:"batch"`
 	MicroBatches int `json:"micro_batches"`
 	// Steps is the length of the schedule.
@@ -34,6 +35,9 @@ type TrainConfig struct {
 	Eps         float64 `json:"eps"`
 	WeightDecay float64 `json:"weight_decay"`
 	ClipNorm    float64 `json:"clip_norm"`
+	// Recompute trains with activation recomputation (model.WithRecompute) in every stage:
+	// less activation memory for one more forward pass; the same losses and gradients.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // DefaultTrainConfig is docs/gpt.md's recipe: the default model on builtin:gostd, batch
@@ -49,7 +53,21 @@ func DefaultTrainConfig() TrainConfig {
 }
 
 // Validate reports every unusable field, each error naming it (as the train command's flag).
+// A single process splits the batch into equal micro-batches, so MicroBatches must divide
+// Batch.
 func (c TrainConfig) Validate() error {
+	return c.validate(true)
+}
+
+// validateStage is Validate for a pipeline stage: its micro-batches may be unequal (the
+// planner picks any count up to the batch, and a replica's share of the batch need not
+// divide by it), because a stage weighs each micro-batch's gradient by its rows' share of
+// the replica's batch.
+func (c TrainConfig) validateStage() error {
+	return c.validate(false)
+}
+
+func (c TrainConfig) validate(equalMicroBatches bool) error {
 	var errs []error
 	if err := c.Model.Validate(); err != nil {
 		errs = append(errs, err)
@@ -63,7 +81,7 @@ func (c TrainConfig) Validate() error {
 	pos("micro-batches", c.MicroBatches)
 	pos("steps", c.Steps)
 	pos("eval-windows", c.EvalWindows)
-	if c.Batch >= 1 && c.MicroBatches >= 1 && c.Batch%c.MicroBatches != 0 {
+	if equalMicroBatches && c.Batch >= 1 && c.MicroBatches >= 1 && c.Batch%c.MicroBatches != 0 {
 		errs = append(errs, fmt.Errorf("batch (%d) must be divisible by micro-batches (%d)", c.Batch, c.MicroBatches))
 	}
 	if !(c.LR > 0) {

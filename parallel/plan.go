@@ -11,6 +11,10 @@ type StagePlan struct {
 	Node  string `json:"node"`
 	First int    `json:"first"`
 	Last  int    `json:"last"`
+	// Recompute says whether the stage recomputes its blocks' activations in the backward
+	// pass (model.WithRecompute) instead of keeping them: the balancer sets it for a stage
+	// whose memory does not fit otherwise.
+	Recompute bool `json:"recompute,omitempty"`
 }
 
 // Plan is what the engine runs: replicas, each an ordered list of stages covering every

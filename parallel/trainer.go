@@ -33,6 +33,7 @@ type Trainer struct {
 	cfg     TrainConfig
 	data    *model.Dataset
 	gpt     *model.GPT
+	layers  []model.Layer // gpt's layers, wrapped for recomputation when cfg.Recompute
 	opt     *Optimizer
 	ws      model.Workspace
 	sampler model.Sampler
@@ -55,8 +56,12 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 		return nil, err
 	}
 	gpt := model.New(cfg.Model, cfg.Seed)
+	layers := gpt.Layers
+	if cfg.Recompute {
+		layers = model.WithRecompute(layers)
+	}
 	return &Trainer{
-		cfg: cfg, data: data, gpt: gpt,
+		cfg: cfg, data: data, gpt: gpt, layers: layers,
 		opt:     NewOptimizer(gpt.Params(), cfg.adamW(), cfg.ClipNorm),
 		sampler: model.Sampler{Train: data.Train, Batch: cfg.Batch, Context: cfg.Model.Context, Seed: cfg.Seed},
 		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
@@ -74,12 +79,12 @@ func (t *Trainer) StepsDone() int { return t.step }
 func (t *Trainer) Step() float64 {
 	start := time.Now()
 	M := t.cfg.MicroBatches
-	model.ZeroGrads(t.gpt.Layers)
+	model.ZeroGrads(t.layers)
 	var loss float64
 	for m := 0; m < M; m++ {
 		t.ws.Reset()
 		mb := t.sampler.MicroBatch(t.step, m, M)
-		loss += float64(model.ForwardBackward(&t.ws, t.gpt.Layers, mb, 1/float32(M)))
+		loss += float64(model.ForwardBackward(&t.ws, t.layers, mb, 1/float32(M)))
 	}
 	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
 	t.opt.Step(lr, t.opt.GradSumSquares())
@@ -89,10 +94,16 @@ func (t *Trainer) Step() float64 {
 	return loss / float64(M)
 }
 
+// ActivationPeakBytes is the most activation memory a training step has held: the peak of
+// the step workspace, plus the recomputation scratch's when the trainer recomputes.
+func (t *Trainer) ActivationPeakBytes() int64 {
+	return t.ws.PeakBytes() + model.ScratchPeakBytes(t.layers)
+}
+
 // Evaluate returns the validation loss: the mean over the K windows of each window's mean
 // cross-entropy, evaluated Batch windows at a time.
 func (t *Trainer) Evaluate() float64 {
-	return Evaluate(&t.ws, t.gpt.Layers, t.data.Val, t.valOffs, t.cfg.Model.Context, t.cfg.Batch)
+	return Evaluate(&t.ws, t.layers, t.data.Val, t.valOffs, t.cfg.Model.Context, t.cfg.Batch)
 }
 
 // Evaluate computes the validation loss of a whole model over the windows offs.

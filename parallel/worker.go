@@ -134,7 +134,7 @@ func (w *Worker) SetUpdateGate(gate func(ctx context.Context, step int) error) {
 
 // NewWorker builds the worker that node self runs in plan.
 func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.Dataset) (*Worker, error) {
-	if err := cfg.Train.Validate(); err != nil {
+	if err := cfg.Train.validateStage(); err != nil {
 		return nil, err
 	}
 	if err := cfg.Sync.Validate(); err != nil {
@@ -161,7 +161,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		layers: model.NewLayers(cfg.Train.Model, cfg.Train.Seed, st.First, st.Last), data: data, codec: codec,
+		layers: stageLayers(cfg.Train, st), data: data, codec: codec,
 		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	w.params = model.LayerParams(w.layers)
 	w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
@@ -273,4 +273,13 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 		return nil, fmt.Errorf("frame from %s: %w", from, err)
 	}
 	return x, nil
+}
+
+// stageLayers builds the layers of stage st, recomputed when the stage or the run asks.
+func stageLayers(t TrainConfig, st StagePlan) []model.Layer {
+	layers := model.NewLayers(t.Model, t.Seed, st.First, st.Last)
+	if st.Recompute || t.Recompute {
+		layers = model.WithRecompute(layers)
+	}
+	return layers
 }

@@ -115,15 +115,35 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 	}
 	job := balancer.Job{
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
-		MicroBatches: spec.Train.MicroBatches, Schedule: spec.Parallel.Schedule,
+		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: spec.Parallel.Schedule,
 		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
 			Compression: ratio},
+		Recompute: recompute(spec.Memory.Recompute),
 	}
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: spec.Placement.Strategy}
 	if !spec.Parallel.Replicas.IsAuto {
 		in.MaxReplicas = spec.Parallel.Replicas.N
 	}
 	return in, nil
+}
+
+// microBatches is the balancer's micro-batch count for the spec's: 0 (the balancer
+// searches the counts, trading micro-batch size for memory on a small or shrinking mesh)
+// for "auto", else the pinned count.
+func microBatches(m jobspec.AutoInt) int {
+	if m.IsAuto {
+		return 0
+	}
+	return m.N
+}
+
+// recompute is the balancer's recomputation choice for the spec's: a spec stored before
+// memory.recompute existed ("") plans without recomputation, as it did then.
+func recompute(r jobspec.Recompute) jobspec.Recompute {
+	if r == "" {
+		return jobspec.RecomputeOff
+	}
+	return r
 }
 
 // snapshot is the balancer's view of the candidates: their speeds and memory, and the
@@ -166,7 +186,7 @@ func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobP
 	for _, r := range bp.Replicas {
 		var stages []Stage
 		for _, s := range r.Stages {
-			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last})
+			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last, Recompute: s.Recompute})
 		}
 		jp.Replicas = append(jp.Replicas, stages)
 		jp.Batches = append(jp.Batches, r.Batch)

@@ -50,7 +50,7 @@ func TestExportLoadsIntoPyTorchReference(t *testing.T) {
 	spec := jobspec.DefaultSpec()
 	spec.Name = "export"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 20, 8, 2, 10, 5
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 20, 8, jobspec.Fixed(2), 10, 5
 	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), jobspec.SyncEveryStep
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = 10

@@ -31,7 +31,7 @@ func faultJob(t *testing.T, steps int) []byte {
 	spec.Name = "fault"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: corpus}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = steps, 8, 2
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = steps, 8, jobspec.Fixed(2)
 	spec.Train.EvalEvery, spec.Train.Warmup = steps, 5
 	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), "sync"
 	spec.Placement.Strategy = jobspec.StrategyEven

@@ -68,6 +68,7 @@ under memory, links ignored), optimal (exhaustive, ≤ 6 nodes and ≤ 16 layers
 	f.StringVar((*string)(&o.job.Sync.Mode), "sync", string(jobspec.SyncDiLoCo), "replica sync: diloco or sync (every step)")
 	f.IntVar(&o.job.Sync.InnerSteps, "inner-steps", 100, "steps between DiLoCo syncs")
 	f.Float64Var(&o.job.Sync.Compression, "compression", 4, "sync codec size ratio (4: int8, 1: none)")
+	f.StringVar((*string)(&o.job.Recompute), "recompute", string(jobspec.RecomputeAuto), "activation recomputation: auto (only when nothing fits without), on or off")
 	f.StringVar(&o.strategy, "strategy", "all", "auto, sky, even, optimal or all")
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -99,6 +100,8 @@ type planResult struct {
 type planStage struct {
 	Node   string `json:"node"`
 	Layers [2]int `json:"layers"`
+	// Recompute says whether the stage recomputes activations in the backward pass.
+	Recompute bool `json:"recompute"`
 }
 
 func (o *planOptions) run(cmd *cobra.Command) error {
@@ -293,7 +296,7 @@ func planAndSimulate(snap balancer.Snapshot, job balancer.Job, s jobspec.Strateg
 	for _, r := range p.Replicas {
 		var stages []planStage
 		for _, st := range r.Stages {
-			stages = append(stages, planStage{Node: st.Node, Layers: [2]int{st.First, st.Last}})
+			stages = append(stages, planStage{Node: st.Node, Layers: [2]int{st.First, st.Last}, Recompute: st.Recompute})
 		}
 		res.Replicas = append(res.Replicas, stages)
 		res.ReplicaBatches = append(res.ReplicaBatches, r.Batch)
@@ -339,6 +342,9 @@ func writePlanText(w io.Writer, r planReport, job balancer.Job) {
 			col := len(head)
 			for _, st := range rep {
 				cell := fmt.Sprintf(" %s[%d,%d)", st.Node, st.Layers[0], st.Layers[1])
+				if st.Recompute {
+					cell += "+recompute"
+				}
 				if col+len(cell) > 96 {
 					fmt.Fprint(w, "\n   ")
 					col = 3

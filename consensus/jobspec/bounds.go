@@ -35,7 +35,10 @@ func (s Spec) EstimatedTrainingBytes() float64 {
 	// Token and position embeddings, untied head, and per block: attention (4d² + 4d),
 	// MLP (8d² + 5d) and two layer norms (4d); the final layer norm (2d).
 	params := 2*vocab*d + ctx*d + l*(12*d*d+13*d) + 2*d
-	micro := float64(max(s.Train.Batch/max(s.Train.MicroBatches, 1), 1))
+	micro := 1.0 // "auto" may choose one sequence per micro-batch
+	if m := s.Train.MicroBatches; !m.IsAuto {
+		micro = float64(max(s.Train.Batch/max(m.N, 1), 1))
+	}
 	// Per block and token: about 16 d-wide fp32 tensors plus the heads' attention rows.
 	acts := micro * ctx * l * (16*d + float64(m.Heads)*ctx) * 4
 	return 16*params + acts

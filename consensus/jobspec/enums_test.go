@@ -69,8 +69,12 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	if err := json.Unmarshal([]byte(storedJob), &s); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(s, DefaultSpec()) {
-		t.Fatalf("decoded %+v, want the default spec", s)
+	// The default spec of that time: micro-batches pinned at 4, no memory settings (the
+	// planner then plans without recomputation, as it did).
+	want := DefaultSpec()
+	want.Train.MicroBatches, want.Memory = Fixed(4), Memory{}
+	if !reflect.DeepEqual(s, want) {
+		t.Fatalf("decoded %+v, want %+v", s, want)
 	}
 	b, err := json.Marshal(s)
 	if err != nil {

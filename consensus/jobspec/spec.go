@@ -17,6 +17,9 @@ type Spec struct {
 	Placement Placement `json:"placement" yaml:"placement"`
 	// Checkpoint says how often state is saved.
 	Checkpoint Checkpoint `json:"checkpoint" yaml:"checkpoint"`
+	// Memory says how the job trades compute for memory. Omitted from JSON when zero, so
+	// that a job stored before it existed encodes as it was stored.
+	Memory Memory `json:"memory,omitzero" yaml:"memory"`
 }
 
 // Model is the shape of the GPT. It is the one definition of the model's shape: model.Config
@@ -52,14 +55,17 @@ type Data struct {
 }
 
 // Train holds the training loop's settings. The defaults are `meshnode train`'s recipe
-// (parallel.DefaultTrainConfig) except MicroBatches: a pipeline needs several in flight.
+// (parallel.DefaultTrainConfig) except MicroBatches, which the planner chooses.
 type Train struct {
 	// Steps is the number of optimiser steps (≥ 1). Default 300.
 	Steps int `json:"steps" yaml:"steps"`
 	// Batch is the global batch in sequences per step per replica (≥ 1). Default 16.
 	Batch int `json:"batch" yaml:"batch"`
-	// MicroBatches splits Batch for the pipeline (≥ 1, divides Batch). Default 4.
-	MicroBatches int `json:"micro_batches" yaml:"micro_batches"`
+	// MicroBatches splits Batch for the pipeline: "auto" (the default: the balancer picks
+	// the count that is fastest within the nodes' memory, and picks again when the mesh
+	// changes) or a count ≥ 1 that divides Batch. The count never changes the math: every
+	// micro-batch's gradient is weighted by its share of the batch.
+	MicroBatches AutoInt `json:"micro_batches" yaml:"micro_batches"`
 	// LR is the peak AdamW learning rate (> 0, ≤ 1). Default 0.002.
 	LR float64 `json:"lr" yaml:"lr"`
 	// Warmup is the number of linear warm-up steps (0 ≤ warmup ≤ steps). Default 30.
@@ -125,7 +131,7 @@ func DefaultSpec() Spec {
 		Name:  "job",
 		Model: DefaultModel(),
 		Data:  Data{Source: BuiltinGoStd},
-		Train: Train{Steps: 300, Batch: 16, MicroBatches: 4, LR: 2e-3, Warmup: 30, Seed: 1, EvalEvery: 100},
+		Train: Train{Steps: 300, Batch: 16, MicroBatches: Auto(), LR: 2e-3, Warmup: 30, Seed: 1, EvalEvery: 100},
 		Parallel: Parallel{
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
@@ -133,5 +139,6 @@ func DefaultSpec() Spec {
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},
+		Memory:     Memory{Recompute: RecomputeAuto},
 	}
 }

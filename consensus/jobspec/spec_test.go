@@ -36,6 +36,7 @@ parallel:
   codec: topk
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
+memory: {recompute: on}
 `
 	s, err := Parse([]byte(in))
 	if err != nil {
@@ -45,11 +46,12 @@ checkpoint: {every: 0}
 		Name:  "tiny-gpt",
 		Model: Model{Layers: 6, DModel: 96, Heads: 3, Context: 64, Vocab: 256},
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
-		Train: Train{Steps: 500, Batch: 32, MicroBatches: 8, LR: 3e-4, Warmup: 50, Seed: 7},
+		Train: Train{Steps: 500, Batch: 32, MicroBatches: Fixed(8), LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
 			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
+		Memory:     Memory{Recompute: RecomputeOn},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -90,6 +92,24 @@ func TestJSONRoundTrip(t *testing.T) {
 	}
 }
 
+// TestMicroBatchesAutoByDefault: the planner picks the micro-batch count unless the spec
+// pins one; a spec stored before "auto" existed (an integer in JSON) still decodes.
+func TestMicroBatchesAutoByDefault(t *testing.T) {
+	if !DefaultSpec().Train.MicroBatches.IsAuto {
+		t.Fatal("train.micro_batches defaults to a fixed count")
+	}
+	for in, want := range map[string]AutoInt{"train: {micro_batches: auto}": Auto(), "train: {micro_batches: 8}": Fixed(8)} {
+		s, err := Parse([]byte(in))
+		if err != nil || s.Train.MicroBatches != want {
+			t.Fatalf("Parse(%q): micro_batches %v, %v; want %v", in, s.Train.MicroBatches, err, want)
+		}
+	}
+	var tr Train
+	if err := json.Unmarshal([]byte(`{"batch":16,"micro_batches":4}`), &tr); err != nil || tr.MicroBatches != Fixed(4) {
+		t.Fatalf("stored integer: %v, %v", tr.MicroBatches, err)
+	}
+}
+
 func TestBadSpecs(t *testing.T) {
 	cases := []struct {
 		name, yaml string
@@ -112,6 +132,9 @@ func TestBadSpecs(t *testing.T) {
 		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
+		{"micro batches zero", "train: {micro_batches: 0}", []string{`train.micro_batches: must be "auto" or ≥ 1, got 0`}},
+		{"micro batches word", "train: {micro_batches: some}", []string{`train.micro_batches: must be "auto" or an integer, got "some"`}},
+		{"bad recompute", "memory: {recompute: sometimes}", []string{`memory.recompute: must be one of auto, on, off, got "sometimes"`}},
 		{"lr zero", "train: {lr: 0}", []string{"train.lr: must be > 0 and ≤ 1, got 0"}},
 		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
 		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},

@@ -29,6 +29,7 @@ func (s Spec) Validate() error {
 	s.Placement.validate(&v, s.Parallel)
 	v.between("checkpoint.every", s.Checkpoint.Every, 0, MaxSteps)
 	v.between("checkpoint.keep", s.Checkpoint.Keep, 1, MaxCheckpointsKept)
+	s.Memory.validate(&v)
 	s.validateMemory(&v)
 	return v.err()
 }
@@ -77,9 +78,14 @@ func binFile(v *validator, field, path string) {
 func (t Train) validate(v *validator) {
 	v.between("train.steps", t.Steps, 1, MaxSteps)
 	v.between("train.batch", t.Batch, 1, MaxBatch)
-	v.between("train.micro_batches", t.MicroBatches, 1, MaxBatch)
-	if t.Batch >= 1 && t.MicroBatches >= 1 && t.Batch%t.MicroBatches != 0 {
-		v.addf("train.micro_batches", "must divide train.batch (%d), got %d", t.Batch, t.MicroBatches)
+	switch m := t.MicroBatches; {
+	case m.IsAuto:
+	case m.N < 1:
+		v.addf("train.micro_batches", "must be \"auto\" or ≥ 1, got %d", m.N)
+	case m.N > MaxBatch:
+		v.addf("train.micro_batches", "must be \"auto\" or ≤ %d, got %d", MaxBatch, m.N)
+	case t.Batch >= 1 && t.Batch%m.N != 0:
+		v.addf("train.micro_batches", "must divide train.batch (%d), got %d", t.Batch, m.N)
 	}
 	if !(t.LR > 0 && t.LR <= 1) {
 		v.addf("train.lr", "must be > 0 and ≤ 1, got %v", t.LR)

@@ -29,7 +29,7 @@ func smallSpec(t *testing.T) jobspec.Spec {
 	s := jobspec.DefaultSpec()
 	s.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 16, Vocab: 256}
 	s.Data = jobspec.Data{Source: corpus}
-	s.Train = jobspec.Train{Steps: 20, Batch: 4, MicroBatches: 2, LR: 1e-3, Warmup: 2, Seed: 3, EvalEvery: 10}
+	s.Train = jobspec.Train{Steps: 20, Batch: 4, MicroBatches: jobspec.Fixed(2), LR: 1e-3, Warmup: 2, Seed: 3, EvalEvery: 10}
 	s.Parallel.Sync, s.Parallel.Codec = jobspec.SyncEveryStep, jobspec.CodecNone
 	s.Checkpoint = jobspec.Checkpoint{Every: 5, Keep: 2}
 	return s
@@ -39,7 +39,7 @@ func smallSpec(t *testing.T) jobspec.Spec {
 func twoStagePlan(s jobspec.Spec) scheduler.JobPlan {
 	L := scheduler.ModelConfig(s).NumLayers()
 	return scheduler.JobPlan{Replicas: [][]scheduler.Stage{{{Node: "a", First: 0, Last: L / 2}, {Node: "b", First: L / 2, Last: L}}},
-		Batches: []int{s.Train.Batch}, MicroBatches: s.Train.MicroBatches}
+		Batches: []int{s.Train.Batch}, MicroBatches: s.Train.MicroBatches.N}
 }
 
 // cluster is a control plane and the runners of nodes a and b over one in-memory network.

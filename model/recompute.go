@@ -1,0 +1,94 @@
+package model
+
+// Recomputed is a layer trained with activation recomputation: its Forward keeps only its
+// input (the checkpoint) and the output it passes on, and its Backward runs the forward
+// pass again from the checkpoint before propagating the gradient. Everything the inner
+// layer's passes allocate lives in scratch workspaces shared by the stage's recomputed
+// layers and reset before each pass, so a stage holds one layer's intermediate
+// activations at a time instead of every layer's for every micro-batch in flight. The
+// recomputed forward is the same computation on the same input, so losses and gradients
+// are bit-identical to training without recomputation; the price is one more forward
+// pass of the layer per micro-batch.
+type Recomputed struct {
+	Layer
+	scratch *recomputeScratch
+}
+
+// recomputeScratch are the two workspaces a stage's recomputed layers share. A block's
+// backward pass keeps its recomputed attention half in a while its MLP half is recomputed
+// and differentiated in b, then differentiates the attention half in b: the MLP's
+// activations are gone before the attention's gradients need room.
+type recomputeScratch struct{ a, b Workspace }
+
+// recomputeSaved is what a recomputed layer keeps between its passes: its input.
+type recomputeSaved struct{ x []float32 }
+
+// WithRecompute returns layers with every Block and the Head wrapped in Recomputed, all
+// sharing one scratch (a stage runs its passes one at a time). The embedding, which saves
+// nothing, is returned as it is. The parameters are the same *Param values.
+func WithRecompute(layers []Layer) []Layer {
+	scratch := &recomputeScratch{}
+	out := make([]Layer, len(layers))
+	for i, l := range layers {
+		switch l.(type) {
+		case *Block, *Head:
+			l = &Recomputed{Layer: l, scratch: scratch}
+		}
+		out[i] = l
+	}
+	return out
+}
+
+// ScratchPeakBytes is the most the stage's scratch workspaces have held, summed (an upper
+// bound of their peak together).
+func (r *Recomputed) ScratchPeakBytes() int64 {
+	return r.scratch.a.PeakBytes() + r.scratch.b.PeakBytes()
+}
+
+// Forward runs the inner layer's forward pass in scratch and copies its output to ws;
+// only the input is kept for Backward.
+func (r *Recomputed) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
+	sa, sb := &r.scratch.a, &r.scratch.b
+	sa.Reset()
+	var y []float32
+	if blk, ok := r.Layer.(*Block); ok {
+		// The block's halves in a and b, as Backward recomputes them: the scratch peak is
+		// the backward pass's, not one block's whole forward pass.
+		s := &blockSaved{x: x}
+		blk.forwardAttn(sa, mb, s)
+		sb.Reset()
+		blk.forwardMLP(sb, mb, s)
+		y = blk.output(sb, mb, s)
+	} else {
+		y, _ = r.Layer.Forward(sa, mb, x)
+	}
+	out := ws.AllocDirty(len(y))
+	copy(out, y)
+	return out, recomputeSaved{x: x}
+}
+
+// Backward recomputes the inner layer's forward pass from the kept input and runs its
+// backward pass, both in scratch, and copies the input's gradient to ws.
+func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
+	x := saved.(recomputeSaved).x
+	sa, sb := &r.scratch.a, &r.scratch.b
+	sa.Reset()
+	var dx []float32
+	if blk, ok := r.Layer.(*Block); ok {
+		s := &blockSaved{x: x}
+		blk.forwardAttn(sa, mb, s)
+		sb.Reset()
+		blk.forwardMLP(sb, mb, s)
+		dx2 := blk.backwardMLP(sb, mb, s, dy)
+		kept := sa.AllocDirty(len(dx2))
+		copy(kept, dx2)
+		sb.Reset()
+		dx = blk.backwardAttn(sb, mb, s, kept)
+	} else {
+		_, inner := r.Layer.Forward(sa, mb, x)
+		dx = r.Layer.Backward(sa, mb, inner, dy)
+	}
+	out := ws.AllocDirty(len(dx))
+	copy(out, dx)
+	return out
+}
