@@ -108,8 +108,10 @@ type ProfileConfig struct {
 	BatchDuration time.Duration
 	// Threads is the number of goroutines the GEMM may use. Zero means kernels.Threads().
 	Threads int
-	// Slowdown divides the measured rate, so that a testnet can emulate a slower device.
-	// Zero means 1 (no slowdown); it must be ≥ 1 otherwise.
+	// Slowdown is the emulated device's slowdown (a testnet's --slowdown): the profile
+	// reports the rates of a device this much slower. The kernels' emulation of it
+	// (kernels.SetSlowdown) is process-wide and set by the process (meshnode join), not by
+	// the node. Zero means 1 (no slowdown); it must be ≥ 1 otherwise.
 	Slowdown float64
 }
 

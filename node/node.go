@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/dataplane"
 )
@@ -88,9 +87,6 @@ func New(cfg Config) (*Node, error) {
 		newMeshCollector(n.mesh), newControlCollector(n.Consensus))
 	n.routes()
 	n.dashboardRoutes()
-	// Kernels of this process run as slow as the emulated device (a testnet's --slowdown);
-	// the profile's GEMM measurement sees it.
-	kernels.SetSlowdown(cfg.Profile.slowdown())
 	n.services = []Service{
 		&dataPlaneService{n: n, key: key},
 		&profilerService{n: n, done: make(chan struct{})},

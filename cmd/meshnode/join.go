@@ -92,6 +92,12 @@ func runJoin(cmd *cobra.Command, o *joinOptions) error {
 	if o.threads > 0 {
 		kernels.SetThreads(o.threads)
 	}
+	// This process's kernels run as slow as the emulated device (a testnet's --slowdown),
+	// and the node's profile, measured on them, sees it. The process owns this setting, as
+	// it owns the thread count: a node in a test process leaves both alone.
+	if o.cfg.Profile.Slowdown > 1 {
+		kernels.SetSlowdown(o.cfg.Profile.Slowdown)
+	}
 	n, err := node.New(o.cfg)
 	if err != nil {
 		return err
