@@ -11,6 +11,7 @@ type meshCollector struct {
 	m                                           *mesh.Mesh
 	peers, rtt, bandwidth, gflops, budget       *prometheus.Desc
 	authFailures, refused, malformed, connected *prometheus.Desc
+	authRetries, unadmittedSigners, admitted    *prometheus.Desc
 }
 
 func newMeshCollector(m *mesh.Mesh) *meshCollector {
@@ -28,11 +29,16 @@ func newMeshCollector(m *mesh.Mesh) *meshCollector {
 		refused:      d("refused_streams_total", "Streams reset because their peer was not admitted."),
 		malformed:    d("malformed_messages_total", "Malformed messages from admitted peers."),
 		connected:    d("connected_peers", "Peers with an open connection, admitted or not."),
+		authRetries:  d("auth_retries_total", "Admission exchanges started again because the previous one timed out."),
+		unadmittedSigners: d("unadmitted_signers_total",
+			"Heartbeats dropped because this node had not admitted their signer itself (relayed keys: a Sybil attempt or a peer not yet admitted)."),
+		admitted: d("admitted_peers", "Connected peers this node admitted."),
 	}
 }
 
 func (c *meshCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.peers, c.rtt, c.bandwidth, c.gflops, c.budget, c.authFailures, c.refused, c.malformed, c.connected} {
+	for _, d := range []*prometheus.Desc{c.peers, c.rtt, c.bandwidth, c.gflops, c.budget, c.authFailures, c.refused,
+		c.malformed, c.connected, c.authRetries, c.unadmittedSigners, c.admitted} {
 		ch <- d
 	}
 }
@@ -60,4 +66,7 @@ func (c *meshCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(st.RefusedStreams))
 	ch <- prometheus.MustNewConstMetric(c.malformed, prometheus.CounterValue, float64(st.Malformed))
 	ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, float64(st.Connected))
+	ch <- prometheus.MustNewConstMetric(c.authRetries, prometheus.CounterValue, float64(st.AuthRetries))
+	ch <- prometheus.MustNewConstMetric(c.unadmittedSigners, prometheus.CounterValue, float64(st.UnadmittedSigners))
+	ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(st.Admitted))
 }
