@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -37,6 +38,9 @@ type Node struct {
 
 	data   *datasets // dataset.go: blobs and decoded datasets
 	engine *engine   // nil when consensus is disabled
+
+	train        *trainingMetrics // metrics_training.go
+	blobsRemoved atomic.Int64     // blobs the runner deleted, for metrics_blob.go
 
 	mu       sync.Mutex
 	services []Service
@@ -85,7 +89,8 @@ func New(cfg Config) (*Node, error) {
 		cfg.profilerHook(n.profiler)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newMeshCollector(n.mesh), newControlCollector(n.Consensus))
+		newMeshCollector(n.mesh), newControlCollector(n.Consensus), newDataPlaneCollector(n), newBlobCollector(n, &n.blobsRemoved))
+	n.train = newTrainingMetrics(n.reg)
 	n.routes()
 	n.dashboardRoutes()
 	// Kernels of this process run as slow as the emulated device (a testnet's --slowdown);
