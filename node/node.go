@@ -78,7 +78,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	mc.Identity, mc.Logger, mc.Registerer = key, log, n.reg
 	if n.mesh, err = mesh.New(mc); err != nil {
-		return nil, err
+		return nil, addrInUse(ListenerMesh, cfg.meshListenAddrs(), err)
 	}
 	if created {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
