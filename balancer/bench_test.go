@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -25,7 +26,7 @@ func bigInstance(n, blocks int) (Snapshot, Job) {
 	})
 	cfg := model.Config{Layers: blocks, DModel: 1024, Heads: 16, Context: 512, Vocab: 256}
 	return snap, Job{Layers: cfg.LayerCosts(), Batch: 1024, Context: cfg.Context,
-		Sync: Sync{Mode: SyncDiLoCo, InnerSteps: 100, Compression: 4}}
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 100, Compression: 4}}
 }
 
 // BenchmarkPlan1000x480 is acceptance 5: auto planning 1,000 nodes × 480 layers, from the

@@ -8,10 +8,10 @@
 // I/O, starts no goroutines and never reads a clock, so the same inputs always give the same
 // Plan, in tests, on the Raft leader and in `meshnode plan --simulate`.
 //
-// Strategies: StrategyEven (equal layer counts, the Sky Computing baseline), StrategySky
-// (compute balanced under memory, links ignored), StrategyOptimal (exhaustive, for small
-// instances only) and StrategyAuto (replica grouping, link-aware node order, stages sized to
-// compute plus transfer under memory, micro-batch count). Simulate is a discrete-event
+// Strategies (jobspec.Strategy, the job's vocabulary): even (equal layer counts, the Sky
+// Computing baseline), sky (compute balanced under memory, links ignored), optimal
+// (exhaustive, for small instances only) and auto (replica grouping, link-aware node order,
+// stages sized to compute plus transfer under memory, micro-batch count). Simulate is a discrete-event
 // simulator of one training step that shares none of the planner's estimate; plans are
 // judged by it. Replan decides, with hysteresis, whether a changed snapshot deserves a new
 // plan. Sky64 and Geo3 generate the reference scenarios. See docs/balancer.md.

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -36,7 +37,7 @@ func TestInfeasibleInputs(t *testing.T) {
 			"layer-memory", []string{"layer", "largest node", "short by"}},
 	}
 	for _, tc := range cases {
-		for _, s := range []Strategy{StrategyEven, StrategySky, StrategyAuto, StrategyOptimal} {
+		for _, s := range []jobspec.Strategy{jobspec.StrategyEven, jobspec.StrategySky, jobspec.StrategyAuto, jobspec.StrategyOptimal} {
 			_, err := NewPlan(Snapshot{Nodes: tc.nodes}, job, Options{Strategy: s})
 			var ie *InfeasibleError
 			if !errors.Is(err, ErrInfeasible) || !errors.As(err, &ie) || ie.Constraint != tc.constraint {
@@ -64,7 +65,7 @@ func TestInfeasibleActivations(t *testing.T) {
 	}
 	snap := Snapshot{Nodes: []Node{{ID: "a", GFLOPS: 10, MemoryBytes: int64(need * 0.7)}, {ID: "b", GFLOPS: 10, MemoryBytes: int64(need * 0.7)}}}
 	job.Context = 4096 // activations dwarf parameters
-	for _, s := range []Strategy{StrategySky, StrategyAuto} {
+	for _, s := range []jobspec.Strategy{jobspec.StrategySky, jobspec.StrategyAuto} {
 		_, err := NewPlan(snap, job, Options{Strategy: s})
 		var ie *InfeasibleError
 		if !errors.As(err, &ie) || (ie.Constraint != "activation-memory" && ie.Constraint != "layer-memory") {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // draft is a plan in node indices, before it is estimated and named.
@@ -56,7 +58,7 @@ func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []
 }
 
 // pipelineStep is the closed form over the per-stage times of pipelineTimes.
-func pipelineStep(sched Schedule, c, comm, xmax []float64, mr int) replicaEstimate {
+func pipelineStep(sched jobspec.Schedule, c, comm, xmax []float64, mr int) replicaEstimate {
 	S := len(c)
 	maxC, cStage, maxX, xStage := 0.0, 0, 0.0, 0
 	for s := 0; s < S; s++ {
@@ -80,7 +82,7 @@ func pipelineStep(sched Schedule, c, comm, xmax []float64, mr int) replicaEstima
 	for s := S - 1; s >= 0; s-- {
 		fill += c[s] + comm[s]
 		fillComm += comm[s]
-		if w := min(mr, S-s); sched == Schedule1F1B && mr > w {
+		if w := min(mr, S-s); sched == jobspec.Schedule1F1B && mr > w {
 			if t := math.Ceil(float64(mr-w)/float64(w)) * fill; t > steady*(1+1e-9) {
 				steady, e.boundKind, e.boundStage = t, boundWindow, s
 			}
@@ -208,7 +210,7 @@ func (in *instance) memoryCheck(d draft) error {
 }
 
 // toPlan names a draft and attaches its estimate, memory and link loads.
-func (in *instance) toPlan(strategy Strategy, d draft) Plan {
+func (in *instance) toPlan(strategy jobspec.Strategy, d draft) Plan {
 	b, bound := in.estimate(d)
 	p := Plan{Strategy: strategy, MicroBatches: d.m, Schedule: in.sched, Predicted: b}
 	p.Reason = bound

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // instance is a Snapshot and a Job validated and flattened into dense arrays: node
@@ -26,7 +28,7 @@ type instance struct {
 	tokens                         float64   // context
 	inner                          float64   // steps per sync
 	compress                       float64
-	sched                          Schedule
+	sched                          jobspec.Schedule
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -125,14 +127,14 @@ func (in *instance) addLayers(job Job) {
 	in.tokens = float64(job.Context)
 	in.sched = job.Schedule
 	if in.sched == "" {
-		in.sched = Schedule1F1B
+		in.sched = jobspec.Schedule1F1B
 	}
 	in.compress = job.Sync.Compression
 	if in.compress == 0 {
 		in.compress = 1
 	}
 	in.inner = 1
-	if job.Sync.Mode != SyncEveryStep {
+	if job.Sync.Mode != jobspec.SyncEveryStep {
 		in.inner = float64(job.Sync.InnerSteps)
 		if in.inner == 0 {
 			in.inner = 100

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -16,12 +17,12 @@ func randomInstance(rng *rand.Rand, maxNodes, maxBlocks, maxBatch int) (Snapshot
 	cfg := model.Config{Layers: 1 + rng.IntN(maxBlocks), DModel: heads * 16 * (1 + rng.IntN(4)),
 		Heads: heads, Context: 16 * (1 + rng.IntN(8)), Vocab: 256}
 	job := Job{Layers: cfg.LayerCosts(), Batch: 1 + rng.IntN(maxBatch), Context: cfg.Context,
-		Sync: Sync{Mode: SyncDiLoCo, InnerSteps: 1 + rng.IntN(50), Compression: 1 + 3*rng.Float64()}}
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 1 + rng.IntN(50), Compression: 1 + 3*rng.Float64()}}
 	if rng.IntN(3) == 0 {
-		job.Schedule = ScheduleGPipe
+		job.Schedule = jobspec.ScheduleGPipe
 	}
 	if rng.IntN(4) == 0 {
-		job.Sync.Mode = SyncEveryStep
+		job.Sync.Mode = jobspec.SyncEveryStep
 	}
 	static, act := 0.0, 0.0
 	for _, c := range job.Layers {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // Validate reports every field of the job that cannot be planned, each error naming its
@@ -22,11 +24,11 @@ func (j Job) Validate() error {
 	if j.MicroBatches < 0 || (j.Batch >= 1 && j.MicroBatches > j.Batch) {
 		errs = append(errs, fmt.Errorf("job: micro_batches must be between 0 (planner chooses) and batch %d (got %d)", j.Batch, j.MicroBatches))
 	}
-	if j.Schedule != "" && j.Schedule != Schedule1F1B && j.Schedule != ScheduleGPipe {
-		errs = append(errs, fmt.Errorf("job: schedule must be %q or %q (got %q)", Schedule1F1B, ScheduleGPipe, j.Schedule))
+	if j.Schedule != "" {
+		errs = append(errs, j.Schedule.Check("job.schedule"))
 	}
-	if j.Sync.Mode != "" && j.Sync.Mode != SyncDiLoCo && j.Sync.Mode != SyncEveryStep {
-		errs = append(errs, fmt.Errorf("job: sync.mode must be %q or %q (got %q)", SyncDiLoCo, SyncEveryStep, j.Sync.Mode))
+	if j.Sync.Mode != "" {
+		errs = append(errs, j.Sync.Mode.Check("job.sync.mode"))
 	}
 	if j.Sync.InnerSteps < 0 {
 		errs = append(errs, fmt.Errorf("job: sync.inner_steps must be ≥ 0 (got %d)", j.Sync.InnerSteps))
@@ -57,8 +59,8 @@ func (in *instance) stageMemory(j, e int, seqs, inflight float64) float64 {
 }
 
 // inflight is the number of micro-batches stage s of a pipeline of S stages holds at once.
-func inflight(sched Schedule, m, stages, s int) int {
-	if sched == ScheduleGPipe {
+func inflight(sched jobspec.Schedule, m, stages, s int) int {
+	if sched == jobspec.ScheduleGPipe {
 		return m
 	}
 	return min(m, stages-s)

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // Acceptance 2: on 100 random small instances (≤ 6 nodes, ≤ 16 layers, one replica) auto
@@ -19,14 +21,14 @@ func TestAutoNearOptimal(t *testing.T) {
 			t.Fatalf("only %d feasible instances in %d draws", len(ratios), tried)
 		}
 		snap, job := randomInstance(rng, OptimalMaxNodes, OptimalMaxLayers-2, 8)
-		opt, err := NewPlan(snap, job, Options{Strategy: StrategyOptimal})
+		opt, err := NewPlan(snap, job, Options{Strategy: jobspec.StrategyOptimal})
 		if errors.Is(err, ErrInfeasible) {
 			continue
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		auto, err := NewPlan(snap, job, Options{Strategy: StrategyAuto, MaxReplicas: 1})
+		auto, err := NewPlan(snap, job, Options{Strategy: jobspec.StrategyAuto, MaxReplicas: 1})
 		if err != nil {
 			t.Fatalf("instance %d: auto failed where optimal succeeds: %v", len(ratios), err)
 		}
@@ -52,7 +54,7 @@ func TestAutoNearOptimal(t *testing.T) {
 // optimal refuses instances it cannot search exhaustively, saying why.
 func TestOptimalRefusesLargeInstances(t *testing.T) {
 	sc := Geo3(1)
-	_, err := NewPlan(sc.Snapshot, sc.Job, Options{Strategy: StrategyOptimal})
+	_, err := NewPlan(sc.Snapshot, sc.Job, Options{Strategy: jobspec.StrategyOptimal})
 	var ie *InfeasibleError
 	if !errors.As(err, &ie) || ie.Constraint != "optimal-size" {
 		t.Fatalf("got %v, want an optimal-size error", err)

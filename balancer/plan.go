@@ -3,6 +3,8 @@ package balancer
 import (
 	"fmt"
 	"math"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // simBudget bounds the events the planner spends simulating its candidates; above it,
@@ -25,25 +27,25 @@ func NewPlan(snap Snapshot, job Job, opts Options) (Plan, error) {
 	}
 	strategy := opts.Strategy
 	if strategy == "" {
-		strategy = StrategyAuto
+		strategy = jobspec.StrategyAuto
 	}
 	var d draft
 	switch strategy {
-	case StrategyEven:
+	case jobspec.StrategyEven:
 		d, err = in.planEven()
-	case StrategySky:
+	case jobspec.StrategySky:
 		d, err = in.planSky()
-	case StrategyOptimal:
+	case jobspec.StrategyOptimal:
 		d, err = in.planOptimal()
-	case StrategyAuto:
+	case jobspec.StrategyAuto:
 		d, err = in.planAuto(opts)
 	default:
-		return Plan{}, fmt.Errorf("unknown strategy %q: want %s, %s, %s or %s", strategy, StrategyAuto, StrategySky, StrategyEven, StrategyOptimal)
+		return Plan{}, strategy.Check("strategy")
 	}
 	if err != nil {
 		return Plan{}, err
 	}
-	if strategy != StrategyEven {
+	if strategy != jobspec.StrategyEven {
 		d = in.noWorseThanEven(d)
 	}
 	return in.toPlan(strategy, d), nil

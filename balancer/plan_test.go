@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // checkPlan verifies, from the job's layer costs alone, that every replica tiles the layers
@@ -39,7 +41,7 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 			}
 			used[st.Node] = true
 			inFlight := float64(mr)
-			if job.Schedule != ScheduleGPipe {
+			if job.Schedule != jobspec.ScheduleGPipe {
 				inFlight = float64(min(mr, S-s))
 			}
 			tok := seqs * float64(job.Context)
@@ -80,13 +82,13 @@ func TestPlanProperties(t *testing.T) {
 	const instances = 150
 	for i := 0; i < instances; i++ {
 		snap, job := randomInstance(rng, 9, 14, 12)
-		even, err := NewPlan(snap, job, Options{Strategy: StrategyEven})
+		even, err := NewPlan(snap, job, Options{Strategy: jobspec.StrategyEven})
 		if err != nil {
 			if !errors.Is(err, ErrInfeasible) {
 				t.Fatalf("instance %d: even: %v", i, err)
 			}
 			// Other strategies may still fit where equal counts do not; they must be valid.
-			for _, s := range []Strategy{StrategySky, StrategyAuto} {
+			for _, s := range []jobspec.Strategy{jobspec.StrategySky, jobspec.StrategyAuto} {
 				if p, err := NewPlan(snap, job, Options{Strategy: s}); err == nil {
 					checkPlan(t, snap, job, p)
 				}
@@ -96,9 +98,9 @@ func TestPlanProperties(t *testing.T) {
 		feasible++
 		checkPlan(t, snap, job, even)
 		evenT := simulated(t, snap, job, even)
-		strategies := []Strategy{StrategySky, StrategyAuto}
+		strategies := []jobspec.Strategy{jobspec.StrategySky, jobspec.StrategyAuto}
 		if len(snap.Nodes) <= 4 && len(job.Layers) <= 10 {
-			strategies = append(strategies, StrategyOptimal)
+			strategies = append(strategies, jobspec.StrategyOptimal)
 		}
 		for _, s := range strategies {
 			p, err := NewPlan(snap, job, Options{Strategy: s})
@@ -125,7 +127,7 @@ func TestPlanProperties(t *testing.T) {
 func TestPlanPropertiesReplicas(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		sc := Geo3(seed)
-		for _, s := range []Strategy{StrategyEven, StrategySky, StrategyAuto} {
+		for _, s := range []jobspec.Strategy{jobspec.StrategyEven, jobspec.StrategySky, jobspec.StrategyAuto} {
 			p, err := NewPlan(sc.Snapshot, sc.Job, Options{Strategy: s})
 			if err != nil {
 				t.Fatal(err)

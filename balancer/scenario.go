@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -78,8 +79,8 @@ func Geo3(seed uint64) Scenario {
 }
 
 func scenarioJob(cfg model.Config) Job {
-	return Job{Layers: cfg.LayerCosts(), Batch: 64, Context: cfg.Context, Schedule: Schedule1F1B,
-		Sync: Sync{Mode: SyncDiLoCo, InnerSteps: 100, Compression: 4}}
+	return Job{Layers: cfg.LayerCosts(), Batch: 64, Context: cfg.Context, Schedule: jobspec.Schedule1F1B,
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 100, Compression: 4}}
 }
 
 // fullMesh lists a link for every ordered pair of distinct nodes.

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"sort"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // computeOptimal is the reference for acceptance 3, written apart from the planner: an
@@ -95,8 +97,8 @@ func TestSky64ReachesComputeOptimal(t *testing.T) {
 	var evenT, skyT, autoT, optT, bnRatio []float64
 	for seed := uint64(1); seed <= 10; seed++ {
 		sc := Sky64(seed)
-		plans := map[Strategy]Plan{}
-		for _, s := range []Strategy{StrategyEven, StrategySky, StrategyAuto} {
+		plans := map[jobspec.Strategy]Plan{}
+		for _, s := range []jobspec.Strategy{jobspec.StrategyEven, jobspec.StrategySky, jobspec.StrategyAuto} {
 			p, err := NewPlan(sc.Snapshot, sc.Job, Options{Strategy: s})
 			if err != nil {
 				t.Fatalf("seed %d %s: %v", seed, s, err)
@@ -105,7 +107,7 @@ func TestSky64ReachesComputeOptimal(t *testing.T) {
 			plans[s] = p
 		}
 		var order []string
-		for _, st := range plans[StrategyEven].Replicas[0].Stages {
+		for _, st := range plans[jobspec.StrategyEven].Replicas[0].Stages {
 			order = append(order, st.Node) // decreasing memory, as sky orders them
 		}
 		bounds, nodes, bn := computeOptimal(sc, order)
@@ -113,9 +115,9 @@ func TestSky64ReachesComputeOptimal(t *testing.T) {
 		for i, v := range nodes {
 			ref.Replicas[0].Stages = append(ref.Replicas[0].Stages, Stage{Node: v, First: bounds[i], Last: bounds[i+1]})
 		}
-		e, s, a, o := simulated(t, sc.Snapshot, sc.Job, plans[StrategyEven]), simulated(t, sc.Snapshot, sc.Job, plans[StrategySky]),
-			simulated(t, sc.Snapshot, sc.Job, plans[StrategyAuto]), simulated(t, sc.Snapshot, sc.Job, ref)
-		if got := bottleneckOf(sc, plans[StrategySky]); got > bn*(1+1e-9) {
+		e, s, a, o := simulated(t, sc.Snapshot, sc.Job, plans[jobspec.StrategyEven]), simulated(t, sc.Snapshot, sc.Job, plans[jobspec.StrategySky]),
+			simulated(t, sc.Snapshot, sc.Job, plans[jobspec.StrategyAuto]), simulated(t, sc.Snapshot, sc.Job, ref)
+		if got := bottleneckOf(sc, plans[jobspec.StrategySky]); got > bn*(1+1e-9) {
 			t.Errorf("seed %d: sky's bottleneck %.4g > compute-optimal %.4g", seed, got, bn)
 		}
 		if s > o*1.005 {
@@ -125,9 +127,9 @@ func TestSky64ReachesComputeOptimal(t *testing.T) {
 			t.Errorf("seed %d: auto simulates %.2f s, sky %.2f s, compute-optimal %.2f s", seed, a, s, o)
 		}
 		t.Logf("seed %2d: even %.1f s, sky %.1f s, auto %.1f s (%d replicas), compute-optimal %.1f s; bottleneck even/optimal %.3f",
-			seed, e, s, a, len(plans[StrategyAuto].Replicas), o, bottleneckOf(sc, plans[StrategyEven])/bn)
+			seed, e, s, a, len(plans[jobspec.StrategyAuto].Replicas), o, bottleneckOf(sc, plans[jobspec.StrategyEven])/bn)
 		evenT, skyT, autoT, optT = append(evenT, e), append(skyT, s), append(autoT, a), append(optT, o)
-		bnRatio = append(bnRatio, 1-bn/bottleneckOf(sc, plans[StrategyEven]))
+		bnRatio = append(bnRatio, 1-bn/bottleneckOf(sc, plans[jobspec.StrategyEven]))
 	}
 	t.Logf("medians: even %.1f s, sky %.1f s (−%.1f%%), auto %.1f s (−%.1f%%), compute-optimal %.1f s (−%.1f%%); compute-optimal bottleneck −%.1f%% vs even",
 		median(evenT), median(skyT), 100*(1-median(skyT)/median(evenT)), median(autoT), 100*(1-median(autoT)/median(evenT)),
@@ -139,8 +141,8 @@ func TestGeo3AutoHalvesSky(t *testing.T) {
 	var skyT, autoT, evenT []float64
 	for seed := uint64(1); seed <= 10; seed++ {
 		sc := Geo3(seed)
-		step := map[Strategy]float64{}
-		for _, s := range []Strategy{StrategyEven, StrategySky, StrategyAuto} {
+		step := map[jobspec.Strategy]float64{}
+		for _, s := range []jobspec.Strategy{jobspec.StrategyEven, jobspec.StrategySky, jobspec.StrategyAuto} {
 			p, err := NewPlan(sc.Snapshot, sc.Job, Options{Strategy: s})
 			if err != nil {
 				t.Fatalf("seed %d %s: %v", seed, s, err)
@@ -148,10 +150,10 @@ func TestGeo3AutoHalvesSky(t *testing.T) {
 			checkPlan(t, sc.Snapshot, sc.Job, p)
 			step[s] = simulated(t, sc.Snapshot, sc.Job, p)
 		}
-		if step[StrategyAuto] > step[StrategySky]/2 {
-			t.Errorf("seed %d: auto %.2f s > half of sky's %.2f s", seed, step[StrategyAuto], step[StrategySky])
+		if step[jobspec.StrategyAuto] > step[jobspec.StrategySky]/2 {
+			t.Errorf("seed %d: auto %.2f s > half of sky's %.2f s", seed, step[jobspec.StrategyAuto], step[jobspec.StrategySky])
 		}
-		evenT, skyT, autoT = append(evenT, step[StrategyEven]), append(skyT, step[StrategySky]), append(autoT, step[StrategyAuto])
+		evenT, skyT, autoT = append(evenT, step[jobspec.StrategyEven]), append(skyT, step[jobspec.StrategySky]), append(autoT, step[jobspec.StrategyAuto])
 	}
 	t.Logf("geo3 medians: even %.2f s, sky %.2f s, auto %.2f s (auto/sky %.3f)", median(evenT), median(skyT), median(autoT), median(autoT)/median(skyT))
 }

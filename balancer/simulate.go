@@ -3,6 +3,8 @@ package balancer
 import (
 	"container/heap"
 	"math"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // Simulation is the simulator's account of one training step of a plan.
@@ -104,9 +106,9 @@ type simOp struct {
 }
 
 // scheduleOps is the order in which stage s of S runs its passes over m micro-batches.
-func scheduleOps(sched Schedule, s, S, m int) []simOp {
+func scheduleOps(sched jobspec.Schedule, s, S, m int) []simOp {
 	ops := make([]simOp, 0, 2*m)
-	if sched == ScheduleGPipe {
+	if sched == jobspec.ScheduleGPipe {
 		for i := 0; i < m; i++ {
 			ops = append(ops, simOp{true, i})
 		}

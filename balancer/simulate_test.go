@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -47,7 +48,7 @@ func TestSimulateOneStage(t *testing.T) {
 func TestSimulatePipelineBubble(t *testing.T) {
 	job := Job{Layers: uniformLayers(2, 1e9, 0, 0), Batch: 4, Context: 1}
 	p := Plan{MicroBatches: 4, Replicas: []Replica{{Batch: 4, Stages: []Stage{{Node: "a", First: 0, Last: 1}, {Node: "b", First: 1, Last: 2}}}}}
-	for _, sched := range []Schedule{Schedule1F1B, ScheduleGPipe} {
+	for _, sched := range []jobspec.Schedule{jobspec.Schedule1F1B, jobspec.ScheduleGPipe} {
 		job.Schedule = sched
 		sim, err := Simulate(twoNodes(1e30, 0), job, p)
 		if err != nil {
@@ -62,7 +63,7 @@ func TestSimulatePipelineBubble(t *testing.T) {
 // A slow link serialises activations: the last one arrives after M transfers and the RTT/2,
 // and the gradients come back the same way.
 func TestSimulateSerialLink(t *testing.T) {
-	job := Job{Layers: uniformLayers(2, 1e-3, 1000, 0), Batch: 4, Context: 1, Schedule: ScheduleGPipe}
+	job := Job{Layers: uniformLayers(2, 1e-3, 1000, 0), Batch: 4, Context: 1, Schedule: jobspec.ScheduleGPipe}
 	p := Plan{MicroBatches: 4, Replicas: []Replica{{Batch: 4, Stages: []Stage{{Node: "a", First: 0, Last: 1}, {Node: "b", First: 1, Last: 2}}}}}
 	sim, err := Simulate(twoNodes(1000, 0.5), job, p)
 	if err != nil {
@@ -81,7 +82,7 @@ func TestSimulateSerialLink(t *testing.T) {
 // amortised over the inner steps.
 func TestSimulateSync(t *testing.T) {
 	job := Job{Layers: uniformLayers(1, 1e-3, 0, 8000), Batch: 2, Context: 1,
-		Sync: Sync{Mode: SyncDiLoCo, InnerSteps: 10, Compression: 4}}
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10, Compression: 4}}
 	p := Plan{MicroBatches: 1, Replicas: []Replica{
 		{Batch: 1, Stages: []Stage{{Node: "a", First: 0, Last: 1}}},
 		{Batch: 1, Stages: []Stage{{Node: "b", First: 0, Last: 1}}}}}
@@ -92,7 +93,7 @@ func TestSimulateSync(t *testing.T) {
 	if want := 2 * (1000/100.0 + 0.1); !near(sim.SyncPhase, want) || !near(sim.Sync, want/10) {
 		t.Errorf("sync phase %g (per step %g), want %g (%g)", sim.SyncPhase, sim.Sync, want, want/10)
 	}
-	job.Sync = Sync{Mode: SyncEveryStep}
+	job.Sync = Sync{Mode: jobspec.SyncEveryStep}
 	sim, _ = Simulate(twoNodes(100, 0.2), job, p)
 	if want := 2 * (4000/100.0 + 0.1); !near(sim.Sync, want) {
 		t.Errorf("every-step sync %g, want %g", sim.Sync, want)

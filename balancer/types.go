@@ -1,6 +1,9 @@
 package balancer
 
-import "github.com/meshnode/meshnode/model"
+import (
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+)
 
 // Node is one machine as the mesh measured it.
 type Node struct {
@@ -61,36 +64,12 @@ type Snapshot struct {
 	Links []Link `json:"links"`
 }
 
-// Schedule is a pipeline schedule.
-type Schedule string
-
-// Pipeline schedules.
-const (
-	// Schedule1F1B runs forward and backward passes alternately after a warm-up, holding at
-	// most S−s micro-batches in flight on stage s of S. The default.
-	Schedule1F1B Schedule = "1f1b"
-	// ScheduleGPipe runs every forward pass, then every backward pass: all micro-batches are
-	// in flight on every stage.
-	ScheduleGPipe Schedule = "gpipe"
-)
-
-// SyncMode says how replicas of the same layers agree.
-type SyncMode string
-
-// Sync modes.
-const (
-	// SyncDiLoCo all-reduces pseudo-gradients every InnerSteps steps. The default.
-	SyncDiLoCo SyncMode = "diloco"
-	// SyncEveryStep all-reduces gradients after every step (classic data parallelism).
-	SyncEveryStep SyncMode = "sync"
-)
-
 // Sync is the job's replica synchronisation.
 type Sync struct {
-	// Mode is SyncDiLoCo or SyncEveryStep; "" means SyncDiLoCo.
-	Mode SyncMode `json:"mode"`
+	// Mode is jobspec.SyncDiLoCo or jobspec.SyncEveryStep; "" means SyncDiLoCo.
+	Mode jobspec.Sync `json:"mode"`
 	// InnerSteps is the number of local steps between DiLoCo syncs; 0 means 100. Ignored by
-	// SyncEveryStep.
+	// jobspec.SyncEveryStep.
 	InnerSteps int `json:"inner_steps"`
 	// Compression is the codec's size ratio (4 for int8 from float32); 0 means 1.
 	Compression float64 `json:"compression"`
@@ -107,31 +86,13 @@ type Job struct {
 	// MicroBatches is the number of micro-batches per replica; 0 lets the strategy choose
 	// (even and sky use one sequence per micro-batch).
 	MicroBatches int `json:"micro_batches"`
-	// Schedule is the pipeline schedule; "" means Schedule1F1B.
-	Schedule Schedule `json:"schedule"`
+	// Schedule is the pipeline schedule; "" means jobspec.Schedule1F1B.
+	Schedule jobspec.Schedule `json:"schedule"`
 	// Sync is how replicas synchronise.
 	Sync Sync `json:"sync"`
 }
 
-// Strategy names a planning algorithm.
-type Strategy string
-
-// Strategies.
-const (
-	// StrategyEven gives every node the same number of layers (the Sky Computing baseline).
-	StrategyEven Strategy = "even"
-	// StrategySky balances layer compute against measured speed under memory limits and
-	// ignores links, as the Sky Computing paper does.
-	StrategySky Strategy = "sky"
-	// StrategyOptimal searches every node order, node subset, partition and micro-batch
-	// count of one pipeline. Only for ≤ OptimalMaxNodes nodes and ≤ OptimalMaxLayers layers.
-	StrategyOptimal Strategy = "optimal"
-	// StrategyAuto is meshnode's planner: replicas, node order, link-aware stage sizes and
-	// micro-batch count.
-	StrategyAuto Strategy = "auto"
-)
-
-// Limits of StrategyOptimal.
+// Limits of jobspec.StrategyOptimal.
 const (
 	OptimalMaxNodes  = 6
 	OptimalMaxLayers = 16
@@ -139,8 +100,8 @@ const (
 
 // Options tune planning.
 type Options struct {
-	// Strategy is the algorithm; "" means StrategyAuto.
-	Strategy Strategy
+	// Strategy is the algorithm; "" means jobspec.StrategyAuto.
+	Strategy jobspec.Strategy
 	// MaxReplicas bounds the number of replicas auto may form; 0 means no bound.
 	MaxReplicas int
 	// Margin is Replan's hysteresis: a new plan must be predicted faster by this fraction,
@@ -153,13 +114,13 @@ type Options struct {
 
 // Plan is where every layer runs and what that is predicted to cost per step.
 type Plan struct {
-	Strategy Strategy `json:"strategy"`
+	Strategy jobspec.Strategy `json:"strategy"`
 	// Replicas each hold the whole model as an ordered list of stages.
 	Replicas []Replica `json:"replicas"`
 	// MicroBatches is the micro-batch count per replica (a replica with a smaller batch uses
 	// one micro-batch per sequence).
-	MicroBatches int      `json:"micro_batches"`
-	Schedule     Schedule `json:"schedule"`
+	MicroBatches int              `json:"micro_batches"`
+	Schedule     jobspec.Schedule `json:"schedule"`
 	// Predicted is the planner's own estimate of one step.
 	Predicted Breakdown `json:"predicted"`
 	// LinkBytes is the predicted traffic per step on each directed link that carries any,

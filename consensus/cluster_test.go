@@ -24,6 +24,7 @@ import (
 	"github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // testCluster runs consensus nodes in-process over real libp2p hosts on 127.0.0.1.
@@ -215,7 +216,7 @@ func (tc *testCluster) running() []*testNode {
 func (tc *testCluster) waitLeader(timeout time.Duration) *testNode {
 	tc.t.Helper()
 	var leader *testNode
-	waitFor(tc.t, timeout, func() error {
+	testutil.WaitForErr(tc.t, timeout, func() error {
 		leader = nil
 		for _, n := range tc.running() {
 			if n.c.IsLeader() {
@@ -245,7 +246,7 @@ func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*t
 		slices.Sort(out)
 		return out
 	}
-	waitFor(tc.t, timeout, func() error {
+	testutil.WaitForErr(tc.t, timeout, func() error {
 		l := tc.waitLeader(timeout)
 		st, err := l.c.Status(context.Background())
 		if err != nil {
@@ -261,7 +262,7 @@ func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*t
 // waitJob waits until n's local FSM has job id in status want.
 func waitJob(t *testing.T, n *testNode, id string, want JobStatus) {
 	t.Helper()
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitForErr(t, 10*time.Second, func() error {
 		j, _, err := n.c.Job(context.Background(), id, false)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.name, err)
@@ -271,22 +272,6 @@ func waitJob(t *testing.T, n *testNode, id string, want JobStatus) {
 		}
 		return nil
 	})
-}
-
-// waitFor polls cond until it returns nil or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %v", timeout, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func ctxT(t *testing.T) context.Context {
@@ -357,12 +342,8 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	start := time.Now()
 	tc.stop(n0)
 	newLeader := tc.waitLeader(5 * time.Second)
-	elapsed := time.Since(start)
-	t.Logf("new leader %s elected %s after the old one stopped", newLeader.name, elapsed)
-	if elapsed > 5*time.Second {
-		t.Fatalf("new leader after %s, want ≤ 5s", elapsed)
-	}
-	waitFor(t, 5*time.Second, func() error {
+	testutil.Within(t, "electing a new leader "+newLeader.name, time.Since(start), 5*time.Second)
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if got := newLeader.c.LeaderChanges(); got < 2 {
 			return fmt.Errorf("new leader saw %d leader changes, want ≥ 2 (n0, then itself)", got)
 		}
@@ -378,6 +359,15 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	}
 
 	// The node reports n0 dead: a live non-voter takes its seat.
+	replaceDeadVoter(t, tc, n0, n3, n4, n1, n2)
+	checkCancelAndPlanRPCs(t, tc, n4, newLeader, id, id2)
+}
+
+// replaceDeadVoter has every running node reconcile with dead reported dead and checks
+// that the live non-voter with the smallest ID (of a, b) takes its voter seat.
+func replaceDeadVoter(t *testing.T, tc *testCluster, dead, a, b *testNode, voters ...*testNode) {
+	t.Helper()
+	ctx := ctxT(t)
 	var members []Member
 	for _, n := range tc.nodes {
 		members = append(members, Member{ID: n.id, Live: n.running()})
@@ -387,20 +377,24 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 			t.Fatalf("reconcile on %s: %v", n.name, err)
 		}
 	}
-	promoted, spare := n3, n4 // the live non-voter with the smallest id takes the seat
-	if n4.id < n3.id {
-		promoted, spare = n4, n3
+	promoted, spare := a, b // the live non-voter with the smallest id takes the seat
+	if b.id < a.id {
+		promoted, spare = b, a
 	}
-	tc.waitMembers(10*time.Second, []*testNode{n1, n2, promoted}, []*testNode{spare})
-	waitFor(t, 5*time.Second, func() error {
-		if nd, ok := n4.c.FSM().Node(n0.id.String()); !ok || nd.Status != NodeDead {
-			return fmt.Errorf("n0 recorded as %+v", nd)
+	tc.waitMembers(10*time.Second, append(voters, promoted), []*testNode{spare})
+	testutil.WaitForErr(t, 5*time.Second, func() error {
+		if nd, ok := b.c.FSM().Node(dead.id.String()); !ok || nd.Status != NodeDead {
+			return fmt.Errorf("%s recorded as %+v", dead.name, nd)
 		}
 		return nil
 	})
+}
 
-	// Cancel through a follower; business errors come back as sentinels over RPC.
-	follower := n4
+// checkCancelAndPlanRPCs cancels job id2 through follower (business errors come back as
+// sentinels over RPC) and checks that only the leader may plan job id.
+func checkCancelAndPlanRPCs(t *testing.T, tc *testCluster, follower, leader *testNode, id, id2 string) {
+	t.Helper()
+	ctx := ctxT(t)
 	if err := follower.c.CancelJob(ctx, id2); err != nil {
 		t.Fatal(err)
 	}
@@ -416,11 +410,11 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	if _, err := follower.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test"); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("set plan from a follower: %v, want ErrForbidden", err)
 	}
-	epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
+	epoch, err := leader.c.SetPlan(ctx, id, []byte(`{"stages":2}`), "test")
 	if err != nil || epoch != 1 {
 		t.Fatalf("set plan: %d %v", epoch, err)
 	}
-	if epoch, err := newLeader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
+	if epoch, err := leader.c.SetPlan(ctx, id, []byte(`{"stages":3}`), "replan"); err != nil || epoch != 2 {
 		t.Fatalf("second plan: %d %v", epoch, err)
 	}
 }
@@ -463,7 +457,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 	tc.connect(n2)
 	waitJob(t, n2, idB, JobSubmitted)
 	tc.waitMembers(10*time.Second, []*testNode{n0, n1, n2}, nil)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if n2.c.Leader() != n0.id {
 			return fmt.Errorf("n2 follows %q", n2.c.Leader())
 		}
@@ -476,7 +470,7 @@ func TestClusterRestartAndLeave(t *testing.T) {
 	}
 	tc.stop(n1)
 	tc.waitMembers(10*time.Second, []*testNode{n0, n2}, nil)
-	waitFor(t, 5*time.Second, func() error {
+	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if nd, _ := n2.c.FSM().Node(n1.id.String()); nd.Status != NodeLeft {
 			return fmt.Errorf("n1 recorded as %q", nd.Status)
 		}

@@ -42,7 +42,7 @@ func checkNodeID(field, id string) error {
 	return nil
 }
 
-func checkLen(field, s string, max int) error {
+func checkLen[S ~string](field string, s S, max int) error {
 	if len(s) > max {
 		return fmt.Errorf("%s: %d bytes (max %d)", field, len(s), max)
 	}
@@ -73,7 +73,7 @@ func (n Node) bounded() Node {
 
 func (n Node) validate() error {
 	errs := []error{checkNodeID("node id", n.ID), checkNodeStatus(n.Status),
-		checkLen("profile.gpu_name", n.Profile.GPUName, maxNameLen), checkLen("profile.tensor_addr", n.Profile.TensorAddr, maxAddrLen)}
+		checkLen("profile.gpu_name", n.Profile.GPUName, maxNameLen)}
 	if len(n.Addrs) > maxAddrs {
 		errs = append(errs, fmt.Errorf("node addrs: %d (max %d)", len(n.Addrs), maxAddrs))
 	}

@@ -137,7 +137,7 @@ func (f *FSM) applyJobSubmit(req JobSubmitRequest) any {
 	}
 	j := &Job{ID: req.ID, Name: req.Spec.Name, Spec: req.Spec, Status: JobSubmitted,
 		SubmittedAt: req.Time, UpdatedAt: req.Time}
-	j.addEvent(Event{Time: req.Time, Kind: "submitted", Message: "job submitted"})
+	j.addEvent(Event{Time: req.Time, Kind: EventSubmitted, Message: "job submitted"})
 	f.state.Jobs[req.ID] = j
 	return nil
 }
@@ -155,7 +155,7 @@ func (f *FSM) applyJobStatus(req JobStatusRequest) any {
 		msg += ": " + req.Message
 	}
 	j.Status, j.UpdatedAt = req.Status, req.Time
-	j.addEvent(Event{Time: req.Time, Kind: "status", Epoch: j.Epoch(), Message: msg})
+	j.addEvent(Event{Time: req.Time, Kind: EventStatus, Epoch: j.Epoch(), Message: msg})
 	if j.Status.Terminal() {
 		j.FinishedIndex = f.applied
 		f.dropFinished()
@@ -173,7 +173,7 @@ func (f *FSM) applyPlanSet(req PlanSetRequest) any {
 	}
 	j.Plans = appendBounded(j.Plans, MaxPlansPerJob, PlanEpoch{Epoch: req.Epoch, Plan: req.Plan, Reason: req.Reason, SetAt: req.Time})
 	j.UpdatedAt = req.Time
-	j.addEvent(Event{Time: req.Time, Kind: "plan", Epoch: req.Epoch, Message: strings.TrimSpace("plan set " + req.Reason)})
+	j.addEvent(Event{Time: req.Time, Kind: EventPlan, Epoch: req.Epoch, Message: strings.TrimSpace("plan set " + req.Reason)})
 	return nil
 }
 
@@ -204,7 +204,7 @@ func (f *FSM) applyCheckpoint(req CheckpointRequest) any {
 		}
 	}
 	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
-	j.addEvent(Event{Time: m.Time, Kind: "checkpoint", Epoch: m.Epoch, Step: m.Step,
+	j.addEvent(Event{Time: m.Time, Kind: EventCheckpoint, Epoch: m.Epoch, Step: m.Step,
 		Message: fmt.Sprintf("checkpoint at step %d", m.Step)})
 	return nil
 }

@@ -124,7 +124,7 @@ func TestFSMJobLifecycle(t *testing.T) {
 	}
 	kinds := []string{}
 	for _, e := range j.Events {
-		kinds = append(kinds, e.Kind)
+		kinds = append(kinds, string(e.Kind))
 	}
 	if fmt.Sprint(kinds) != "[submitted status plan status checkpoint stage]" {
 		t.Fatalf("event kinds = %v", kinds)
@@ -160,7 +160,7 @@ func TestFSMBounds(t *testing.T) {
 	if len(j.Progress) != MaxProgressPerJob || j.Progress[0].Step != 10 || j.Progress[len(j.Progress)-1].Step != MaxProgressPerJob+9 {
 		t.Fatalf("progress bound: %d samples, first %d", len(j.Progress), j.Progress[0].Step)
 	}
-	if len(j.Events) != MaxEventsPerJob || j.Events[len(j.Events)-1].Kind != "checkpoint" {
+	if len(j.Events) != MaxEventsPerJob || j.Events[len(j.Events)-1].Kind != EventCheckpoint {
 		t.Fatalf("events bound: %d", len(j.Events))
 	}
 	if len(j.Plans) != MaxPlansPerJob || j.Epoch() != MaxPlansPerJob+3 {

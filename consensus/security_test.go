@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // These tests perform the attacks of issue 14 on the control plane against the real code
@@ -313,7 +314,7 @@ func TestForeignClusterRefused(t *testing.T) {
 	ctx := ctxT(t)
 	a := tc.add(true)
 	b := tc.add(true) // connected to a, bootstraps its own cluster
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitForErr(t, 10*time.Second, func() error {
 		if !a.c.IsLeader() || !b.c.IsLeader() || a.c.FSM().ClusterID() == "" || b.c.FSM().ClusterID() == "" {
 			return errors.New("both clusters not up yet")
 		}
@@ -341,7 +342,7 @@ func TestForeignClusterRefused(t *testing.T) {
 	if err := a.c.futureErr(ctx, a.c.raft.AddNonvoter(raft.ServerID(b.id.String()), raft.ServerAddress(b.id.String()), 0, time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testutil.WaitForErr(t, 10*time.Second, func() error {
 		if !strings.Contains(logs.String(), "refused raft stream") || !strings.Contains(logs.String(), "foreign cluster") {
 			return errors.New("no refusal logged yet")
 		}
@@ -417,7 +418,7 @@ func TestRetentionAndPaging(t *testing.T) {
 		}
 	}
 	for _, n := range tc.running() {
-		waitFor(t, 10*time.Second, func() error {
+		testutil.WaitForErr(t, 10*time.Second, func() error {
 			jobs, _ := n.c.FSM().Jobs()
 			if len(jobs) != 4 || jobs[0].ID != ids[2] || jobs[1].ID != ids[3] {
 				return fmt.Errorf("%s keeps %d jobs", n.name, len(jobs))

@@ -35,15 +35,14 @@ const (
 )
 
 // Profile is the summary of a node's measured capability that the control plane keeps; the
-// full profile travels in gossip heartbeats, not in Raft.
+// full profile, with the node's data-plane address, travels in gossip heartbeats
+// (mesh.Profile), not in Raft.
 type Profile struct {
 	CPUs        int     `json:"cpus,omitempty"`
 	GFLOPS      float64 `json:"gflops,omitempty"`
 	MemoryBytes uint64  `json:"memory_bytes,omitempty"`
 	GPUs        int     `json:"gpus,omitempty"`
 	GPUName     string  `json:"gpu_name,omitempty"`
-	// TensorAddr is the node's data-plane address (host:port), empty until it listens.
-	TensorAddr string `json:"tensor_addr,omitempty"`
 }
 
 // Node is one member of the mesh as the FSM records it. ID is the libp2p peer ID.
@@ -55,23 +54,18 @@ type Node struct {
 	UpdatedAt time.Time  `json:"updated_at"`
 }
 
-// JobStatus is where a job is in its life.
-type JobStatus string
+// JobStatus is where a job is in its life (jobspec.JobStatus, shared with the scheduler).
+type JobStatus = jobspec.JobStatus
 
-// Job statuses. Done, failed and cancelled are terminal.
+// Job statuses, as jobspec defines them. Done, failed and cancelled are terminal.
 const (
-	JobSubmitted JobStatus = "submitted"
-	JobPlanning  JobStatus = "planning"
-	JobRunning   JobStatus = "running"
-	JobDone      JobStatus = "done"
-	JobFailed    JobStatus = "failed"
-	JobCancelled JobStatus = "cancelled"
+	JobSubmitted = jobspec.JobSubmitted
+	JobPlanning  = jobspec.JobPlanning
+	JobRunning   = jobspec.JobRunning
+	JobDone      = jobspec.JobDone
+	JobFailed    = jobspec.JobFailed
+	JobCancelled = jobspec.JobCancelled
 )
-
-// Terminal reports whether no further change is allowed.
-func (s JobStatus) Terminal() bool {
-	return s == JobDone || s == JobFailed || s == JobCancelled
-}
 
 // allowedNext lists the statuses a job may move to from each non-terminal status.
 var allowedNext = map[JobStatus][]JobStatus{
@@ -129,7 +123,7 @@ type CheckpointManifest struct {
 // Event is one line of a job's event log.
 type Event struct {
 	Time    time.Time `json:"time"`
-	Kind    string    `json:"kind"`
+	Kind    EventKind `json:"kind"`
 	Epoch   uint64    `json:"epoch"`
 	Step    int       `json:"step"`
 	Message string    `json:"message"`

@@ -6,7 +6,7 @@ import "math"
 type AdamW struct {
 	// LR is the learning rate of this step.
 	LR float64
-	// Beta1 and Beta2 are the moment decay rates (GPT_SPEC.md: 0.9 and 0.95).
+	// Beta1 and Beta2 are the moment decay rates (docs/gpt.md: 0.9 and 0.95).
 	Beta1, Beta2 float64
 	// Eps is added to the denominator (1e-8).
 	Eps float64

@@ -63,9 +63,9 @@ func GemmTrainingProblems() []GemmProblem {
 }
 
 // MeasureGemm times Gemm's kernel on a square-style product C = A·B (m×k times k×n, beta
-// 0) over threads goroutines and returns GFLOP/s, measured as ../shared/bench/sgemm_bench.c
-// measures OpenBLAS: one warm-up call, then three batches of at least minDuration each,
-// the median batch. It is the measurement behind `meshnode bench --gemm` and the node's
+// 0) over threads goroutines and returns GFLOP/s, measured as the OpenBLAS baseline of
+// docs/PERFORMANCE.md is: one warm-up call, then three batches of at least minDuration
+// each, the median batch, 2·m·n·k floating-point operations per product. It is the measurement behind `meshnode bench --gemm` and the node's
 // device profile.
 func MeasureGemm(m, n, k, threads int, minDuration time.Duration) float64 {
 	return MeasureGemmImpl(gemmBestImpl, GemmProblem{M: m, N: n, K: k}, threads, minDuration)

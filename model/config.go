@@ -3,27 +3,19 @@ package model
 import (
 	"errors"
 	"fmt"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// Config is the shape of a GPT. DefaultConfig gives the spec's defaults.
-type Config struct {
-	// Layers is the number of transformer blocks (≥ 1).
-	Layers int `json:"layers" yaml:"layers"`
-	// DModel is the embedding width (≥ 1, divisible by Heads).
-	DModel int `json:"d_model" yaml:"d_model"`
-	// Heads is the number of attention heads (≥ 1).
-	Heads int `json:"heads" yaml:"heads"`
-	// Context is the sequence length T, the number of positions in wpe (≥ 1).
-	Context int `json:"context" yaml:"context"`
-	// Vocab is the vocabulary size V: 256 for byte tokens.
-	Vocab int `json:"vocab" yaml:"vocab"`
-}
+// Config is the shape of a GPT. Its fields, their JSON and YAML names and their defaults
+// are the job spec's model section (jobspec.Model), defined there once: a job stored in the
+// control plane and a model built from it cannot disagree. Config adds what the model
+// computes from the shape.
+type Config jobspec.Model
 
-// DefaultConfig is the default model of GPT_SPEC.md: 4 layers, d 128, 4 heads, context 128,
-// byte vocabulary.
-func DefaultConfig() Config {
-	return Config{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
-}
+// DefaultConfig is the default model of docs/gpt.md: 4 layers, d 128, 4 heads, context
+// 128, byte vocabulary (jobspec.DefaultModel).
+func DefaultConfig() Config { return Config(jobspec.DefaultModel()) }
 
 // Validate reports every field that cannot describe a GPT, each error naming its field.
 func (c Config) Validate() error {

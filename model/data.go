@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-// BuiltinGoStd names the default corpus: the Go standard library's source (GPT_SPEC.md).
+// BuiltinGoStd names the default corpus: the Go standard library's source (docs/gpt.md).
 const BuiltinGoStd = "builtin:gostd"
 
 // Tokens is a read-only sequence of token ids: bytes for byte-level text, uint16 for

@@ -6,14 +6,14 @@ import (
 	"strings"
 )
 
-// GPT is the model of GPT_SPEC.md as its layer list: Layers[0] is the Embedding,
+// GPT is the model of docs/gpt.md as its layer list: Layers[0] is the Embedding,
 // Layers[1..cfg.Layers] the Blocks, and the last the Head.
 type GPT struct {
 	Config Config
 	Layers []Layer
 }
 
-// New builds the GPT of cfg (which must be valid) with the spec's initialisation from seed.
+// New builds the GPT of cfg (which must be valid) with docs/gpt.md's initialisation from seed.
 func New(cfg Config, seed uint64) *GPT {
 	return &GPT{Config: cfg, Layers: NewLayers(cfg, seed, 0, cfg.NumLayers())}
 }
@@ -39,7 +39,7 @@ func NewLayers(cfg Config, seed uint64, first, last int) []Layer {
 	return layers
 }
 
-// InitLayer sets layer index's parameters to the spec's initial values: weights
+// InitLayer sets layer index's parameters to docs/gpt.md's initial values: weights
 // N(0, 0.02), the residual projections (attn.c_proj.weight, mlp.c_proj.weight)
 // N(0, 0.02/√(2·layers)), biases 0, LayerNorm weights 1 and biases 0.
 func InitLayer(cfg Config, l Layer, seed uint64, index int) {

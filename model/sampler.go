@@ -1,6 +1,6 @@
 package model
 
-// SplitMix64 is the sampler's hash (GPT_SPEC.md): splitmix64's finaliser over
+// SplitMix64 is the sampler's hash (docs/gpt.md): splitmix64's finaliser over
 // seed + (i+1)·0x9E3779B97F4A7C15 (mod 2⁶⁴).
 func SplitMix64(seed, i uint64) uint64 {
 	z := seed + (i+1)*0x9E3779B97F4A7C15
@@ -9,7 +9,7 @@ func SplitMix64(seed, i uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// Sampler draws the training batches of GPT_SPEC.md: row r of step s starts at
+// Sampler draws the training batches of docs/gpt.md: row r of step s starts at
 // SplitMix64(seed, s·B + r) mod (len(train) − T − 1).
 //
 // Data-parallel replicas draw disjoint streams by giving each replica its own rows of a
@@ -52,7 +52,7 @@ func (s Sampler) MicroBatch(step, m, M int) *Batch {
 	return mb
 }
 
-// ValOffsets are the K validation windows of GPT_SPEC.md: offset_k = ⌊k·(len − T − 1)/K⌋.
+// ValOffsets are the K validation windows of docs/gpt.md: offset_k = ⌊k·(len − T − 1)/K⌋.
 func ValOffsets(val Tokens, T, K int) []int {
 	span := val.Len() - T - 1
 	offs := make([]int, K)

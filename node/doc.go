@@ -13,10 +13,11 @@
 //
 // Device profiling lives here: the GEMM rate is measured on the engine's own kernels
 // (kernels.MeasureGemm at a training shape), memory and disk from the operating system and
-// GPUs through NVML when cgo and a driver are present. The measured mesh.Profile is handed
-// to the mesh, which carries it in heartbeats.
+// GPUs through NVML, loaded at run time without cgo where a driver is present. The measured
+// mesh.Profile is handed to the mesh, which carries it in heartbeats.
 //
-// The HTTP API listens on loopback only and has no authentication of its own: anyone who
-// can reach it is on this machine. Node does not parse command lines (cmd/meshnode does)
-// and never exits the process.
+// The HTTP API (api.go, api_server.go) listens on loopback only, and every request passes
+// api_guard.go: a Host allowlist, cross-origin protection and a bearer token kept in the
+// data dir (docs/security.md); only the dashboard's static files are public. Node does not
+// parse command lines (cmd/meshnode does) and never exits the process.
 package node

@@ -83,7 +83,7 @@ func schedulerConfig() scheduler.Config {
 
 // codecCompression is the size ratio of a codec against float32, for the balancer's
 // sync-cost estimate.
-func codecCompression(codec string) float64 {
+func codecCompression(codec jobspec.Codec) float64 {
 	switch codec {
 	case jobspec.CodecFP16:
 		return 2
@@ -99,7 +99,7 @@ func codecCompression(codec string) float64 {
 type committer struct{ c *consensus.Consensus }
 
 func (m committer) SetJobStatus(ctx context.Context, id string, s scheduler.Status, msg string) error {
-	return m.c.SetJobStatus(ctx, id, consensus.JobStatus(s), msg)
+	return m.c.SetJobStatus(ctx, id, s, msg)
 }
 
 func (m committer) SetPlan(ctx context.Context, id string, p scheduler.JobPlan, reason string) (uint64, error) {
@@ -111,5 +111,5 @@ func (m committer) SetPlan(ctx context.Context, id string, p scheduler.JobPlan, 
 }
 
 func (m committer) AddEvent(ctx context.Context, id string, ev scheduler.Event) error {
-	return m.c.AddEvent(ctx, id, consensus.NewEvent(consensus.EventKind(ev.Kind), ev.Epoch, ev.Step, ev.Message))
+	return m.c.AddEvent(ctx, id, consensus.NewEvent(ev.Kind, ev.Epoch, ev.Step, ev.Message))
 }

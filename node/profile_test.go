@@ -2,16 +2,16 @@ package node
 
 import (
 	"context"
-	"github.com/meshnode/meshnode/scheduler"
 	"math"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 func fakeProfiler(cfg Config) *Profiler {
@@ -253,21 +253,20 @@ func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
 	t.Errorf("slowdown 3 measured %.2f× slower GEMM and %.2f× slower training, want 3× (±25%%)", gemm, train)
 }
 
-// timingTestsEnv names the environment variable that runs the tests whose assertions are
-// ratios of wall-clock measurements. They are measurements, not checks of logic, and a
-// loaded machine distorts them (`go test ./...` runs packages in parallel: on two cores
-// the CPU-time normalisation cannot remove what a busy hyperthread sibling or the Go
+// timingTest skips a test whose assertions are ratios of wall-clock measurements unless
+// testutil.TimingEnv is set. They are measurements, not checks of logic, and a loaded
+// machine distorts them (`go test ./...` runs packages in parallel: on two cores the
+// CPU-time normalisation cannot remove what a busy hyperthread sibling or the Go
 // scheduler's spinning around the slowdown emulation's sleeps cost), so they run only when
 // asked, on an otherwise idle machine:
 //
 //	MESHNODE_TIMING_TESTS=1 go test ./node -run 'TestTrainingRatePredictsStepTime|TestProfileOfSlowdownThreeIsAThird' -v
-const timingTestsEnv = "MESHNODE_TIMING_TESTS"
 
 func timingTest(t *testing.T) {
 	t.Helper()
 	switch {
-	case os.Getenv(timingTestsEnv) == "":
-		t.Skipf("timing measurement: set %s=1 on an idle machine to run it", timingTestsEnv)
+	case !testutil.TimingChecks():
+		t.Skipf("timing measurement: set %s=1 on an idle machine to run it", testutil.TimingEnv)
 	case testing.Short() || raceEnabled:
 		t.Skip("timing measurement: the race detector distorts the kernels' timing")
 	}

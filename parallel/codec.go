@@ -5,17 +5,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
-)
-
-// CodecName names a compression codec for synchronisation traffic.
-type CodecName string
-
-const (
-	CodecNone CodecName = "none"
-	CodecFP16 CodecName = "fp16"
-	CodecInt8 CodecName = "int8"
-	CodecTopK CodecName = "topk"
 )
 
 // Int8Block is the block size of the int8 codec: one float32 scale per block.
@@ -24,7 +15,7 @@ const Int8Block = 256
 // Codec compresses float32 vectors for the wire. Decode must reject payloads that do not
 // fit n elements (they come from the network).
 type Codec interface {
-	Name() CodecName
+	Name() jobspec.Codec
 	Wire() frame.Codec
 	Encode(dst []byte, x []float32) []byte
 	Decode(x []float32, payload []byte) error
@@ -32,21 +23,21 @@ type Codec interface {
 
 // NewCodec returns the codec of that name; topkFraction is the share of elements the topk
 // codec keeps (ignored by the others).
-func NewCodec(name CodecName, topkFraction float64) (Codec, error) {
+func NewCodec(name jobspec.Codec, topkFraction float64) (Codec, error) {
 	switch name {
-	case CodecNone, "":
+	case jobspec.CodecNone, "":
 		return noneCodec{}, nil
-	case CodecFP16:
+	case jobspec.CodecFP16:
 		return fp16Codec{}, nil
-	case CodecInt8:
+	case jobspec.CodecInt8:
 		return int8Codec{}, nil
-	case CodecTopK:
+	case jobspec.CodecTopK:
 		if !(topkFraction > 0 && topkFraction <= 1) {
 			return nil, fmt.Errorf("topk fraction must be in (0, 1] (got %g)", topkFraction)
 		}
 		return topkCodec{fraction: topkFraction}, nil
 	}
-	return nil, fmt.Errorf("codec must be none, fp16, int8 or topk (got %q)", name)
+	return nil, name.Check("codec")
 }
 
 // codecForWire returns the decoder of a frame's codec.
@@ -66,8 +57,8 @@ func codecForWire(c frame.Codec, topkFraction float64) (Codec, error) {
 
 type noneCodec struct{}
 
-func (noneCodec) Name() CodecName   { return CodecNone }
-func (noneCodec) Wire() frame.Codec { return frame.CodecNone }
+func (noneCodec) Name() jobspec.Codec { return jobspec.CodecNone }
+func (noneCodec) Wire() frame.Codec   { return frame.CodecNone }
 func (noneCodec) Encode(dst []byte, x []float32) []byte {
 	return appendF32(dst, x)
 }
@@ -99,8 +90,8 @@ func decodeF32(x []float32, p []byte) error {
 
 type fp16Codec struct{}
 
-func (fp16Codec) Name() CodecName   { return CodecFP16 }
-func (fp16Codec) Wire() frame.Codec { return frame.CodecFP16 }
+func (fp16Codec) Name() jobspec.Codec { return jobspec.CodecFP16 }
+func (fp16Codec) Wire() frame.Codec   { return frame.CodecFP16 }
 func (fp16Codec) Encode(dst []byte, x []float32) []byte {
 	dst, out := grow(dst, 2*len(x))
 	for i, v := range x {
@@ -174,8 +165,8 @@ func sign1(sign uint32) float32 {
 
 type int8Codec struct{}
 
-func (int8Codec) Name() CodecName   { return CodecInt8 }
-func (int8Codec) Wire() frame.Codec { return frame.CodecInt8 }
+func (int8Codec) Name() jobspec.Codec { return jobspec.CodecInt8 }
+func (int8Codec) Wire() frame.Codec   { return frame.CodecInt8 }
 
 // Encode writes one float32 scale per block of Int8Block elements (max |x| / 127), then
 // every element as round(x / scale) in int8.
@@ -226,8 +217,8 @@ func (int8Codec) Decode(x []float32, p []byte) error {
 
 type topkCodec struct{ fraction float64 }
 
-func (topkCodec) Name() CodecName   { return CodecTopK }
-func (topkCodec) Wire() frame.Codec { return frame.CodecTopK }
+func (topkCodec) Name() jobspec.Codec { return jobspec.CodecTopK }
+func (topkCodec) Wire() frame.Codec   { return frame.CodecTopK }
 
 // Encode keeps the k = ⌈fraction·n⌉ largest-magnitude elements (ties by lower index) as
 // k uint32 indices in increasing order followed by their k float32 values. The k-th

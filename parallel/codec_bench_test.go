@@ -1,6 +1,10 @@
 package parallel
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
 
 // BenchmarkCodec reports encode and decode throughput (GB/s of float32 input) of every
 // codec on a 4 Mi-element vector (16 MiB):
@@ -9,7 +13,7 @@ import "testing"
 func BenchmarkCodec(b *testing.B) {
 	const n = 4 << 20
 	x := randVec(n, 1)
-	for _, name := range []CodecName{CodecNone, CodecFP16, CodecInt8, CodecTopK} {
+	for _, name := range []jobspec.Codec{jobspec.CodecNone, jobspec.CodecFP16, jobspec.CodecInt8, jobspec.CodecTopK} {
 		c, _ := NewCodec(name, 0.01)
 		payload := c.Encode(nil, x)
 		b.Run(string(name)+"/encode", func(b *testing.B) {

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 )
 
@@ -40,9 +41,9 @@ func TestHalfConversion(t *testing.T) {
 func TestCodecsRoundTripWithinTheirPrecision(t *testing.T) {
 	x := randVec(1000, 3)
 	for _, c := range []struct {
-		name CodecName
+		name jobspec.Codec
 		tol  float64 // relative to max |x|
-	}{{CodecNone, 0}, {CodecFP16, 1e-3}, {CodecInt8, 1.0 / 254}} {
+	}{{jobspec.CodecNone, 0}, {jobspec.CodecFP16, 1e-3}, {jobspec.CodecInt8, 1.0 / 254}} {
 		codec, _ := NewCodec(c.name, 0)
 		p := codec.Encode(nil, x)
 		y := make([]float32, len(x))
@@ -58,7 +59,7 @@ func TestCodecsRoundTripWithinTheirPrecision(t *testing.T) {
 			t.Errorf("%s: payload for 1000 elements decoded into 999", c.name)
 		}
 	}
-	int8c, _ := NewCodec(CodecInt8, 0)
+	int8c, _ := NewCodec(jobspec.CodecInt8, 0)
 	if n := len(int8c.Encode(nil, x)); n != 1000+4*4 {
 		t.Errorf("int8 payload %d bytes, want %d", n, 1016)
 	}
@@ -66,7 +67,7 @@ func TestCodecsRoundTripWithinTheirPrecision(t *testing.T) {
 
 func TestTopKKeepsLargestAndRejectsBadIndices(t *testing.T) {
 	x := []float32{0.1, -5, 0.2, 3, -0.3, 4, 0, 0}
-	c, _ := NewCodec(CodecTopK, 0.375) // k = 3
+	c, _ := NewCodec(jobspec.CodecTopK, 0.375) // k = 3
 	p := c.Encode(nil, x)
 	y := make([]float32, len(x))
 	if err := c.Decode(y, p); err != nil {
@@ -88,7 +89,7 @@ func TestTopKKeepsLargestAndRejectsBadIndices(t *testing.T) {
 // TestErrorFeedbackDeliversEverythingEventually: the sum of what error feedback sends
 // converges to the sum of its inputs; what compression drops is delayed, not lost.
 func TestErrorFeedbackDeliversEverythingEventually(t *testing.T) {
-	c, _ := NewCodec(CodecTopK, 0.1)
+	c, _ := NewCodec(jobspec.CodecTopK, 0.1)
 	ef := NewErrorFeedback(c, 200)
 	x := randVec(200, 5)
 	sent := make([]float32, 200)
@@ -109,7 +110,7 @@ func TestErrorFeedbackDeliversEverythingEventually(t *testing.T) {
 
 func FuzzCodecDecode(f *testing.F) {
 	x := randVec(300, 9)
-	for _, name := range []CodecName{CodecNone, CodecFP16, CodecInt8, CodecTopK} {
+	for _, name := range []jobspec.Codec{jobspec.CodecNone, jobspec.CodecFP16, jobspec.CodecInt8, jobspec.CodecTopK} {
 		c, _ := NewCodec(name, 0.05)
 		f.Add(uint8(c.Wire()), uint16(300), c.Encode(nil, x))
 	}

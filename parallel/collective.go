@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 )
 
@@ -46,7 +47,7 @@ func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 		return nil
 	}
 	var err error
-	if ef == nil || ef.codec.Name() == CodecNone {
+	if ef == nil || ef.codec.Name() == jobspec.CodecNone {
 		err = ringAllReduce(ctx, tr, g, k, x)
 	} else {
 		err = ringAllGatherCompressed(ctx, tr, g, k, x, ef)

@@ -8,8 +8,8 @@ import (
 	"github.com/meshnode/meshnode/model"
 )
 
-// TrainConfig is one training run: the model, the data and the recipe of GPT_SPEC.md.
-// DefaultTrainConfig gives the spec's defaults.
+// TrainConfig is one training run: the model, the data and the recipe of docs/gpt.md.
+// DefaultTrainConfig gives its defaults.
 type TrainConfig struct {
 	Model model.Config `json:"model"`
 	// Data is the corpus: builtin:gostd, a text file, or a nanoGPT .bin pair.
@@ -36,7 +36,7 @@ type TrainConfig struct {
 	ClipNorm    float64 `json:"clip_norm"`
 }
 
-// DefaultTrainConfig is GPT_SPEC.md's recipe: the default model on builtin:gostd, batch
+// DefaultTrainConfig is docs/gpt.md's recipe: the default model on builtin:gostd, batch
 // 16, 300 steps, lr 2e-3 with 30 warm-up steps, seed 1, AdamW (0.9, 0.95, 1e-8, decay 0.1),
 // clipping at 1.0, evaluation every 100 steps on 128 windows.
 func DefaultTrainConfig() TrainConfig {

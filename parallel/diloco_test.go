@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -77,12 +78,12 @@ func TestDiLoCoInt8NearSyncWithFarLessTraffic(t *testing.T) {
 		{{Node: "b0", First: 0, Last: 1}, {Node: "b1", First: 1, Last: L}},
 	}}
 	syncCfg := cfg
-	syncCfg.Sync.Mode = SyncEveryStep
+	syncCfg.Sync.Mode = jobspec.SyncEveryStep
 	syncVal, syncBytes, _ := runMode(t, syncCfg, plan, data)
 
 	dl := cfg
 	dl.Sync = DefaultSyncConfig()
-	dl.Sync.InnerSteps, dl.Sync.Codec = 50, CodecInt8
+	dl.Sync.InnerSteps, dl.Sync.Codec = 50, jobspec.CodecInt8
 	dlVal, dlBytes, run := runMode(t, dl, plan, data)
 	assertReplicasEqual(t, run)
 

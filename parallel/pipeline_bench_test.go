@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -18,7 +19,7 @@ func BenchmarkPipelineBubble(b *testing.B) {
 	kernels.SetThreads(1)
 	defer kernels.SetThreads(0)
 	for _, M := range []int{2, 4, 8} {
-		for _, sched := range []Schedule{OneFOneB, GPipe} {
+		for _, sched := range []jobspec.Schedule{jobspec.Schedule1F1B, jobspec.ScheduleGPipe} {
 			b.Run(string(sched)+"/M"+string(rune('0'+M)), func(b *testing.B) {
 				cfg := pipelineConfig(1 << 20)
 				cfg.Train.Model = model.Config{Layers: 4, DModel: 128, Heads: 4, Context: 64, Vocab: 256}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -13,8 +14,8 @@ func pipelineConfig(steps int) JobConfig {
 	t := testConfig()
 	t.Batch, t.MicroBatches, t.Steps, t.EvalEvery = 8, 4, steps, 0
 	sc := DefaultSyncConfig()
-	sc.Mode = SyncEveryStep
-	return JobConfig{Train: t, Schedule: OneFOneB, Sync: sc, Job: 1}
+	sc.Mode = jobspec.SyncEveryStep
+	return JobConfig{Train: t, Schedule: jobspec.Schedule1F1B, Sync: sc, Job: 1}
 }
 
 func nodeNames(prefix string, n int) []string {
@@ -75,7 +76,7 @@ func TestPipelineMatchesSingleProcess(t *testing.T) {
 	const steps = 20
 	cfg := pipelineConfig(steps)
 	want := singleProcessLosses(t, cfg.Train)
-	for _, sched := range []Schedule{OneFOneB, GPipe} {
+	for _, sched := range []jobspec.Schedule{jobspec.Schedule1F1B, jobspec.ScheduleGPipe} {
 		for S := 1; S <= 4; S++ {
 			cfg.Schedule = sched
 			plan := EvenPlan(cfg.Train.Model.NumLayers(), nodeNames("n", S))
@@ -134,7 +135,7 @@ func assertReplicasEqual(t *testing.T, run *LocalRun) {
 }
 
 func TestStageOpsOrder(t *testing.T) {
-	ops := stageOps(OneFOneB, 0, 3, 4)
+	ops := stageOps(jobspec.Schedule1F1B, 0, 3, 4)
 	want := "F0 F1 F2 B0 F3 B1 B2 B3"
 	var got string
 	for i, o := range ops {

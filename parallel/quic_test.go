@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/dataplane"
 	"github.com/meshnode/meshnode/mesh/frame"
 )
@@ -46,9 +47,9 @@ func TestPipelineOverQUICMatchesSingleProcess(t *testing.T) {
 	cfg := pipelineConfig(steps)
 	want := singleProcessLosses(t, cfg.Train)
 	for _, c := range []struct {
-		sched Schedule
+		sched jobspec.Schedule
 		S     int
-	}{{OneFOneB, 2}, {GPipe, 3}, {OneFOneB, 4}} {
+	}{{jobspec.Schedule1F1B, 2}, {jobspec.ScheduleGPipe, 3}, {jobspec.Schedule1F1B, 4}} {
 		planes := quicPlanes(t, c.S)
 		names := make([]string, c.S)
 		byName := map[string]Transport{}

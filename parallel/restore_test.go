@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -68,7 +69,7 @@ func snapshots(run *LocalRun) (*model.TensorFile, map[int]*model.TensorFile) {
 func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
 	cfg := pipelineConfig(10)
 	cfg.Sync = DefaultSyncConfig()
-	cfg.Sync.InnerSteps, cfg.Sync.Codec = 2, CodecNone
+	cfg.Sync.InnerSteps, cfg.Sync.Codec = 2, jobspec.CodecNone
 	L := cfg.Train.Model.NumLayers()
 	split := func(prefix string, a, b int) Plan { return twoReplicas(prefix, L, a, b) }
 	full, _ := runLocal(t, cfg, split("u", 2, 2))
@@ -104,10 +105,10 @@ func TestDiLoCoRestoreContinuesExactly(t *testing.T) {
 // checkpoint: without it the next compressed round differs.
 func TestRestoreCarriesErrorFeedback(t *testing.T) {
 	for _, tc := range []struct {
-		mode  SyncMode
-		codec CodecName
+		mode  jobspec.Sync
+		codec jobspec.Codec
 		at    int
-	}{{SyncEveryStep, CodecInt8, 3}, {SyncDiLoCo, CodecInt8, 4}, {SyncEveryStep, CodecTopK, 3}} {
+	}{{jobspec.SyncEveryStep, jobspec.CodecInt8, 3}, {jobspec.SyncDiLoCo, jobspec.CodecInt8, 4}, {jobspec.SyncEveryStep, jobspec.CodecTopK, 3}} {
 		t.Run(string(tc.mode)+"/"+string(tc.codec), func(t *testing.T) {
 			cfg := pipelineConfig(8)
 			cfg.Sync = DefaultSyncConfig()

@@ -2,7 +2,7 @@ package parallel
 
 import "math"
 
-// LearningRate is the schedule of GPT_SPEC.md for 0-based step s of steps: linear warm-up
+// LearningRate is the schedule of docs/gpt.md for 0-based step s of steps: linear warm-up
 // max_lr·(s+1)/warmup for s < warmup, then a cosine from max_lr down to 0.1·max_lr at the
 // last step.
 func LearningRate(s int, maxLR float64, warmup, steps int) float64 {

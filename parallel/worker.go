@@ -6,50 +6,40 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
-// SyncMode says how data-parallel replicas stay in sync.
-type SyncMode string
-
-const (
-	// SyncEveryStep all-reduces gradients every step: the baseline.
-	SyncEveryStep SyncMode = "sync"
-	// SyncDiLoCo runs InnerSteps local steps, then all-reduces each layer's pseudo-gradient
-	// (parameters at the last sync − now) and applies an outer Nesterov step.
-	SyncDiLoCo SyncMode = "diloco"
-)
-
 // SyncConfig configures data-parallel synchronisation.
 type SyncConfig struct {
-	Mode SyncMode `json:"mode"`
+	Mode jobspec.Sync `json:"mode"`
 	// InnerSteps is DiLoCo's H, local steps between synchronisations.
 	InnerSteps int `json:"inner_steps"`
 	// OuterLR and OuterMomentum are the outer Nesterov step's (DiLoCo: 0.7, 0.9).
 	OuterLR       float64 `json:"outer_lr"`
 	OuterMomentum float64 `json:"outer_momentum"`
 	// Codec compresses what replicas exchange, with error feedback.
-	Codec CodecName `json:"codec"`
+	Codec jobspec.Codec `json:"codec"`
 	// TopKFraction is the share of elements the topk codec keeps.
 	TopKFraction float64 `json:"topk_fraction"`
 }
 
 // DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
 func DefaultSyncConfig() SyncConfig {
-	return SyncConfig{Mode: SyncDiLoCo, InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecNone, TopKFraction: 0.01}
+	return SyncConfig{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: jobspec.CodecNone, TopKFraction: 0.01}
 }
 
 // Validate names every bad field.
 func (c SyncConfig) Validate() error {
 	var errs []error
-	if c.Mode != SyncEveryStep && c.Mode != SyncDiLoCo {
-		errs = append(errs, fmt.Errorf("sync must be sync or diloco (got %q)", c.Mode))
+	if err := c.Mode.Check("sync"); err != nil {
+		errs = append(errs, err)
 	}
-	if c.Mode == SyncDiLoCo && c.InnerSteps < 1 {
+	if c.Mode == jobspec.SyncDiLoCo && c.InnerSteps < 1 {
 		errs = append(errs, fmt.Errorf("inner-steps must be ≥ 1 (got %d)", c.InnerSteps))
 	}
-	if c.Mode == SyncDiLoCo && !(c.OuterLR > 0) {
+	if c.Mode == jobspec.SyncDiLoCo && !(c.OuterLR > 0) {
 		errs = append(errs, fmt.Errorf("outer-lr must be > 0 (got %g)", c.OuterLR))
 	}
 	if c.OuterMomentum < 0 || c.OuterMomentum >= 1 {
@@ -64,11 +54,11 @@ func (c SyncConfig) Validate() error {
 // JobConfig is everything a worker needs besides the plan: the training recipe (Batch is
 // per replica), the pipeline schedule, the synchronisation, and the ids frames carry.
 type JobConfig struct {
-	Train    TrainConfig `json:"train"`
-	Schedule Schedule    `json:"schedule"`
-	Sync     SyncConfig  `json:"sync"`
-	Job      uint64      `json:"job"`
-	Epoch    uint32      `json:"epoch"`
+	Train    TrainConfig      `json:"train"`
+	Schedule jobspec.Schedule `json:"schedule"`
+	Sync     SyncConfig       `json:"sync"`
+	Job      uint64           `json:"job"`
+	Epoch    uint32           `json:"epoch"`
 	// StallTimeout bounds every wait for a peer's frame (an activation, a gradient, a
 	// collective's chunk): a peer silent for longer fails the step, so the failure can be
 	// handled (a new plan) instead of hanging. Zero means DefaultStallTimeout.
@@ -106,8 +96,9 @@ type Worker struct {
 	cfg             JobConfig
 	plan            Plan
 	tr              Transport
-	replica, stage  int
-	S, R            int
+	replica, stage  int // this worker's place in the plan
+	numStages       int // stages of this worker's replica
+	numReplicas     int // replicas of the plan
 	prev, next      string
 	layers          []model.Layer
 	params          []*model.Param
@@ -122,7 +113,7 @@ type Worker struct {
 	outer           []*outerRun // DiLoCo state per run
 	stageGroup      Group
 	batch, micro    int     // this replica's sequences and micro-batches per step
-	syncWeight      float32 // R·batch/global: scales contributions so a mean is weighted by batch
+	syncWeight      float32 // numReplicas·batch/global: scales contributions so a mean is weighted by batch
 	step            int
 	codec           Codec
 	pipelineSent    int64
@@ -150,7 +141,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	if err := cfg.Sync.Validate(); err != nil {
 		return nil, err
 	}
-	if _, err := ParseSchedule(string(cfg.Schedule)); err != nil {
+	if err := cfg.Schedule.Check("schedule"); err != nil {
 		return nil, err
 	}
 	if err := plan.Validate(cfg.Train.Model.NumLayers()); err != nil {
@@ -170,20 +161,20 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	}
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
-	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, S: len(plan.Replicas[r]), R: len(plan.Replicas),
+	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
 		layers: model.NewLayers(cfg.Train.Model, cfg.Train.Seed, st.First, st.Last), data: data, codec: codec,
 		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	w.params = model.LayerParams(w.layers)
 	w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
-	w.syncWeight = float32(w.R*batch) / float32(global)
+	w.syncWeight = float32(w.numReplicas*batch) / float32(global)
 	w.sampler = model.Sampler{Train: data.Train, Batch: batch, Context: cfg.Train.Model.Context,
 		Seed: cfg.Train.Seed, RowOffset: offset, GlobalBatch: global}
 	if s > 0 {
 		w.prev = plan.Replicas[r][s-1].Node
 	}
-	if s < w.S-1 {
+	if s < w.numStages-1 {
 		w.next = plan.Replicas[r][s+1].Node
 	}
 	for _, sp := range plan.Replicas[r] {
@@ -195,11 +186,11 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])
 		w.runParams = append(w.runParams, ps)
 		var ef *ErrorFeedback
-		if codec.Name() != CodecNone {
+		if codec.Name() != jobspec.CodecNone {
 			ef = NewErrorFeedback(codec, countParams(ps))
 		}
 		w.feedback = append(w.feedback, ef)
-		if cfg.Sync.Mode == SyncDiLoCo {
+		if cfg.Sync.Mode == jobspec.SyncDiLoCo {
 			w.outer = append(w.outer, newOuterRun(ps))
 		}
 	}
@@ -208,7 +199,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 
 // IsLast reports whether the worker runs the last stage of its replica (the one that
 // computes the loss).
-func (w *Worker) IsLast() bool { return w.stage == w.S-1 }
+func (w *Worker) IsLast() bool { return w.stage == w.numStages-1 }
 
 // Replica is the worker's replica index.
 func (w *Worker) Replica() int { return w.replica }

@@ -3,6 +3,7 @@ package parallel
 import (
 	"fmt"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -68,7 +69,7 @@ func residualSuffix(replica int) string { return fmt.Sprintf(".ef_residual.r%d",
 const outerMomentumSuffix = ".outer_momentum"
 
 // diloco reports whether the worker runs DiLoCo's outer steps (across replicas).
-func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1 }
+func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 }
 
 // Consistent reports whether every replica holds the same weights after the steps done so
 // far: always in sync mode, only right after an outer step in DiLoCo. Checkpoints are

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
@@ -46,7 +47,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	M := w.micro
 	flight := make([]inflight, M)
 	res := StepResult{}
-	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.S, M) {
+	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
 			if err != nil {
@@ -60,7 +61,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.cfg.Sync.Mode == SyncEveryStep {
+	if w.cfg.Sync.Mode == jobspec.SyncEveryStep {
 		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
 			return res, err
 		}
@@ -87,7 +88,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.step++
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
-	if w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+	if w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
 		if err := timed(&w.times.Sync, func() error { return w.outerStep(ctx) }); err != nil {
 			return res, err
 		}

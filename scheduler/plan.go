@@ -7,26 +7,23 @@ import (
 	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
 )
 
-// Stage is one pipeline stage of a plan: layers [First, Last) on Node. Its JSON is the
-// engine's parallel.StagePlan.
-type Stage struct {
-	Node  string `json:"node"`
-	First int    `json:"first"`
-	Last  int    `json:"last"`
-}
+// Stage is one pipeline stage of a plan: layers [First, Last) on Node, the engine's own
+// stage type.
+type Stage = parallel.StagePlan
 
 // JobPlan is what the leader commits for a job epoch: where every layer runs (the engine's
 // plan, with per-replica batch shares and micro-batch count) and what the balancer
 // predicted. Its JSON is the `plan` of GET /v1/jobs/{id}.
 type JobPlan struct {
-	Replicas       [][]Stage `json:"replicas"`
-	Batches        []int     `json:"batches,omitempty"`
-	MicroBatches   int       `json:"micro_batches"`
-	Strategy       string    `json:"strategy"`
-	PredictedStepS float64   `json:"predicted_step_s"`
-	Reason         string    `json:"reason"`
+	Replicas       [][]Stage        `json:"replicas"`
+	Batches        []int            `json:"batches,omitempty"`
+	MicroBatches   int              `json:"micro_batches"`
+	Strategy       jobspec.Strategy `json:"strategy"`
+	PredictedStepS float64          `json:"predicted_step_s"`
+	Reason         string           `json:"reason"`
 	// ResumeStep is the checkpoint step the epoch starts from (0: from the initial weights).
 	ResumeStep int `json:"resume_step"`
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
@@ -38,7 +35,7 @@ type JobPlan struct {
 type PlanInputs struct {
 	Snapshot balancer.Snapshot `json:"snapshot"`
 	Job      balancer.Job      `json:"job"`
-	Strategy balancer.Strategy `json:"strategy"`
+	Strategy jobspec.Strategy  `json:"strategy"`
 	// MaxReplicas is the job's fixed replica count, 0 when the balancer chooses.
 	MaxReplicas int `json:"max_replicas,omitempty"`
 }
@@ -75,10 +72,7 @@ func (p JobPlan) Has(node string) bool {
 }
 
 // ModelConfig is the job's model shape.
-func ModelConfig(spec jobspec.Spec) model.Config {
-	m := spec.Model
-	return model.Config{Layers: m.Layers, DModel: m.DModel, Heads: m.Heads, Context: m.Context, Vocab: m.Vocab}
-}
+func ModelConfig(spec jobspec.Spec) model.Config { return model.Config(spec.Model) }
 
 // candidate is a member the balancer may plan on.
 type candidate struct {
@@ -101,7 +95,7 @@ func candidates(members []Member) []candidate {
 // planInputs builds the balancer's inputs for spec from the candidates, pricing links with
 // what the candidates measured (their profiles' Links) and the sync traffic with the
 // codec's compression ratio.
-func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec string) float64) (PlanInputs, error) {
+func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.Codec) float64) (PlanInputs, error) {
 	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS })
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
@@ -121,11 +115,11 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec str
 	}
 	job := balancer.Job{
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
-		MicroBatches: spec.Train.MicroBatches, Schedule: balancer.Schedule(spec.Parallel.Schedule),
-		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
+		MicroBatches: spec.Train.MicroBatches, Schedule: spec.Parallel.Schedule,
+		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
 			Compression: ratio},
 	}
-	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: balancer.Strategy(spec.Placement.Strategy)}
+	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: spec.Placement.Strategy}
 	if !spec.Parallel.Replicas.IsAuto {
 		in.MaxReplicas = spec.Parallel.Replicas.N
 	}
@@ -168,7 +162,7 @@ func PlanJob(spec jobspec.Spec, members []Member, cfg Config) (JobPlan, error) {
 // jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check
 // (nil: not checked).
 func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobPlan, int) error) (JobPlan, error) {
-	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: string(bp.Strategy), PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
+	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: bp.Strategy, PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
 	for _, r := range bp.Replicas {
 		var stages []Stage
 		for _, s := range r.Stages {

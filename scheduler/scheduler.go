@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"time"
 )
 
@@ -38,7 +39,7 @@ type Config struct {
 	GrowthInterval time.Duration
 	// Compression is a codec's size ratio against float32, for the balancer's sync-cost
 	// estimate (nil: every codec 1).
-	Compression func(codec string) float64
+	Compression func(jobspec.Codec) float64
 	// CheckPlan is the engine's check that it can run a plan of numLayers layers (every
 	// replica covers them with contiguous stages on distinct nodes); a plan it rejects is
 	// no plan (nil: plans are not checked).

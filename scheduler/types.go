@@ -4,33 +4,28 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// Status is where a job is in its life; the values are the control plane's job statuses.
-type Status string
+// Status is where a job is in its life: the job vocabulary's status, the control plane's.
+type Status = jobspec.JobStatus
 
 // Job statuses the scheduler reads and writes.
 const (
-	StatusSubmitted Status = "submitted"
-	StatusPlanning  Status = "planning"
-	StatusRunning   Status = "running"
-	StatusDone      Status = "done"
-	StatusFailed    Status = "failed"
-	StatusCancelled Status = "cancelled"
+	StatusSubmitted = jobspec.JobSubmitted
+	StatusPlanning  = jobspec.JobPlanning
+	StatusRunning   = jobspec.JobRunning
+	StatusDone      = jobspec.JobDone
+	StatusFailed    = jobspec.JobFailed
+	StatusCancelled = jobspec.JobCancelled
 )
 
-// EventKind names a line of a job's event log; the values are the control plane's event
-// kinds (consensus.EventKind) that the scheduler reads or writes.
-type EventKind string
+// EventKind names a line of a job's event log: the job vocabulary's, the control plane's.
+type EventKind = jobspec.EventKind
 
 // Event kinds the scheduler reads and writes.
 const (
-	// EventWorkerFailed: a worker of the epoch failed; the leader replans.
-	EventWorkerFailed EventKind = "worker_failed"
-	// EventWorkerStopped: a worker stopped for a new epoch, at its step.
-	EventWorkerStopped EventKind = "worker_stopped"
-	// EventReplan: a new epoch after a failure (counts towards the restart limit).
-	EventReplan EventKind = "replan"
-	// EventRebalance: a new epoch because joined nodes make the job faster.
-	EventRebalance EventKind = "rebalance"
+	EventWorkerFailed  = jobspec.EventWorkerFailed
+	EventWorkerStopped = jobspec.EventWorkerStopped
+	EventReplan        = jobspec.EventReplan
+	EventRebalance     = jobspec.EventRebalance
 )
 
 // Event is one line of a job's event log.

@@ -51,7 +51,7 @@ func TestExportLoadsIntoPyTorchReference(t *testing.T) {
 	spec.Name = "export"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 20, 8, 2, 10, 5
-	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), "sync"
+	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), jobspec.SyncEveryStep
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = 10
 	raw, _ := json.Marshal(spec)
@@ -73,7 +73,7 @@ func TestExportLoadsIntoPyTorchReference(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "model.safetensors")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if b, err := exec.CommandContext(ctx, meshnodeBinary(t), "export", d.ID, "--step", "10", "--out", out, "--api", via.API).CombinedOutput(); err != nil {
+	if b, err := exec.CommandContext(ctx, meshnodeBinary(t), "export", d.ID, "--step", "10", "--out", out, "--data-dir", via.DataDir).CombinedOutput(); err != nil {
 		t.Fatalf("meshnode export: %v\n%s", err, b)
 	}
 	m := spec.Model

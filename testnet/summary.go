@@ -6,6 +6,7 @@ import (
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/node"
 )
 
@@ -18,8 +19,8 @@ type Summary struct {
 	Status string        `json:"status"`
 	Nodes  []SummaryNode `json:"nodes"`
 	// PlanEpoch and Strategy identify the plan the layer map comes from.
-	PlanEpoch uint64 `json:"plan_epoch"`
-	Strategy  string `json:"strategy,omitempty"`
+	PlanEpoch uint64           `json:"plan_epoch"`
+	Strategy  jobspec.Strategy `json:"strategy,omitempty"`
 	// StepTimeS is the mean wall time of a training step, TokensPerSec the job's
 	// throughput over all replicas.
 	StepTimeS    float64 `json:"step_time_s"`

@@ -29,8 +29,8 @@ type benchOptions struct {
 	train trainBenchOptions
 }
 
-// gemmResult is one line of `bench --gemm -o json`, the shape ../shared/bench/sgemm_bench.c
-// prints for OpenBLAS; the transposes and beta appear only when set.
+// gemmResult is one line of `bench --gemm -o json`, the shape the OpenBLAS baseline of
+// docs/PERFORMANCE.md prints; the transposes and beta appear only when set.
 type gemmResult struct {
 	Kind    string  `json:"kind"`
 	Impl    string  `json:"impl"`
@@ -53,7 +53,7 @@ func newBenchCmd() *cobra.Command {
 		Short: "Measure this machine: GEMM GFLOP/s on meshnode's own kernels",
 		Long: `Measure what this machine can do with meshnode's kernels, the same measurement a node's
 device profile uses. For each product: one warm-up, three batches of at least --min-time,
-the median (as ../shared/bench/sgemm_bench.c measures OpenBLAS).
+the median (as docs/PERFORMANCE.md measures its OpenBLAS baseline).
 
 --gemm takes sizes N (an N×N×N product) or MxNxK; --forms picks A·B (nn), A·Bᵀ (nt),
 Aᵀ·B (tn), Aᵀ·Bᵀ (tt); --training-shapes times the products a GPT's layers use instead.

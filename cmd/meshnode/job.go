@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/meshnode/meshnode/api"
 	"io"
 	"net/http"
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/node"
 )
@@ -105,9 +105,9 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 		restarts, rebalances := 0, 0
 		for _, e := range d.Events {
 			switch e.Kind {
-			case "replan":
+			case consensus.EventReplan:
 				restarts++
-			case "rebalance":
+			case consensus.EventRebalance:
 				rebalances++
 			}
 		}

@@ -45,17 +45,9 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		info := p.runtime(t)
 		dirs[info.ID], byID[info.ID] = p.dataDir, p
 	}
-	raftStatus := func(dir string) raftStatusJSON {
-		var st raftStatusJSON
-		out, err := cli(t, bin, "raft", "status", "-o", "json", "--data-dir", dir)
-		if err == nil {
-			_ = json.Unmarshal(out, &st)
-		}
-		return st
-	}
 	var st raftStatusJSON
 	waitUntil(t, 60*time.Second, "three raft voters", func() bool {
-		st = raftStatus(first.dataDir)
+		st = cliRaftStatus(t, bin, first.dataDir)
 		return len(st.Voters) == 3 && st.Leader != ""
 	})
 	t.Logf("raft group of 3 voters, leader %s", st.Leader)
@@ -65,36 +57,15 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 			follower = id
 		}
 	}
-
-	spec := filepath.Join(t.TempDir(), "job.yaml")
-	if err := os.WriteFile(spec, []byte("name: survives-kill\ntrain: {steps: 10, warmup: 1}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cli(t, bin, "submit", spec, "-o", "json", "--data-dir", dirs[follower])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sub struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal(out, &sub); err != nil || sub.ID == "" {
-		t.Fatalf("submit -o json = %q (%v)", out, err)
-	}
+	jobID := cliSubmit(t, bin, dirs[follower], "name: survives-kill\ntrain: {steps: 10, warmup: 1}\n")
 	listed := func(dir string, extra ...string) bool {
-		out, err := cli(t, bin, append([]string{"jobs", "-o", "json", "--data-dir", dir}, extra...)...)
-		if err != nil {
-			return false
-		}
-		var jobs []jobSummaryJSON
-		return json.Unmarshal(out, &jobs) == nil && slices.ContainsFunc(jobs, func(j jobSummaryJSON) bool {
-			return j.ID == sub.ID && j.Name == "survives-kill" && j.Status != "" && !j.SubmittedAt.IsZero()
-		})
+		return cliListsJob(t, bin, dir, jobID, "survives-kill", extra...)
 	}
 	for id, dir := range dirs {
 		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(dir) })
 	}
 
-	t.Logf("job %s on all nodes; killing the leader", sub.ID)
+	t.Logf("job %s on all nodes; killing the leader", jobID)
 	leader := byID[st.Leader]
 	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -104,7 +75,7 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	delete(dirs, st.Leader)
 	for id, dir := range dirs {
 		waitUntil(t, 30*time.Second, "a new leader seen by "+id, func() bool {
-			s := raftStatus(dir)
+			s := cliRaftStatus(t, bin, dir)
 			return s.Leader != "" && s.Leader != st.Leader
 		})
 		t.Logf("%s sees a new leader", id)
@@ -114,7 +85,51 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	// The engine carries on under the new leader (replanning if the old leader held a
 	// stage) and the job finishes.
 	waitUntil(t, 90*time.Second, "the job to finish done", func() bool {
-		out, err = cli(t, bin, "job", "status", sub.ID, "-o", "json", "--data-dir", dirs[follower])
+		out, err := cli(t, bin, "job", "status", jobID, "-o", "json", "--data-dir", dirs[follower])
 		return err == nil && strings.Contains(string(out), `"status":"done"`)
+	})
+}
+
+// cliRaftStatus is `meshnode raft status -o json` against the node of data dir dir; the zero
+// value while the command fails.
+func cliRaftStatus(t *testing.T, bin, dir string) raftStatusJSON {
+	var st raftStatusJSON
+	if out, err := cli(t, bin, "raft", "status", "-o", "json", "--data-dir", dir); err == nil {
+		_ = json.Unmarshal(out, &st)
+	}
+	return st
+}
+
+// cliSubmit writes spec to a file and submits it with `meshnode submit` through the node of
+// data dir dir, returning the job's ID.
+func cliSubmit(t *testing.T, bin, dir, spec string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "job.yaml")
+	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, bin, "submit", file, "-o", "json", "--data-dir", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(out, &sub); err != nil || sub.ID == "" {
+		t.Fatalf("submit -o json = %q (%v)", out, err)
+	}
+	return sub.ID
+}
+
+// cliListsJob reports whether `meshnode jobs -o json` (with extra flags) through the node of
+// data dir dir lists job id named name with a status and a submission time.
+func cliListsJob(t *testing.T, bin, dir, id, name string, extra ...string) bool {
+	out, err := cli(t, bin, append([]string{"jobs", "-o", "json", "--data-dir", dir}, extra...)...)
+	if err != nil {
+		return false
+	}
+	var jobs []jobSummaryJSON
+	return json.Unmarshal(out, &jobs) == nil && slices.ContainsFunc(jobs, func(j jobSummaryJSON) bool {
+		return j.ID == id && j.Name == name && j.Status != "" && !j.SubmittedAt.IsZero()
 	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/meshnode/meshnode/api"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/node"

@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/meshnode/meshnode/balancer"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -63,8 +64,8 @@ under memory, links ignored), optimal (exhaustive, ≤ 6 nodes and ≤ 16 layers
 	f.IntVar(&o.model.Vocab, "vocab", o.model.Vocab, "vocabulary size")
 	f.IntVar(&o.job.Batch, "batch", o.job.Batch, "sequences per optimizer step, all replicas together")
 	f.IntVar(&o.job.MicroBatches, "micro-batches", 0, "micro-batches per replica; 0: the planner chooses")
-	f.StringVar((*string)(&o.job.Schedule), "schedule", string(balancer.Schedule1F1B), "pipeline schedule: 1f1b or gpipe")
-	f.StringVar((*string)(&o.job.Sync.Mode), "sync", string(balancer.SyncDiLoCo), "replica sync: diloco or sync (every step)")
+	f.StringVar((*string)(&o.job.Schedule), "schedule", string(jobspec.Schedule1F1B), "pipeline schedule: 1f1b or gpipe")
+	f.StringVar((*string)(&o.job.Sync.Mode), "sync", string(jobspec.SyncDiLoCo), "replica sync: diloco or sync (every step)")
 	f.IntVar(&o.job.Sync.InnerSteps, "inner-steps", 100, "steps between DiLoCo syncs")
 	f.Float64Var(&o.job.Sync.Compression, "compression", 4, "sync codec size ratio (4: int8, 1: none)")
 	f.StringVar(&o.strategy, "strategy", "all", "auto, sky, even, optimal or all")
@@ -119,7 +120,7 @@ func (o *planOptions) run(cmd *cobra.Command) error {
 		report.Plans = append(report.Plans, planAndSimulate(snap, job, s))
 	}
 	evenStep := 0.0
-	if even, err := balancer.NewPlan(snap, job, balancer.Options{Strategy: balancer.StrategyEven}); err == nil {
+	if even, err := balancer.NewPlan(snap, job, balancer.Options{Strategy: jobspec.StrategyEven}); err == nil {
 		if sim, err := balancer.Simulate(snap, job, even); err == nil {
 			evenStep = sim.Step
 		}
@@ -144,12 +145,12 @@ func (o *planOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-func parseStrategies(s string) ([]balancer.Strategy, error) {
-	switch balancer.Strategy(s) {
-	case "all":
-		return []balancer.Strategy{balancer.StrategyEven, balancer.StrategySky, balancer.StrategyAuto, balancer.StrategyOptimal}, nil
-	case balancer.StrategyEven, balancer.StrategySky, balancer.StrategyAuto, balancer.StrategyOptimal:
-		return []balancer.Strategy{balancer.Strategy(s)}, nil
+func parseStrategies(s string) ([]jobspec.Strategy, error) {
+	if s == "all" {
+		return []jobspec.Strategy{jobspec.StrategyEven, jobspec.StrategySky, jobspec.StrategyAuto, jobspec.StrategyOptimal}, nil
+	}
+	if st := jobspec.Strategy(s); st.Valid() {
+		return []jobspec.Strategy{st}, nil
 	}
 	return nil, usagef("--strategy: must be auto, sky, even, optimal or all (got %q)", s)
 }
@@ -272,7 +273,7 @@ func readJSONFile(path string, v any) error {
 	return nil
 }
 
-func planAndSimulate(snap balancer.Snapshot, job balancer.Job, s balancer.Strategy) planResult {
+func planAndSimulate(snap balancer.Snapshot, job balancer.Job, s jobspec.Strategy) planResult {
 	res := planResult{Strategy: string(s)}
 	var sim balancer.Simulation
 	p, err := balancer.NewPlan(snap, job, balancer.Options{Strategy: s})

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/meshnode/meshnode/api"
 	"io"
 	"log/slog"
 	"os"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/testnet"
 )
 

@@ -34,8 +34,8 @@ func newTrainCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Train a GPT in this process",
-		Long: `Train the GPT of GPT_SPEC.md in one process on builtin:gostd (the Go standard library's
-source), a text file, or a nanoGPT train.bin/val.bin pair. Defaults are the spec's recipe.
+		Long: `Train the GPT of docs/gpt.md in one process on builtin:gostd (the Go standard library's
+source), a text file, or a nanoGPT train.bin/val.bin pair. Defaults follow that recipe.
 
 With --out, checkpoints go to DIR/step-N (step-0 holds the initial weights). --resume
 continues a run from a checkpoint exactly: same losses as if it had never stopped.`,

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/dataplane"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
@@ -22,7 +23,9 @@ type distOptions struct {
 	syncMode         string
 	codec            string
 	transport        string
-	sync             parallel.SyncConfig
+	// pipeline and sync are the flags parsed by validate.
+	pipeline jobspec.Schedule
+	sync     parallel.SyncConfig
 }
 
 func (d *distOptions) addFlags(cmd *cobra.Command) {
@@ -30,12 +33,12 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.IntVar(&d.stages, "stages", 1, "pipeline stages per replica (each a worker with its own data plane)")
 	f.IntVar(&d.replicas, "replicas", 1, "data-parallel replicas, each with --batch sequences per step")
-	f.StringVar(&d.schedule, "schedule", string(parallel.OneFOneB), "pipeline schedule: 1f1b or gpipe")
-	f.StringVar(&d.syncMode, "sync", string(parallel.SyncDiLoCo), "replica synchronisation: sync (gradients every step) or diloco")
+	f.StringVar(&d.schedule, "schedule", string(jobspec.Schedule1F1B), "pipeline schedule: 1f1b or gpipe")
+	f.StringVar(&d.syncMode, "sync", string(jobspec.SyncDiLoCo), "replica synchronisation: sync (gradients every step) or diloco")
 	f.IntVar(&d.sync.InnerSteps, "inner-steps", d.sync.InnerSteps, "DiLoCo: local steps between synchronisations")
 	f.Float64Var(&d.sync.OuterLR, "outer-lr", d.sync.OuterLR, "DiLoCo: outer Nesterov learning rate")
 	f.Float64Var(&d.sync.OuterMomentum, "outer-momentum", d.sync.OuterMomentum, "DiLoCo: outer Nesterov momentum")
-	f.StringVar(&d.codec, "codec", string(parallel.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
+	f.StringVar(&d.codec, "codec", string(jobspec.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
 	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")
 }
@@ -55,10 +58,16 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 			return usagef("--%s works with single-process training only: drop --stages/--replicas, or run the job on a mesh (meshnode submit), whose stages checkpoint every checkpoint.every steps and resume by themselves", name)
 		}
 	}
-	if _, err := parallel.ParseSchedule(d.schedule); err != nil {
-		return usagef("--schedule: %v", err)
+	var err error
+	if d.pipeline, err = jobspec.ParseSchedule("--schedule", d.schedule); err != nil {
+		return usageError{err: err}
 	}
-	d.sync.Mode, d.sync.Codec = parallel.SyncMode(d.syncMode), parallel.CodecName(d.codec)
+	if d.sync.Mode, err = jobspec.ParseSync("--sync", d.syncMode); err != nil {
+		return usageError{err: err}
+	}
+	if d.sync.Codec, err = jobspec.ParseCodec("--codec", d.codec); err != nil {
+		return usageError{err: err}
+	}
 	if err := d.sync.Validate(); err != nil {
 		return usageError{err: err}
 	}
@@ -79,7 +88,7 @@ func (d *distOptions) run(ctx context.Context, w io.Writer, o *trainOptions, dat
 	for r := range nodes {
 		nodes[r] = names[r*d.stages : (r+1)*d.stages]
 	}
-	cfg := parallel.JobConfig{Train: o.cfg, Schedule: parallel.Schedule(d.schedule), Sync: d.sync, Job: 1}
+	cfg := parallel.JobConfig{Train: o.cfg, Schedule: d.pipeline, Sync: d.sync, Job: 1}
 	run, err := parallel.NewLocalRun(cfg, parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...), data,
 		func(n string) parallel.Transport { return endpoints[n] })
 	if err != nil {

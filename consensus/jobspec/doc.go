@@ -3,7 +3,9 @@
 // imports of meshnode packages, so the CLI, the node's HTTP API and the consensus FSM can all
 // share it.
 //
-// The model section mirrors model.Config field by field with the same defaults (4 layers,
-// d_model 128, 4 heads, context 128, vocab 256); it is a copy rather than an import because
-// consensus may import only mesh. A test in cmd/meshnode checks that the two stay equal.
+// It is also the job's vocabulary, defined once: the enumerations a spec names (Schedule,
+// Sync, Codec, Strategy) with their validation, and the model's shape (Model, which
+// model.Config is declared as). The balancer, the training engine, the scheduler and the CLI
+// use these types directly. Because everything imports it, it must stay a leaf: the
+// standard library and yaml, nothing of ours.
 package jobspec

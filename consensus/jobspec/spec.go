@@ -19,7 +19,9 @@ type Spec struct {
 	Checkpoint Checkpoint `json:"checkpoint" yaml:"checkpoint"`
 }
 
-// Model is the shape of the GPT; it has model.Config's fields and defaults.
+// Model is the shape of the GPT. It is the one definition of the model's shape: model.Config
+// is declared as this type, so its fields, their wire names and DefaultModel are the
+// model's too. The JSON names are part of the jobs stored in the control plane: keep them.
 type Model struct {
 	// Layers is the number of transformer blocks (≥ 1). Default 4.
 	Layers int `json:"layers" yaml:"layers"`
@@ -68,26 +70,8 @@ type Train struct {
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
 }
 
-// Schedules, sync methods, codecs and strategies the spec accepts.
-const (
-	Schedule1F1B  = "1f1b"
-	ScheduleGPipe = "gpipe"
-
-	SyncDiLoCo = "diloco"
-	SyncEvery  = "sync"
-
-	CodecNone = "none"
-	CodecFP16 = "fp16"
-	CodecInt8 = "int8"
-	CodecTopK = "topk"
-
-	StrategyAuto = "auto"
-	StrategySky  = "sky"
-	StrategyEven = "even"
-
-	// BuiltinGoStd is the default corpus: the Go standard library's source.
-	BuiltinGoStd = "builtin:gostd"
-)
+// BuiltinGoStd is the default corpus: the Go standard library's source.
+const BuiltinGoStd = "builtin:gostd"
 
 // Parallel says how the job is parallelised.
 type Parallel struct {
@@ -96,10 +80,10 @@ type Parallel struct {
 	// Stages is "auto" (the default) or a count from 1 to model.layers + 2.
 	Stages AutoInt `json:"stages" yaml:"stages"`
 	// Schedule is the pipeline schedule: "1f1b" (default) or "gpipe".
-	Schedule string `json:"schedule" yaml:"schedule"`
+	Schedule Schedule `json:"schedule" yaml:"schedule"`
 	// Sync is how replicas agree: "diloco" (default; local steps + outer step) or "sync"
 	// (all-reduce every step).
-	Sync string `json:"sync" yaml:"sync"`
+	Sync Sync `json:"sync" yaml:"sync"`
 	// InnerSteps is the number of local steps between DiLoCo syncs (≥ 1). Default 50.
 	InnerSteps int `json:"inner_steps" yaml:"inner_steps"`
 	// OuterLR is the outer Nesterov learning rate (> 0). Default 0.7.
@@ -107,13 +91,13 @@ type Parallel struct {
 	// OuterMomentum is the outer Nesterov momentum (0 ≤ m < 1). Default 0.9.
 	OuterMomentum float64 `json:"outer_momentum" yaml:"outer_momentum"`
 	// Codec compresses pseudo-gradients: "none", "fp16", "int8" (default) or "topk".
-	Codec string `json:"codec" yaml:"codec"`
+	Codec Codec `json:"codec" yaml:"codec"`
 }
 
 // Placement constrains where the job runs.
 type Placement struct {
 	// Strategy is the partitioner: "auto" (default), "sky" or "even".
-	Strategy string `json:"strategy" yaml:"strategy"`
+	Strategy Strategy `json:"strategy" yaml:"strategy"`
 	// MinNodes is the number of live nodes the job waits for (≥ 1). Default 1.
 	MinNodes int `json:"min_nodes" yaml:"min_nodes"`
 	// MaxNodes caps the nodes used; 0 (the default) means no cap.
@@ -129,11 +113,17 @@ type Checkpoint struct {
 	Keep int `json:"keep" yaml:"keep"`
 }
 
+// DefaultModel is the default GPT: 4 layers, d_model 128, 4 heads, context 128, byte
+// vocabulary.
+func DefaultModel() Model {
+	return Model{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
+}
+
 // DefaultSpec is the spec of the default job: every field at its default.
 func DefaultSpec() Spec {
 	return Spec{
 		Name:  "job",
-		Model: Model{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256},
+		Model: DefaultModel(),
 		Data:  Data{Source: BuiltinGoStd},
 		Train: Train{Steps: 300, Batch: 16, MicroBatches: 4, LR: 2e-3, Warmup: 30, Seed: 1, EvalEvery: 100},
 		Parallel: Parallel{

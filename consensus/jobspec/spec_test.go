@@ -46,7 +46,7 @@ checkpoint: {every: 0}
 		Model: Model{Layers: 6, DModel: 96, Heads: 3, Context: 64, Vocab: 256},
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: 8, LR: 3e-4, Warmup: 50, Seed: 7},
-		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEvery,
+		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
 			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"slices"
 	"strings"
 )
 
@@ -108,8 +107,8 @@ func (p Parallel) validate(v *validator, m Model) {
 	case m.Layers >= 1 && p.Stages.N > maxStages:
 		v.addf("parallel.stages", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxStages, p.Stages.N)
 	}
-	v.oneOf("parallel.schedule", p.Schedule, Schedule1F1B, ScheduleGPipe)
-	v.oneOf("parallel.sync", p.Sync, SyncDiLoCo, SyncEvery)
+	v.add(p.Schedule.Check("parallel.schedule"))
+	v.add(p.Sync.Check("parallel.sync"))
 	v.between("parallel.inner_steps", p.InnerSteps, 1, MaxSteps)
 	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
 		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
@@ -117,11 +116,11 @@ func (p Parallel) validate(v *validator, m Model) {
 	if !(p.OuterMomentum >= 0 && p.OuterMomentum < 1) {
 		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
 	}
-	v.oneOf("parallel.codec", p.Codec, CodecNone, CodecFP16, CodecInt8, CodecTopK)
+	v.add(p.Codec.Check("parallel.codec"))
 }
 
 func (pl Placement) validate(v *validator, p Parallel) {
-	v.oneOf("placement.strategy", pl.Strategy, StrategyAuto, StrategySky, StrategyEven)
+	v.add(check("placement.strategy", pl.Strategy, JobStrategies()))
 	v.between("placement.min_nodes", pl.MinNodes, 1, MaxNodes)
 	v.between("placement.max_nodes", pl.MaxNodes, 0, MaxNodes)
 	if pl.MaxNodes > 0 && pl.MaxNodes < pl.MinNodes {
@@ -159,9 +158,10 @@ func (v *validator) between(field string, got, lo, hi int) {
 
 func inRange(x, lo, hi int) bool { return x >= lo && x <= hi }
 
-func (v *validator) oneOf(field, got string, allowed ...string) {
-	if !slices.Contains(allowed, got) {
-		v.addf(field, "must be one of %s, got %q", strings.Join(allowed, ", "), got)
+// add records err unless it is nil.
+func (v *validator) add(err error) {
+	if err != nil {
+		v.errs = append(v.errs, err)
 	}
 }
 

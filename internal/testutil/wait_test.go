@@ -25,6 +25,8 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = format
 	panic(f)
 }
+func (f *fakeTB) Errorf(format string, args ...any) { f.failed = format }
+func (f *fakeTB) Logf(string, ...any)               {}
 
 func TestWaitForErrFailsWithTheLastError(t *testing.T) {
 	f := &fakeTB{TB: t}
@@ -38,5 +40,24 @@ func TestWaitForErrFailsWithTheLastError(t *testing.T) {
 	}()
 	if f.failed == "" {
 		t.Fatal("WaitForErr did not fail after its timeout")
+	}
+}
+
+func TestWithinFailsOnlyWhenTimingChecksAreOn(t *testing.T) {
+	t.Setenv(TimingEnv, "")
+	f := &fakeTB{TB: t}
+	Within(f, "a step", 2*time.Second, time.Second)
+	if f.failed != "" {
+		t.Fatalf("failed without %s: %s", TimingEnv, f.failed)
+	}
+	t.Setenv(TimingEnv, "1")
+	Within(f, "a step", 2*time.Second, time.Second)
+	if f.failed == "" {
+		t.Fatalf("a bound exceeded with %s=1 did not fail", TimingEnv)
+	}
+	f.failed = ""
+	Within(f, "a step", time.Second/2, time.Second)
+	if f.failed != "" {
+		t.Fatalf("a bound met failed: %s", f.failed)
 	}
 }

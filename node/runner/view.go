@@ -11,7 +11,7 @@ import (
 // JobView is the scheduler's view of a job of the FSM: its current plan decoded (nil when
 // it has none or it does not decode), its events and checkpoints.
 func JobView(j consensus.Job) scheduler.Job {
-	v := scheduler.Job{ID: j.ID, Spec: j.Spec, Status: scheduler.Status(j.Status), Epoch: j.Epoch()}
+	v := scheduler.Job{ID: j.ID, Spec: j.Spec, Status: j.Status, Epoch: j.Epoch()}
 	if cur := j.CurrentPlan(); cur != nil {
 		var jp scheduler.JobPlan
 		if json.Unmarshal(cur.Plan, &jp) == nil {
@@ -19,7 +19,7 @@ func JobView(j consensus.Job) scheduler.Job {
 		}
 	}
 	for _, ev := range j.Events {
-		v.Events = append(v.Events, scheduler.Event{Kind: scheduler.EventKind(ev.Kind), Epoch: ev.Epoch, Step: ev.Step, Message: ev.Message})
+		v.Events = append(v.Events, scheduler.Event{Kind: ev.Kind, Epoch: ev.Epoch, Step: ev.Step, Message: ev.Message})
 	}
 	for _, m := range j.Checkpoints {
 		v.Checkpoints = append(v.Checkpoints, CheckpointView(m))
@@ -62,13 +62,5 @@ func completeCheckpoint(j consensus.Job, live func(string) bool) (consensus.Chec
 
 // EnginePlan is the plan the workers of an epoch run.
 func EnginePlan(p scheduler.JobPlan) parallel.Plan {
-	plan := parallel.Plan{Batches: p.Batches}
-	for _, r := range p.Replicas {
-		var stages []parallel.StagePlan
-		for _, s := range r {
-			stages = append(stages, parallel.StagePlan{Node: s.Node, First: s.First, Last: s.Last})
-		}
-		plan.Replicas = append(plan.Replicas, stages)
-	}
-	return plan
+	return parallel.Plan{Replicas: p.Replicas, Batches: p.Batches}
 }

@@ -18,9 +18,9 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
 	sc := parallel.DefaultSyncConfig()
-	sc.Mode, sc.InnerSteps = parallel.SyncMode(s.Parallel.Sync), s.Parallel.InnerSteps
-	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, parallel.CodecName(s.Parallel.Codec)
-	return parallel.JobConfig{Train: tc, Schedule: parallel.Schedule(s.Parallel.Schedule), Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
+	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
+	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, s.Parallel.Codec
+	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
 // runWorker trains this node's stage of a plan epoch to the end of the job, reporting

@@ -1,0 +1,42 @@
+package jobspec
+
+// JobStatus is where a job is in its life. The strings are part of the control plane's
+// stored state and of the API: never change one, only add.
+type JobStatus string
+
+// Job statuses. Done, failed and cancelled are terminal.
+const (
+	JobSubmitted JobStatus = "submitted"
+	JobPlanning  JobStatus = "planning"
+	JobRunning   JobStatus = "running"
+	JobDone      JobStatus = "done"
+	JobFailed    JobStatus = "failed"
+	JobCancelled JobStatus = "cancelled"
+)
+
+// Terminal reports whether no further change is allowed.
+func (s JobStatus) Terminal() bool {
+	return s == JobDone || s == JobFailed || s == JobCancelled
+}
+
+// EventKind names a kind of line in a job's event log: the control plane's FSM writes some
+// itself, the leader's scheduler and the nodes' runners write the others. The strings are
+// part of the stored state and of the API: never change one, only add.
+type EventKind string
+
+// Event kinds.
+const (
+	EventSubmitted  EventKind = "submitted"  // the job was submitted (FSM)
+	EventStatus     EventKind = "status"     // the job's status changed (FSM)
+	EventPlan       EventKind = "plan"       // a plan epoch was committed (FSM)
+	EventCheckpoint EventKind = "checkpoint" // a checkpoint's first files were committed (FSM)
+	EventDone       EventKind = "done"       // the job's last stage finished every step
+	// EventWorkerFailed: a worker of the epoch failed, at its step; the leader replans.
+	EventWorkerFailed EventKind = "worker_failed"
+	// EventWorkerStopped: a worker stopped for a new epoch, at the step it reached.
+	EventWorkerStopped EventKind = "worker_stopped"
+	// EventReplan: a new epoch after a failure (counts towards the restart limit).
+	EventReplan EventKind = "replan"
+	// EventRebalance: a new epoch because joined nodes make the job faster.
+	EventRebalance EventKind = "rebalance"
+)
