@@ -335,11 +335,20 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 		t.Fatal("n3 caught up without installing a snapshot")
 	}
 
+	if got := n1.c.LeaderChanges(); got != 1 {
+		t.Errorf("n1 saw %d leader changes before the failover, want 1 (the bootstrap node)", got)
+	}
 	// Fail the leader.
 	start := time.Now()
 	tc.stop(n0)
 	newLeader := tc.waitLeader(5 * time.Second)
 	testutil.Within(t, "electing a new leader "+newLeader.name, time.Since(start), 5*time.Second)
+	testutil.WaitForErr(t, 5*time.Second, func() error {
+		if got := newLeader.c.LeaderChanges(); got < 2 {
+			return fmt.Errorf("new leader saw %d leader changes, want ≥ 2 (n0, then itself)", got)
+		}
+		return nil
+	})
 	jobs, _, err := newLeader.c.Jobs(ctx, true)
 	if err != nil || len(jobs) != 1 || jobs[0].ID != id || len(jobs[0].Events) != 21 {
 		t.Fatalf("jobs after failover: %+v, %v", jobs, err)

@@ -29,6 +29,8 @@ type Consensus struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	wal   *wal.WAL
+	// leaders counts leadership changes (leader_changes.go).
+	leaders leaderWatch
 
 	// memberMu serialises membership changes on the leader so that voter counts hold.
 	memberMu sync.Mutex
@@ -114,6 +116,7 @@ func (c *Consensus) open() (err error) {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	r.RegisterObserver(c.leaders.observer())
 	c.raft = r
 	c.raftRef.Store(r)
 	return nil

@@ -72,7 +72,7 @@ func (a *apiServer) start(ctx context.Context) error {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", a.addr)
 	if err != nil {
-		return fmt.Errorf("API on %s: %w (another node running? pick another port with --api)", a.addr, err)
+		return addrInUse(ListenerAPI, a.addr, fmt.Errorf("API: %w", err))
 	}
 	bound := ln.Addr().String()
 	g := newAPIGuard(token, allowedHosts(bound, a.hosts), a.log)

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"net"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -29,7 +28,7 @@ func (s *dataPlaneService) Start(ctx context.Context) error {
 	}
 	dp, err := dataplane.New(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("data plane: %w", err)
+		return addrInUse(ListenerData, cfg.ListenAddr, err) // dataplane's errors name it already
 	}
 	s.n.dpMu.Lock()
 	s.n.dp = dp

@@ -50,6 +50,7 @@ func newEngine(n *Node) (*engine, error) {
 		Self: n.ID().String(), DataDir: n.cfg.DataDir, Log: n.log,
 		Blobs: nodeBlobs{n}, Control: nodeControl{n}, Network: nodeNetwork{n}, Datasets: nodeDatasets{n},
 		PinFor: checkpointPinFor, PruneEvery: pruneInterval, CrashInCheckpoint: crashInCheckpoint(),
+		Metrics: n.train,
 	})
 	if err != nil {
 		return nil, err

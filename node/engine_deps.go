@@ -31,7 +31,11 @@ type (
 func (b nodeBlobs) IDOf(data []byte) string { return b.n.Blobs().Store().IDOf(data) }
 func (b nodeBlobs) Has(hash string) bool    { return b.n.Blobs().Has(hash) }
 func (b nodeBlobs) Remove(hash string) error {
-	return b.n.Blobs().Store().Remove(hash)
+	if err := b.n.Blobs().Store().Remove(hash); err != nil {
+		return err
+	}
+	b.n.blobsRemoved.Add(1)
+	return nil
 }
 
 func (b nodeBlobs) Publish(ctx context.Context, data []byte) (string, error) {

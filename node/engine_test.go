@@ -50,6 +50,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	}
 	checkPlanAndLosses(t, job)
 	checkControlMetrics(t, first, id, spec.Train.Steps)
+	checkTrainingMetrics(t, nodes, job)
 	checkOldCheckpointsPruned(t, nodes, job)
 }
 

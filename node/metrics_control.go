@@ -25,6 +25,7 @@ type controlCollector struct {
 	get func() *consensus.Consensus
 
 	raftState, term, commit, applied, voters, nonvoters    *prometheus.Desc
+	leaderChanges                                          *prometheus.Desc
 	jobStatus, step, loss, valLoss, tps, stepSec, bytesOut *prometheus.Desc
 	epoch, redone, checkpoints, checkpointStep             *prometheus.Desc
 }
@@ -41,6 +42,7 @@ func newControlCollector(get func() *consensus.Consensus) *controlCollector {
 		applied:        d("raft_applied_index", "Highest raft log index applied to this node's FSM."),
 		voters:         d("raft_voters", "Voting members of the raft configuration."),
 		nonvoters:      d("raft_nonvoters", "Non-voting members of the raft configuration."),
+		leaderChanges:  d("raft_leader_changes_total", "Times this node saw the raft leader change to a different server, the first leader it learnt of included."),
 		jobStatus:      d("job_status", "1 for the job's current status, 0 for the others.", "job", "status"),
 		step:           d("job_step", "Latest optimizer step reported for the job.", "job"),
 		loss:           d("job_train_loss", "Latest training loss reported for the job.", "job"),
@@ -85,6 +87,7 @@ func (c *controlCollector) collectRaft(cons *consensus.Consensus, ch chan<- prom
 	gauge(ch, c.term, float64(st.Term))
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.CounterValue, float64(st.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.CounterValue, float64(st.AppliedIndex))
+	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(cons.LeaderChanges()))
 	if err == nil { // the configuration is unknown while raft shuts down
 		gauge(ch, c.voters, float64(len(st.Voters)))
 		gauge(ch, c.nonvoters, float64(len(st.Nonvoters)))

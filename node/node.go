@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -36,6 +37,9 @@ type Node struct {
 
 	data   *datasets // dataset.go: blobs and decoded datasets
 	engine *engine   // nil when consensus is disabled
+
+	train        *trainingMetrics // metrics_training.go
+	blobsRemoved atomic.Int64     // blobs the runner deleted, for metrics_blob.go
 
 	mu       sync.Mutex
 	services []Service
@@ -73,7 +77,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	mc.Identity, mc.Logger, mc.Registerer = key, log, n.reg
 	if n.mesh, err = mesh.New(mc); err != nil {
-		return nil, err
+		return nil, addrInUse(ListenerMesh, cfg.meshListenAddrs(), err)
 	}
 	if created {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
@@ -84,7 +88,8 @@ func New(cfg Config) (*Node, error) {
 		cfg.profilerHook(n.profiler)
 	}
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newMeshCollector(n.mesh), newControlCollector(n.Consensus))
+		newMeshCollector(n.mesh), newControlCollector(n.Consensus), newDataPlaneCollector(n), newBlobCollector(n, &n.blobsRemoved))
+	n.train = newTrainingMetrics(n.reg)
 	n.routes()
 	n.dashboardRoutes()
 	n.services = []Service{

@@ -118,7 +118,8 @@ type Worker struct {
 	codec           Codec
 	pipelineSent    int64
 	syncSent        int64
-	pipelineStarved int64 // nanoseconds spent waiting on neighbours
+	pipelineStarved int64     // nanoseconds spent waiting on neighbours
+	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
 }
 
@@ -225,6 +226,7 @@ func (w *Worker) send(ctx context.Context, to string, f *frame.Frame) error {
 	switch f.Kind {
 	case frame.KindActivation, frame.KindGradient:
 		w.pipelineSent += int64(len(f.Payload))
+		return timed(&w.times.Transfer, func() error { return w.tr.Send(ctx, to, f) })
 	case frame.KindReduce:
 		w.syncSent += int64(len(f.Payload))
 	}

@@ -19,6 +19,8 @@ type StepResult struct {
 	HasLoss bool
 	// Synced says whether the replicas synchronised at the end of this step.
 	Synced bool
+	// Times splits the step's wall time by phase.
+	Times StepTimes
 }
 
 // inflight is one micro-batch between its forward and backward pass.
@@ -30,6 +32,16 @@ type inflight struct {
 // Step runs one training step: the stage's share of the schedule over all micro-batches,
 // the replicas' synchronisation, clipping by the global norm across stages, and AdamW.
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
+	start := time.Now()
+	w.times = StepTimes{}
+	res, err := w.runStep(ctx)
+	res.Times = w.times
+	res.Times.Compute = time.Since(start) - w.times.Transfer - w.times.Bubble - w.times.Sync
+	return res, err
+}
+
+// runStep is Step without its timing.
+func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.ws.Reset()
 	model.ZeroGrads(w.layers)
 	M := w.micro
@@ -50,16 +62,20 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	}
 	res.HasLoss = w.IsLast()
 	if w.cfg.Sync.Mode == jobspec.SyncEveryStep {
-		if err := w.syncGradients(ctx); err != nil {
+		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
 			return res, err
 		}
 	}
 	if w.updateGate != nil {
-		if err := w.updateGate(ctx, w.step+1); err != nil {
+		if err := timed(&w.times.Sync, func() error { return w.updateGate(ctx, w.step+1) }); err != nil {
 			return res, fmt.Errorf("step %d: %w", w.step+1, err)
 		}
 	}
-	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+	var norms []float64
+	err := timed(&w.times.Sync, func() (err error) {
+		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+		return err
+	})
 	if err != nil {
 		return res, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
 	}
@@ -73,7 +89,7 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
 	if w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
-		if err := w.outerStep(ctx); err != nil {
+		if err := timed(&w.times.Sync, func() error { return w.outerStep(ctx) }); err != nil {
 			return res, err
 		}
 		res.Synced = true
@@ -99,6 +115,7 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 			return 0, err
 		}
 		w.pipelineStarved += int64(time.Since(start))
+		w.times.Bubble += time.Since(start)
 	}
 	fl.saved = make([]model.Saved, len(w.layers))
 	for i, l := range w.layers {
@@ -124,6 +141,7 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 			return err
 		}
 		w.pipelineStarved += int64(time.Since(start))
+		w.times.Bubble += time.Since(start)
 	}
 	for i := len(w.layers) - 1; i >= 0; i-- {
 		dy = w.layers[i].Backward(&w.ws, fl.mb, fl.saved[i], dy)

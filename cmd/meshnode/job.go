@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,6 +32,7 @@ type jobStatusOptions struct {
 	consistent bool
 	events     int
 	output     string
+	follow     bool
 }
 
 func newJobStatusCmd() *cobra.Command {
@@ -39,13 +41,15 @@ func newJobStatusCmd() *cobra.Command {
 		Use:   "status ID",
 		Short: "Show a job's status, plan, progress and events",
 		Example: `  meshnode job status 3f9a1c2e7b4d
-  meshnode job status 3f9a1c2e7b4d -o json   # {"id":..,"status":..,"spec":{..},"plan":..,"progress":{..},"events":[..]}`,
+  meshnode job status 3f9a1c2e7b4d -o json   # {"id":..,"status":..,"spec":{..},"plan":..,"progress":{..},"events":[..]}
+  meshnode job status 3f9a1c2e7b4d --follow  # live progress until the job ends; exits 1 unless it is done`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	addAPIFlags(cmd, &o.api)
 	cmd.Flags().BoolVar(&o.consistent, "consistent", false, "read through the Raft leader")
 	cmd.Flags().IntVar(&o.events, "events", 10, "how many of the latest events to print (text output)")
+	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "follow the job until it ends: events and progress as they come (a progress bar on a terminal; JSON lines with -o json), then its status; exit 1 unless it ends done")
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -58,6 +62,9 @@ func (o *jobStatusOptions) run(cmd *cobra.Command, id string) error {
 	if err != nil {
 		return err
 	}
+	if o.follow {
+		return o.runFollow(cmd, c, id)
+	}
 	d, err := c.Job(cmd.Context(), id, o.consistent)
 	if err != nil {
 		return jobErr(id, err)
@@ -67,6 +74,23 @@ func (o *jobStatusOptions) run(cmd *cobra.Command, id string) error {
 	}
 	printJobDetail(cmd.OutOrStdout(), d, o.events)
 	return nil
+}
+
+// runFollow follows the job to its end, then prints its detail (the last JSON line with
+// -o json) and fails unless it ended done.
+func (o *jobStatusOptions) runFollow(cmd *cobra.Command, c *api.Client, id string) error {
+	w := cmd.OutOrStdout()
+	d, err := followJob(cmd.Context(), c, id, newTestnetReporter(w, cmd.ErrOrStderr(), o.output == "json"))
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		err = writeJSON(w, d)
+	} else {
+		fmt.Fprintln(w)
+		printJobDetail(w, d, o.events)
+	}
+	return errors.Join(err, jobEndErr(d))
 }
 
 func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -49,7 +50,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f := cmd.Flags()
 	f.StringVar(&c.DataDir, "data-dir", c.DataDir, "node data directory (identity key, state)")
 	f.StringVar(&c.Mesh, "mesh", c.Mesh, "mesh name")
-	f.StringVar(&c.JoinSecret, "join-secret", "", "the mesh's join secret, as printed by `meshnode init`")
+	f.StringVar(&c.JoinSecret, "join-secret", "", "the mesh's join secret (meshnode init prints a new one)")
 	f.StringSliceVar(&c.Allow, "allow", nil, "admit only these peer IDs (in addition to the secret)")
 	f.StringSliceVar(&c.Listen, "listen", nil, "multiaddrs to listen on (default QUIC-v1 and TCP on port 4242, IPv4 and IPv6)")
 	f.StringSliceVar(&c.Bootstrap, "bootstrap", nil, "multiaddrs of members to join through, ending in /p2p/<peer-id>")
@@ -100,11 +101,11 @@ func runJoin(cmd *cobra.Command, o *joinOptions) error {
 	}
 	n, err := node.New(o.cfg)
 	if err != nil {
-		return err
+		return withListenFlag(err)
 	}
 	ctx := cmd.Context()
 	if err := n.Start(ctx); err != nil {
-		return err
+		return withListenFlag(err)
 	}
 	st := n.Status()
 	w := cmd.OutOrStdout()
@@ -119,6 +120,19 @@ func runJoin(cmd *cobra.Command, o *joinOptions) error {
 	<-ctx.Done()
 	fmt.Fprintln(w, "leaving the mesh")
 	return n.Close()
+}
+
+// listenFlags are the join flags that set each listener's address.
+var listenFlags = map[node.Listener]string{node.ListenerMesh: "--listen", node.ListenerData: "--data-listen", node.ListenerAPI: "--api"}
+
+// withListenFlag turns a listener's address-in-use error into one that names the flag to
+// change; other errors are returned unchanged.
+func withListenFlag(err error) error {
+	var e *node.AddrInUseError
+	if !errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("%w: choose another address with %s", e, listenFlags[e.Listener])
 }
 
 // finish turns the string flags into configuration and fills in what depends on others.

@@ -168,20 +168,15 @@ checkpoint: {every: 0}
 	if err := json.Unmarshal(out, &sub); err != nil || sub.ID == "" {
 		t.Fatalf("submit -o json: %v\n%s", err, out)
 	}
+	// Follow the job to its end as a user would; the last JSON line is its detail.
+	out, err = cliTimeout(t, 150*time.Second, bin, "job", "status", sub.ID, "--follow", "--data-dir", dataDir, "-o", "json")
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	var job consensus.JobDetail
-	err = testnet.WaitFor(context.Background(), func() bool {
-		out, err := cliTimeout(t, 30*time.Second, bin, "job", "status", sub.ID, "--data-dir", dataDir, "-o", "json")
-		if err != nil {
-			t.Logf("job status: %v", err)
-			return false
-		}
-		if err := json.Unmarshal(out, &job); err != nil {
-			t.Fatalf("job status -o json: %v\n%s", err, out)
-		}
-		return job.Status.Terminal()
-	}, 150*time.Second)
-	if err != nil {
-		t.Fatalf("job %s not finished (status %s, step %d): %v; events %+v", sub.ID, job.Status, job.Progress.Step, err, job.Events)
+	if jerr := json.Unmarshal([]byte(lines[len(lines)-1]), &job); jerr != nil {
+		t.Fatalf("job status --follow -o json: %v, %v\n%s", err, jerr, out)
+	}
+	if err != nil || !strings.Contains(string(out), `"event":"progress"`) {
+		t.Fatalf("job status --follow: %v (job %s at step %d); output:\n%s", err, job.Status, job.Progress.Step, out)
 	}
 	if job.Status != consensus.JobDone {
 		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)

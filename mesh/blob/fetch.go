@@ -112,6 +112,8 @@ func (b *Service) fetch(ctx context.Context, id string, from []peer.ID) error {
 	if err != nil {
 		return fmt.Errorf("fetch blob %s: %w", id, err)
 	}
+	b.blobsFetched.Add(1)
+	b.bytesFetched.Add(st.m.Size)
 	b.log.Info("fetched blob", "blob", id, "bytes", st.m.Size, "chunks", len(st.m.Chunks))
 	return nil
 }

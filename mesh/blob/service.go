@@ -67,6 +67,8 @@ type Stats struct {
 	BadChunks int64
 	// DroppedSources counts sources a Fetch gave up on.
 	DroppedSources int64
+	// BlobsFetched and BytesFetched count whole blobs fetched, verified and stored.
+	BlobsFetched, BytesFetched int64
 }
 
 // Service serves the blobs of a Store on ProtocolID and fetches blobs from
@@ -80,6 +82,7 @@ type Service struct {
 	slots chan struct{} // MaxServing tokens
 
 	served, fetched, bad, dropped atomic.Int64
+	blobsFetched, bytesFetched    atomic.Int64
 
 	mu       sync.Mutex
 	inflight map[string]*fetchCall // one Fetch per blob at a time
@@ -119,7 +122,7 @@ func (b *Service) Open(id string) (*os.File, error) { return b.store.Open(id) }
 // Stats returns the service's counters.
 func (b *Service) Stats() Stats {
 	return Stats{ChunksServed: b.served.Load(), ChunksFetched: b.fetched.Load(), BadChunks: b.bad.Load(),
-		DroppedSources: b.dropped.Load()}
+		DroppedSources: b.dropped.Load(), BlobsFetched: b.blobsFetched.Load(), BytesFetched: b.bytesFetched.Load()}
 }
 
 // handle serves one request: a deadline on the stream, Reset on any error, Close after

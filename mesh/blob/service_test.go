@@ -122,6 +122,9 @@ func TestFetchRefetchesCorruptChunk(t *testing.T) {
 	if got := b.b.Stats().ChunksFetched; got != 26 {
 		t.Errorf("b fetched %d chunks, want 26 (one transfer for two concurrent Fetches)", got)
 	}
+	if st := b.b.Stats(); st.BlobsFetched != 1 || st.BytesFetched != int64(len(data)) {
+		t.Errorf("b fetched %d blobs of %d bytes, want 1 of %d", st.BlobsFetched, st.BytesFetched, len(data))
+	}
 	if d := b.b.Stats().DroppedSources + c.b.Stats().DroppedSources; d != 0 {
 		t.Errorf("%d sources dropped for 2 bad chunks with MaxBadChunks 2", d)
 	}

@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	var lc net.ListenConfig
 	udp, err := lc.ListenPacket(ctx, "udp", cfg.listenAddr())
 	if err != nil {
-		return nil, fmt.Errorf("data plane: listen on UDP %s: %w", cfg.listenAddr(), err)
+		return nil, fmt.Errorf("data plane: %w", err) // "listen udp ADDR: …" names the address
 	}
 	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,

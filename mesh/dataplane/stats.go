@@ -20,6 +20,9 @@ type Stats struct {
 	// handed to QUIC, Received frames that passed every check.
 	Sent     map[string]map[frame.Kind]Traffic
 	Received map[string]map[frame.Kind]Traffic
+	// Flows holds the same traffic split further by codec, one entry per direction, peer,
+	// kind and codec seen.
+	Flows []Flow
 	// BadFrames counts, per peer, frames that failed validation and reset their stream.
 	BadFrames map[string]int64
 	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
@@ -55,6 +58,15 @@ func sumKind(m map[string]map[frame.Kind]Traffic, k frame.Kind) int64 {
 	return n
 }
 
+// Flow is the traffic of one direction, peer, frame kind and codec.
+type Flow struct {
+	Sent  bool // false: received
+	Peer  string
+	Kind  frame.Kind
+	Codec frame.Codec
+	Traffic
+}
+
 type direction int
 
 const (
@@ -63,9 +75,10 @@ const (
 )
 
 type trafficKey struct {
-	dir  direction
-	peer string
-	kind frame.Kind
+	dir   direction
+	peer  string
+	kind  frame.Kind
+	codec frame.Codec
 }
 
 // counters holds the counters behind Stats. Updates are per frame, so one mutex is cheap.
@@ -85,7 +98,7 @@ func (s *counters) init() {
 }
 
 func (s *counters) count(dir direction, peer string, f *frame.Frame) {
-	k := trafficKey{dir, peer, f.Kind}
+	k := trafficKey{dir, peer, f.Kind, f.Codec}
 	s.mu.Lock()
 	t := s.traffic[k]
 	t.Frames++
@@ -133,7 +146,11 @@ func (d *Plane) Stats() Stats {
 		if m[k.peer] == nil {
 			m[k.peer] = map[frame.Kind]Traffic{}
 		}
-		m[k.peer][k.kind] = t
+		sum := m[k.peer][k.kind]
+		sum.Frames += t.Frames
+		sum.Bytes += t.Bytes
+		m[k.peer][k.kind] = sum
+		out.Flows = append(out.Flows, Flow{Sent: k.dir == dirSent, Peer: k.peer, Kind: k.kind, Codec: k.codec, Traffic: t})
 	}
 	for p, n := range s.bad {
 		out.BadFrames[p] = n

@@ -30,13 +30,17 @@ func (r *Runner) writeCheckpoint(ctx context.Context, jobID string, epoch uint64
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("checkpoint dir: %w", err)
 	}
+	start := time.Now()
 	files, err := r.storeStage(ctx, dir, s)
 	if err != nil {
 		return err
 	}
+	r.cfg.Metrics.ObserveCheckpointWrite(jobID, time.Since(start))
 	// A plan of one node has nowhere to copy to: that is its nature, not a fault to warn of.
 	if len(slices.Compact(jp.Nodes())) > 1 {
+		start = time.Now()
 		if to, err := r.replicateFiles(ctx, jp, files); err == nil {
+			r.cfg.Metrics.ObserveCheckpointReplication(jobID, time.Since(start))
 			for _, f := range files[:len(files):len(files)] {
 				f.Node = to
 				files = append(files, f)

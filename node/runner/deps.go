@@ -78,6 +78,8 @@ type Config struct {
 	Control  Control
 	Network  Network
 	Datasets Datasets
+	// Metrics receives step times and checkpoint durations; nil records none.
+	Metrics Metrics
 	// PinFor is how long a checkpoint file this node has just written, fetched or agreed
 	// to hold is safe from pruning, whatever the manifests say: long enough for its
 	// manifest to be committed. Training is deterministic, so a job that resumes from an

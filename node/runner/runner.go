@@ -51,6 +51,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	r := &Runner{cfg: cfg, log: log, runs: map[string]*jobRun{}, datasets: map[string]*model.Dataset{}, copied: map[string]bool{}}
 	r.pins.pinFor = cfg.PinFor
+	if r.cfg.Metrics == nil {
+		r.cfg.Metrics = noMetrics{}
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }

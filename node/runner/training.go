@@ -52,6 +52,7 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	t.r.cfg.Metrics.ObserveStep(t.job.ID, res.Times)
 	t.p.steps++
 	t.p.elapsed += time.Since(start)
 	return res.Loss, nil

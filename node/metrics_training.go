@@ -1,0 +1,64 @@
+package node
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// trainingMetrics records what this node's workers measure as they train: step time by
+// phase and checkpoint durations. It is the runner's Metrics (node/runner/metrics.go).
+// Series carry the job label; jobs are bounded by the FSM's job limits.
+type trainingMetrics struct {
+	phase       *prometheus.CounterVec
+	steps       *prometheus.CounterVec
+	ckptWrite   *prometheus.HistogramVec
+	ckptReplica *prometheus.HistogramVec
+}
+
+// stepPhases are the values of meshnode_train_step_phase_seconds_total's phase label.
+var stepPhases = []string{"compute", "transfer", "bubble", "sync"}
+
+func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
+	buckets := prometheus.ExponentialBuckets(0.005, 2, 14) // 5 ms … 41 s
+	m := &trainingMetrics{
+		phase: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnode_train_step_phase_seconds_total",
+			Help: "Wall time of this node's optimizer steps by phase: compute, transfer (sending to pipeline neighbours), bubble (waiting for them), sync (replica sync, norm exchange, checkpoint gate).",
+		}, []string{"job", "phase"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnode_train_steps_total",
+			Help: "Optimizer steps this node's worker completed (steps redone after a new plan epoch count again).",
+		}, []string{"job"}),
+		ckptWrite: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "meshnode_checkpoint_write_seconds", Buckets: buckets,
+			Help: "Time to encode, write and publish this node's files of one checkpoint.",
+		}, []string{"job"}),
+		ckptReplica: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "meshnode_checkpoint_replication_seconds", Buckets: buckets,
+			Help: "Time another node took to fetch and verify this node's files of one checkpoint.",
+		}, []string{"job"}),
+	}
+	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica)
+	return m
+}
+
+// ObserveStep implements runner.Metrics.
+func (m *trainingMetrics) ObserveStep(job string, t parallel.StepTimes) {
+	for i, d := range []time.Duration{t.Compute, t.Transfer, t.Bubble, t.Sync} {
+		m.phase.WithLabelValues(job, stepPhases[i]).Add(max(d, 0).Seconds())
+	}
+	m.steps.WithLabelValues(job).Inc()
+}
+
+// ObserveCheckpointWrite implements runner.Metrics.
+func (m *trainingMetrics) ObserveCheckpointWrite(job string, d time.Duration) {
+	m.ckptWrite.WithLabelValues(job).Observe(d.Seconds())
+}
+
+// ObserveCheckpointReplication implements runner.Metrics.
+func (m *trainingMetrics) ObserveCheckpointReplication(job string, d time.Duration) {
+	m.ckptReplica.WithLabelValues(job).Observe(d.Seconds())
+}

@@ -1,0 +1,27 @@
+package runner
+
+import (
+	"time"
+
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// Metrics receives the runner's training measurements as they happen. Its methods are
+// called from training and checkpoint goroutines and must not block.
+type Metrics interface {
+	// ObserveStep records one optimizer step of this node's worker of job, split by phase.
+	ObserveStep(job string, t parallel.StepTimes)
+	// ObserveCheckpointWrite records the time to encode, write and publish this node's
+	// files of one checkpoint of job.
+	ObserveCheckpointWrite(job string, d time.Duration)
+	// ObserveCheckpointReplication records the time another node took to fetch and verify
+	// this node's files of one checkpoint of job (successful replications only).
+	ObserveCheckpointReplication(job string, d time.Duration)
+}
+
+// noMetrics is the Metrics of a runner configured without any.
+type noMetrics struct{}
+
+func (noMetrics) ObserveStep(string, parallel.StepTimes)             {}
+func (noMetrics) ObserveCheckpointWrite(string, time.Duration)       {}
+func (noMetrics) ObserveCheckpointReplication(string, time.Duration) {}
