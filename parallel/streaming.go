@@ -1,0 +1,186 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
+)
+
+// Streaming DiLoCo (Douillard et al. 2025, "Streaming DiLoCo with overlapping
+// communication"): the model's layers are cut into F contiguous fragments and each fragment
+// runs DiLoCo's outer step on its own schedule, fragment f after the steps s ≡ ⌊f·H/F⌋
+// (mod H). A fragment's pseudo-gradient is all-reduced beside the next τ (Overlap) inner
+// steps and its averaged update is applied when they are done, mixed with what the
+// replica learnt meanwhile (MixLocal). Each synchronisation moves about 1/F of the model,
+// so the peak traffic of one sync event is DiLoCo's ÷ F for the same total. The last step
+// of the schedule waits for every fragment in flight and synchronises every fragment once
+// more without overlap, so training ends with identical replicas. The per-fragment outer
+// step is DiLoCo's own (syncRun, applyOuter), run on the fragment's runs of layers.
+
+// validateStreaming names streaming's bad fields; the bound by the model's layers is
+// checked where the model is known (NewWorker, the job spec).
+func (c SyncConfig) validateStreaming() []error {
+	var errs []error
+	if c.Fragments < 0 || (c.InnerSteps >= 1 && c.Fragments > c.InnerSteps) {
+		errs = append(errs, fmt.Errorf("fragments must be between 1 and inner-steps (%d) (got %d)", c.InnerSteps, c.Fragments))
+	}
+	if c.Overlap < 0 || (c.InnerSteps >= 1 && c.Overlap >= c.InnerSteps) {
+		errs = append(errs, fmt.Errorf("overlap must be ≥ 0 and < inner-steps (%d) (got %d)", c.InnerSteps, c.Overlap))
+	}
+	if !(c.MixLocal >= 0 && c.MixLocal < 1) {
+		errs = append(errs, fmt.Errorf("mix-local must be in [0, 1) (got %g)", c.MixLocal))
+	}
+	return errs
+}
+
+// fragments is F, with 0 meaning 1.
+func (c SyncConfig) fragments() int { return max(c.Fragments, 1) }
+
+// fragmentOf is the fragment of layer l among numLayers layers cut into F contiguous
+// fragments of as equal counts as possible (every fragment non-empty when F ≤ numLayers).
+func fragmentOf(l, numLayers, F int) int { return l * F / numLayers }
+
+// fragmentOffset is the step of the outer period at which fragment f synchronises:
+// ⌊f·H/F⌋, so fragment 0 keeps DiLoCo's steps (the multiples of H).
+func fragmentOffset(f, H, F int) int { return f * H / F }
+
+// splitByFragment cuts runs at fragment boundaries, so that every run belongs to one
+// fragment. Every holder of a layer cuts the same way, so groups still agree on vectors.
+func splitByFragment(runs []syncRun, numLayers, F int) []syncRun {
+	var out []syncRun
+	for _, r := range runs {
+		for l := r.first; l < r.last; l++ {
+			if n := len(out); l > r.first && fragmentOf(l, numLayers, F) == fragmentOf(out[n-1].first, numLayers, F) {
+				out[n-1].last = l + 1
+				continue
+			}
+			out = append(out, syncRun{first: l, last: l + 1, group: r.group})
+		}
+	}
+	return out
+}
+
+// streaming reports whether the worker runs streaming outer steps (across replicas).
+func (w *Worker) streaming() bool { return w.cfg.Sync.Mode == SyncStreaming && w.R > 1 }
+
+// pendingSync is one run's all-reduce in flight: the pseudo-gradient sent at step sent,
+// averaged in place by a goroutine, applied after step due.
+type pendingSync struct {
+	run       int
+	sent, due int
+	delta     []float32
+	bytes     atomic.Int64
+	done      chan error
+}
+
+// sentCounter counts the payload bytes a background collective sends.
+type sentCounter struct {
+	Transport
+	n *atomic.Int64
+}
+
+func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error {
+	c.n.Add(int64(len(f.Payload)))
+	return c.Transport.Send(ctx, to, f)
+}
+
+// launchSync starts the all-reduce of run i's pseudo-gradient. With an overlap it runs
+// beside the next steps, so it must outlive ctx (the step's); every Recv is bounded by the
+// stall timeout, so it ends.
+func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
+	p := &pendingSync{run: i, sent: w.step, due: w.step + w.cfg.Sync.Overlap, delta: w.pseudoGradient(i), done: make(chan error, 1)}
+	if w.cfg.Sync.Overlap > 0 {
+		ctx = context.WithoutCancel(ctx)
+	}
+	run, k, ef := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i]
+	go func() {
+		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef)
+	}()
+	return p
+}
+
+// finishSync waits for p and applies its averaged pseudo-gradient.
+func (w *Worker) finishSync(p *pendingSync) error {
+	err := <-p.done
+	w.syncSent += p.bytes.Load()
+	if err != nil {
+		run := w.runs[p.run]
+		return fmt.Errorf("step %d streaming sync of layers [%d, %d): %w", p.sent, run.first, run.last, err)
+	}
+	mix := float32(0)
+	if w.cfg.Sync.Overlap > 0 {
+		mix = float32(w.cfg.Sync.MixLocal)
+	}
+	w.applyOuter(p.run, p.delta, mix)
+	return nil
+}
+
+// streamingStep runs after step w.step: it applies the updates that are due, starts the
+// synchronisation of the fragments whose turn it is and, after the last step, completes
+// every fragment. It reports whether any fragment was synchronised or started.
+func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
+	final := w.step == w.cfg.Train.Steps
+	synced := false
+	var kept []*pendingSync
+	for _, p := range w.pending {
+		if p.due > w.step && !final {
+			kept = append(kept, p)
+			continue
+		}
+		if err := w.finishSync(p); err != nil {
+			return false, err
+		}
+		synced = true
+	}
+	w.pending = kept
+	if final {
+		return true, w.outerStep(ctx)
+	}
+	H, F, L := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments(), w.cfg.Train.Model.NumLayers()
+	for i, run := range w.runs {
+		if w.step%H != fragmentOffset(fragmentOf(run.first, L, F), H, F) {
+			continue
+		}
+		synced = true
+		p := w.launchSync(ctx, i)
+		if w.cfg.Sync.Overlap > 0 {
+			w.pending = append(w.pending, p)
+		} else if err := w.finishSync(p); err != nil {
+			return false, err
+		}
+	}
+	return synced, nil
+}
+
+// localSuffix names a replica's own weights of a parameter in a streaming checkpoint,
+// whose model tensors are the global weights (the anchors, the same on every replica).
+func localSuffix(replica int) string { return fmt.Sprintf(".streaming_local.r%d", replica) }
+
+// snapshotStreaming makes s's model the global weights and adds the replica's own.
+func (w *Worker) snapshotStreaming(s *StageState) {
+	for i, o := range w.outer {
+		off := 0
+		for _, p := range w.runParams[i] {
+			s.Optimizer[p.Name+localSuffix(w.replica)] = s.Model[p.Name]
+			g := p.Value.Clone()
+			off += copy(g.Data, o.anchor[off:])
+			s.Model[p.Name] = g
+		}
+	}
+}
+
+// restoreLocal sets the replica's own weights from a streaming checkpoint where it has
+// them; the anchors stay the restored global weights. Without them (another plan's
+// replica, a DiLoCo checkpoint) the replica starts from the global weights.
+func (w *Worker) restoreLocal(moments *model.TensorFile) {
+	for _, ps := range w.runParams {
+		for _, p := range ps {
+			if t, ok := moments.Tensors[p.Name+localSuffix(w.replica)]; ok && t.SameShape(p.Value.Shape) {
+				copy(p.Value.Data, t.Data)
+			}
+		}
+	}
+}
