@@ -47,6 +47,22 @@ func fragmentOf(l, numLayers, F int) int { return l * F / numLayers }
 // ⌊f·H/F⌋, so fragment 0 keeps DiLoCo's steps (the multiples of H).
 func fragmentOffset(f, H, F int) int { return f * H / F }
 
+// fragmentInFlight reports whether, after step of a schedule of steps, some fragment of
+// the model (of numLayers layers) has been sent and its update not yet applied.
+func (c SyncConfig) fragmentInFlight(step, steps, numLayers int) bool {
+	if step >= steps || c.Overlap == 0 {
+		return false
+	}
+	H, F := c.InnerSteps, c.fragments()
+	for f := range min(F, numLayers) {
+		sent := step - mod(step-fragmentOffset(f, H, F), H)
+		if sent >= 1 && sent+c.Overlap > step {
+			return true
+		}
+	}
+	return false
+}
+
 // splitByFragment cuts runs at fragment boundaries, so that every run belongs to one
 // fragment. Every holder of a layer cuts the same way, so groups still agree on vectors.
 func splitByFragment(runs []syncRun, numLayers, F int) []syncRun {

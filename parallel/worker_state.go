@@ -78,12 +78,13 @@ func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1
 // taken there, so a checkpoint is one model whichever replica wrote each layer.
 //
 // In streaming the replicas' own weights never agree mid-run, but their global weights
-// (every fragment's anchor) do: it is consistent between fragments' flights, where the
+// (every fragment's anchor) do: it is consistent where no fragment of the model is in
+// flight (the same steps on every worker, whichever fragments it holds), where the
 // snapshot's model is the global weights and each replica's own weights travel with its
 // optimizer state (snapshotStreaming).
 func (w *Worker) Consistent() bool {
 	if w.streaming() {
-		return len(w.pending) == 0
+		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.cfg.Train.Model.NumLayers())
 	}
 	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
 }
