@@ -10,7 +10,9 @@ import (
 )
 
 // Streaming DiLoCo (Douillard et al. 2025, "Streaming DiLoCo with overlapping
-// communication"): the model's layers are cut into F contiguous fragments and each fragment
+// communication"): the model's layers are cut into F contiguous fragments of about equal
+// parameter counts (layerFragments; the paper strides layers, contiguous fragments keep
+// runs of layers whole) and each fragment
 // runs DiLoCo's outer step on its own schedule, fragment f after the steps s ≡ ⌊f·H/F⌋
 // (mod H). A fragment's pseudo-gradient is all-reduced beside the next τ (Overlap) inner
 // steps and its averaged update is applied when they are done, mixed with what the
@@ -39,22 +41,39 @@ func (c SyncConfig) validateStreaming() []error {
 // fragments is F, with 0 meaning 1.
 func (c SyncConfig) fragments() int { return max(c.Fragments, 1) }
 
-// fragmentOf is the fragment of layer l among numLayers layers cut into F contiguous
-// fragments of as equal counts as possible (every fragment non-empty when F ≤ numLayers).
-func fragmentOf(l, numLayers, F int) int { return l * F / numLayers }
+// layerFragments assigns the model's layers to F contiguous fragments of about equal
+// parameter counts, so that each sync event moves about 1/F of the model: a layer belongs
+// to the fragment in which the midpoint of its parameters falls. Every worker computes the
+// same assignment from the model's configuration. A layer larger than a fragment's share
+// can leave a fragment empty (it then has nothing to sync).
+func layerFragments(c model.Config, F int) []int {
+	costs := c.LayerCosts()
+	var total int64
+	for _, l := range costs {
+		total += l.ParamBytes
+	}
+	out := make([]int, len(costs))
+	var before int64
+	for i, l := range costs {
+		mid := float64(before) + float64(l.ParamBytes)/2
+		out[i] = min(F-1, int(float64(F)*mid/float64(max(total, 1))))
+		before += l.ParamBytes
+	}
+	return out
+}
 
 // fragmentOffset is the step of the outer period at which fragment f synchronises:
 // ⌊f·H/F⌋, so fragment 0 keeps DiLoCo's steps (the multiples of H).
 func fragmentOffset(f, H, F int) int { return f * H / F }
 
 // fragmentInFlight reports whether, after step of a schedule of steps, some fragment of
-// the model (of numLayers layers) has been sent and its update not yet applied.
-func (c SyncConfig) fragmentInFlight(step, steps, numLayers int) bool {
+// the model (frag: each layer's fragment) has been sent and its update not yet applied.
+func (c SyncConfig) fragmentInFlight(step, steps int, frag []int) bool {
 	if step >= steps || c.Overlap == 0 {
 		return false
 	}
 	H, F := c.InnerSteps, c.fragments()
-	for f := range min(F, numLayers) {
+	for _, f := range frag {
 		sent := step - mod(step-fragmentOffset(f, H, F), H)
 		if sent >= 1 && sent+c.Overlap > step {
 			return true
@@ -63,13 +82,14 @@ func (c SyncConfig) fragmentInFlight(step, steps, numLayers int) bool {
 	return false
 }
 
-// splitByFragment cuts runs at fragment boundaries, so that every run belongs to one
-// fragment. Every holder of a layer cuts the same way, so groups still agree on vectors.
-func splitByFragment(runs []syncRun, numLayers, F int) []syncRun {
+// splitByFragment cuts runs at fragment boundaries (frag: each layer's fragment), so that
+// every run belongs to one fragment. Every holder of a layer cuts the same way, so groups
+// still agree on the vectors they reduce.
+func splitByFragment(runs []syncRun, frag []int) []syncRun {
 	var out []syncRun
 	for _, r := range runs {
 		for l := r.first; l < r.last; l++ {
-			if n := len(out); l > r.first && fragmentOf(l, numLayers, F) == fragmentOf(out[n-1].first, numLayers, F) {
+			if n := len(out); l > r.first && frag[l] == frag[out[n-1].first] {
 				out[n-1].last = l + 1
 				continue
 			}
@@ -155,9 +175,9 @@ func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
 	if final {
 		return true, w.outerStep(ctx)
 	}
-	H, F, L := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments(), w.cfg.Train.Model.NumLayers()
+	H, F := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments()
 	for i, run := range w.runs {
-		if w.step%H != fragmentOffset(fragmentOf(run.first, L, F), H, F) {
+		if w.step%H != fragmentOffset(w.fragment[run.first], H, F) {
 			continue
 		}
 		synced = true

@@ -142,6 +142,7 @@ type Worker struct {
 	feedback        []*ErrorFeedback
 	outer           []*outerRun    // DiLoCo state per run
 	pending         []*pendingSync // streaming: fragments' all-reduces in flight
+	fragment        []int          // streaming: each layer's fragment
 	stageGroup      Group
 	batch, micro    int     // this replica's sequences and micro-batches per step
 	syncWeight      float32 // R·batch/global: scales contributions so a mean is weighted by batch
@@ -216,7 +217,8 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		if F, L := cfg.Sync.fragments(), cfg.Train.Model.NumLayers(); F > L {
 			return nil, fmt.Errorf("fragments must be ≤ the model's %d layers (embedding, blocks, head) (got %d)", L, F)
 		}
-		w.runs = splitByFragment(w.runs, cfg.Train.Model.NumLayers(), cfg.Sync.fragments())
+		w.fragment = layerFragments(cfg.Train.Model, cfg.Sync.fragments())
+		w.runs = splitByFragment(w.runs, w.fragment)
 	}
 	for _, run := range w.runs {
 		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])

@@ -84,7 +84,7 @@ func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == SyncDiLoCo && w.R > 1
 // optimizer state (snapshotStreaming).
 func (w *Worker) Consistent() bool {
 	if w.streaming() {
-		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.cfg.Train.Model.NumLayers())
+		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.fragment)
 	}
 	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
 }

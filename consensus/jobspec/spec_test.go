@@ -47,7 +47,7 @@ checkpoint: {every: 0}
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: 8, LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEvery,
-			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK},
+			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK, Fragments: 1, OverlapSteps: 1},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
 	}
@@ -96,6 +96,10 @@ func TestBadSpecs(t *testing.T) {
 		want       []string // substrings that must all appear in the error
 	}{
 		{"inner steps zero", "parallel: {inner_steps: 0}", []string{"parallel.inner_steps: must be ≥ 1, got 0"}},
+		{"fragments zero", "parallel: {sync: streaming, fragments: 0}", []string{"parallel.fragments: must be ≥ 1, got 0"}},
+		{"fragments beyond layers", "model: {layers: 2}\nparallel: {sync: streaming, fragments: 5}", []string{"parallel.fragments: must be ≤ model.layers + 2 (4: embedding, blocks, head), got 5"}},
+		{"fragments beyond inner steps", "parallel: {sync: streaming, inner_steps: 2, fragments: 3}", []string{"parallel.fragments: must be ≤ parallel.inner_steps (2)"}},
+		{"overlap beyond inner steps", "parallel: {sync: streaming, inner_steps: 4, overlap_steps: 4}", []string{"parallel.overlap_steps: must be ≥ 0 and < parallel.inner_steps (4), got 4"}},
 		{"unknown top field", "modle: {layers: 2}", []string{"modle: unknown field", "known fields: name, model"}},
 		{"unknown nested field", "model: {layer: 2}", []string{"model.layer: unknown field (line 1)"}},
 		{"duplicate field", "model:\n  layers: 2\n  layers: 3\n", []string{"model.layers: duplicate field (line 3)"}},
@@ -120,7 +124,7 @@ func TestBadSpecs(t *testing.T) {
 		{"replicas word", "parallel: {replicas: many}", []string{`parallel.replicas: must be "auto" or an integer, got "many"`}},
 		{"stages too many", "model: {layers: 2}\nparallel: {stages: 5}", []string{"parallel.stages: must be ≤ model.layers + 2 (4"}},
 		{"bad schedule", "parallel: {schedule: zb}", []string{`parallel.schedule: must be one of 1f1b, gpipe, got "zb"`}},
-		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, got "async"`}},
+		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, streaming, got "async"`}},
 		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
 		{"outer lr negative", "parallel: {outer_lr: -1}", []string{"parallel.outer_lr: must be > 0, got -1"}},
 		{"momentum one", "parallel: {outer_momentum: 1}", []string{"parallel.outer_momentum: must be ≥ 0 and < 1, got 1"}},

@@ -109,8 +109,9 @@ func (p Parallel) validate(v *validator, m Model) {
 		v.addf("parallel.stages", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxStages, p.Stages.N)
 	}
 	v.oneOf("parallel.schedule", p.Schedule, Schedule1F1B, ScheduleGPipe)
-	v.oneOf("parallel.sync", p.Sync, SyncDiLoCo, SyncEvery)
+	v.oneOf("parallel.sync", p.Sync, SyncDiLoCo, SyncEvery, SyncStreaming)
 	v.between("parallel.inner_steps", p.InnerSteps, 1, MaxSteps)
+	p.validateStreaming(v, m)
 	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
 		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
 	}
@@ -118,6 +119,24 @@ func (p Parallel) validate(v *validator, m Model) {
 		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
 	}
 	v.oneOf("parallel.codec", p.Codec, CodecNone, CodecFP16, CodecInt8, CodecTopK)
+}
+
+// validateStreaming checks streaming's fields: their ranges whatever the sync, their
+// bounds by inner_steps when sync is streaming (other syncs ignore them).
+func (p Parallel) validateStreaming(v *validator, m Model) {
+	maxFragments := min(m.Layers, MaxLayers) + 2
+	switch {
+	case p.Fragments < 1:
+		v.addf("parallel.fragments", "must be ≥ 1, got %d", p.Fragments)
+	case m.Layers >= 1 && p.Fragments > maxFragments:
+		v.addf("parallel.fragments", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxFragments, p.Fragments)
+	case p.Sync == SyncStreaming && p.InnerSteps >= 1 && p.Fragments > p.InnerSteps:
+		v.addf("parallel.fragments", "must be ≤ parallel.inner_steps (%d): each fragment syncs on its own step, got %d", p.InnerSteps, p.Fragments)
+	}
+	streamingBound := p.Sync == SyncStreaming && p.InnerSteps >= 1 && p.OverlapSteps >= p.InnerSteps
+	if p.OverlapSteps < 0 || streamingBound {
+		v.addf("parallel.overlap_steps", "must be ≥ 0 and < parallel.inner_steps (%d), got %d", p.InnerSteps, p.OverlapSteps)
+	}
 }
 
 func (pl Placement) validate(v *validator, p Parallel) {
