@@ -25,8 +25,11 @@ func (j Job) Validate() error {
 	if j.Schedule != "" && j.Schedule != Schedule1F1B && j.Schedule != ScheduleGPipe {
 		errs = append(errs, fmt.Errorf("job: schedule must be %q or %q (got %q)", Schedule1F1B, ScheduleGPipe, j.Schedule))
 	}
-	if j.Sync.Mode != "" && j.Sync.Mode != SyncDiLoCo && j.Sync.Mode != SyncEveryStep {
-		errs = append(errs, fmt.Errorf("job: sync.mode must be %q or %q (got %q)", SyncDiLoCo, SyncEveryStep, j.Sync.Mode))
+	if j.Sync.Mode != "" && j.Sync.Mode != SyncDiLoCo && j.Sync.Mode != SyncEveryStep && j.Sync.Mode != SyncStreaming {
+		errs = append(errs, fmt.Errorf("job: sync.mode must be %q, %q or %q (got %q)", SyncDiLoCo, SyncEveryStep, SyncStreaming, j.Sync.Mode))
+	}
+	if j.Sync.Fragments < 0 || (len(j.Layers) > 0 && j.Sync.Fragments > len(j.Layers)) {
+		errs = append(errs, fmt.Errorf("job: sync.fragments must be between 0 (one) and the %d layers (got %d)", len(j.Layers), j.Sync.Fragments))
 	}
 	if j.Sync.InnerSteps < 0 {
 		errs = append(errs, fmt.Errorf("job: sync.inner_steps must be ≥ 0 (got %d)", j.Sync.InnerSteps))

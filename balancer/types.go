@@ -83,17 +83,23 @@ const (
 	SyncDiLoCo SyncMode = "diloco"
 	// SyncEveryStep all-reduces gradients after every step (classic data parallelism).
 	SyncEveryStep SyncMode = "sync"
+	// SyncStreaming is Streaming DiLoCo: DiLoCo's traffic per outer period, sent as
+	// Fragments events spread over the period, each about 1/Fragments of the model.
+	SyncStreaming SyncMode = "streaming"
 )
 
 // Sync is the job's replica synchronisation.
 type Sync struct {
-	// Mode is SyncDiLoCo or SyncEveryStep; "" means SyncDiLoCo.
+	// Mode is SyncDiLoCo, SyncStreaming or SyncEveryStep; "" means SyncDiLoCo.
 	Mode SyncMode `json:"mode"`
 	// InnerSteps is the number of local steps between DiLoCo syncs; 0 means 100. Ignored by
 	// SyncEveryStep.
 	InnerSteps int `json:"inner_steps"`
 	// Compression is the codec's size ratio (4 for int8 from float32); 0 means 1.
 	Compression float64 `json:"compression"`
+	// Fragments is SyncStreaming's number of sync events per outer period (≤ the layers);
+	// 0 means 1. Other modes ignore it.
+	Fragments int `json:"fragments"`
 }
 
 // Job is what is being trained: the model's per-layer costs and the batch shape.

@@ -120,7 +120,7 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(codec str
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
 		MicroBatches: spec.Train.MicroBatches, Schedule: balancer.Schedule(spec.Parallel.Schedule),
 		Sync: balancer.Sync{Mode: balancer.SyncMode(spec.Parallel.Sync), InnerSteps: spec.Parallel.InnerSteps,
-			Compression: ratio},
+			Compression: ratio, Fragments: spec.Parallel.Fragments},
 	}
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: balancer.Strategy(spec.Placement.Strategy)}
 	if !spec.Parallel.Replicas.IsAuto {
