@@ -99,6 +99,7 @@ func TestBadSpecs(t *testing.T) {
 		{"fragments zero", "parallel: {sync: streaming, fragments: 0}", []string{"parallel.fragments: must be ≥ 1, got 0"}},
 		{"fragments beyond layers", "model: {layers: 2}\nparallel: {sync: streaming, fragments: 5}", []string{"parallel.fragments: must be ≤ model.layers + 2 (4: embedding, blocks, head), got 5"}},
 		{"fragments beyond inner steps", "parallel: {sync: streaming, inner_steps: 2, fragments: 3}", []string{"parallel.fragments: must be ≤ parallel.inner_steps (2)"}},
+		{"fragments negative under diloco", "parallel: {fragments: -1}", []string{"parallel.fragments: must be ≥ 0, got -1"}},
 		{"overlap beyond inner steps", "parallel: {sync: streaming, inner_steps: 4, overlap_steps: 4}", []string{"parallel.overlap_steps: must be ≥ 0 and < parallel.inner_steps (4), got 4"}},
 		{"unknown top field", "modle: {layers: 2}", []string{"modle: unknown field", "known fields: name, model"}},
 		{"unknown nested field", "model: {layer: 2}", []string{"model.layer: unknown field (line 1)"}},

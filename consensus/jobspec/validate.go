@@ -121,20 +121,25 @@ func (p Parallel) validate(v *validator, m Model) {
 	v.oneOf("parallel.codec", p.Codec, CodecNone, CodecFP16, CodecInt8, CodecTopK)
 }
 
-// validateStreaming checks streaming's fields: their ranges whatever the sync, their
-// bounds by inner_steps when sync is streaming (other syncs ignore them).
+// validateStreaming checks streaming's fields. Other syncs ignore them, and a spec from
+// before they existed (JSON without them: zero) stays valid, so only negative values are
+// refused there.
 func (p Parallel) validateStreaming(v *validator, m Model) {
+	if p.Sync != SyncStreaming {
+		v.min("parallel.fragments", p.Fragments, 0)
+		v.min("parallel.overlap_steps", p.OverlapSteps, 0)
+		return
+	}
 	maxFragments := min(m.Layers, MaxLayers) + 2
 	switch {
 	case p.Fragments < 1:
 		v.addf("parallel.fragments", "must be ≥ 1, got %d", p.Fragments)
 	case m.Layers >= 1 && p.Fragments > maxFragments:
 		v.addf("parallel.fragments", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxFragments, p.Fragments)
-	case p.Sync == SyncStreaming && p.InnerSteps >= 1 && p.Fragments > p.InnerSteps:
+	case p.InnerSteps >= 1 && p.Fragments > p.InnerSteps:
 		v.addf("parallel.fragments", "must be ≤ parallel.inner_steps (%d): each fragment syncs on its own step, got %d", p.InnerSteps, p.Fragments)
 	}
-	streamingBound := p.Sync == SyncStreaming && p.InnerSteps >= 1 && p.OverlapSteps >= p.InnerSteps
-	if p.OverlapSteps < 0 || streamingBound {
+	if p.OverlapSteps < 0 || (p.InnerSteps >= 1 && p.OverlapSteps >= p.InnerSteps) {
 		v.addf("parallel.overlap_steps", "must be ≥ 0 and < parallel.inner_steps (%d), got %d", p.InnerSteps, p.OverlapSteps)
 	}
 }
