@@ -110,6 +110,7 @@ type pendingSync struct {
 	delta     []float32
 	bytes     atomic.Int64
 	done      chan error
+	cancel    context.CancelFunc
 }
 
 // sentCounter counts the payload bytes a background collective sends.
@@ -124,13 +125,15 @@ func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error 
 }
 
 // launchSync starts the all-reduce of run i's pseudo-gradient. With an overlap it runs
-// beside the next steps, so it must outlive ctx (the step's); every Recv is bounded by the
-// stall timeout, so it ends.
+// beside the next steps, so it must outlive ctx (the step's): it ends when it completes,
+// when a failed step abandons it (abandonPending), or when a Recv runs into the stall
+// timeout or a retired epoch.
 func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
 	p := &pendingSync{run: i, sent: w.step, due: w.step + w.cfg.Sync.Overlap, delta: w.pseudoGradient(i), done: make(chan error, 1)}
 	if w.cfg.Sync.Overlap > 0 {
 		ctx = context.WithoutCancel(ctx)
 	}
+	ctx, p.cancel = context.WithCancel(ctx)
 	run, k, ef := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i]
 	go func() {
 		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef)
@@ -138,9 +141,15 @@ func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
 	return p
 }
 
-// finishSync waits for p and applies its averaged pseudo-gradient.
-func (w *Worker) finishSync(p *pendingSync) error {
-	err := <-p.done
+// finishSync waits for p, or for ctx to end, and applies its averaged pseudo-gradient.
+func (w *Worker) finishSync(ctx context.Context, p *pendingSync) error {
+	var err error
+	select {
+	case err = <-p.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.cancel()
 	w.syncSent += p.bytes.Load()
 	if err != nil {
 		run := w.runs[p.run]
@@ -166,7 +175,7 @@ func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
 			kept = append(kept, p)
 			continue
 		}
-		if err := w.finishSync(p); err != nil {
+		if err := w.finishSync(ctx, p); err != nil {
 			return false, err
 		}
 		synced = true
@@ -184,11 +193,20 @@ func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
 		p := w.launchSync(ctx, i)
 		if w.cfg.Sync.Overlap > 0 {
 			w.pending = append(w.pending, p)
-		} else if err := w.finishSync(p); err != nil {
+		} else if err := w.finishSync(ctx, p); err != nil {
 			return false, err
 		}
 	}
 	return synced, nil
+}
+
+// abandonPending cancels the all-reduces in flight: after a failed step the worker is
+// not consistent any more and will not apply them.
+func (w *Worker) abandonPending() {
+	for _, p := range w.pending {
+		p.cancel()
+	}
+	w.pending = nil
 }
 
 // localSuffix names a replica's own weights of a parameter in a streaming checkpoint,

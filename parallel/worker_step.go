@@ -28,12 +28,17 @@ type inflight struct {
 
 // Step runs one training step: the stage's share of the schedule over all micro-batches,
 // the replicas' synchronisation, clipping by the global norm across stages, and AdamW.
-func (w *Worker) Step(ctx context.Context) (StepResult, error) {
+// A failed step abandons streaming's synchronisations in flight.
+func (w *Worker) Step(ctx context.Context) (res StepResult, err error) {
+	defer func() {
+		if err != nil {
+			w.abandonPending()
+		}
+	}()
 	w.ws.Reset()
 	model.ZeroGrads(w.layers)
 	M := w.micro
 	flight := make([]inflight, M)
-	res := StepResult{}
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.S, M) {
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
