@@ -12,7 +12,7 @@ import (
 // BenchmarkStreamingSyncEvents trains the default model (4 layers, d 128, context 128) on
 // builtin:gostd as 2 replicas of one stage (batch 16 each, 4 micro-batches), int8 with
 // error feedback, H = 50 and the default outer step (0.7, 0.9), under DiLoCo and under
-// streaming with 2 and 4 fragments (τ = 1, α = 0.5), and reports the peak bytes that one
+// streaming with 2 and 4 fragments (τ = 1, α = 0.5) and two ablations, and reports the peak bytes that one
 // sync event sends (all workers together, the end-of-training sync of every fragment
 // excepted: it is reported as final-B), the total, and the validation loss at the end.
 // MESHNODE_STREAMING_STEPS sets the steps (default 300). docs/PERFORMANCE.md, "Streaming
@@ -27,14 +27,17 @@ func BenchmarkStreamingSyncEvents(b *testing.B) {
 		b.Fatal(err)
 	}
 	for _, c := range []struct {
-		name string
-		mode SyncMode
-		F    int
-	}{{"diloco", SyncDiLoCo, 1}, {"streaming-F2", SyncStreaming, 2}, {"streaming-F4", SyncStreaming, 4}} {
+		name   string
+		mode   SyncMode
+		F, tau int
+	}{{"diloco", SyncDiLoCo, 1, 1}, {"streaming-F2", SyncStreaming, 2, 1}, {"streaming-F4", SyncStreaming, 4, 1},
+		// Ablations: overlap and mixing without fragments, fragments without overlap.
+		{"streaming-F1-overlap1", SyncStreaming, 1, 1}, {"streaming-F2-overlap0", SyncStreaming, 2, 0}} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg := JobConfig{Train: DefaultTrainConfig(), Schedule: OneFOneB, Sync: DefaultSyncConfig(), Job: 1}
 			cfg.Train.Steps, cfg.Train.MicroBatches, cfg.Train.EvalEvery = steps, 4, 0
 			cfg.Sync.Mode, cfg.Sync.Fragments, cfg.Sync.InnerSteps, cfg.Sync.Codec = c.mode, c.F, 50, CodecInt8
+			cfg.Sync.Overlap = c.tau
 			for b.Loop() {
 				peak, final, total, val := streamingEvents(b, cfg, data)
 				b.ReportMetric(float64(peak), "peak-B/event")
