@@ -27,6 +27,7 @@ type instance struct {
 	params                         []float64 // per layer: parameter bytes (the sync payload before compression)
 	tokens                         float64   // context
 	inner                          float64   // steps per sync
+	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
 	sched                          jobspec.Schedule
 	// recompute prices every stage as recomputing its layers' activations (withRecompute):
@@ -139,7 +140,10 @@ func (in *instance) addLayers(job Job) {
 	if in.compress == 0 {
 		in.compress = 1
 	}
-	in.inner = 1
+	in.inner, in.fragments = 1, 1
+	if job.Sync.Mode == jobspec.SyncStreaming && job.Sync.Fragments > 1 {
+		in.fragments = float64(job.Sync.Fragments)
+	}
 	if job.Sync.Mode != jobspec.SyncEveryStep {
 		in.inner = float64(job.Sync.InnerSteps)
 		if in.inner == 0 {

@@ -15,9 +15,14 @@ type Simulation struct {
 	// Replicas is each replica's pipeline phase, from the first forward pass to the last
 	// backward pass.
 	Replicas []float64 `json:"replica_s"`
-	// SyncPhase is one whole sync phase; Sync is its per-step share.
+	// SyncPhase is one whole sync phase (every layer once); Sync is its per-step share.
 	SyncPhase float64 `json:"sync_phase_s"`
 	Sync      float64 `json:"sync_s"`
+	// SyncEvent is the longest single sync event: the whole phase, except in streaming,
+	// whose phase is spread over the outer period as Fragments events of about 1/Fragments
+	// of the parameters each (SyncPhase ÷ Fragments; the fragments are balanced by
+	// parameter count, not exactly equal).
+	SyncEvent float64 `json:"sync_event_s"`
 	// LinkBytes is the traffic per step on each directed link, sync amortised.
 	LinkBytes []LinkLoad `json:"link_bytes"`
 	// Events is the number of events processed.
@@ -55,6 +60,7 @@ func (in *instance) simulate(d draft) Simulation {
 	}
 	sim.SyncPhase = in.simulateSync(d, loads)
 	sim.Sync = sim.SyncPhase / in.inner
+	sim.SyncEvent = sim.SyncPhase / in.fragments
 	sim.Step += sim.Sync
 	sim.LinkBytes = in.sortedLoads(loads)
 	return sim

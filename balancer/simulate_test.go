@@ -93,6 +93,20 @@ func TestSimulateSync(t *testing.T) {
 	if want := 2 * (1000/100.0 + 0.1); !near(sim.SyncPhase, want) || !near(sim.Sync, want/10) {
 		t.Errorf("sync phase %g (per step %g), want %g (%g)", sim.SyncPhase, sim.Sync, want, want/10)
 	}
+	if sim.SyncEvent != sim.SyncPhase {
+		t.Errorf("DiLoCo's sync event %g, want the whole phase %g", sim.SyncEvent, sim.SyncPhase)
+	}
+	dl := sim
+	job.Sync = Sync{Mode: jobspec.SyncStreaming, InnerSteps: 10, Compression: 4, Fragments: 4}
+	job.Layers = uniformLayers(4, 1e-3, 0, 2000)
+	p.Replicas[0].Stages[0].Last, p.Replicas[1].Stages[0].Last = 4, 4
+	sim, err = Simulate(twoNodes(100, 0.2), job, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !near(sim.SyncPhase, dl.SyncPhase) || !near(sim.Sync, dl.Sync) || !near(sim.SyncEvent, dl.SyncPhase/4) {
+		t.Errorf("streaming, 4 fragments: phase %g, per step %g, event %g; want DiLoCo's %g, %g and %g ÷ 4", sim.SyncPhase, sim.Sync, sim.SyncEvent, dl.SyncPhase, dl.Sync, dl.SyncPhase)
+	}
 	job.Sync = Sync{Mode: jobspec.SyncEveryStep}
 	sim, _ = Simulate(twoNodes(100, 0.2), job, p)
 	if want := 2 * (4000/100.0 + 0.1); !near(sim.Sync, want) {

@@ -66,13 +66,17 @@ type Snapshot struct {
 
 // Sync is the job's replica synchronisation.
 type Sync struct {
-	// Mode is jobspec.SyncDiLoCo or jobspec.SyncEveryStep; "" means SyncDiLoCo.
+	// Mode is jobspec.SyncDiLoCo, jobspec.SyncStreaming or jobspec.SyncEveryStep; "" means
+	// SyncDiLoCo.
 	Mode jobspec.Sync `json:"mode"`
 	// InnerSteps is the number of local steps between DiLoCo syncs; 0 means 100. Ignored by
 	// jobspec.SyncEveryStep.
 	InnerSteps int `json:"inner_steps"`
 	// Compression is the codec's size ratio (4 for int8 from float32); 0 means 1.
 	Compression float64 `json:"compression"`
+	// Fragments is SyncStreaming's number of sync events per outer period (≤ the layers);
+	// 0 means 1. Other modes ignore it.
+	Fragments int `json:"fragments"`
 }
 
 // Job is what is being trained: the model's per-layer costs and the batch shape.

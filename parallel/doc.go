@@ -1,7 +1,8 @@
 // Package parallel is meshnode's training engine: it runs slices of the model's layer list
 // as pipeline stages (Worker), under GPipe or 1F1B schedules, with data-parallel sync
-// between replicas (every step, or DiLoCo's outer steps with compressed pseudo-gradients
-// and error feedback), evaluates, and snapshots and restores stage state for checkpoints.
+// between replicas (every step, DiLoCo's outer steps with compressed pseudo-gradients
+// and error feedback, or Streaming DiLoCo's outer steps per fragment of layers, staggered
+// and overlapped with training), evaluates, and snapshots and restores stage state for checkpoints.
 //
 // One training loop, TrainLoop, drives every way of training through hooks (checkpoint,
 // evaluation, progress): a whole model in one process (Trainer, `meshnode train`), every

@@ -23,11 +23,24 @@ type SyncConfig struct {
 	Codec jobspec.Codec `json:"codec"`
 	// TopKFraction is the share of elements the topk codec keeps.
 	TopKFraction float64 `json:"topk_fraction"`
+	// Fragments is streaming's F, the number of layer fragments synchronised in turn
+	// (1 ≤ F ≤ InnerSteps and ≤ the model's layers); 0 means 1. Other modes ignore it.
+	Fragments int `json:"fragments"`
+	// Overlap is streaming's τ: a fragment's averaged update is applied Overlap inner steps
+	// after its pseudo-gradient is sent, the all-reduce running beside those steps
+	// (0 ≤ τ < InnerSteps; 0 applies it at once, as DiLoCo does).
+	Overlap int `json:"overlap"`
+	// MixLocal is streaming's α: when an update arrives, a fragment becomes α·local +
+	// (1−α)·global, keeping part of the τ local steps taken meanwhile (0 ≤ α < 1; 0 takes
+	// the global parameters, as DiLoCo does).
+	MixLocal float64 `json:"mix_local"`
 }
 
 // DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
+// Streaming's defaults: one fragment, τ = 1, α = 0.5 (Douillard et al. 2025).
 func DefaultSyncConfig() SyncConfig {
-	return SyncConfig{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: jobspec.CodecNone, TopKFraction: 0.01}
+	return SyncConfig{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: jobspec.CodecNone, TopKFraction: 0.01,
+		Fragments: 1, Overlap: 1, MixLocal: 0.5}
 }
 
 // Validate names every bad field.
@@ -36,11 +49,15 @@ func (c SyncConfig) Validate() error {
 	if err := c.Mode.Check("sync"); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Mode == jobspec.SyncDiLoCo && c.InnerSteps < 1 {
+	outer := c.Mode == jobspec.SyncDiLoCo || c.Mode == jobspec.SyncStreaming
+	if outer && c.InnerSteps < 1 {
 		errs = append(errs, fmt.Errorf("inner-steps must be ≥ 1 (got %d)", c.InnerSteps))
 	}
-	if c.Mode == jobspec.SyncDiLoCo && !(c.OuterLR > 0) {
+	if outer && !(c.OuterLR > 0) {
 		errs = append(errs, fmt.Errorf("outer-lr must be > 0 (got %g)", c.OuterLR))
+	}
+	if c.Mode == jobspec.SyncStreaming {
+		errs = append(errs, c.validateStreaming()...)
 	}
 	if c.OuterMomentum < 0 || c.OuterMomentum >= 1 {
 		errs = append(errs, fmt.Errorf("outer-momentum must be in [0, 1) (got %g)", c.OuterMomentum))
@@ -110,7 +127,9 @@ type Worker struct {
 	runs            []syncRun
 	runParams       [][]*model.Param
 	feedback        []*ErrorFeedback
-	outer           []*outerRun // DiLoCo state per run
+	outer           []*outerRun    // DiLoCo state per run
+	pending         []*pendingSync // streaming: fragments' all-reduces in flight
+	fragment        []int          // streaming: each layer's fragment
 	stageGroup      Group
 	batch, micro    int     // this replica's sequences and micro-batches per step
 	syncWeight      float32 // numReplicas·batch/global: scales contributions so a mean is weighted by batch
@@ -182,6 +201,13 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	}
 	w.stageGroup.Self = s
 	w.runs = plan.syncRuns(r, s)
+	if cfg.Sync.Mode == jobspec.SyncStreaming {
+		if F, L := cfg.Sync.fragments(), cfg.Train.Model.NumLayers(); F > L {
+			return nil, fmt.Errorf("fragments must be ≤ the model's %d layers (embedding, blocks, head) (got %d)", L, F)
+		}
+		w.fragment = layerFragments(cfg.Train.Model, cfg.Sync.fragments())
+		w.runs = splitByFragment(w.runs, w.fragment)
+	}
 	for _, run := range w.runs {
 		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])
 		w.runParams = append(w.runParams, ps)
@@ -190,7 +216,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 			ef = NewErrorFeedback(codec, countParams(ps))
 		}
 		w.feedback = append(w.feedback, ef)
-		if cfg.Sync.Mode == jobspec.SyncDiLoCo {
+		if cfg.Sync.Mode == jobspec.SyncDiLoCo || cfg.Sync.Mode == jobspec.SyncStreaming {
 			w.outer = append(w.outer, newOuterRun(ps))
 		}
 	}

@@ -38,7 +38,10 @@ func (w *Worker) Snapshot() StageState {
 		s.Optimizer[k] = t.Clone()
 	}
 	s.OptimizerMeta = meta
-	if w.diloco() {
+	if w.streaming() {
+		w.snapshotStreaming(&s)
+	}
+	if w.diloco() || w.streaming() {
 		for i, o := range w.outer {
 			off := 0
 			for _, p := range w.runParams[i] {
@@ -74,7 +77,16 @@ func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo &&
 // Consistent reports whether every replica holds the same weights after the steps done so
 // far: always in sync mode, only right after an outer step in DiLoCo. Checkpoints are
 // taken there, so a checkpoint is one model whichever replica wrote each layer.
+//
+// In streaming the replicas' own weights never agree mid-run, but their global weights
+// (every fragment's anchor) do: it is consistent where no fragment of the model is in
+// flight (the same steps on every worker, whichever fragments it holds), where the
+// snapshot's model is the global weights and each replica's own weights travel with its
+// optimizer state (snapshotStreaming).
 func (w *Worker) Consistent() bool {
+	if w.streaming() {
+		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.fragment)
+	}
 	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
 }
 
@@ -96,7 +108,7 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	if err := model.LoadParams(weights, w.params); err != nil {
 		return fmt.Errorf("restore weights: %w", err)
 	}
-	w.opt, w.step = opt, step
+	w.opt, w.step, w.pending = opt, step, nil
 	for i := range w.outer {
 		w.outer[i] = newOuterRun(w.runParams[i])
 		off := 0
@@ -106,6 +118,9 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 			}
 			off += p.Value.Size()
 		}
+	}
+	if w.streaming() {
+		w.restoreLocal(moments)
 	}
 	for i, ef := range w.feedback {
 		if ef == nil {

@@ -31,10 +31,14 @@ type inflight struct {
 
 // Step runs one training step: the stage's share of the schedule over all micro-batches,
 // the replicas' synchronisation, clipping by the global norm across stages, and AdamW.
+// A failed step abandons streaming's synchronisations in flight.
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	start := time.Now()
 	w.times = StepTimes{}
 	res, err := w.runStep(ctx)
+	if err != nil {
+		w.abandonPending()
+	}
 	res.Times = w.times
 	res.Times.Compute = time.Since(start) - w.times.Transfer - w.times.Bubble - w.times.Sync
 	return res, err
@@ -88,11 +92,16 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.step++
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
-	if w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+	if w.diloco() && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
 		if err := timed(&w.times.Sync, func() error { return w.outerStep(ctx) }); err != nil {
 			return res, err
 		}
 		res.Synced = true
+	}
+	if w.streaming() {
+		if res.Synced, err = w.streamingStep(ctx); err != nil {
+			return res, err
+		}
 	}
 	res.Step = w.step
 	return res, nil
@@ -210,28 +219,47 @@ func newOuterRun(ps []*model.Param) *outerRun {
 // replicas (compressed with error feedback), then Nesterov as torch.optim.SGD does it:
 // u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor.
 func (w *Worker) outerStep(ctx context.Context) error {
-	lr, mu := float32(w.cfg.Sync.OuterLR), float32(w.cfg.Sync.OuterMomentum)
 	for i, run := range w.runs {
-		o, ps := w.outer[i], w.runParams[i]
-		delta := make([]float32, len(o.anchor))
-		off := 0
-		for _, p := range ps {
-			for j, v := range p.Value.Data {
-				delta[off+j] = o.anchor[off+j] - v
-			}
-			off += p.Value.Size()
-		}
-		w.weigh(delta)
+		delta := w.pseudoGradient(i)
 		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i]); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
-		nesterovStep(o.anchor, o.momentum, delta, lr, mu)
-		off = 0
-		for _, p := range ps {
-			off += copy(p.Value.Data, o.anchor[off:])
-		}
+		w.applyOuter(i, delta, 0)
 	}
 	return nil
+}
+
+// pseudoGradient is run i's Δ = anchor − θ, weighed by the replica's batch share.
+func (w *Worker) pseudoGradient(i int) []float32 {
+	o := w.outer[i]
+	delta := make([]float32, len(o.anchor))
+	off := 0
+	for _, p := range w.runParams[i] {
+		for j, v := range p.Value.Data {
+			delta[off+j] = o.anchor[off+j] - v
+		}
+		off += p.Value.Size()
+	}
+	w.weigh(delta)
+	return delta
+}
+
+// applyOuter applies run i's averaged pseudo-gradient: the Nesterov step moves the
+// anchor, and the parameters become mix·θ + (1−mix)·anchor (the anchor when mix is 0).
+func (w *Worker) applyOuter(i int, delta []float32, mix float32) {
+	o := w.outer[i]
+	nesterovStep(o.anchor, o.momentum, delta, float32(w.cfg.Sync.OuterLR), float32(w.cfg.Sync.OuterMomentum))
+	off := 0
+	for _, p := range w.runParams[i] {
+		if mix == 0 {
+			off += copy(p.Value.Data, o.anchor[off:])
+			continue
+		}
+		for j, v := range p.Value.Data {
+			p.Value.Data[j] = mix*v + (1-mix)*o.anchor[off+j]
+		}
+		off += p.Value.Size()
+	}
 }
 
 // nesterovStep is one step of torch.optim.SGD(lr, momentum=mu, nesterov=True, dampening=0)

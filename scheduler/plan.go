@@ -117,7 +117,7 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
 		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: spec.Parallel.Schedule,
 		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
-			Compression: ratio},
+			Compression: ratio, Fragments: spec.Parallel.Fragments},
 		Recompute: recompute(spec.Memory.Recompute),
 	}
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: spec.Placement.Strategy}

@@ -272,10 +272,29 @@ func brokenCheckpoint(t *testing.T, src, dir string) brokenCheckpoints {
 
 func TestTrainDistributedOverQUIC(t *testing.T) {
 	data := corpus(t)
-	args := smallTrain(data, "--stages", "2", "--replicas", "2", "--sync", "diloco", "--inner-steps", "4", "--codec", "int8", "--steps", "8")
+	for _, sync := range [][]string{{"--sync", "diloco"}, {"--sync", "streaming", "--fragments", "2"}} {
+		args := smallTrain(data, append([]string{"--stages", "2", "--replicas", "2", "--inner-steps", "4", "--codec", "int8", "--steps", "8"}, sync...)...)
+		checkDistributedRun(t, args)
+	}
+	for _, bad := range [][]string{
+		{"--stages", "9"}, {"--replicas", "0"}, {"--stages", "2", "--codec", "zip"},
+		{"--stages", "2", "--sync", "sometimes"}, {"--stages", "2", "--out", t.TempDir()},
+		{"--stages", "2", "--sync", "streaming", "--fragments", "9"},
+		{"--stages", "2", "--sync", "streaming", "--inner-steps", "4", "--overlap", "4"},
+	} {
+		code, _, errs := runCLI(t, smallTrain(data, bad...)...)
+		if code != 2 || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%v: exit %d, %q", bad, code, errs)
+		}
+	}
+}
+
+// checkDistributedRun runs a split training and checks that it ends with traffic counts.
+func checkDistributedRun(t *testing.T, args []string) {
+	t.Helper()
 	code, out, errs := runCLI(t, args...)
 	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
+		t.Fatalf("%v: exit %d: %s", args, code, errs)
 	}
 	var done struct {
 		Event         string  `json:"event"`
@@ -289,15 +308,6 @@ func TestTrainDistributedOverQUIC(t *testing.T) {
 	}
 	if done.SyncBytes == nil || *done.SyncBytes == 0 || done.PipelineBytes == nil || *done.PipelineBytes == 0 {
 		t.Fatalf("done event lacks traffic counts: %s", lines[len(lines)-1])
-	}
-	for _, bad := range [][]string{
-		{"--stages", "9"}, {"--replicas", "0"}, {"--stages", "2", "--codec", "zip"},
-		{"--stages", "2", "--sync", "sometimes"}, {"--stages", "2", "--out", t.TempDir()},
-	} {
-		code, _, errs := runCLI(t, smallTrain(data, bad...)...)
-		if code != 2 || strings.Count(errs, "\n") != 1 {
-			t.Errorf("%v: exit %d, %q", bad, code, errs)
-		}
 	}
 }
 

@@ -50,10 +50,15 @@ const (
 	// SyncEveryStep all-reduces gradients after every step: classic data parallelism, the
 	// baseline.
 	SyncEveryStep Sync = "sync"
+	// SyncStreaming is Streaming DiLoCo: DiLoCo's outer step per fragment of layers
+	// (parallel.fragments), staggered over the outer period and overlapped with the next
+	// inner steps (parallel.overlap_steps), so each sync event carries about 1/fragments
+	// of the model.
+	SyncStreaming Sync = "streaming"
 )
 
 // Syncs lists every sync method, the default first.
-func Syncs() []Sync { return []Sync{SyncDiLoCo, SyncEveryStep} }
+func Syncs() []Sync { return []Sync{SyncDiLoCo, SyncEveryStep, SyncStreaming} }
 
 // Valid reports whether s is a known sync method.
 func (s Sync) Valid() bool { return slices.Contains(Syncs(), s) }

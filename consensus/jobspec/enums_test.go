@@ -29,7 +29,7 @@ func TestEnumsValidateAndParse(t *testing.T) {
 		want string
 	}{
 		{Schedule("zb").Check("parallel.schedule"), `parallel.schedule: must be one of 1f1b, gpipe, got "zb"`},
-		{Sync("").Check("--sync"), `--sync: must be one of diloco, sync, got ""`},
+		{Sync("").Check("--sync"), `--sync: must be one of diloco, sync, streaming, got ""`},
 		{Codec("int4").Check("codec"), `codec: must be one of none, fp16, int8, topk, got "int4"`},
 		{Strategy("greedy").Check("strategy"), `strategy: must be one of auto, sky, even, optimal, got "greedy"`},
 	}
@@ -70,9 +70,11 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The default spec of that time: micro-batches pinned at 4, no memory settings (the
-	// planner then plans without recomputation, as it did).
+	// planner then plans without recomputation, as it did), no streaming fields (only
+	// sync: streaming reads them).
 	want := DefaultSpec()
 	want.Train.MicroBatches, want.Memory = Fixed(4), Memory{}
+	want.Parallel.Fragments, want.Parallel.OverlapSteps = 0, 0
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded %+v, want %+v", s, want)
 	}

@@ -87,8 +87,9 @@ type Parallel struct {
 	Stages AutoInt `json:"stages" yaml:"stages"`
 	// Schedule is the pipeline schedule: "1f1b" (default) or "gpipe".
 	Schedule Schedule `json:"schedule" yaml:"schedule"`
-	// Sync is how replicas agree: "diloco" (default; local steps + outer step) or "sync"
-	// (all-reduce every step).
+	// Sync is how replicas agree: "diloco" (default; local steps + outer step), "streaming"
+	// (Streaming DiLoCo: the outer step per fragment of layers, staggered and overlapped)
+	// or "sync" (all-reduce every step).
 	Sync Sync `json:"sync" yaml:"sync"`
 	// InnerSteps is the number of local steps between DiLoCo syncs (≥ 1). Default 50.
 	InnerSteps int `json:"inner_steps" yaml:"inner_steps"`
@@ -98,6 +99,13 @@ type Parallel struct {
 	OuterMomentum float64 `json:"outer_momentum" yaml:"outer_momentum"`
 	// Codec compresses pseudo-gradients: "none", "fp16", "int8" (default) or "topk".
 	Codec Codec `json:"codec" yaml:"codec"`
+	// Fragments is streaming's number of layer fragments, each synchronised on its own
+	// step of the outer period (fragment f at the steps ≡ ⌊f·inner_steps/fragments⌋ mod
+	// inner_steps): 1 ≤ fragments ≤ model.layers + 2 and ≤ inner_steps. Default 1.
+	Fragments int `json:"fragments,omitzero" yaml:"fragments"`
+	// OverlapSteps is streaming's τ: the inner steps a fragment's all-reduce runs beside
+	// before its update is applied (0 ≤ τ < inner_steps). Default 1.
+	OverlapSteps int `json:"overlap_steps,omitzero" yaml:"overlap_steps"`
 }
 
 // Placement constrains where the job runs.
@@ -136,6 +144,7 @@ func DefaultSpec() Spec {
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
 			InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecInt8,
+			Fragments: 1, OverlapSteps: 1,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},

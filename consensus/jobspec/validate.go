@@ -116,6 +116,7 @@ func (p Parallel) validate(v *validator, m Model) {
 	v.add(p.Schedule.Check("parallel.schedule"))
 	v.add(p.Sync.Check("parallel.sync"))
 	v.between("parallel.inner_steps", p.InnerSteps, 1, MaxSteps)
+	p.validateStreaming(v, m)
 	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
 		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
 	}
@@ -123,6 +124,29 @@ func (p Parallel) validate(v *validator, m Model) {
 		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
 	}
 	v.add(p.Codec.Check("parallel.codec"))
+}
+
+// validateStreaming checks streaming's fields. Other syncs ignore them, and a spec from
+// before they existed (JSON without them: zero) stays valid, so only negative values are
+// refused there.
+func (p Parallel) validateStreaming(v *validator, m Model) {
+	if p.Sync != SyncStreaming {
+		v.min("parallel.fragments", p.Fragments, 0)
+		v.min("parallel.overlap_steps", p.OverlapSteps, 0)
+		return
+	}
+	maxFragments := min(m.Layers, MaxLayers) + 2
+	switch {
+	case p.Fragments < 1:
+		v.addf("parallel.fragments", "must be ≥ 1, got %d", p.Fragments)
+	case m.Layers >= 1 && p.Fragments > maxFragments:
+		v.addf("parallel.fragments", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxFragments, p.Fragments)
+	case p.InnerSteps >= 1 && p.Fragments > p.InnerSteps:
+		v.addf("parallel.fragments", "must be ≤ parallel.inner_steps (%d): each fragment syncs on its own step, got %d", p.InnerSteps, p.Fragments)
+	}
+	if p.OverlapSteps < 0 || (p.InnerSteps >= 1 && p.OverlapSteps >= p.InnerSteps) {
+		v.addf("parallel.overlap_steps", "must be ≥ 0 and < parallel.inner_steps (%d), got %d", p.InnerSteps, p.OverlapSteps)
+	}
 }
 
 func (pl Placement) validate(v *validator, p Parallel) {

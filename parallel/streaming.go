@@ -1,0 +1,243 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
+)
+
+// Streaming DiLoCo (Douillard et al. 2025, "Streaming DiLoCo with overlapping
+// communication"): the model's layers are cut into F contiguous fragments of about equal
+// parameter counts (layerFragments; the paper strides layers, contiguous fragments keep
+// runs of layers whole) and each fragment
+// runs DiLoCo's outer step on its own schedule, fragment f after the steps s ≡ ⌊f·H/F⌋
+// (mod H). A fragment's pseudo-gradient is all-reduced beside the next τ (Overlap) inner
+// steps and its averaged update is applied when they are done, mixed with what the
+// replica learnt meanwhile (MixLocal). Each synchronisation moves about 1/F of the model,
+// so the peak traffic of one sync event is DiLoCo's ÷ F for the same total. The last step
+// of the schedule waits for every fragment in flight and synchronises every fragment once
+// more without overlap, so training ends with identical replicas. The per-fragment outer
+// step is DiLoCo's own (syncRun, applyOuter), run on the fragment's runs of layers.
+
+// validateStreaming names streaming's bad fields; the bound by the model's layers is
+// checked where the model is known (NewWorker, the job spec).
+func (c SyncConfig) validateStreaming() []error {
+	var errs []error
+	if c.Fragments < 0 || (c.InnerSteps >= 1 && c.Fragments > c.InnerSteps) {
+		errs = append(errs, fmt.Errorf("fragments must be between 1 and inner-steps (%d) (got %d)", c.InnerSteps, c.Fragments))
+	}
+	if c.Overlap < 0 || (c.InnerSteps >= 1 && c.Overlap >= c.InnerSteps) {
+		errs = append(errs, fmt.Errorf("overlap must be ≥ 0 and < inner-steps (%d) (got %d)", c.InnerSteps, c.Overlap))
+	}
+	if !(c.MixLocal >= 0 && c.MixLocal < 1) {
+		errs = append(errs, fmt.Errorf("mix-local must be in [0, 1) (got %g)", c.MixLocal))
+	}
+	return errs
+}
+
+// fragments is F, with 0 meaning 1.
+func (c SyncConfig) fragments() int { return max(c.Fragments, 1) }
+
+// layerFragments assigns the model's layers to F contiguous fragments of about equal
+// parameter counts, so that each sync event moves about 1/F of the model: a layer belongs
+// to the fragment in which the midpoint of its parameters falls. Every worker computes the
+// same assignment from the model's configuration. A layer larger than a fragment's share
+// can leave a fragment empty (it then has nothing to sync).
+func layerFragments(c model.Config, F int) []int {
+	costs := c.LayerCosts()
+	var total int64
+	for _, l := range costs {
+		total += l.ParamBytes
+	}
+	out := make([]int, len(costs))
+	var before int64
+	for i, l := range costs {
+		mid := float64(before) + float64(l.ParamBytes)/2
+		out[i] = min(F-1, int(float64(F)*mid/float64(max(total, 1))))
+		before += l.ParamBytes
+	}
+	return out
+}
+
+// fragmentOffset is the step of the outer period at which fragment f synchronises:
+// ⌊f·H/F⌋, so fragment 0 keeps DiLoCo's steps (the multiples of H).
+func fragmentOffset(f, H, F int) int { return f * H / F }
+
+// fragmentInFlight reports whether, after step of a schedule of steps, some fragment of
+// the model (frag: each layer's fragment) has been sent and its update not yet applied.
+func (c SyncConfig) fragmentInFlight(step, steps int, frag []int) bool {
+	if step >= steps || c.Overlap == 0 {
+		return false
+	}
+	H, F := c.InnerSteps, c.fragments()
+	for _, f := range frag {
+		sent := step - mod(step-fragmentOffset(f, H, F), H)
+		if sent >= 1 && sent+c.Overlap > step {
+			return true
+		}
+	}
+	return false
+}
+
+// splitByFragment cuts runs at fragment boundaries (frag: each layer's fragment), so that
+// every run belongs to one fragment. Every holder of a layer cuts the same way, so groups
+// still agree on the vectors they reduce.
+func splitByFragment(runs []syncRun, frag []int) []syncRun {
+	var out []syncRun
+	for _, r := range runs {
+		for l := r.first; l < r.last; l++ {
+			if n := len(out); l > r.first && frag[l] == frag[out[n-1].first] {
+				out[n-1].last = l + 1
+				continue
+			}
+			out = append(out, syncRun{first: l, last: l + 1, group: r.group})
+		}
+	}
+	return out
+}
+
+// streaming reports whether the worker runs streaming outer steps (across replicas).
+func (w *Worker) streaming() bool {
+	return w.cfg.Sync.Mode == jobspec.SyncStreaming && w.numReplicas > 1
+}
+
+// pendingSync is one run's all-reduce in flight: the pseudo-gradient sent at step sent,
+// averaged in place by a goroutine, applied after step due.
+type pendingSync struct {
+	run       int
+	sent, due int
+	delta     []float32
+	bytes     atomic.Int64
+	done      chan error
+	cancel    context.CancelFunc
+}
+
+// sentCounter counts the payload bytes a background collective sends.
+type sentCounter struct {
+	Transport
+	n *atomic.Int64
+}
+
+func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error {
+	c.n.Add(int64(len(f.Payload)))
+	return c.Transport.Send(ctx, to, f)
+}
+
+// launchSync starts the all-reduce of run i's pseudo-gradient. With an overlap it runs
+// beside the next steps, so it must outlive ctx (the step's): it ends when it completes,
+// when a failed step abandons it (abandonPending), or when a Recv runs into the stall
+// timeout or a retired epoch.
+func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
+	p := &pendingSync{run: i, sent: w.step, due: w.step + w.cfg.Sync.Overlap, delta: w.pseudoGradient(i), done: make(chan error, 1)}
+	if w.cfg.Sync.Overlap > 0 {
+		ctx = context.WithoutCancel(ctx)
+	}
+	ctx, p.cancel = context.WithCancel(ctx)
+	run, k, ef := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i]
+	go func() {
+		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef)
+	}()
+	return p
+}
+
+// finishSync waits for p, or for ctx to end, and applies its averaged pseudo-gradient.
+func (w *Worker) finishSync(ctx context.Context, p *pendingSync) error {
+	var err error
+	select {
+	case err = <-p.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.cancel()
+	w.syncSent += p.bytes.Load()
+	if err != nil {
+		run := w.runs[p.run]
+		return fmt.Errorf("step %d streaming sync of layers [%d, %d): %w", p.sent, run.first, run.last, err)
+	}
+	mix := float32(0)
+	if w.cfg.Sync.Overlap > 0 {
+		mix = float32(w.cfg.Sync.MixLocal)
+	}
+	w.applyOuter(p.run, p.delta, mix)
+	return nil
+}
+
+// streamingStep runs after step w.step: it applies the updates that are due, starts the
+// synchronisation of the fragments whose turn it is and, after the last step, completes
+// every fragment. It reports whether any fragment was synchronised or started.
+func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
+	final := w.step == w.cfg.Train.Steps
+	synced := false
+	var kept []*pendingSync
+	for _, p := range w.pending {
+		if p.due > w.step && !final {
+			kept = append(kept, p)
+			continue
+		}
+		if err := w.finishSync(ctx, p); err != nil {
+			return false, err
+		}
+		synced = true
+	}
+	w.pending = kept
+	if final {
+		return true, w.outerStep(ctx)
+	}
+	H, F := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments()
+	for i, run := range w.runs {
+		if w.step%H != fragmentOffset(w.fragment[run.first], H, F) {
+			continue
+		}
+		synced = true
+		p := w.launchSync(ctx, i)
+		if w.cfg.Sync.Overlap > 0 {
+			w.pending = append(w.pending, p)
+		} else if err := w.finishSync(ctx, p); err != nil {
+			return false, err
+		}
+	}
+	return synced, nil
+}
+
+// abandonPending cancels the all-reduces in flight: after a failed step the worker is
+// not consistent any more and will not apply them.
+func (w *Worker) abandonPending() {
+	for _, p := range w.pending {
+		p.cancel()
+	}
+	w.pending = nil
+}
+
+// localSuffix names a replica's own weights of a parameter in a streaming checkpoint,
+// whose model tensors are the global weights (the anchors, the same on every replica).
+func localSuffix(replica int) string { return fmt.Sprintf(".streaming_local.r%d", replica) }
+
+// snapshotStreaming makes s's model the global weights and adds the replica's own.
+func (w *Worker) snapshotStreaming(s *StageState) {
+	for i, o := range w.outer {
+		off := 0
+		for _, p := range w.runParams[i] {
+			s.Optimizer[p.Name+localSuffix(w.replica)] = s.Model[p.Name]
+			g := p.Value.Clone()
+			off += copy(g.Data, o.anchor[off:])
+			s.Model[p.Name] = g
+		}
+	}
+}
+
+// restoreLocal sets the replica's own weights from a streaming checkpoint where it has
+// them; the anchors stay the restored global weights. Without them (another plan's
+// replica, a DiLoCo checkpoint) the replica starts from the global weights.
+func (w *Worker) restoreLocal(moments *model.TensorFile) {
+	for _, ps := range w.runParams {
+		for _, p := range ps {
+			if t, ok := moments.Tensors[p.Name+localSuffix(w.replica)]; ok && t.SameShape(p.Value.Shape) {
+				copy(p.Value.Data, t.Data)
+			}
+		}
+	}
+}
