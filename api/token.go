@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/meshnode/meshnode/internal/fsutil"
 )
 
 // TokenFile is the API's bearer token in a node's data directory, created at the node's
@@ -55,6 +57,9 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 		if errors.Is(err, os.ErrExist) {
 			return ReadToken(dataDir)
 		}
+		return "", fmt.Errorf("API token %s: %w", path, err)
+	}
+	if err := fsutil.SyncDir(dataDir); err != nil { // the new name must survive a crash too
 		return "", fmt.Errorf("API token %s: %w", path, err)
 	}
 	return tok, nil

@@ -17,6 +17,9 @@ const (
 	EventWorkerStopped = jobspec.EventWorkerStopped
 	EventReplan        = jobspec.EventReplan
 	EventRebalance     = jobspec.EventRebalance
+	// EventContributionRejected and EventStepSkipped are training-integrity reports.
+	EventContributionRejected = jobspec.EventContributionRejected
+	EventStepSkipped          = jobspec.EventStepSkipped
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

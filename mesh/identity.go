@@ -9,6 +9,8 @@ import (
 	"runtime"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/meshnode/meshnode/internal/fsutil"
 )
 
 // IdentityFile is the name of the key file inside a node's data directory.
@@ -46,8 +48,13 @@ func LoadOrCreateIdentity(path string) (key crypto.PrivKey, created bool, err er
 		os.Remove(path)
 		return nil, false, fmt.Errorf("write identity %s: %w", path, err)
 	}
-	if err := f.Close(); err != nil {
+	// The key and its directory entry must both survive a crash: a node that lost its key
+	// after announcing itself would come back as a stranger.
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
 		os.Remove(path)
+		return nil, false, fmt.Errorf("write identity %s: %w", path, err)
+	}
+	if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
 		return nil, false, fmt.Errorf("write identity %s: %w", path, err)
 	}
 	return key, true, nil

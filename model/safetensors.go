@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/meshnode/meshnode/internal/fsutil"
 	"github.com/meshnode/meshnode/kernels"
 )
 
@@ -183,7 +184,8 @@ func WriteSafetensors(path string, tensors map[string]*kernels.Tensor, metadata 
 }
 
 // WriteFileAtomic writes data to path through a temporary file that is fsynced and then
-// renamed, so a crash leaves either the old file or the new one.
+// renamed, and fsyncs the directory, so a crash leaves either the old file or the new one
+// and, once it returns, the new one.
 func WriteFileAtomic(path string, data []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -203,6 +205,9 @@ func WriteFileAtomic(path string, data []byte) error {
 	if werr != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	if err := fsutil.SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

@@ -232,6 +232,11 @@ func (c topkCodec) Encode(dst []byte, x []float32) []byte {
 	mags := make([]float32, len(x))
 	for i, v := range x {
 		mags[i] = max(v, -v)
+		if mags[i] != mags[i] {
+			// NaN compares false with everything, which would leave slots unfilled: it
+			// ranks as the largest magnitude and is sent (for the receiver to refuse).
+			mags[i] = float32(math.Inf(1))
+		}
 	}
 	thr := kthLargest(append([]float32(nil), mags...), k)
 	above := 0 // elements strictly above the threshold all go in; ties fill the rest

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -35,31 +36,42 @@ func (k roundKey) frame(kind frame.Kind, round int, codec frame.Codec, n int, pa
 		Micro: uint16(round), Index: k.index, Shape: []int{n}, Payload: payload}
 }
 
-// allReduceMean replaces x by the mean of every member's x. Uncompressed, it is a ring
-// all-reduce (reduce-scatter, then all-gather of the reduced chunks), each peer sending
-// 2·(R−1)/R of the vector. With ef, each member compresses its own vector once (with error
-// feedback) and the compressed contributions travel the ring unchanged; every member
-// decodes all R and sums them in member order. Either way every member ends with the same
-// bits.
-func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []float32, ef *ErrorFeedback) error {
+// allReduceMean replaces x by the aggregate (by pol's rule; the mean by default) of every
+// member's x. A plain mean of uncompressed vectors is a ring all-reduce (reduce-scatter,
+// then all-gather of the reduced chunks), each peer sending 2·(R−1)/R of the vector; its
+// members see only partial sums, so when the result is not admissible beside this
+// member's own contribution (a NaN, an outsized norm) every member gathers the
+// contributions again, whole, to find and drop the bad one. With a codec or a robust rule
+// every contribution travels the ring whole (each compressed once, with error feedback)
+// and every member checks and aggregates them in member order. Either way every member
+// ends with the same bits, and with honest members the mean is the plain mean.
+func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []float32, ef *ErrorFeedback, pol policy) error {
 	R := len(g.Members)
 	if R <= 1 {
 		return nil
 	}
-	var err error
-	if ef == nil || ef.codec.Name() == jobspec.CodecNone {
-		err = ringAllReduce(ctx, tr, g, k, x)
-	} else {
-		err = ringAllGatherCompressed(ctx, tr, g, k, x, ef)
+	compressed := ef != nil && ef.codec.Name() != jobspec.CodecNone
+	if compressed || pol.robust() {
+		return gatherAggregate(ctx, tr, g, k, 0, x, ef, pol)
 	}
-	if err != nil {
+	own := slices.Clone(x)
+	if err := ringAllReduce(ctx, tr, g, k, x); err != nil {
 		return err
 	}
 	inv := 1 / float32(R)
 	for i := range x {
 		x[i] *= inv
 	}
-	return nil
+	// Every member holds the same mean; with every member's norm it decides the same.
+	norms, err := allGatherScalars(ctx, tr, g, k, norm2(own))
+	if err != nil {
+		return fmt.Errorf("contribution norms: %w", err)
+	}
+	if admissible(norm2(x), refNorm(norms)) == "" {
+		return nil
+	}
+	copy(x, own)
+	return gatherAggregate(ctx, tr, g, k, 2*R, x, nil, pol)
 }
 
 func chunkOf(x []float32, c, R int) []float32 {
@@ -113,41 +125,74 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	return nil
 }
 
-func ringAllGatherCompressed(ctx context.Context, tr Transport, g Group, k roundKey, x []float32, ef *ErrorFeedback) error {
+// gatherAggregate passes every member's contribution (x, compressed by ef when it has a
+// codec) around the ring in R−1 rounds numbered from base, decodes each, drops and reports
+// those not admissible beside this member's own, and writes their aggregate into x.
+func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, ef *ErrorFeedback, pol policy) error {
 	R, me := len(g.Members), g.Self
-	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
-	payloads := make([][]byte, R)
+	wire, payloads := frame.CodecNone, make([][]byte, R)
 	var own []float32
-	payloads[me], own = ef.Encode(x)
+	if ef != nil && ef.codec.Name() != jobspec.CodecNone {
+		wire = ef.codec.Wire()
+		payloads[me], own = ef.Encode(x)
+	} else {
+		payloads[me], own = appendF32(nil, x), slices.Clone(x)
+	}
+	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
 	for r := 0; r < R-1; r++ {
-		src := mod(me-r, R)
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, ef.codec.Wire(), len(x), payloads[src])); err != nil {
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, base+r, wire, len(x), payloads[mod(me-r, R)])); err != nil {
 			return err
 		}
-		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, r))
+		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, base+r))
 		if err != nil {
 			return fmt.Errorf("all-gather round %d: %w", r, err)
 		}
-		if f.Codec != ef.codec.Wire() {
-			return fmt.Errorf("all-gather round %d from %s: codec %d, want %d", r, prev, f.Codec, ef.codec.Wire())
+		if f.Codec != wire {
+			return fmt.Errorf("all-gather round %d from %s: codec %d, want %d", r, prev, f.Codec, wire)
 		}
 		payloads[mod(me-r-1, R)] = f.Payload
 	}
-	clear(x)
-	tmp := make([]float32, len(x))
-	for m := 0; m < R; m++ {
-		v := own
-		if m != me {
-			if err := ef.codec.Decode(tmp, payloads[m]); err != nil {
-				return fmt.Errorf("all-gather: contribution of %s: %w", g.Members[m], err)
-			}
-			v = tmp
+	all, norms := make([][]float32, R), make([]float64, R)
+	for m := range R {
+		if m == me {
+			all[m], norms[m] = own, norm2(own)
+			continue
 		}
-		for i := range x {
-			x[i] += v[i]
+		v, err := decodeContribution(payloads[m], len(x), ef)
+		if err != nil {
+			pol.report(g.Members[m], "undecodable: %v", err)
+			norms[m] = math.NaN()
+			continue
 		}
+		all[m], norms[m] = v, norm2(v)
 	}
+	ref := refNorm(norms)
+	contribs := make([][]float32, 0, R)
+	for m, v := range all {
+		if v == nil {
+			continue
+		}
+		if reason := admissible(norms[m], ref); reason != "" {
+			pol.report(g.Members[m], "%s", reason)
+			continue
+		}
+		contribs = append(contribs, v)
+	}
+	if len(contribs) == 0 {
+		return fmt.Errorf("no admissible contribution among %d members", R)
+	}
+	combine(x, contribs, pol.rule)
 	return nil
+}
+
+// decodeContribution decodes a member's payload of n values, compressed by ef's codec or
+// raw float32.
+func decodeContribution(p []byte, n int, ef *ErrorFeedback) ([]float32, error) {
+	v := make([]float32, n)
+	if ef != nil && ef.codec.Name() != jobspec.CodecNone {
+		return v, ef.codec.Decode(v, p)
+	}
+	return v, decodeF32(v, p)
 }
 
 // allGatherScalars sends v to every other member and returns every member's value in

@@ -137,9 +137,9 @@ func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
 		ctx = context.WithoutCancel(ctx)
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
-	run, k, ef := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i]
+	run, k, ef, pol := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i], w.policy()
 	go func() {
-		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef)
+		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef, pol)
 	}()
 	return p
 }

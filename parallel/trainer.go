@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/meshnode/meshnode/model"
@@ -87,7 +88,9 @@ func (t *Trainer) Step() float64 {
 		loss += float64(model.ForwardBackward(&t.ws, t.layers, mb, 1/float32(M)))
 	}
 	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
-	t.opt.Step(lr, t.opt.GradSumSquares())
+	if ss := t.opt.GradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
+		t.opt.Step(lr, ss) // a non-finite gradient skips the update rather than disabling clipping
+	}
 	t.step++
 	t.trainTime += time.Since(start)
 	t.tokens += t.cfg.Batch * t.cfg.Model.Context

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -34,6 +35,10 @@ type SyncConfig struct {
 	// (1−α)·global, keeping part of the τ local steps taken meanwhile (0 ≤ α < 1; 0 takes
 	// the global parameters, as DiLoCo does).
 	MixLocal float64 `json:"mix_local"`
+	// Aggregate is how contributions are combined after inadmissible ones (not finite, or
+	// a norm over MaxNormRatio× this replica's own) are dropped: mean ("" too), trimmed or
+	// median.
+	Aggregate jobspec.Aggregate `json:"aggregate,omitempty"`
 }
 
 // DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
@@ -110,6 +115,10 @@ const evalMicro = 0x8000
 // Worker runs one stage of one replica of a plan: its slice of the model, its optimizer,
 // its part of the pipeline schedule and of the replicas' synchronisation.
 type Worker struct {
+	// rejected collects the contributions this worker's collectives dropped since the last
+	// step's result (streaming's run in goroutines: guarded by rejectMu).
+	rejectMu        sync.Mutex
+	rejected        []Rejection
 	cfg             JobConfig
 	plan            Plan
 	tr              Transport
@@ -310,4 +319,22 @@ func stageLayers(t TrainConfig, st StagePlan) []model.Layer {
 		layers = model.WithRecompute(layers)
 	}
 	return layers
+}
+
+// policy is how this worker's collectives aggregate, reporting what they drop.
+func (w *Worker) policy() policy {
+	return policy{rule: w.cfg.Sync.Aggregate, reject: func(r Rejection) {
+		w.rejectMu.Lock()
+		w.rejected = append(w.rejected, r)
+		w.rejectMu.Unlock()
+	}}
+}
+
+// takeRejected returns and forgets the contributions dropped so far.
+func (w *Worker) takeRejected() []Rejection {
+	w.rejectMu.Lock()
+	defer w.rejectMu.Unlock()
+	r := w.rejected
+	w.rejected = nil
+	return r
 }

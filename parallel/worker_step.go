@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -21,6 +22,12 @@ type StepResult struct {
 	Synced bool
 	// Times splits the step's wall time by phase.
 	Times StepTimes
+	// Rejected lists the other replicas' contributions this worker dropped during the step
+	// (not finite, outsized, undecodable) instead of aggregating them.
+	Rejected []Rejection
+	// Skipped says the step's global gradient norm was not finite: no parameter was
+	// updated and the optimizer's state is untouched.
+	Skipped bool
 }
 
 // inflight is one micro-batch between its forward and backward pass.
@@ -88,7 +95,11 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		total += n
 	}
 	t := w.cfg.Train
-	w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		res.Skipped = true // every stage of the replica gathered the same total: all skip
+	} else {
+		w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
+	}
 	w.step++
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
@@ -103,7 +114,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 			return res, err
 		}
 	}
-	res.Step = w.step
+	res.Step, res.Rejected = w.step, w.takeRejected()
 	return res, nil
 }
 
@@ -167,7 +178,7 @@ func (w *Worker) syncGradients(ctx context.Context) error {
 	for i, run := range w.runs {
 		g := flattenGrads(w.runParams[i])
 		w.weigh(g)
-		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i]); err != nil {
+		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], w.policy()); err != nil {
 			return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 		}
 		unflattenGrads(w.runParams[i], g)
@@ -221,7 +232,7 @@ func newOuterRun(ps []*model.Param) *outerRun {
 func (w *Worker) outerStep(ctx context.Context) error {
 	for i, run := range w.runs {
 		delta := w.pseudoGradient(i)
-		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i]); err != nil {
+		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i], w.policy()); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
 		w.applyOuter(i, delta, 0)

@@ -22,6 +22,7 @@ type distOptions struct {
 	schedule         string
 	syncMode         string
 	codec            string
+	aggregate        string
 	transport        string
 	// pipeline and sync are the flags parsed by validate.
 	pipeline jobspec.Schedule
@@ -42,6 +43,7 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&d.sync.Overlap, "overlap", d.sync.Overlap, "streaming: inner steps a fragment's all-reduce overlaps before its update is applied (< --inner-steps)")
 	f.Float64Var(&d.sync.MixLocal, "mix-local", d.sync.MixLocal, "streaming with overlap: share of the replica's own weights kept when an update arrives, in [0, 1)")
 	f.StringVar(&d.codec, "codec", string(jobspec.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
+	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite or outsized ones: mean, trimmed or median")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
 	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")
 }
@@ -69,6 +71,9 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 		return usageError{err: err}
 	}
 	if d.sync.Codec, err = jobspec.ParseCodec("--codec", d.codec); err != nil {
+		return usageError{err: err}
+	}
+	if d.sync.Aggregate, err = jobspec.ParseAggregate("--aggregate", d.aggregate); err != nil {
 		return usageError{err: err}
 	}
 	if err := d.sync.Validate(); err != nil {

@@ -152,3 +152,32 @@ func parse[T ~string](field, s string, allowed []T) (T, error) {
 	}
 	return T(s), nil
 }
+
+// Aggregate is how a replica combines the replicas' contributions to a synchronisation.
+// Before any rule, a contribution that is not finite, or whose norm exceeds
+// parallel.MaxNormRatio times the replica's own, is dropped and reported.
+type Aggregate string
+
+// Aggregation rules.
+const (
+	// AggregateMean is the mean of the contributions left: the default, and bit for bit
+	// the plain mean when every replica is honest.
+	AggregateMean Aggregate = "mean"
+	// AggregateTrimmed is the coordinate-wise trimmed mean: per coordinate, the largest and
+	// smallest quarter of the values (at least one each, with three or more) are left out.
+	AggregateTrimmed Aggregate = "trimmed"
+	// AggregateMedian is the coordinate-wise median.
+	AggregateMedian Aggregate = "median"
+)
+
+// Aggregates lists every rule, the default first.
+func Aggregates() []Aggregate { return []Aggregate{AggregateMean, AggregateTrimmed, AggregateMedian} }
+
+// Valid reports whether a is a known rule.
+func (a Aggregate) Valid() bool { return slices.Contains(Aggregates(), a) }
+
+// Check returns nil for a known rule, else an error naming field and the choices.
+func (a Aggregate) Check(field string) error { return check(field, a, Aggregates()) }
+
+// ParseAggregate converts s, as field holds it, to an Aggregate.
+func ParseAggregate(field, s string) (Aggregate, error) { return parse(field, s, Aggregates()) }

@@ -74,7 +74,7 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	// sync: streaming reads them).
 	want := DefaultSpec()
 	want.Train.MicroBatches, want.Memory = Fixed(4), Memory{}
-	want.Parallel.Fragments, want.Parallel.OverlapSteps = 0, 0
+	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate = 0, 0, ""
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded %+v, want %+v", s, want)
 	}

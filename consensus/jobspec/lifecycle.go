@@ -39,4 +39,9 @@ const (
 	EventReplan EventKind = "replan"
 	// EventRebalance: a new epoch because joined nodes make the job faster.
 	EventRebalance EventKind = "rebalance"
+	// EventContributionRejected: a worker dropped replicas' contributions (not finite,
+	// outsized, undecodable) instead of aggregating them; the message names them.
+	EventContributionRejected EventKind = "contribution_rejected"
+	// EventStepSkipped: a step's gradient norm was not finite; no parameter was updated.
+	EventStepSkipped EventKind = "step_skipped"
 )

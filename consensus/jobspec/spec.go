@@ -106,6 +106,11 @@ type Parallel struct {
 	// OverlapSteps is streaming's τ: the inner steps a fragment's all-reduce runs beside
 	// before its update is applied (0 ≤ τ < inner_steps). Default 1.
 	OverlapSteps int `json:"overlap_steps,omitzero" yaml:"overlap_steps"`
+	// Aggregate is how a replica combines the replicas' contributions (gradients,
+	// pseudo-gradients): "mean" (default), "trimmed" or "median". Every rule first drops a
+	// contribution that is not finite or whose norm is far above this replica's own.
+	// Omitted from JSON when empty: a job stored before it existed means "mean".
+	Aggregate Aggregate `json:"aggregate,omitzero" yaml:"aggregate"`
 }
 
 // Placement constrains where the job runs.
@@ -144,7 +149,7 @@ func DefaultSpec() Spec {
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
 			InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecInt8,
-			Fragments: 1, OverlapSteps: 1,
+			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},

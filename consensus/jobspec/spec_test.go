@@ -34,6 +34,7 @@ parallel:
   outer_lr: 1.0
   outer_momentum: 0
   codec: topk
+  aggregate: median
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
 memory: {recompute: on}
@@ -48,7 +49,7 @@ memory: {recompute: on}
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: Fixed(8), LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
-			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK, Fragments: 1, OverlapSteps: 1},
+			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
 		Memory:     Memory{Recompute: RecomputeOn},
@@ -150,6 +151,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad schedule", "parallel: {schedule: zb}", []string{`parallel.schedule: must be one of 1f1b, gpipe, got "zb"`}},
 		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, streaming, got "async"`}},
 		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
+		{"bad aggregate", "parallel: {aggregate: krum}", []string{`parallel.aggregate: must be one of mean, trimmed, median, got "krum"`}},
 		{"outer lr negative", "parallel: {outer_lr: -1}", []string{"parallel.outer_lr: must be > 0, got -1"}},
 		{"momentum one", "parallel: {outer_momentum: 1}", []string{"parallel.outer_momentum: must be ≥ 0 and < 1, got 1"}},
 		{"bad strategy", "placement: {strategy: greedy}", []string{`placement.strategy: must be one of auto, sky, even, got "greedy"`}},

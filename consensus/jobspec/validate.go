@@ -124,6 +124,9 @@ func (p Parallel) validate(v *validator, m Model) {
 		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
 	}
 	v.add(p.Codec.Check("parallel.codec"))
+	if p.Aggregate != "" {
+		v.add(p.Aggregate.Check("parallel.aggregate"))
+	}
 }
 
 // validateStreaming checks streaming's fields. Other syncs ignore them, and a spec from

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +54,7 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	t.r.cfg.Metrics.ObserveStep(t.job.ID, res.Times)
+	t.reportIntegrity(ctx, res)
 	t.p.steps++
 	t.p.elapsed += time.Since(start)
 	return res.Loss, nil
@@ -140,4 +142,29 @@ func (t *training) finish(ctx context.Context) error {
 		t.r.log.Warn("record the job's end", "job", t.job.ID, "err", err)
 	}
 	return c.SetJobStatus(ctx, t.job.ID, consensus.JobDone, msg)
+}
+
+// reportIntegrity records, as one event each, the contributions the step dropped and a step
+// skipped for a non-finite gradient norm. The event log is a bounded ring, so a replica that
+// misbehaves every step cannot grow the control plane's state.
+func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult) {
+	var evs []consensus.Event
+	if len(res.Rejected) > 0 {
+		var parts []string
+		for _, r := range res.Rejected {
+			parts = append(parts, r.Member+": "+r.Reason)
+		}
+		msg := fmt.Sprintf("%s dropped %d contribution(s) at step %d: %s", t.r.cfg.Self, len(res.Rejected), res.Step, strings.Join(parts, "; "))
+		evs = append(evs, consensus.NewEvent(consensus.EventContributionRejected, t.epoch, res.Step, msg))
+	}
+	if res.Skipped {
+		msg := fmt.Sprintf("%s skipped step %d: its gradient norm is not finite", t.r.cfg.Self, res.Step)
+		evs = append(evs, consensus.NewEvent(consensus.EventStepSkipped, t.epoch, res.Step, msg))
+	}
+	for _, ev := range evs {
+		t.r.log.Warn("training integrity", "job", t.job.ID, "kind", ev.Kind, "msg", ev.Message)
+		if err := t.r.cfg.Control.AddEvent(ctx, t.job.ID, ev); err != nil {
+			t.r.log.Warn("record a training-integrity event", "kind", ev.Kind, "err", err)
+		}
+	}
 }
