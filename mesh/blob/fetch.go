@@ -87,16 +87,16 @@ func (b *Service) fetch(ctx context.Context, id string, from []peer.ID) error {
 	if st.m, err = st.manifest(ctx); err != nil {
 		return fmt.Errorf("fetch blob %s: %w", id, err)
 	}
+	if err := checkFreeSpace(b.store.dir, st.m.Size); err != nil {
+		return fmt.Errorf("fetch blob %s: %w", id, err)
+	}
 	tmp, err := os.CreateTemp(b.store.dir, ".fetch-*")
 	if err != nil {
 		return fmt.Errorf("fetch blob %s: %w", id, err)
 	}
 	defer os.Remove(tmp.Name()) // a no-op once committed
 	st.f = tmp
-	err = tmp.Truncate(st.m.Size)
-	if err == nil {
-		err = st.chunks(ctx)
-	}
+	err = st.chunks(ctx) // chunks are written where they belong; the file grows as they come
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -311,4 +311,22 @@ func IDOf(data []byte, chunkSize int) string {
 		m.Chunks = append(m.Chunks, sha256.Sum256(data[off:min(off+chunkSize, len(data))]))
 	}
 	return m.ID()
+}
+
+// minFreeAfterFetch is the disk space a fetch must leave free: a node whose data dir fills
+// up cannot write checkpoints or its raft log.
+const minFreeAfterFetch = 256 << 20
+
+// ErrNoSpace says a blob does not fit the data dir's free disk space.
+var ErrNoSpace = errors.New("not enough free disk space")
+
+// checkFreeSpace refuses a fetch of size bytes into dir that would leave less than
+// minFreeAfterFetch free, before anything is written.
+func checkFreeSpace(dir string, size int64) error {
+	free := freeBytes(dir)
+	if free >= 0 && size > free-minFreeAfterFetch {
+		return fmt.Errorf("%w in %s: the blob has %d MiB, %d MiB are free and %d MiB must stay free",
+			ErrNoSpace, dir, size>>20, free>>20, minFreeAfterFetch>>20)
+	}
+	return nil
 }

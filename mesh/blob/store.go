@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 )
 
@@ -23,8 +25,10 @@ type Store struct {
 	manifests map[string]*Manifest // cache of manifests read or written
 }
 
-// OpenStore creates dir if needed. chunkSize is the chunk size of blobs published
-// here: zero means DefaultChunkSize; at most MaxChunkSize.
+// OpenStore creates dir if needed and removes the temporary files a process killed while
+// publishing, fetching or writing left there (the store's directory belongs to one node).
+// chunkSize is the chunk size of blobs published here: zero means DefaultChunkSize; at
+// most MaxChunkSize.
 func OpenStore(dir string, chunkSize int) (*Store, error) {
 	if chunkSize == 0 {
 		chunkSize = DefaultChunkSize
@@ -35,7 +39,31 @@ func OpenStore(dir string, chunkSize int) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("blob store: %w", err)
 	}
+	if err := sweepTemp(dir); err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
 	return &Store{dir: dir, chunkSize: chunkSize, manifests: map[string]*Manifest{}}, nil
+}
+
+// tempPrefixes name the store's temporary files (see Publish, fetch and writeFile).
+var tempPrefixes = []string{".publish-", ".fetch-", ".write-"}
+
+// sweepTemp removes the store's temporary files from dir.
+func sweepTemp(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		for _, p := range tempPrefixes {
+			if e.Type().IsRegular() && strings.HasPrefix(e.Name(), p) {
+				if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // Dir is the store's directory.
