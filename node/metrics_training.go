@@ -16,6 +16,8 @@ type trainingMetrics struct {
 	steps       *prometheus.CounterVec
 	ckptWrite   *prometheus.HistogramVec
 	ckptReplica *prometheus.HistogramVec
+	rejected    *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
 }
 
 // stepPhases are the values of meshnode_train_step_phase_seconds_total's phase label.
@@ -40,8 +42,16 @@ func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
 			Name: "meshnode_checkpoint_replication_seconds", Buckets: buckets,
 			Help: "Time another node took to fetch and verify this node's files of one checkpoint.",
 		}, []string{"job"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnode_train_contributions_rejected_total",
+			Help: "Replicas' contributions this node's worker dropped instead of aggregating them (not finite, outsized, undecodable), by the replica that sent them.",
+		}, []string{"job", "peer"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshnode_train_steps_skipped_total",
+			Help: "Steps this node's worker skipped because their gradient norm was not finite.",
+		}, []string{"job"}),
 	}
-	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica)
+	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica, m.rejected, m.skipped)
 	return m
 }
 
@@ -62,3 +72,11 @@ func (m *trainingMetrics) ObserveCheckpointWrite(job string, d time.Duration) {
 func (m *trainingMetrics) ObserveCheckpointReplication(job string, d time.Duration) {
 	m.ckptReplica.WithLabelValues(job).Observe(d.Seconds())
 }
+
+// ObserveRejected implements runner.Metrics.
+func (m *trainingMetrics) ObserveRejected(job, member string) {
+	m.rejected.WithLabelValues(job, member).Inc()
+}
+
+// ObserveSkipped implements runner.Metrics.
+func (m *trainingMetrics) ObserveSkipped(job string) { m.skipped.WithLabelValues(job).Inc() }

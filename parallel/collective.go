@@ -71,7 +71,7 @@ func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 		return nil
 	}
 	copy(x, own)
-	return gatherAggregate(ctx, tr, g, k, 2*R, x, nil, pol)
+	return gatherAggregate(ctx, tr, g, k, 2*R, x, nil, pol) // past the ring's 2(R−1) rounds
 }
 
 func chunkOf(x []float32, c, R int) []float32 {
@@ -125,9 +125,11 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	return nil
 }
 
-// gatherAggregate passes every member's contribution (x, compressed by ef when it has a
-// codec) around the ring in R−1 rounds numbered from base, decodes each, drops and reports
-// those not admissible beside this member's own, and writes their aggregate into x.
+// gatherAggregate sends this member's contribution (x, compressed by ef when it has a
+// codec) to every other member directly, in rounds numbered from base (round base+i
+// carries member i's contribution), so that no member relays, and so could alter, another's.
+// It decodes each, drops and reports those not admissible, and writes the aggregate of the
+// rest into x.
 func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, ef *ErrorFeedback, pol policy) error {
 	R, me := len(g.Members), g.Self
 	wire, payloads := frame.CodecNone, make([][]byte, R)
@@ -138,19 +140,25 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	} else {
 		payloads[me], own = appendF32(nil, x), slices.Clone(x)
 	}
-	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
-	for r := 0; r < R-1; r++ {
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, base+r, wire, len(x), payloads[mod(me-r, R)])); err != nil {
-			return err
+	for m := range R {
+		if m != me {
+			if err := tr.Send(ctx, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), payloads[me])); err != nil {
+				return err
+			}
 		}
-		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, base+r))
+	}
+	for m := range R {
+		if m == me {
+			continue
+		}
+		f, err := tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
 		if err != nil {
-			return fmt.Errorf("all-gather round %d: %w", r, err)
+			return fmt.Errorf("all-gather from %s: %w", g.Members[m], err)
 		}
 		if f.Codec != wire {
-			return fmt.Errorf("all-gather round %d from %s: codec %d, want %d", r, prev, f.Codec, wire)
+			return fmt.Errorf("all-gather from %s: codec %d, want %d", g.Members[m], f.Codec, wire)
 		}
-		payloads[mod(me-r-1, R)] = f.Payload
+		payloads[m] = f.Payload
 	}
 	all, norms := make([][]float32, R), make([]float64, R)
 	for m := range R {

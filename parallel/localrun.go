@@ -12,6 +12,7 @@ import (
 // over any Transport (the in-memory one, or real QUIC data planes on loopback). It is the
 // engine's test harness and the distributed mode of `meshnode train`.
 type LocalRun struct {
+	rejected  []Rejection // every contribution a worker dropped, in step order
 	cfg       JobConfig
 	workers   []*Worker
 	trainTime time.Duration
@@ -35,6 +36,10 @@ func NewLocalRun(cfg JobConfig, plan Plan, data *model.Dataset, transport func(n
 	}
 	return lr, nil
 }
+
+// Rejected lists the contributions the workers dropped so far (step by step, in worker
+// order): what a node would report as contribution_rejected events.
+func (l *LocalRun) Rejected() []Rejection { return l.rejected }
 
 // Workers lists the run's workers, replica by replica, stage by stage.
 func (l *LocalRun) Workers() []*Worker { return l.workers }
@@ -83,6 +88,9 @@ func (l *LocalRun) Step(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	l.trainTime += time.Since(start)
+	for _, r := range results {
+		l.rejected = append(l.rejected, r.Rejected...)
+	}
 	// The step's loss is the mean over every row of every replica.
 	var loss float64
 	rows := 0

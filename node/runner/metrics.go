@@ -17,6 +17,11 @@ type Metrics interface {
 	// ObserveCheckpointReplication records the time another node took to fetch and verify
 	// this node's files of one checkpoint of job (successful replications only).
 	ObserveCheckpointReplication(job string, d time.Duration)
+	// ObserveRejected records a contribution of member (a replica of job's plan) this
+	// node's worker dropped instead of aggregating it.
+	ObserveRejected(job, member string)
+	// ObserveSkipped records a step of job skipped for a non-finite gradient norm.
+	ObserveSkipped(job string)
 }
 
 // noMetrics is the Metrics of a runner configured without any.
@@ -25,3 +30,5 @@ type noMetrics struct{}
 func (noMetrics) ObserveStep(string, parallel.StepTimes)             {}
 func (noMetrics) ObserveCheckpointWrite(string, time.Duration)       {}
 func (noMetrics) ObserveCheckpointReplication(string, time.Duration) {}
+func (noMetrics) ObserveRejected(string, string)                     {}
+func (noMetrics) ObserveSkipped(string)                              {}

@@ -148,6 +148,12 @@ func (t *training) finish(ctx context.Context) error {
 // skipped for a non-finite gradient norm. The event log is a bounded ring, so a replica that
 // misbehaves every step cannot grow the control plane's state.
 func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult) {
+	for _, r := range res.Rejected {
+		t.r.cfg.Metrics.ObserveRejected(t.job.ID, r.Member)
+	}
+	if res.Skipped {
+		t.r.cfg.Metrics.ObserveSkipped(t.job.ID)
+	}
 	var evs []consensus.Event
 	if len(res.Rejected) > 0 {
 		var parts []string
