@@ -120,9 +120,13 @@ func coordinatewise(x []float32, contribs [][]float32, rule jobspec.Aggregate) {
 	k := trimmedCount(n)
 	for i := range x {
 		for m, v := range contribs {
-			col[m] = v[i]
+			// Insertion sort: a column has one value per replica, a handful.
+			j := m
+			for ; j > 0 && col[j-1] > v[i]; j-- {
+				col[j] = col[j-1]
+			}
+			col[j] = v[i]
 		}
-		slices.Sort(col)
 		if rule == jobspec.AggregateMedian {
 			if n%2 == 1 {
 				x[i] = col[n/2]
