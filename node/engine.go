@@ -21,6 +21,11 @@ const superviseTick = time.Second
 // pruneInterval is how often a node looks for checkpoint files it may delete.
 const pruneInterval = 10 * time.Second
 
+// orphanBlobAge is how long a blob no job references stays in the store (runner.Config
+// OrphanAge): datasets of jobs the control plane no longer keeps, publishes whose submit
+// failed.
+const orphanBlobAge = time.Hour
+
 // checkpointPinFor is how long a checkpoint file this node has just written, fetched or
 // agreed to hold is safe from pruning (runner.Config.PinFor); tests lower it.
 var checkpointPinFor = 5 * time.Minute
@@ -49,7 +54,7 @@ func newEngine(n *Node) (*engine, error) {
 	r, err := runner.New(runner.Config{
 		Self: n.ID().String(), DataDir: n.cfg.DataDir, Log: n.log,
 		Blobs: nodeBlobs{n}, Control: nodeControl{n}, Network: nodeNetwork{n}, Datasets: nodeDatasets{n},
-		PinFor: checkpointPinFor, PruneEvery: pruneInterval, CrashInCheckpoint: crashInCheckpoint(),
+		PinFor: checkpointPinFor, PruneEvery: pruneInterval, OrphanAge: orphanBlobAge, CrashInCheckpoint: crashInCheckpoint(),
 		Metrics: n.train,
 	})
 	if err != nil {

@@ -30,6 +30,15 @@ type (
 
 func (b nodeBlobs) IDOf(data []byte) string { return b.n.Blobs().Store().IDOf(data) }
 func (b nodeBlobs) Has(hash string) bool    { return b.n.Blobs().Has(hash) }
+func (b nodeBlobs) List() ([]runner.HeldBlob, error) {
+	held, err := b.n.Blobs().Store().List()
+	out := make([]runner.HeldBlob, 0, len(held))
+	for _, h := range held {
+		out = append(out, runner.HeldBlob{Hash: h.ID, Size: h.Size, StoredAt: h.StoredAt})
+	}
+	return out, err
+}
+
 func (b nodeBlobs) Remove(hash string) error {
 	if err := b.n.Blobs().Store().Remove(hash); err != nil {
 		return err

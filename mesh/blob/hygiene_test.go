@@ -59,3 +59,36 @@ func TestOpenStoreSweepsTemporaryFiles(t *testing.T) {
 		t.Error("the published blob was swept")
 	}
 }
+
+// TestStoreList: every held blob is listed with its size and a storage time; temporary
+// and foreign files are not.
+func TestStoreList(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenStore(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{}
+	for _, data := range []string{"first blob", "the second blob"} {
+		id, err := s.Publish(t.Context(), strings.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = int64(len(data))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != len(want) {
+		t.Fatalf("listed %+v, want %d blobs", held, len(want))
+	}
+	for _, h := range held {
+		if want[h.ID] != h.Size || h.StoredAt.IsZero() {
+			t.Errorf("listed %+v, want size %d and a time", h, want[h.ID])
+		}
+	}
+}

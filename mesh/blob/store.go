@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Store keeps content-addressed blobs in one directory: the data in <dir>/<id> and
@@ -148,6 +149,38 @@ func (s *Store) IDOf(data []byte) string { return IDOf(data, s.chunkSize) }
 func (s *Store) Has(id string) bool {
 	_, err := s.Manifest(id)
 	return err == nil
+}
+
+// Held is one blob of the store: its ID, its size and when it was stored.
+type Held struct {
+	ID       string
+	Size     int64
+	StoredAt time.Time
+}
+
+// List returns every blob the store holds (those with a manifest), in no particular order.
+func (s *Store) List() ([]Held, error) {
+	entries, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("blob store: %w", err)
+	}
+	var out []Held
+	for _, e := range entries {
+		id, ok := strings.CutSuffix(e.Name(), ".manifest")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		m, err := s.Manifest(id)
+		if err != nil {
+			continue // a manifest that does not parse is not a blob this store serves
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue
+		}
+		out = append(out, Held{ID: id, Size: m.Size, StoredAt: info.ModTime()})
+	}
+	return out, nil
 }
 
 // Manifest returns the manifest of a stored blob, or an error matching ErrNotFound.

@@ -32,6 +32,15 @@ type Blobs interface {
 	Remove(hash string) error
 	// Replicate asks node to fetch the blob from this one and hold it.
 	Replicate(ctx context.Context, node, hash string) error
+	// List returns every blob this node holds.
+	List() ([]HeldBlob, error)
+}
+
+// HeldBlob is one blob of this node's store.
+type HeldBlob struct {
+	Hash     string
+	Size     int64
+	StoredAt time.Time
 }
 
 // ErrBlobCorrupt means a held blob no longer matches its hash.
@@ -90,6 +99,12 @@ type Config struct {
 	// PruneEvery is how often the runner looks for checkpoint files it may delete (zero:
 	// at every Reconcile).
 	PruneEvery time.Duration
+	// OrphanAge is how long a blob no job references (not a retained checkpoint's file,
+	// not a job's dataset: left by a job the control plane no longer keeps, or a publish
+	// whose submit failed) stays before it is deleted. Zero: never deleted. A dataset is
+	// published before its job is committed, so this must exceed a submit's duration by
+	// far; the node uses an hour.
+	OrphanAge time.Duration
 	// CrashInCheckpoint is a fault-injection hook for tests that exec nodes: when > 0, the
 	// process dies in the middle of writing that step's checkpoint (see crashWriting).
 	CrashInCheckpoint int

@@ -69,6 +69,9 @@ func (c *fsmControl) SetJobStatus(_ context.Context, job string, s consensus.Job
 type memBlobs struct {
 	mu     sync.Mutex
 	stores map[string]map[string][]byte
+	// storedAt is when a node came to hold a blob ("node/hash"); a blob without an entry
+	// counts as stored long ago.
+	storedAt map[string]time.Time
 }
 
 // node is one node's view of the stores.
@@ -154,6 +157,16 @@ func (b nodeBlobs) Remove(hash string) error {
 
 func (b nodeBlobs) Replicate(_ context.Context, node, hash string) error {
 	return b.copy(b.self, node, hash)
+}
+
+func (b nodeBlobs) List() ([]HeldBlob, error) {
+	b.all.mu.Lock()
+	defer b.all.mu.Unlock()
+	var out []HeldBlob
+	for h, data := range b.store(b.self) {
+		out = append(out, HeldBlob{Hash: h, Size: int64(len(data)), StoredAt: b.all.storedAt[b.self+"/"+h]})
+	}
+	return out, nil
 }
 
 // memNetwork is the in-process data plane of a test.

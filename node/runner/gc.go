@@ -70,4 +70,48 @@ func (r *Runner) pruneCheckpointBlobs(jobs []consensus.Job) {
 	if files > 0 {
 		r.log.Info("pruned checkpoint files no job needs", "files", files, "bytes", bytes)
 	}
+	r.sweepOrphans(jobs)
+}
+
+// referencedBlobs are the blobs some job still needs: the files of retained checkpoints
+// and every job's dataset.
+func referencedBlobs(jobs []consensus.Job) map[string]bool {
+	keep, _ := scheduler.RetainedCheckpoints(JobViews(jobs))
+	for _, j := range jobs {
+		if j.Spec.Data.Blob != "" {
+			keep[j.Spec.Data.Blob] = true
+		}
+	}
+	return keep
+}
+
+// sweepOrphans deletes the blobs no job references that have been held for longer than
+// OrphanAge and were not pinned lately (garbage collection by reference, as a tracing
+// collector: what the control plane's jobs reach is live, the rest is garbage once old).
+func (r *Runner) sweepOrphans(jobs []consensus.Job) {
+	if r.cfg.OrphanAge <= 0 {
+		return
+	}
+	held, err := r.cfg.Blobs.List()
+	if err != nil {
+		r.log.Warn("list blobs to collect", "err", err)
+		return
+	}
+	live := referencedBlobs(jobs)
+	var n int
+	var bytes int64
+	for _, b := range held {
+		if live[b.Hash] || r.pins.pinned(b.Hash) || time.Since(b.StoredAt) < r.cfg.OrphanAge {
+			continue
+		}
+		if err := r.cfg.Blobs.Remove(b.Hash); err != nil {
+			r.log.Warn("remove a blob no job references", "hash", b.Hash, "err", err)
+			continue
+		}
+		n++
+		bytes += b.Size
+	}
+	if n > 0 {
+		r.log.Info("removed blobs no job references", "blobs", n, "bytes", bytes)
+	}
 }

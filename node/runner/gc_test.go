@@ -67,3 +67,42 @@ func TestPinnedBlobsExpire(t *testing.T) {
 		t.Fatal("an expired pin still protects its file")
 	}
 }
+
+// TestOrphanBlobsAreCollected: a blob that no job references (neither a retained
+// checkpoint's file nor a job's dataset) is deleted once older than OrphanAge; a job's
+// dataset, a needed checkpoint file, a recent orphan and a pinned one stay.
+func TestOrphanBlobsAreCollected(t *testing.T) {
+	all := &memBlobs{stores: map[string]map[string][]byte{}, storedAt: map[string]time.Time{}}
+	blobs := nodeBlobs{all: all, self: "a"}
+	ids := map[string]string{}
+	for _, name := range []string{"dataset", "ckpt", "old-orphan", "new-orphan", "pinned"} {
+		id, err := blobs.Publish(t.Context(), []byte(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = id
+		all.storedAt["a/"+id] = time.Now().Add(-2 * time.Hour)
+	}
+	all.storedAt["a/"+ids["new-orphan"]] = time.Now()
+	r, err := New(Config{Self: "a", DataDir: t.TempDir(), Blobs: blobs, Control: &fsmControl{}, Network: memNetwork{},
+		Datasets: noDatasets{}, OrphanAge: time.Hour, PinFor: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.pins.pin(ids["pinned"])
+	job := consensus.Job{ID: "j", Spec: jobspec.DefaultSpec(), Status: consensus.JobRunning}
+	job.Spec.Data.Blob = ids["dataset"]
+	job.Checkpoints = []consensus.CheckpointManifest{{Epoch: 1, Step: 10, Files: []consensus.CheckpointFile{
+		{Kind: "model", Node: "a", Layers: [2]int{0, 5}, Hash: ids["ckpt"]}}}}
+	r.sweepOrphans([]consensus.Job{job})
+	for name, want := range map[string]bool{"dataset": true, "ckpt": true, "old-orphan": false, "new-orphan": true, "pinned": true} {
+		if got := blobs.Has(ids[name]); got != want {
+			t.Errorf("%s held: %v, want %v", name, got, want)
+		}
+	}
+	// A job the control plane no longer keeps leaves its dataset an orphan.
+	r.sweepOrphans(nil)
+	if blobs.Has(ids["dataset"]) {
+		t.Error("the dataset of a job no longer kept was not collected")
+	}
+}
