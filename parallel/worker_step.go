@@ -49,7 +49,7 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.cfg.Sync.Mode == jobspec.SyncEveryStep {
+	if w.zero == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
 		if err := w.syncGradients(ctx); err != nil {
 			return res, err
 		}
@@ -59,20 +59,13 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 			return res, fmt.Errorf("step %d: %w", w.step+1, err)
 		}
 	}
-	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
-	if err != nil {
-		return res, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+	if err := w.update(ctx); err != nil {
+		return res, err
 	}
-	var total float64
-	for _, n := range norms {
-		total += n
-	}
-	t := w.cfg.Train
-	w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
 	w.step++
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
-	if w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+	if w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps) {
 		if err := w.outerStep(ctx); err != nil {
 			return res, err
 		}
@@ -80,6 +73,25 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	}
 	res.Step = w.step
 	return res, nil
+}
+
+// update clips by the global norm across stages and applies AdamW, sharded under ZeRO.
+func (w *Worker) update(ctx context.Context) error {
+	t := w.cfg.Train
+	lr := LearningRate(w.step, t.LR, t.Warmup, t.Steps)
+	if w.zero != nil {
+		return w.zeroStep(ctx, lr)
+	}
+	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+	if err != nil {
+		return fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+	}
+	var total float64
+	for _, n := range norms {
+		total += n
+	}
+	w.opt.Step(lr, total)
+	return nil
 }
 
 func (w *Worker) roundKey(index int) roundKey {
