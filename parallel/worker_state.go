@@ -94,7 +94,7 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 		return w.restoreZero(weights, moments, step)
 	}
 	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
-	if err := opt.Restore(moments); err != nil {
+	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
 		return fmt.Errorf("restore optimizer: %w", err)
 	}
 	if opt.Steps != step {

@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
@@ -212,52 +213,80 @@ func ringAllGather(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	return nil
 }
 
-// zeroMomentName names a shard's moment in a checkpoint: the run's layers, the chunk and
-// the member count, so that only the same sharding restores it.
-func zeroMomentName(run syncRun, z *zeroShard, moment string) string {
-	return fmt.Sprintf("zero.layers%d-%d.chunk%dof%d.%s", run.first, run.last, z.chunk, len(run.group.Members), moment)
-}
+// zeroPieceSuffix marks a piece of a moment in a checkpoint: "<param>.exp_avg.zero<off>"
+// holds elements [off, off+len) of the parameter's flat moment. A ZeRO snapshot holds the
+// pieces of its chunk; the files of every replica together hold every moment whole, and
+// any sharding (or none) restores from them.
+const zeroPieceSuffix = ".zero"
 
-// zeroState is the optimizer part of a snapshot under ZeRO: per run, this member's chunk of
-// the moments as flat tensors (zeroMomentName), and the step count.
+// zeroState is the optimizer part of a snapshot under ZeRO: this member's pieces of the
+// moments and the step count.
 func (w *Worker) zeroState() (map[string]*kernels.Tensor, map[string]string) {
 	out := map[string]*kernels.Tensor{}
-	for i, run := range w.runs {
-		z := w.zero[i]
-		for name, buf := range map[string][]float32{"exp_avg": z.m, "exp_avg_sq": z.v} {
-			t := kernels.NewTensor(len(buf))
-			copy(t.Data, buf)
-			out[zeroMomentName(run, z, name)] = t
-		}
-	}
-	return out, map[string]string{"step": fmt.Sprint(w.zeroSteps), "zero": fmt.Sprint(w.cfg.Sync.Zero)}
-}
-
-// restoreZero restores weights and this member's moment chunks saved by zeroState under the
-// same sharding (the same runs and replica count); nothing changes unless all are there.
-func (w *Worker) restoreZero(weights, moments *model.TensorFile, step int) error {
-	var steps int
-	if _, err := fmt.Sscan(moments.Metadata["step"], &steps); err != nil || steps != step {
-		return fmt.Errorf("%w: ZeRO optimizer state is at step %q, the checkpoint at %d", model.ErrBadCheckpoint, moments.Metadata["step"], step)
-	}
-	for i, run := range w.runs {
-		z := w.zero[i]
-		for _, name := range []string{"exp_avg", "exp_avg_sq"} {
-			key := zeroMomentName(run, z, name)
-			if t, ok := moments.Tensors[key]; !ok || len(t.Data) != len(z.m) {
-				return fmt.Errorf("%w: ZeRO optimizer state lacks %s (a ZeRO checkpoint restores only under the same runs and replica count)", model.ErrBadCheckpoint, key)
+	for _, z := range w.zero {
+		for _, s := range z.segs {
+			for name, buf := range map[string][]float32{".exp_avg": z.m, ".exp_avg_sq": z.v} {
+				t := kernels.NewTensor(s.n)
+				copy(t.Data, buf[s.at:s.at+s.n])
+				out[fmt.Sprintf("%s%s%s%d", s.p.Name, name, zeroPieceSuffix, s.off)] = t
 			}
 		}
+	}
+	return out, map[string]string{"step": strconv.Itoa(w.zeroSteps)}
+}
+
+// assembleMoments returns moments with every parameter's moments whole, joined from the
+// pieces ZeRO snapshots write where the whole tensor is absent. A moment whose pieces do
+// not cover it stays absent (Optimizer.Restore then names it).
+func assembleMoments(moments *model.TensorFile, ps []*model.Param) *model.TensorFile {
+	out := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}, Metadata: moments.Metadata}
+	for k, t := range moments.Tensors {
+		out.Tensors[k] = t
+	}
+	for _, p := range ps {
+		for _, suffix := range []string{".exp_avg", ".exp_avg_sq"} {
+			name := p.Name + suffix
+			if _, ok := out.Tensors[name]; ok {
+				continue
+			}
+			whole, covered := kernels.NewTensor(p.Value.Shape...), 0
+			for off := 0; off < p.Value.Size(); {
+				piece, ok := moments.Tensors[name+zeroPieceSuffix+strconv.Itoa(off)]
+				if !ok || len(piece.Data) == 0 || off+len(piece.Data) > len(whole.Data) {
+					break
+				}
+				off += copy(whole.Data[off:], piece.Data)
+				covered = off
+			}
+			if covered == p.Value.Size() {
+				out.Tensors[name] = whole
+			}
+		}
+	}
+	return out
+}
+
+// restoreZero restores weights and this member's chunks of the moments from a checkpoint
+// of any sharding: whole moments, or the pieces of every replica's ZeRO snapshot. Nothing
+// changes unless every moment is there.
+func (w *Worker) restoreZero(weights, moments *model.TensorFile, step int) error {
+	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
+	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
+		return fmt.Errorf("restore optimizer: %w", err)
+	}
+	if opt.Steps != step {
+		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", opt.Steps, step)
 	}
 	if err := model.LoadParams(weights, w.params); err != nil {
 		return fmt.Errorf("restore weights: %w", err)
 	}
-	for i, run := range w.runs {
-		z := w.zero[i]
-		copy(z.m, moments.Tensors[zeroMomentName(run, z, "exp_avg")].Data)
-		copy(z.v, moments.Tensors[zeroMomentName(run, z, "exp_avg_sq")].Data)
+	for _, z := range w.zero {
+		for _, s := range z.segs {
+			copy(z.m[s.at:s.at+s.n], opt.m[s.p.Name].Data[s.off:s.off+s.n])
+			copy(z.v[s.at:s.at+s.n], opt.v[s.p.Name].Data[s.off:s.off+s.n])
+		}
 	}
-	w.zeroSteps, w.step = steps, step
+	w.zeroSteps, w.step = opt.Steps, step
 	return nil
 }
 
