@@ -129,3 +129,32 @@ func TestZeroConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroOverQUIC: ZeRO-2 over real QUIC data planes, 2 replicas × 2 stages, trains with
+// the losses of unsharded sync over the in-memory transport.
+func TestZeroOverQUIC(t *testing.T) {
+	cfg := pipelineConfig(10)
+	L := cfg.Train.Model.NumLayers()
+	want, _ := runLocal(t, cfg, zeroPlan("u", L, 2))
+	planes := quicPlanes(t, 4)
+	byName := map[string]Transport{}
+	var names []string
+	for _, p := range planes {
+		names = append(names, p.Self())
+		byName[p.Self()] = p
+	}
+	cfg.Sync.Zero = 2
+	run, err := NewLocalRun(cfg, EvenPlan(L, names[:2], names[2:]), testData(), func(n string) Transport { return byName[n] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		got, err := run.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(got-want[i])/want[i] > zeroBound {
+			t.Fatalf("step %d over QUIC under ZeRO-2: loss %v, unsharded %v", i+1, got, want[i])
+		}
+	}
+}
