@@ -28,11 +28,13 @@ func zeroPlan(prefix string, L, R int) Plan {
 const zeroBound = 1.2e-7
 
 // TestZeroMatchesUnshardedSync: ZeRO-1 and ZeRO-2 on 2 and 3 replicas (3 gives chunks of
-// uneven sizes) train with unsharded sync's losses within zeroBound over 10 steps, and each
+// uneven sizes), clipping every step (so the norm summed from the shards matters), train
+// with unsharded sync's losses within zeroBound over 10 steps, and each
 // worker holds at most ceil(n/R) moment elements of each kind per run.
 func TestZeroMatchesUnshardedSync(t *testing.T) {
 	cfg := pipelineConfig(10)
 	cfg.Train.Batch = 12
+	cfg.Train.ClipNorm = 0.05 // below the gradients' norm: every step clips by the global norm
 	L := cfg.Train.Model.NumLayers()
 	for _, R := range []int{2, 3} {
 		want, base := runLocal(t, cfg, zeroPlan("u", L, R))
