@@ -39,6 +39,11 @@ type SyncConfig struct {
 	// a norm over MaxNormRatio× this replica's own) are dropped: mean ("" too), trimmed or
 	// median.
 	Aggregate jobspec.Aggregate `json:"aggregate,omitempty"`
+	// Zero is the ZeRO stage in sync mode: 0 keeps every replica's full optimizer state,
+	// 1 shards the AdamW moments across a run's replicas (reduce-scatter the gradients,
+	// each updates its chunk, all-gather the parameters), 2 also keeps only the chunk of
+	// the reduced gradient. Not valid with DiLoCo or a compressing codec.
+	Zero int `json:"zero,omitempty"`
 }
 
 // DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
@@ -68,6 +73,9 @@ func (c SyncConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("outer-momentum must be in [0, 1) (got %g)", c.OuterMomentum))
 	}
 	if _, err := NewCodec(c.Codec, c.TopKFraction); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.checkZero(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -128,7 +136,9 @@ type Worker struct {
 	prev, next      string
 	layers          []model.Layer
 	params          []*model.Param
-	opt             *Optimizer
+	opt             *Optimizer   // nil under ZeRO
+	zero            []*zeroShard // per run, under ZeRO
+	zeroSteps       int          // AdamW updates applied under ZeRO
 	ws              model.Workspace
 	sampler         model.Sampler
 	data            *model.Dataset
@@ -193,7 +203,9 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		layers: stageLayers(cfg.Train, st), data: data, codec: codec,
 		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	w.params = model.LayerParams(w.layers)
-	w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
+	if cfg.Sync.Zero == 0 {
+		w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
+	}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
 	w.syncWeight = float32(w.numReplicas*batch) / float32(global)
@@ -225,6 +237,9 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 			ef = NewErrorFeedback(codec, countParams(ps))
 		}
 		w.feedback = append(w.feedback, ef)
+		if cfg.Sync.Zero > 0 {
+			w.zero = append(w.zero, newZeroShard(ps, run.group.Self, len(run.group.Members)))
+		}
 		if cfg.Sync.Mode == jobspec.SyncDiLoCo || cfg.Sync.Mode == jobspec.SyncStreaming {
 			w.outer = append(w.outer, newOuterRun(ps))
 		}

@@ -33,11 +33,15 @@ func (w *Worker) Snapshot() StageState {
 	for _, p := range w.params {
 		s.Model[p.Name] = p.Value.Clone()
 	}
-	opt, meta := w.opt.State()
-	for k, t := range opt {
-		s.Optimizer[k] = t.Clone()
+	if w.zero != nil {
+		s.Optimizer, s.OptimizerMeta = w.zeroState()
+	} else {
+		opt, meta := w.opt.State()
+		for k, t := range opt {
+			s.Optimizer[k] = t.Clone()
+		}
+		s.OptimizerMeta = meta
 	}
-	s.OptimizerMeta = meta
 	if w.streaming() {
 		w.snapshotStreaming(&s)
 	}
@@ -98,8 +102,11 @@ func (w *Worker) Consistent() bool {
 // checkpoint has them, and are zero otherwise (another replica's residual is not this
 // one's to send). Nothing changes unless every tensor is present with its shape.
 func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, step int) error {
-	opt := NewOptimizer(w.params, w.opt.Hyper, w.opt.ClipNorm)
-	if err := opt.Restore(moments); err != nil {
+	if w.zero != nil {
+		return w.restoreZero(weights, moments, step)
+	}
+	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
+	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
 		return fmt.Errorf("restore optimizer: %w", err)
 	}
 	if opt.Steps != step {
@@ -109,6 +116,12 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 		return fmt.Errorf("restore weights: %w", err)
 	}
 	w.opt, w.step, w.pending = opt, step, nil
+	w.restoreAside(moments)
+	return nil
+}
+
+// restoreAside restores DiLoCo's outer state and the error-feedback residuals.
+func (w *Worker) restoreAside(moments *model.TensorFile) {
 	for i := range w.outer {
 		w.outer[i] = newOuterRun(w.runParams[i])
 		off := 0
@@ -135,7 +148,6 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 			off += p.Value.Size()
 		}
 	}
-	return nil
 }
 
 // LayerRange is the worker's layers [first, last).

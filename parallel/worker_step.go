@@ -72,7 +72,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.cfg.Sync.Mode == jobspec.SyncEveryStep {
+	if w.zero == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
 		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
 			return res, err
 		}
@@ -82,28 +82,15 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 			return res, fmt.Errorf("step %d: %w", w.step+1, err)
 		}
 	}
-	var norms []float64
-	err := timed(&w.times.Sync, func() (err error) {
-		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
-		return err
-	})
+	skipped, err := w.update(ctx)
 	if err != nil {
-		return res, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+		return res, err
 	}
-	var total float64
-	for _, n := range norms {
-		total += n
-	}
-	t := w.cfg.Train
-	if math.IsNaN(total) || math.IsInf(total, 0) {
-		res.Skipped = true // every stage of the replica gathered the same total: all skip
-	} else {
-		w.opt.Step(LearningRate(w.step, t.LR, t.Warmup, t.Steps), total)
-	}
+	res.Skipped = skipped
 	w.step++
 	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
 	// the optimiser into a lookahead one, and a split model must train like one process.
-	if w.diloco() && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == t.Steps) {
+	if w.diloco() && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps) {
 		if err := timed(&w.times.Sync, func() error { return w.outerStep(ctx) }); err != nil {
 			return res, err
 		}
@@ -116,6 +103,34 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	}
 	res.Step, res.Rejected = w.step, w.takeRejected()
 	return res, nil
+}
+
+// update clips the gradients by the global norm across stages and applies AdamW (under
+// ZeRO, to this replica's shard). A step whose norm is not finite is skipped (true): no
+// parameter moves and the optimizer's state stays, instead of NaN spreading through AdamW.
+func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
+	t := w.cfg.Train
+	lr := LearningRate(w.step, t.LR, t.Warmup, t.Steps)
+	if w.zero != nil {
+		return false, timed(&w.times.Sync, func() error { return w.zeroStep(ctx, lr) })
+	}
+	var norms []float64
+	err = timed(&w.times.Sync, func() (err error) {
+		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+	}
+	var total float64
+	for _, n := range norms {
+		total += n
+	}
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		return true, nil // every stage of the replica gathered the same total: all skip
+	}
+	w.opt.Step(lr, total)
+	return false, nil
 }
 
 func (w *Worker) roundKey(index int) roundKey {

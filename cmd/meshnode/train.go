@@ -92,7 +92,7 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	if o.dist.distributed() || cmd.Flags().Changed("replicas") || cmd.Flags().Changed("stages") {
+	if o.dist.distributed() || cmd.Flags().Changed("replicas") || cmd.Flags().Changed("stages") || cmd.Flags().Changed("zero") {
 		if err := o.dist.validate(cmd, o); err != nil {
 			return err
 		}

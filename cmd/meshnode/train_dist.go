@@ -45,6 +45,7 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&d.codec, "codec", string(jobspec.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
 	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite or outsized ones: mean, trimmed or median")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
+	f.IntVar(&d.sync.Zero, "zero", 0, "ZeRO sharding across replicas in --sync sync: 1 shards the AdamW moments, 2 also the reduced gradients (same losses)")
 	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")
 }
 
@@ -76,11 +77,28 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if d.sync.Aggregate, err = jobspec.ParseAggregate("--aggregate", d.aggregate); err != nil {
 		return usageError{err: err}
 	}
+	if err := d.checkZero(); err != nil {
+		return err
+	}
 	if err := d.sync.Validate(); err != nil {
 		return usageError{err: err}
 	}
 	if d.transport != "quic" && d.transport != "memory" {
 		return usagef("--transport must be quic or memory (got %q)", d.transport)
+	}
+	return nil
+}
+
+// checkZero reports a --zero that is not 0, 1 or 2, or given with DiLoCo or a codec, as
+// one usage error naming the flag.
+func (d *distOptions) checkZero() error {
+	switch z := d.sync.Zero; {
+	case z < 0 || z > 2:
+		return usagef("--zero must be 0, 1 or 2 (got %d)", z)
+	case z > 0 && d.sync.Mode != jobspec.SyncEveryStep:
+		return usagef("--zero %d shards what replicas synchronise every step: it needs --sync sync (got --sync %s)", z, d.sync.Mode)
+	case z > 0 && d.sync.Codec != jobspec.CodecNone:
+		return usagef("--zero %d reduces shards uncompressed: it needs --codec none (got --codec %s)", z, d.sync.Codec)
 	}
 	return nil
 }

@@ -21,6 +21,10 @@ type Memory struct {
 	// activations for the backward pass or only its input, recomputing the rest (the same
 	// losses and gradients; one more forward pass per block).
 	Recompute Recompute `json:"recompute" yaml:"recompute"`
+	// Zero is the ZeRO stage across data-parallel replicas in parallel.sync: sync: 0 (the
+	// default) keeps every replica's full optimizer state, 1 shards the AdamW moments
+	// across the replicas, 2 also the reduced gradients. The same losses as 0.
+	Zero int `json:"zero,omitempty" yaml:"zero"`
 }
 
 // Recomputes lists every recomputation choice, the default first.
@@ -34,4 +38,18 @@ func (r Recompute) Check(field string) error { return check(field, r, Recomputes
 
 func (m Memory) validate(v *validator) {
 	v.add(m.Recompute.Check("memory.recompute"))
+}
+
+// validateZero checks memory.zero: 0, 1 or 2, and sharding only where replicas reduce
+// uncompressed gradients every step (parallel.sync: sync, parallel.codec: none).
+func (s Spec) validateZero(v *validator) {
+	z := s.Memory.Zero
+	switch {
+	case z < 0 || z > 2:
+		v.addf("memory.zero", "must be 0, 1 or 2, got %d", z)
+	case z > 0 && s.Parallel.Sync != SyncEveryStep:
+		v.addf("memory.zero", "%d shards what replicas synchronise every step: it needs parallel.sync: %s, got %q", z, SyncEveryStep, s.Parallel.Sync)
+	case z > 0 && s.Parallel.Codec != CodecNone:
+		v.addf("memory.zero", "%d reduces shards uncompressed: it needs parallel.codec: %s, got %q", z, CodecNone, s.Parallel.Codec)
+	}
 }

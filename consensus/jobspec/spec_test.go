@@ -33,11 +33,11 @@ parallel:
   inner_steps: 1
   outer_lr: 1.0
   outer_momentum: 0
-  codec: topk
+  codec: none
   aggregate: median
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
-memory: {recompute: on}
+memory: {recompute: on, zero: 2}
 `
 	s, err := Parse([]byte(in))
 	if err != nil {
@@ -49,10 +49,10 @@ memory: {recompute: on}
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: Fixed(8), LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
-			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecTopK, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
+			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
-		Memory:     Memory{Recompute: RecomputeOn},
+		Memory:     Memory{Recompute: RecomputeOn, Zero: 2},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -138,6 +138,10 @@ func TestBadSpecs(t *testing.T) {
 		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
+		{"zero out of range", "parallel: {sync: sync, codec: none}\nmemory: {zero: 3}", []string{"memory.zero: must be 0, 1 or 2, got 3"}},
+		{"zero with diloco", "parallel: {codec: none}\nmemory: {zero: 1}", []string{`memory.zero: 1 shards what replicas synchronise every step: it needs parallel.sync: sync, got "diloco"`}},
+		{"zero with a codec", "parallel: {sync: sync}\nmemory: {zero: 2}", []string{`memory.zero: 2 reduces shards uncompressed: it needs parallel.codec: none, got "int8"`}},
+		{"zero not an integer", "memory: {zero: two}", []string{`memory.zero: must be an integer, got "two"`}},
 		{"micro batches zero", "train: {micro_batches: 0}", []string{`train.micro_batches: must be "auto" or ≥ 1, got 0`}},
 		{"micro batches word", "train: {micro_batches: some}", []string{`train.micro_batches: must be "auto" or an integer, got "some"`}},
 		{"bad recompute", "memory: {recompute: sometimes}", []string{`memory.recompute: must be one of auto, on, off, got "sometimes"`}},

@@ -30,6 +30,7 @@ func (s Spec) Validate() error {
 	v.between("checkpoint.every", s.Checkpoint.Every, 0, MaxSteps)
 	v.between("checkpoint.keep", s.Checkpoint.Keep, 1, MaxCheckpointsKept)
 	s.Memory.validate(&v)
+	s.validateZero(&v)
 	s.validateMemory(&v)
 	return v.err()
 }

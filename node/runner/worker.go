@@ -21,6 +21,7 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
 	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, s.Parallel.Codec
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
+	sc.Zero = s.Memory.Zero
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
