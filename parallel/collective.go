@@ -80,47 +80,14 @@ func chunkOf(x []float32, c, R int) []float32 {
 
 func mod(a, m int) int { return ((a % m) + m) % m }
 
+// ringAllReduce sums x across the group: a reduce-scatter, after which member i holds the
+// full sum of chunk i+1, then an all-gather of the reduced chunks (ZeRO uses the two halves apart).
 func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) error {
-	R, me := len(g.Members), g.Self
-	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
-	recv := func(round int, dst []float32, add bool) error {
-		f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, round))
-		if err != nil {
-			return fmt.Errorf("all-reduce round %d: %w", round, err)
-		}
-		in := make([]float32, len(dst))
-		if err := decodeF32(in, f.Payload); err != nil {
-			return fmt.Errorf("all-reduce round %d from %s: %w", round, prev, err)
-		}
-		for i, v := range in {
-			if add {
-				dst[i] = v + dst[i]
-			} else {
-				dst[i] = v
-			}
-		}
-		return nil
+	if err := ringReduceScatter(ctx, tr, g, k, x); err != nil {
+		return fmt.Errorf("all-reduce: %w", err)
 	}
-	// Reduce-scatter: after R−1 rounds member i holds the full sum of chunk i+1.
-	for r := 0; r < R-1; r++ {
-		out := chunkOf(x, mod(me-r, R), R)
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
-			return err
-		}
-		if err := recv(r, chunkOf(x, mod(me-r-1, R), R), true); err != nil {
-			return err
-		}
-	}
-	// All-gather the reduced chunks.
-	for r := 0; r < R-1; r++ {
-		out := chunkOf(x, mod(me+1-r, R), R)
-		round := R - 1 + r
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
-			return err
-		}
-		if err := recv(round, chunkOf(x, mod(me-r, R), R), false); err != nil {
-			return err
-		}
+	if err := ringAllGather(ctx, tr, g, k, x); err != nil {
+		return fmt.Errorf("all-reduce: %w", err)
 	}
 	return nil
 }
@@ -201,6 +168,69 @@ func decodeContribution(p []byte, n int, ef *ErrorFeedback) ([]float32, error) {
 		return v, ef.codec.Decode(v, p)
 	}
 	return v, decodeF32(v, p)
+}
+
+// recvChunk receives round's chunk from prev into dst, adding when add.
+func recvChunk(ctx context.Context, tr Transport, prev string, k roundKey, round int, dst []float32, add bool) error {
+	f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, round))
+	if err != nil {
+		return fmt.Errorf("round %d: %w", round, err)
+	}
+	in := make([]float32, len(dst))
+	if err := decodeF32(in, f.Payload); err != nil {
+		return fmt.Errorf("round %d from %s: %w", round, prev, err)
+	}
+	for i, v := range in {
+		if add {
+			dst[i] = v + dst[i]
+		} else {
+			dst[i] = v
+		}
+	}
+	return nil
+}
+
+// ringReduceScatter is the first half of ringAllReduce: after R−1 rounds member i holds the
+// sum of chunk i+1 (mod R), added in the same order as ringAllReduce adds it. The other
+// chunks of x hold partial sums.
+func ringReduceScatter(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) error {
+	R, me := len(g.Members), g.Self
+	if R <= 1 {
+		return nil
+	}
+	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
+	for r := 0; r < R-1; r++ {
+		out := chunkOf(x, mod(me-r, R), R)
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
+			return err
+		}
+		if err := recvChunk(ctx, tr, prev, k, r, chunkOf(x, mod(me-r-1, R), R), true); err != nil {
+			return fmt.Errorf("reduce-scatter: %w", err)
+		}
+	}
+	return nil
+}
+
+// ringAllGather is the second half of ringAllReduce: member i contributes chunk i+1 (mod R)
+// of x and ends with every member's chunk. Its rounds follow ringReduceScatter's (R−1 …
+// 2R−3), so both may share a round key.
+func ringAllGather(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) error {
+	R, me := len(g.Members), g.Self
+	if R <= 1 {
+		return nil
+	}
+	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
+	for r := 0; r < R-1; r++ {
+		out := chunkOf(x, mod(me+1-r, R), R)
+		round := R - 1 + r
+		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
+			return err
+		}
+		if err := recvChunk(ctx, tr, prev, k, round, chunkOf(x, mod(me-r, R), R), false); err != nil {
+			return fmt.Errorf("all-gather: %w", err)
+		}
+	}
+	return nil
 }
 
 // allGatherScalars sends v to every other member and returns every member's value in

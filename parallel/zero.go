@@ -7,7 +7,6 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
-	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -149,69 +148,6 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int) error {
 // zeroNormIndex is the base of the frame indexes of the per-run shard norms (plus the
 // run's first layer).
 const zeroNormIndex = 0xf000
-
-// recvChunk receives round's chunk from prev into dst, adding when add.
-func recvChunk(ctx context.Context, tr Transport, prev string, k roundKey, round int, dst []float32, add bool) error {
-	f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, round))
-	if err != nil {
-		return fmt.Errorf("round %d: %w", round, err)
-	}
-	in := make([]float32, len(dst))
-	if err := decodeF32(in, f.Payload); err != nil {
-		return fmt.Errorf("round %d from %s: %w", round, prev, err)
-	}
-	for i, v := range in {
-		if add {
-			dst[i] = v + dst[i]
-		} else {
-			dst[i] = v
-		}
-	}
-	return nil
-}
-
-// ringReduceScatter is the first half of ringAllReduce: after R−1 rounds member i holds the
-// sum of chunk i+1 (mod R), added in the same order as ringAllReduce adds it. The other
-// chunks of x hold partial sums.
-func ringReduceScatter(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) error {
-	R, me := len(g.Members), g.Self
-	if R <= 1 {
-		return nil
-	}
-	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
-	for r := 0; r < R-1; r++ {
-		out := chunkOf(x, mod(me-r, R), R)
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
-			return err
-		}
-		if err := recvChunk(ctx, tr, prev, k, r, chunkOf(x, mod(me-r-1, R), R), true); err != nil {
-			return fmt.Errorf("reduce-scatter: %w", err)
-		}
-	}
-	return nil
-}
-
-// ringAllGather is the second half of ringAllReduce: member i contributes chunk i+1 (mod R)
-// of x and ends with every member's chunk. Its rounds follow ringReduceScatter's (R−1 …
-// 2R−3), so both may share a round key.
-func ringAllGather(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) error {
-	R, me := len(g.Members), g.Self
-	if R <= 1 {
-		return nil
-	}
-	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
-	for r := 0; r < R-1; r++ {
-		out := chunkOf(x, mod(me+1-r, R), R)
-		round := R - 1 + r
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
-			return err
-		}
-		if err := recvChunk(ctx, tr, prev, k, round, chunkOf(x, mod(me-r, R), R), false); err != nil {
-			return fmt.Errorf("all-gather: %w", err)
-		}
-	}
-	return nil
-}
 
 // zeroPieceSuffix marks a piece of a moment in a checkpoint: "<param>.exp_avg.zero<off>"
 // holds elements [off, off+len) of the parameter's flat moment. A ZeRO snapshot holds the
