@@ -41,10 +41,12 @@ func (k roundKey) frame(kind frame.Kind, round int, codec frame.Codec, n int, pa
 // then all-gather of the reduced chunks), each peer sending 2·(R−1)/R of the vector; its
 // members see only partial sums, so when the result is not admissible beside this
 // member's own contribution (a NaN, an outsized norm) every member gathers the
-// contributions again, whole, to find and drop the bad one. With a codec or a robust rule
-// every contribution travels the ring whole (each compressed once, with error feedback)
-// and every member checks and aggregates them in member order. Either way every member
-// ends with the same bits, and with honest members the mean is the plain mean.
+// contributions again, whole, to find and drop the bad one (the members exchange their
+// contributions' norms first, so that all decide alike). With a codec or a robust rule
+// every member sends its contribution whole (compressed once, with error feedback) to
+// every other, and each checks and aggregates them in member order (gatherAggregate).
+// Either way every member ends with the same bits, and with honest members the mean is
+// the plain mean.
 func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []float32, ef *ErrorFeedback, pol policy) error {
 	R := len(g.Members)
 	if R <= 1 {
