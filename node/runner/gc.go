@@ -86,8 +86,11 @@ func referencedBlobs(jobs []consensus.Job) map[string]bool {
 }
 
 // sweepOrphans deletes the blobs no job references that have been held for longer than
-// OrphanAge and were not pinned lately (garbage collection by reference, as a tracing
-// collector: what the control plane's jobs reach is live, the rest is garbage once old).
+// OrphanAge, that this runner has seen unreferenced for OrphanAge too, and that were not
+// pinned lately (garbage collection by reference: what the control plane's jobs reach is
+// live, the rest is garbage once old). The second clock protects a node whose FSM is
+// behind (just restarted from an old snapshot, not yet caught up): its view may lack jobs
+// whose blobs it holds, and nothing is deleted until it has looked for an OrphanAge.
 func (r *Runner) sweepOrphans(jobs []consensus.Job) {
 	if r.cfg.OrphanAge <= 0 {
 		return
@@ -98,10 +101,23 @@ func (r *Runner) sweepOrphans(jobs []consensus.Job) {
 		return
 	}
 	live := referencedBlobs(jobs)
+	if r.unreferenced == nil {
+		r.unreferenced = map[string]time.Time{}
+	}
+	seen := map[string]bool{}
 	var n int
 	var bytes int64
 	for _, b := range held {
-		if live[b.Hash] || r.pins.pinned(b.Hash) || time.Since(b.StoredAt) < r.cfg.OrphanAge {
+		if live[b.Hash] || r.pins.pinned(b.Hash) {
+			continue
+		}
+		seen[b.Hash] = true
+		since, ok := r.unreferenced[b.Hash]
+		if !ok {
+			r.unreferenced[b.Hash] = time.Now()
+			continue
+		}
+		if time.Since(since) < r.cfg.OrphanAge || time.Since(b.StoredAt) < r.cfg.OrphanAge {
 			continue
 		}
 		if err := r.cfg.Blobs.Remove(b.Hash); err != nil {
@@ -110,6 +126,11 @@ func (r *Runner) sweepOrphans(jobs []consensus.Job) {
 		}
 		n++
 		bytes += b.Size
+	}
+	for h := range r.unreferenced {
+		if !seen[h] {
+			delete(r.unreferenced, h) // referenced again, pinned, or gone
+		}
 	}
 	if n > 0 {
 		r.log.Info("removed blobs no job references", "blobs", n, "bytes", bytes)

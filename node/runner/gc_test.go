@@ -69,8 +69,9 @@ func TestPinnedBlobsExpire(t *testing.T) {
 }
 
 // TestOrphanBlobsAreCollected: a blob that no job references (neither a retained
-// checkpoint's file nor a job's dataset) is deleted once older than OrphanAge; a job's
-// dataset, a needed checkpoint file, a recent orphan and a pinned one stay.
+// checkpoint's file nor a job's dataset) is deleted once it is older than OrphanAge and
+// the runner has seen it unreferenced that long; a job's dataset, a needed checkpoint file,
+// a recent orphan, a pinned one and one first seen unreferenced just now stay.
 func TestOrphanBlobsAreCollected(t *testing.T) {
 	all := &memBlobs{stores: map[string]map[string][]byte{}, storedAt: map[string]time.Time{}}
 	blobs := nodeBlobs{all: all, self: "a"}
@@ -94,6 +95,13 @@ func TestOrphanBlobsAreCollected(t *testing.T) {
 	job.Spec.Data.Blob = ids["dataset"]
 	job.Checkpoints = []consensus.CheckpointManifest{{Epoch: 1, Step: 10, Files: []consensus.CheckpointFile{
 		{Kind: "model", Node: "a", Layers: [2]int{0, 5}, Hash: ids["ckpt"]}}}}
+	r.sweepOrphans([]consensus.Job{job}) // a first look deletes nothing: it starts the clock
+	if !blobs.Has(ids["old-orphan"]) {
+		t.Fatal("an orphan was deleted on the first look (a restarted node's FSM may be behind)")
+	}
+	for _, name := range []string{"old-orphan", "new-orphan"} {
+		r.unreferenced[ids[name]] = time.Now().Add(-2 * time.Hour) // as if an hour of looks passed
+	}
 	r.sweepOrphans([]consensus.Job{job})
 	for name, want := range map[string]bool{"dataset": true, "ckpt": true, "old-orphan": false, "new-orphan": true, "pinned": true} {
 		if got := blobs.Has(ids[name]); got != want {
@@ -101,6 +109,8 @@ func TestOrphanBlobsAreCollected(t *testing.T) {
 		}
 	}
 	// A job the control plane no longer keeps leaves its dataset an orphan.
+	r.sweepOrphans(nil)
+	r.unreferenced[ids["dataset"]] = time.Now().Add(-2 * time.Hour)
 	r.sweepOrphans(nil)
 	if blobs.Has(ids["dataset"]) {
 		t.Error("the dataset of a job no longer kept was not collected")

@@ -31,6 +31,9 @@ type Runner struct {
 	datasets map[string]*model.Dataset
 	copied   map[string]bool // "job/hash" of checkpoint files this node holds or is fetching
 	pruned   time.Time       // when checkpoint files were last pruned (gc.go)
+	// unreferenced is when this runner first saw each held blob referenced by no job
+	// (gc.go); only the Reconcile goroutine touches it.
+	unreferenced map[string]time.Time
 }
 
 // jobRun is one worker of one plan epoch.
