@@ -15,14 +15,14 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// referenceTrainer finds the PyTorch reference trainer (../shared/bench/gpt_ref.py beside
-// the repository, or $MESHNODE_GPT_REF) and a Python with torch ($MESHNODE_PYTHON, else
+// referenceTrainer finds the PyTorch reference trainer (docs/reference/gpt_ref.py,
+// or $MESHNODE_GPT_REF) and a Python with torch ($MESHNODE_PYTHON, else
 // /usr/bin/python3, else python3), or skips: they are outside the Go toolchain that CI has.
 func referenceTrainer(t *testing.T) (python, script string) {
 	t.Helper()
 	script = os.Getenv("MESHNODE_GPT_REF")
 	if script == "" {
-		script, _ = filepath.Abs(filepath.Join("..", "..", "shared", "bench", "gpt_ref.py"))
+		script, _ = filepath.Abs(filepath.Join("..", "docs", "reference", "gpt_ref.py"))
 	}
 	if _, err := os.Stat(script); err != nil {
 		t.Skipf("no PyTorch reference trainer at %s (set MESHNODE_GPT_REF)", script)
