@@ -98,7 +98,7 @@ func codecCompression(codec jobspec.Codec) float64 {
 // committer writes the scheduler's decisions through the control plane.
 type committer struct{ c *consensus.Consensus }
 
-func (m committer) SetJobStatus(ctx context.Context, id string, s scheduler.Status, msg string) error {
+func (m committer) SetJobStatus(ctx context.Context, id string, s jobspec.JobStatus, msg string) error {
 	return m.c.SetJobStatus(ctx, id, s, msg)
 }
 

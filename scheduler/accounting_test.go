@@ -3,16 +3,18 @@ package scheduler
 import (
 	"maps"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 func TestStepsRedone(t *testing.T) {
 	events := []Event{
-		{Kind: EventWorkerStopped, Epoch: 1, Step: 130},
-		{Kind: EventWorkerFailed, Epoch: 1, Step: 142},
-		{Kind: EventReplan, Epoch: 2, Step: 100},
-		{Kind: EventWorkerStopped, Epoch: 2, Step: 250},
-		{Kind: EventRebalance, Epoch: 3, Step: 200},
-		{Kind: EventRebalance, Epoch: 5, Step: 300}, // epoch 4 reported nothing
+		{Kind: jobspec.EventWorkerStopped, Epoch: 1, Step: 130},
+		{Kind: jobspec.EventWorkerFailed, Epoch: 1, Step: 142},
+		{Kind: jobspec.EventReplan, Epoch: 2, Step: 100},
+		{Kind: jobspec.EventWorkerStopped, Epoch: 2, Step: 250},
+		{Kind: jobspec.EventRebalance, Epoch: 3, Step: 200},
+		{Kind: jobspec.EventRebalance, Epoch: 5, Step: 300}, // epoch 4 reported nothing
 	}
 	want := map[uint64]int{2: 42, 3: 50}
 	if got := StepsRedone(events); !maps.Equal(got, want) {

@@ -1,5 +1,7 @@
 package scheduler
 
+import "github.com/meshnode/meshnode/consensus/jobspec"
+
 // CompleteCheckpoint is the job's latest checkpoint whose files hold every layer of the
 // model, weights and moments, counting only files with a holder for which live says true
 // (nil: every holder); ok is false when there is none.
@@ -92,13 +94,13 @@ func RetainedCheckpoints(jobs []Job) (keep, drop map[string]bool) {
 func StepsRedone(events []Event) map[uint64]int {
 	reached := map[uint64]int{}
 	for _, ev := range events {
-		if ev.Kind == EventWorkerStopped || ev.Kind == EventWorkerFailed {
+		if ev.Kind == jobspec.EventWorkerStopped || ev.Kind == jobspec.EventWorkerFailed {
 			reached[ev.Epoch] = max(reached[ev.Epoch], ev.Step)
 		}
 	}
 	out := map[uint64]int{}
 	for _, ev := range events {
-		if r, ok := reached[ev.Epoch-1]; ok && (ev.Kind == EventReplan || ev.Kind == EventRebalance) {
+		if r, ok := reached[ev.Epoch-1]; ok && (ev.Kind == jobspec.EventReplan || ev.Kind == jobspec.EventRebalance) {
 			out[ev.Epoch] = max(0, r-ev.Step)
 		}
 	}

@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"fmt"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // DecisionKind says what a Decision does.
@@ -27,7 +29,7 @@ type Decision struct {
 	Job  string
 	Kind DecisionKind
 	// From is the job's status when the decision was made.
-	From Status
+	From jobspec.JobStatus
 	// Plan is the epoch to commit (plan, replan, rebalance).
 	Plan *JobPlan
 	// Reason says why, in words: the plan's reason, the failure, the decline.
@@ -53,7 +55,7 @@ func Apply(ctx context.Context, c Committer, d Decision) (uint64, error) {
 		if err != nil {
 			return 0, fmt.Errorf("commit plan of job %s: %w", d.Job, err)
 		}
-		if err := c.SetJobStatus(ctx, d.Job, StatusRunning, fmt.Sprintf("epoch %d: %s", epoch, d.Reason)); err != nil {
+		if err := c.SetJobStatus(ctx, d.Job, jobspec.JobRunning, fmt.Sprintf("epoch %d: %s", epoch, d.Reason)); err != nil {
 			return epoch, fmt.Errorf("mark job %s running: %w", d.Job, err)
 		}
 		return epoch, nil
@@ -72,7 +74,7 @@ func Apply(ctx context.Context, c Committer, d Decision) (uint64, error) {
 		if err := markPlanning(ctx, c, d); err != nil {
 			return 0, err
 		}
-		if err := c.SetJobStatus(ctx, d.Job, StatusFailed, d.Reason); err != nil {
+		if err := c.SetJobStatus(ctx, d.Job, jobspec.JobFailed, d.Reason); err != nil {
 			return 0, fmt.Errorf("mark job %s failed: %w", d.Job, err)
 		}
 	}
@@ -81,10 +83,10 @@ func Apply(ctx context.Context, c Committer, d Decision) (uint64, error) {
 
 // markPlanning moves a submitted job to planning; a job in any other status stays.
 func markPlanning(ctx context.Context, c Committer, d Decision) error {
-	if d.From != StatusSubmitted {
+	if d.From != jobspec.JobSubmitted {
 		return nil
 	}
-	if err := c.SetJobStatus(ctx, d.Job, StatusPlanning, "planning"); err != nil {
+	if err := c.SetJobStatus(ctx, d.Job, jobspec.JobPlanning, "planning"); err != nil {
 		return fmt.Errorf("mark job %s planning: %w", d.Job, err)
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/balancer"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // considerGrowth decides whether a healthy running job moves onto nodes that joined since
@@ -61,5 +62,5 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now t
 	next.ResumeStep = ckpt.Step
 	reason := fmt.Sprintf("%d node(s) joined (%s); %s; resume from step %d", len(fresh), fresh[0], dec.Reason, ckpt.Step)
 	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
-		Event: &Event{Kind: EventRebalance, Step: ckpt.Step, Message: reason}}
+		Event: &Event{Kind: jobspec.EventRebalance, Step: ckpt.Step, Message: reason}}
 }

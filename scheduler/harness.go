@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // Harness is a State and a Committer over plain data, like nomad's scheduler.Harness: a
@@ -62,7 +64,7 @@ func (h *Harness) job(id string) (*Job, error) {
 }
 
 // SetJobStatus implements Committer.
-func (h *Harness) SetJobStatus(_ context.Context, id string, s Status, msg string) error {
+func (h *Harness) SetJobStatus(_ context.Context, id string, s jobspec.JobStatus, msg string) error {
 	j, err := h.job(id)
 	if err != nil {
 		return err

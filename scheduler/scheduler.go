@@ -23,7 +23,7 @@ type State interface {
 // Committer writes decisions to the control plane. Each call waits until the write is
 // committed or fails.
 type Committer interface {
-	SetJobStatus(ctx context.Context, jobID string, status Status, message string) error
+	SetJobStatus(ctx context.Context, jobID string, status jobspec.JobStatus, message string) error
 	// SetPlan commits plan as the job's next epoch and returns that epoch.
 	SetPlan(ctx context.Context, jobID string, plan JobPlan, reason string) (uint64, error)
 	AddEvent(ctx context.Context, jobID string, ev Event) error
@@ -80,9 +80,9 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 	for _, j := range st.Jobs() {
 		var d *Decision
 		switch j.Status {
-		case StatusSubmitted, StatusPlanning:
+		case jobspec.JobSubmitted, jobspec.JobPlanning:
 			d = s.planNew(j, members)
-		case StatusRunning:
+		case jobspec.JobRunning:
 			d = s.supervise(j, members, self, now)
 		}
 		if d != nil {
@@ -136,10 +136,10 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	}
 	restarts := 0
 	for _, ev := range j.Events {
-		if ev.Kind == EventReplan {
+		if ev.Kind == jobspec.EventReplan {
 			restarts++
 		}
-		if ev.Kind == EventWorkerFailed && ev.Epoch == j.Epoch && len(why) == 0 {
+		if ev.Kind == jobspec.EventWorkerFailed && ev.Epoch == j.Epoch && len(why) == 0 {
 			why = append(why, "a worker failed: "+ev.Message)
 		}
 	}
@@ -161,5 +161,5 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	// live holders is why a job resumes from an older one.
 	msg := fmt.Sprintf("%s (newest checkpoint written: step %d)", reason, NewestWritten(j))
 	return &Decision{Job: j.ID, Kind: DecisionReplan, From: j.Status, Plan: &next, Reason: reason,
-		Event: &Event{Kind: EventReplan, Step: next.ResumeStep, Message: msg}}
+		Event: &Event{Kind: jobspec.EventReplan, Step: next.ResumeStep, Message: msg}}
 }

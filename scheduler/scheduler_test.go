@@ -58,7 +58,7 @@ func running(t *testing.T, s jobspec.Spec, ms []Member) Job {
 	if err != nil {
 		t.Fatalf("plan: %v", err)
 	}
-	return Job{ID: "j", Spec: s, Status: StatusRunning, Epoch: 1, Plan: &jp}
+	return Job{ID: "j", Spec: s, Status: jobspec.JobRunning, Epoch: 1, Plan: &jp}
 }
 
 // ckpt is a complete checkpoint of step, every file held by each of holders.
@@ -105,14 +105,14 @@ var abc = members("a", "b", "c")
 var decisionTests = []decisionTest{{
 	name: "submitted job is planned and marked running",
 	setup: func(t *testing.T) *Harness {
-		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}}
+		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: jobspec.JobSubmitted}}}
 	},
 	kind:    DecisionPlan,
 	commits: []string{"status j planning: planning", "plan j epoch 1", "status j running: epoch 1"},
 }, {
 	name: "job stranded in planning by a leader change is planned again",
 	setup: func(t *testing.T) *Harness {
-		return &Harness{SelfID: "b", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusPlanning}}}
+		return &Harness{SelfID: "b", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: jobspec.JobPlanning}}}
 	},
 	kind:    DecisionPlan,
 	commits: []string{"plan j epoch 1", "status j running: epoch 1"},
@@ -121,7 +121,7 @@ var decisionTests = []decisionTest{{
 	setup: func(t *testing.T) *Harness {
 		s := spec()
 		s.Placement.MinNodes = 5
-		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
+		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: s, Status: jobspec.JobSubmitted}}}
 	},
 	kind:    DecisionFail,
 	reason:  "no feasible plan: placement.min_nodes: 3 nodes can run the job",
@@ -133,7 +133,7 @@ var decisionTests = []decisionTest{{
 		ms = append(ms, Member{ID: "e", State: MemberAlive})
 		s := spec()
 		s.Parallel.Stages = jobspec.Auto()
-		return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{{ID: "j", Spec: s, Status: StatusSubmitted}}}
+		return &Harness{SelfID: "a", MemberList: ms, JobList: []Job{{ID: "j", Spec: s, Status: jobspec.JobSubmitted}}}
 	},
 	kind:       DecisionPlan,
 	notOnNodes: []string{"c", "d", "e"},
@@ -181,7 +181,7 @@ var decisionTests = []decisionTest{{
 	name: "a failed worker of the current epoch replans",
 	setup: func(t *testing.T) *Harness {
 		j := running(t, spec(), abc)
-		j.Events = []Event{{Kind: EventWorkerFailed, Epoch: 1, Step: 7, Message: "b after step 7: stream reset"}}
+		j.Events = []Event{{Kind: jobspec.EventWorkerFailed, Epoch: 1, Step: 7, Message: "b after step 7: stream reset"}}
 		return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{j}}
 	},
 	kind:   DecisionReplan,
@@ -191,7 +191,7 @@ var decisionTests = []decisionTest{{
 	setup: func(t *testing.T) *Harness {
 		j := running(t, spec(), abc)
 		for range DefaultMaxRestarts {
-			j.Events = append(j.Events, Event{Kind: EventReplan})
+			j.Events = append(j.Events, Event{Kind: jobspec.EventReplan})
 		}
 		return &Harness{SelfID: "a", MemberList: with(abc, j.Plan.Nodes()[1], MemberDead), JobList: []Job{j}}
 	},
@@ -300,14 +300,14 @@ func TestNoDecision(t *testing.T) {
 		{"a failed worker of an older epoch is history", func(t *testing.T) *Harness {
 			j := running(t, spec(), abc)
 			j.Epoch = 2
-			j.Events = []Event{{Kind: EventWorkerFailed, Epoch: 1}}
+			j.Events = []Event{{Kind: jobspec.EventWorkerFailed, Epoch: 1}}
 			return &Harness{SelfID: "a", MemberList: abc, JobList: []Job{j}}
 		}},
 		{"terminal and undecodable jobs are left alone", func(t *testing.T) *Harness {
 			j := running(t, spec(), abc)
 			dead := with(abc, j.Plan.Nodes()[1], MemberDead)
 			done, failed, cancelled, broken := j, j, j, j
-			done.Status, failed.Status, cancelled.Status, broken.Plan = StatusDone, StatusFailed, StatusCancelled, nil
+			done.Status, failed.Status, cancelled.Status, broken.Plan = jobspec.JobDone, jobspec.JobFailed, jobspec.JobCancelled, nil
 			return &Harness{SelfID: "a", MemberList: dead, JobList: []Job{done, failed, cancelled, broken}}
 		}},
 		{"this node is never dead to itself", func(t *testing.T) *Harness {
@@ -358,7 +358,7 @@ func TestReplanThenFinishRounds(t *testing.T) {
 	if ds, _ := h.Process(context.Background(), s); len(ds) != 0 {
 		t.Fatalf("second round decided %+v", ds)
 	}
-	if got := h.JobList[0]; got.Epoch != 2 || len(got.Events) != 1 || got.Events[0].Kind != EventReplan {
+	if got := h.JobList[0]; got.Epoch != 2 || len(got.Events) != 1 || got.Events[0].Kind != jobspec.EventReplan {
 		t.Errorf("job after the rounds: epoch %d events %+v", got.Epoch, got.Events)
 	}
 }
@@ -366,7 +366,7 @@ func TestReplanThenFinishRounds(t *testing.T) {
 // TestApplyReturnsWriteErrors: a failed write is returned with the job named, never dropped.
 func TestApplyReturnsWriteErrors(t *testing.T) {
 	boom := errors.New("not the leader")
-	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}, FailWrites: boom}
+	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{{ID: "j", Spec: spec(), Status: jobspec.JobSubmitted}}, FailWrites: boom}
 	_, err := h.Process(context.Background(), New(Config{}))
 	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "job j") {
 		t.Fatalf("err %v, want %v naming job j", err, boom)
@@ -376,7 +376,7 @@ func TestApplyReturnsWriteErrors(t *testing.T) {
 // TestPlanTheEngineRejectsFailsTheJob: a balancer plan that the engine's check rejects is
 // no plan: the job fails with the check's reason.
 func TestPlanTheEngineRejectsFailsTheJob(t *testing.T) {
-	h := &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: StatusSubmitted}}, Clock: t0}
+	h := &Harness{SelfID: "a", MemberList: abc, JobList: []Job{{ID: "j", Spec: spec(), Status: jobspec.JobSubmitted}}, Clock: t0}
 	reject := func(p JobPlan, numLayers int) error {
 		return fmt.Errorf("replica 0 covers %d of %d layers", numLayers-1, numLayers)
 	}

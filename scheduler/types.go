@@ -4,33 +4,9 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// Status is where a job is in its life: the job vocabulary's status, the control plane's.
-type Status = jobspec.JobStatus
-
-// Job statuses the scheduler reads and writes.
-const (
-	StatusSubmitted = jobspec.JobSubmitted
-	StatusPlanning  = jobspec.JobPlanning
-	StatusRunning   = jobspec.JobRunning
-	StatusDone      = jobspec.JobDone
-	StatusFailed    = jobspec.JobFailed
-	StatusCancelled = jobspec.JobCancelled
-)
-
-// EventKind names a line of a job's event log: the job vocabulary's, the control plane's.
-type EventKind = jobspec.EventKind
-
-// Event kinds the scheduler reads and writes.
-const (
-	EventWorkerFailed  = jobspec.EventWorkerFailed
-	EventWorkerStopped = jobspec.EventWorkerStopped
-	EventReplan        = jobspec.EventReplan
-	EventRebalance     = jobspec.EventRebalance
-)
-
 // Event is one line of a job's event log.
 type Event struct {
-	Kind    EventKind
+	Kind    jobspec.EventKind
 	Epoch   uint64
 	Step    int
 	Message string
@@ -62,7 +38,7 @@ type Checkpoint struct {
 type Job struct {
 	ID     string
 	Spec   jobspec.Spec
-	Status Status
+	Status jobspec.JobStatus
 	// Epoch is the current plan epoch (0 before the first plan) and Plan its plan; Plan is
 	// nil when there is none or it does not decode.
 	Epoch       uint64
