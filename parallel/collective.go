@@ -57,6 +57,12 @@ func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 		return gatherAggregate(ctx, tr, g, k, 0, x, ef, pol)
 	}
 	own := slices.Clone(x)
+	// Every member will hold the same mean; with every member's norm it decides the same.
+	// The norms leave before the ring and are read after it, so they add no round trip.
+	ownNorm := norm2(own)
+	if err := sendScalar(ctx, tr, g, k, ownNorm); err != nil {
+		return fmt.Errorf("contribution norms: %w", err)
+	}
 	if err := ringAllReduce(ctx, tr, g, k, x); err != nil {
 		return err
 	}
@@ -64,8 +70,7 @@ func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	for i := range x {
 		x[i] *= inv
 	}
-	// Every member holds the same mean; with every member's norm it decides the same.
-	norms, err := allGatherScalars(ctx, tr, g, k, norm2(own))
+	norms, err := recvScalars(ctx, tr, g, k, ownNorm)
 	if err != nil {
 		return fmt.Errorf("contribution norms: %w", err)
 	}
@@ -238,8 +243,15 @@ func ringAllGather(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 // allGatherScalars sends v to every other member and returns every member's value in
 // member order.
 func allGatherScalars(ctx context.Context, tr Transport, g Group, k roundKey, v float64) ([]float64, error) {
-	out := make([]float64, len(g.Members))
-	out[g.Self] = v
+	if err := sendScalar(ctx, tr, g, k, v); err != nil {
+		return nil, err
+	}
+	return recvScalars(ctx, tr, g, k, v)
+}
+
+// sendScalar sends v to every other member: the first half of allGatherScalars, which a
+// caller may start early and finish with recvScalars later, to hide its round trip.
+func sendScalar(ctx context.Context, tr Transport, g Group, k roundKey, v float64) error {
 	payload := binary.LittleEndian.AppendUint64(nil, math.Float64bits(v))
 	for i, m := range g.Members {
 		if i == g.Self {
@@ -248,9 +260,17 @@ func allGatherScalars(ctx context.Context, tr Transport, g Group, k roundKey, v 
 		f := &frame.Frame{Kind: frame.KindScalar, DType: frame.DTypeU8, Job: k.job, Epoch: k.epoch, Step: k.step,
 			Micro: uint16(g.Self), Index: k.index, Shape: []int{8}, Payload: payload}
 		if err := tr.Send(ctx, m, f); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// recvScalars receives every other member's scalar and returns all of them, own (v)
+// included, in member order.
+func recvScalars(ctx context.Context, tr Transport, g Group, k roundKey, v float64) ([]float64, error) {
+	out := make([]float64, len(g.Members))
+	out[g.Self] = v
 	for i, m := range g.Members {
 		if i == g.Self {
 			continue

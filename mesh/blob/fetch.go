@@ -325,7 +325,7 @@ var ErrNoSpace = errors.New("not enough free disk space")
 func checkFreeSpace(dir string, size int64) error {
 	free := freeBytes(dir)
 	if free >= 0 && size > free-minFreeAfterFetch {
-		return fmt.Errorf("%w in %s: the blob has %d MiB, %d MiB are free and %d MiB must stay free",
+		return fmt.Errorf("%w in %s: the blob has %d MiB, %d MiB are free and %d MiB must stay free (free space there, or start the node with a --data-dir on a larger disk)",
 			ErrNoSpace, dir, size>>20, free>>20, minFreeAfterFetch>>20)
 	}
 	return nil
