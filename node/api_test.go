@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -68,7 +69,7 @@ func jobCount(t *testing.T, n *Node) int {
 // checks that it fails, that no job was created, and that the honest client still works.
 func TestAPIRefusesAttacks(t *testing.T) {
 	n := startNode(t, testConfig(t))
-	waitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
+	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
 	token, err := api.ReadToken(n.cfg.DataDir)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +151,7 @@ func TestAPIRefusesAttacks(t *testing.T) {
 // refused with a 400 naming data.source, and nothing is published.
 func TestSubmitRefusesLocalFilesOutsideTheDataRoot(t *testing.T) {
 	n := startNode(t, testConfig(t))
-	waitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
+	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
 	c := testClient(t, n)
 	root := t.TempDir()
 	os.Symlink("/etc/passwd", filepath.Join(root, "passwd"))

@@ -127,7 +127,7 @@ func dataNodes(t *testing.T) (a, b *Node) {
 	cfg = testConfig(t, a.Status().Addrs...)
 	cfg.Consensus.Disabled = true
 	b = startNode(t, cfg)
-	waitFor(t, 10*time.Second, "a and b alive to each other", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "a and b alive to each other", func() bool {
 		return stateOf(a, b.ID().String()) == mesh.StateAlive && stateOf(b, a.ID().String()) == mesh.StateAlive
 	})
 	return a, b
@@ -267,7 +267,7 @@ func postJob(t *testing.T, n *Node, spec string) (int, map[string]string) {
 
 func TestSubmitPublishesDatasetOrRejectsMissingPath(t *testing.T) {
 	n := startNode(t, testConfig(t))
-	waitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
+	testutil.WaitFor(t, 20*time.Second, "a leader", func() bool { return n.Consensus() != nil && n.Consensus().Leader() != "" })
 	missing := filepath.Join(t.TempDir(), "no-such-corpus.txt")
 	code, body := postJob(t, n, "data:\n  source: "+missing+"\n")
 	if code != http.StatusBadRequest || !strings.Contains(body["error"], missing+" does not exist on the submitting node") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -56,12 +57,12 @@ func stageNodeLoss(t *testing.T, victimIsLeader bool) {
 	}
 	// Wait until a complete checkpoint survives without the victim (its files copied to
 	// other holders), then stop it.
-	waitFor(t, 60*time.Second, "a checkpoint that survives the victim", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "a checkpoint that survives the victim", func() bool {
 		return hasCompleteCheckpoint(job(), 6, func(n string) bool { return n != victim.ID().String() })
 	})
 	victim.Close()
 	var j consensus.Job
-	waitFor(t, 120*time.Second, "the job to finish", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "the job to finish", func() bool {
 		j = job()
 		return j.Status.Terminal()
 	})
@@ -150,13 +151,13 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 		j, _, _ := first.Consensus().Job(context.Background(), id, false)
 		return j
 	}
-	waitFor(t, 60*time.Second, "a checkpoint on the single node", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "a checkpoint on the single node", func() bool {
 		ok := hasCompleteCheckpoint(job(), 4, nil)
 		return ok
 	})
 	joined := startNode(t, testConfig(t, first.Status().Addrs...))
 	var j consensus.Job
-	waitFor(t, 120*time.Second, "the job to finish", func() bool {
+	testutil.WaitFor(t, 120*time.Second, "the job to finish", func() bool {
 		j = job()
 		return j.Status.Terminal()
 	})

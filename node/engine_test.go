@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/scheduler"
 )
@@ -40,7 +41,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 	// blob that the planned nodes fetch and verify.
 	id := submitThroughAPI(t, nodes[1], spec)
 	var job consensus.Job
-	waitFor(t, 90*time.Second, "the job to finish", func() bool {
+	testutil.WaitFor(t, 90*time.Second, "the job to finish", func() bool {
 		var err error
 		job, _, err = first.Consensus().Job(context.Background(), id, false)
 		return err == nil && job.Status.Terminal()
@@ -112,7 +113,7 @@ func checkOldCheckpointsPruned(t *testing.T, nodes []*Node, job consensus.Job) {
 			kept[f.Hash] = true
 		}
 	}
-	waitFor(t, 30*time.Second, "the nodes to prune the files of the older checkpoints", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the nodes to prune the files of the older checkpoints", func() bool {
 		for i, m := range job.Checkpoints {
 			for _, f := range m.Files {
 				for _, nd := range nodes {
@@ -160,7 +161,7 @@ func startEngineMesh(t *testing.T, n int) []*Node {
 	for range n - 1 {
 		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
 	}
-	waitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
 		for _, nd := range nodes {
 			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || plannable(nd) != n {
 				return false

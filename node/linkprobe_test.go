@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/api"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // delayRelay forwards UDP datagrams to a target, delaying each by `delay` in both
@@ -122,7 +123,7 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, 20*time.Second, "data-plane links measured both ways", func() bool {
+	testutil.WaitFor(t, 20*time.Second, "data-plane links measured both ways", func() bool {
 		for _, pair := range [][2]*Node{{a, b}, {b, a}} {
 			v := view(pair[0], pair[1])
 			if v == nil || v.LinkSource != "dataplane" || v.RTTMs == nil || v.BandwidthMbps == nil {

@@ -102,17 +102,6 @@ func startNode(t testing.TB, cfg Config) *Node {
 	return n
 }
 
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // getJSON decodes GET path of n's API into v, through the api client with n's token.
 func getJSON(t testing.TB, n *Node, path string, v any) {
 	t.Helper()
@@ -150,7 +139,7 @@ func TestSixNodesFindEachOther(t *testing.T) {
 			}
 		}
 	}()
-	waitFor(t, 10*time.Second, "all six list each other alive with profiles", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "all six list each other alive with profiles", func() bool {
 		for _, n := range nodes {
 			ps := n.Peers()
 			if len(ps) != 5 {
@@ -173,7 +162,7 @@ func TestSixNodesFindEachOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	rest := append(append([]*Node{}, nodes[:3]...), nodes[4:]...)
-	waitFor(t, 5*time.Second, "the stopped node dead everywhere", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the stopped node dead everywhere", func() bool {
 		for _, n := range rest {
 			if stateOf(n, id) != mesh.StateDead {
 				return false
@@ -187,7 +176,7 @@ func TestSixNodesFindEachOther(t *testing.T) {
 	testutil.Within(t, "turning dead (dead-after is 3 s)", time.Since(stoppedAt), 4*time.Second)
 	// The others keep running: their heartbeats go on arriving after the stop.
 	later := time.Now().Add(300 * time.Millisecond)
-	waitFor(t, 5*time.Second, "the others alive and fresh", func() bool {
+	testutil.WaitFor(t, 5*time.Second, "the others alive and fresh", func() bool {
 		for _, n := range rest {
 			fresh := 0
 			for _, p := range n.Peers() {
@@ -206,7 +195,7 @@ func TestSixNodesFindEachOther(t *testing.T) {
 func TestAPIStatusPeersMetrics(t *testing.T) {
 	a := startNode(t, testConfig(t))
 	b := startNode(t, testConfig(t, a.Status().Addrs...))
-	waitFor(t, 10*time.Second, "b probed by a", func() bool {
+	testutil.WaitFor(t, 10*time.Second, "b probed by a", func() bool {
 		var peers []map[string]any
 		getJSON(t, a, "/v1/peers", &peers)
 		return len(peers) == 1 && peers[0]["rtt_ms"] != nil && peers[0]["bandwidth_mbps"] != nil

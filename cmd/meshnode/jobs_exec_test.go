@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 type raftStatusJSON struct {
@@ -46,7 +48,7 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		dirs[info.ID], byID[info.ID] = p.dataDir, p
 	}
 	var st raftStatusJSON
-	waitUntil(t, 60*time.Second, "three raft voters", func() bool {
+	testutil.WaitFor(t, 60*time.Second, "three raft voters", func() bool {
 		st = cliRaftStatus(t, bin, first.dataDir)
 		return len(st.Voters) == 3 && st.Leader != ""
 	})
@@ -62,7 +64,7 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 		return cliListsJob(t, bin, dir, jobID, "survives-kill", extra...)
 	}
 	for id, dir := range dirs {
-		waitUntil(t, 20*time.Second, "the job on "+id, func() bool { return listed(dir) })
+		testutil.WaitFor(t, 20*time.Second, "the job on "+id, func() bool { return listed(dir) })
 	}
 
 	t.Logf("job %s on all nodes; killing the leader", jobID)
@@ -74,17 +76,17 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	leader.exited <- nil // for the cleanup
 	delete(dirs, st.Leader)
 	for id, dir := range dirs {
-		waitUntil(t, 30*time.Second, "a new leader seen by "+id, func() bool {
+		testutil.WaitFor(t, 30*time.Second, "a new leader seen by "+id, func() bool {
 			s := cliRaftStatus(t, bin, dir)
 			return s.Leader != "" && s.Leader != st.Leader
 		})
 		t.Logf("%s sees a new leader", id)
 		// A consistent read goes through the new leader: the committed job survived.
-		waitUntil(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(dir, "--consistent") })
+		testutil.WaitFor(t, 20*time.Second, "the job on survivor "+id, func() bool { return listed(dir, "--consistent") })
 	}
 	// The engine carries on under the new leader (replanning if the old leader held a
 	// stage) and the job finishes.
-	waitUntil(t, 90*time.Second, "the job to finish done", func() bool {
+	testutil.WaitFor(t, 90*time.Second, "the job to finish done", func() bool {
 		out, err := cli(t, bin, "job", "status", jobID, "-o", "json", "--data-dir", dirs[follower])
 		return err == nil && strings.Contains(string(out), `"status":"done"`)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/api"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // syncBuffer collects a process's output for the failure log.
@@ -82,7 +83,7 @@ func startJoin(t *testing.T, bin string, bootstrap ...string) *joinProcess {
 func (p *joinProcess) runtime(t *testing.T) api.RuntimeInfo {
 	t.Helper()
 	var info api.RuntimeInfo
-	waitUntil(t, 30*time.Second, "the node's runtime file", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "the node's runtime file", func() bool {
 		var err error
 		info, err = api.ReadRuntimeFile(p.dataDir)
 		return err == nil
@@ -107,17 +108,6 @@ func (p *joinProcess) stop(t *testing.T) {
 	}
 	if !strings.Contains(p.out.String(), "leaving the mesh") {
 		t.Errorf("no clean leave in the output")
-	}
-}
-
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -162,7 +152,7 @@ func TestJoinTwoProcesses(t *testing.T) {
 	for _, side := range []struct {
 		dir, other string
 	}{{a.dataDir, infoB.ID}, {b.dataDir, infoA.ID}} {
-		waitUntil(t, 20*time.Second, "peers of "+side.dir+" to list the other with RTT and bandwidth", func() bool {
+		testutil.WaitFor(t, 20*time.Second, "peers of "+side.dir+" to list the other with RTT and bandwidth", func() bool {
 			out, err := cli(t, bin, "peers", "-o", "json", "--data-dir", side.dir)
 			if err != nil {
 				t.Fatal(err)
