@@ -128,14 +128,16 @@ func (in *instance) groupings(opts Options) [][][]int {
 	return out
 }
 
-// eachHolds reports whether every group has the memory for the model's static state.
+// eachHolds reports whether every group has the memory for the model's training state
+// (each member's share under ZeRO); with offload allowed the state may live on disk.
 func (in *instance) eachHolds(groups [][]int) bool {
+	need := in.stageStatic(0, in.L, len(groups))
 	for _, g := range groups {
 		have := 0.0
 		for _, v := range g {
 			have += in.mem[v]
 		}
-		if have < in.static[in.L] {
+		if have < need && !in.allowOffload {
 			return false
 		}
 	}
@@ -224,7 +226,7 @@ func (in *instance) buildGrouping(groups [][]int, shares []int, m int, mode sear
 func (in *instance) buildReplicas(groups [][]int, shares []int, m int, mode searchMode) (draft, error) {
 	d := draft{m: m}
 	for i, g := range groups {
-		r, err := in.bestPipeline(g, shares[i], m, mode)
+		r, err := in.bestPipeline(g, shares[i], m, len(groups), mode)
 		if err != nil {
 			return d, err
 		}
@@ -238,8 +240,8 @@ func (in *instance) buildReplicas(groups [][]int, shares []int, m int, mode sear
 	return d, nil
 }
 
-// bestPipeline orders nodes and partitions the layers for one replica.
-func (in *instance) bestPipeline(nodes []int, batch, m int, mode searchMode) (replicaDraft, error) {
+// bestPipeline orders nodes and partitions the layers for one of R replicas.
+func (in *instance) bestPipeline(nodes []int, batch, m, R int, mode searchMode) (replicaDraft, error) {
 	bytes := float64(batch) / float64(min(m, batch)) * in.tokens * in.out[0]
 	nodes = in.canHoldLayer(nodes)
 	if len(nodes) == 0 {
@@ -257,7 +259,7 @@ func (in *instance) bestPipeline(nodes []int, batch, m int, mode searchMode) (re
 	var best replicaDraft
 	bestT, bestOrder := math.Inf(1), []int(nil)
 	for _, o := range orders {
-		if r, t, ok := in.partitionPipe(newPipe(in, o, batch, m, true), mode); ok && t < bestT {
+		if r, t, ok := in.partitionPipe(newLinkedPipe(in, o, batch, m, R), mode); ok && t < bestT {
 			best, bestT, bestOrder = r, t, o
 		}
 	}
@@ -265,7 +267,7 @@ func (in *instance) bestPipeline(nodes []int, batch, m int, mode searchMode) (re
 		if bestOrder == nil {
 			bestOrder = orders[0]
 		}
-		best, bestT = in.localSearch(bestOrder, best, bestT, batch, m)
+		best, bestT = in.localSearch(bestOrder, best, bestT, batch, m, R)
 	}
 	if math.IsInf(bestT, 1) {
 		return best, in.activationError(newPipe(in, nodes, batch, m, true))
@@ -275,11 +277,11 @@ func (in *instance) bestPipeline(nodes []int, batch, m int, mode searchMode) (re
 
 // localSearch improves a node order by swaps and moves until no move helps (bounded); an
 // infeasible start (bestT = +Inf) accepts the first order that fits.
-func (in *instance) localSearch(order []int, best replicaDraft, bestT float64, batch, m int) (replicaDraft, float64) {
+func (in *instance) localSearch(order []int, best replicaDraft, bestT float64, batch, m, R int) (replicaDraft, float64) {
 	for iter := 0; iter < 8; iter++ {
 		improved := false
 		for _, o := range orderMoves(order) {
-			if r, t, ok := in.partitionPipe(newPipe(in, o, batch, m, true), searchLadder); ok && t < bestT*(1-1e-9) {
+			if r, t, ok := in.partitionPipe(newLinkedPipe(in, o, batch, m, R), searchLadder); ok && t < bestT*(1-1e-9) {
 				best, bestT, order, improved = r, t, o, true
 			}
 		}
@@ -287,7 +289,7 @@ func (in *instance) localSearch(order []int, best replicaDraft, bestT float64, b
 			break
 		}
 	}
-	if r, t, ok := in.partitionPipe(newPipe(in, order, batch, m, true), searchExact); ok && t < bestT {
+	if r, t, ok := in.partitionPipe(newLinkedPipe(in, order, batch, m, R), searchExact); ok && t < bestT {
 		best, bestT = r, t
 	}
 	return best, bestT
@@ -300,7 +302,7 @@ func (in *instance) localSearch(order []int, best replicaDraft, bestT float64, b
 func (in *instance) partitionPipe(p *pipe, mode searchMode) (replicaDraft, float64, bool) {
 	kmax := min(len(p.order), in.L)
 	try := func(k int) (replicaDraft, float64, bool) {
-		return in.partitionOnce(newPipe(in, p.order[:k], p.batch, p.m, true), mode)
+		return in.partitionOnce(newLinkedPipe(in, p.order[:k], p.batch, p.m, p.replicas), mode)
 	}
 	best, bestT, ok := try(kmax)
 	better := func(k int) {
@@ -364,7 +366,7 @@ func (in *instance) partitionOnce(p *pipe, mode searchMode) (replicaDraft, float
 func (in *instance) canHoldLayer(nodes []int) []int {
 	lightest := math.Inf(1)
 	for l := 0; l < in.L; l++ {
-		lightest = math.Min(lightest, in.stageMemory(l, l+1, 1, 1))
+		lightest = math.Min(lightest, in.minNeed(l, l+1, 1, 1, in.maxReplicas()))
 	}
 	var out []int
 	for _, v := range nodes {
@@ -417,4 +419,11 @@ func uniqueOrders(orders [][]int) [][]int {
 		}
 	}
 	return out
+}
+
+// newLinkedPipe is a link-aware pipe that is one of R replicas.
+func newLinkedPipe(in *instance, order []int, batch, m, R int) *pipe {
+	p := newPipe(in, order, batch, m, true)
+	p.replicas = R
+	return p
 }

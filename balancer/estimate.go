@@ -20,6 +20,16 @@ type replicaDraft struct {
 	nodes  []int
 	bounds []int
 	batch  int
+	// modes are the stages' recomputation and offload (nil: every stage as it is).
+	modes []stageMode
+}
+
+// mode is stage s's mode.
+func (r replicaDraft) mode(s int) stageMode {
+	if r.modes == nil {
+		return stageMode{}
+	}
+	return r.modes[s]
 }
 
 func (r replicaDraft) micro(m int) int { return min(m, r.batch) }
@@ -40,12 +50,16 @@ const (
 	boundWindow
 )
 
-// pipelineTimes fills c (compute per micro-batch), comm (transfer and latency both ways at
-// the boundary after each stage) and xmax (the slower direction's serialisation) for r.
-func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []float64) {
+// pipelineTimes fills c (compute per micro-batch, each pass the longer of its compute and
+// its offload I/O), comm (transfer and latency both ways at the boundary after each stage)
+// and xmax (the slower direction's serialisation) for r, and returns the longest optimizer
+// I/O of an offloading stage (once per step).
+func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []float64) (optIO float64) {
 	S := len(r.nodes)
 	for s := 0; s < S; s++ {
-		c[s] = seqs * in.tokens * (in.flops[r.bounds[s+1]] - in.flops[r.bounds[s]]) / in.speed[r.nodes[s]]
+		t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], r.mode(s))
+		c[s] = t.microBatch(seqs)
+		optIO = math.Max(optIO, t.optIO)
 		comm[s], xmax[s] = 0, 0
 		if s+1 < S {
 			bytes := seqs * in.tokens * in.out[r.bounds[s+1]-1]
@@ -55,6 +69,7 @@ func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []
 			comm[s], xmax[s] = x+y+latF+latB, math.Max(x, y)
 		}
 	}
+	return optIO
 }
 
 // pipelineStep is the closed form over the per-stage times of pipelineTimes.
@@ -99,8 +114,11 @@ func (in *instance) estimateReplica(r replicaDraft, m int) replicaEstimate {
 	S, mr := len(r.nodes), r.micro(m)
 	buf := make([]float64, 3*S)
 	c, comm, xmax := buf[:S], buf[S:2*S], buf[2*S:]
-	in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax)
-	return pipelineStep(in.sched, c, comm, xmax, mr)
+	optIO := in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax)
+	e := pipelineStep(in.sched, c, comm, xmax, mr)
+	e.step += optIO
+	e.compute += optIO
+	return e
 }
 
 // boundText names what bound a replica's estimate.
@@ -191,18 +209,20 @@ func (in *instance) estimateStep(d draft) float64 {
 	return step + syncPhase/in.inner
 }
 
-// memoryCheck verifies every stage's memory under the plan's schedule and reports the worst
-// overflow.
+// memoryCheck verifies every stage's memory in its stated mode under the plan's schedule
+// and reports the first overflow.
 func (in *instance) memoryCheck(d draft) error {
+	R := len(d.replicas)
 	for _, r := range d.replicas {
 		S, mr := len(r.nodes), r.micro(d.m)
 		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
 		for s, nd := range r.nodes {
-			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)))
-			if need > in.mem[nd] {
+			m, infl := r.mode(s), float64(inflight(in.sched, mr, S, s))
+			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, infl, R, m.recompute, m.offload)
+			if need > in.mem[nd]*(1+1e-12) {
 				return infeasible("activation-memory", need, in.mem[nd],
-					"node %s: layers [%d,%d) with %d micro-batches of %g sequences in flight need %s but its budget is %s (short by %s)",
-					in.ids[nd], r.bounds[s], r.bounds[s+1], inflight(in.sched, mr, S, s), maxSeqs, gib(need), gib(in.mem[nd]), gib(need-in.mem[nd]))
+					"node %s: layers [%d,%d) with %g micro-batches of %g sequences in flight need %s but its budget is %s (short by %s)",
+					in.ids[nd], r.bounds[s], r.bounds[s+1], infl, maxSeqs, gib(need), gib(in.mem[nd]), gib(need-in.mem[nd]))
 			}
 		}
 	}
@@ -218,14 +238,20 @@ func (in *instance) toPlan(strategy jobspec.Strategy, d draft) Plan {
 		p.Reason = d.note + "; bound by " + bound
 	}
 	loads := map[[2]int]float64{}
+	R := len(d.replicas)
 	for _, r := range d.replicas {
 		S, mr := len(r.nodes), r.micro(d.m)
 		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
 		rep := Replica{Batch: r.batch}
 		for s, nd := range r.nodes {
-			mem := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)))
-			rep.Stages = append(rep.Stages, Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], MemoryBytes: mem,
-				Recompute: in.stageRecomputes(r.bounds[s], r.bounds[s+1])})
+			m := r.mode(s)
+			st := Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], Recompute: m.recompute, Zero: in.zeroFor(R),
+				MemoryBytes: in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)), R, m.recompute, m.offload)}
+			if m.offload > 0 {
+				st.OffloadBytes = int64(math.Ceil(m.offload))
+				st.MemoryBudget = max(1, int64(in.stageStatic(st.First, st.Last, R))-st.OffloadBytes)
+			}
+			rep.Stages = append(rep.Stages, st)
 			if s+1 < S {
 				act := float64(r.batch) * in.tokens * in.out[r.bounds[s+1]-1]
 				loads[[2]int{nd, r.nodes[s+1]}] += act
@@ -277,11 +303,19 @@ func (in *instance) fromPlan(p Plan) (draft, error) {
 				return d, fmt.Errorf("plan: node %s holds two stages", st.Node)
 			}
 			used[nd] = true
-			if st.First != r.bounds[len(r.bounds)-1] || st.Last <= st.First {
+			if st.First != r.bounds[len(r.bounds)-1] || st.Last <= st.First || st.Last > in.L {
 				return d, fmt.Errorf("plan: replica %d: stage on %s has layers [%d,%d), want a non-empty range from %d", ri, st.Node, st.First, st.Last, r.bounds[len(r.bounds)-1])
 			}
 			r.nodes = append(r.nodes, nd)
 			r.bounds = append(r.bounds, st.Last)
+			static := in.stageStatic(st.First, st.Last, len(p.Replicas))
+			if st.OffloadBytes < 0 || float64(st.OffloadBytes) > static {
+				return d, fmt.Errorf("plan: replica %d: stage on %s offloads %d bytes; it must be between 0 and its training state, %.0f bytes", ri, st.Node, st.OffloadBytes, static)
+			}
+			if st.Recompute && !in.stageRecomputes(st.First, st.Last) {
+				return d, fmt.Errorf("plan: replica %d: stage on %s recomputes layers [%d,%d), which save no activations", ri, st.Node, st.First, st.Last)
+			}
+			r.modes = append(r.modes, stageMode{recompute: st.Recompute, offload: float64(st.OffloadBytes), static: static})
 		}
 		if r.bounds[len(r.bounds)-1] != in.L || rep.Batch < 1 {
 			return d, fmt.Errorf("plan: replica %d covers layers [0,%d) of %d with batch %d", ri, r.bounds[len(r.bounds)-1], in.L, rep.Batch)

@@ -30,12 +30,17 @@ type instance struct {
 	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
 	sched                          jobspec.Schedule
-	// recompute prices every stage as recomputing its layers' activations (withRecompute):
-	// flops and bwd then include the extra forward passes, kept is the prefix sum of the
-	// recomputed layers' outputs, and savedMax the largest layer's saved activations.
-	recompute bool
-	kept      []float64
-	savedMax  rangeMax
+	// Recomputation and offload (memory.go): fwdR is the prefix sum of the forward FLOPs a
+	// recomputing stage repeats (its layers that save activations), kept of those layers'
+	// outputs, savedMax the largest layer's saved activations, staticMax the largest
+	// layer's training state; pb, gb and opt are prefix sums of parameter, gradient and
+	// optimizer bytes. allowRecompute and allowOffload are the planning tier's allowances
+	// (planTiers); forceRecompute is memory.recompute: on.
+	fwdR, kept, pb, gb, opt                       []float64
+	savedMax, staticMax                           rangeMax
+	allowRecompute, allowOffload, forceRecompute bool
+	zero                                          int       // the job's ZeRO stage where it applies (sync mode), else 0
+	diskRead, diskWrite                           []float64 // per node, bytes/s
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -75,6 +80,11 @@ func (in *instance) addNodes(nodes []Node) error {
 		in.ids = append(in.ids, nd.ID)
 		in.speed = append(in.speed, sp)
 		in.mem = append(in.mem, mem)
+		rd, wr, err := nd.disk()
+		if err != nil {
+			return err
+		}
+		in.diskRead, in.diskWrite = append(in.diskRead, rd), append(in.diskWrite, wr)
 	}
 	return nil
 }
@@ -131,6 +141,7 @@ func (in *instance) addLayers(job Job) {
 		}
 		in.prevSmaller[i] = p
 	}
+	in.addMemoryCosts(job)
 	in.tokens = float64(job.Context)
 	in.sched = job.Schedule
 	if in.sched == "" {
@@ -178,4 +189,28 @@ func (in *instance) allNodes() []int {
 		all[i] = i
 	}
 	return all
+}
+
+// addMemoryCosts fills the prefix sums recomputation, ZeRO and offload are priced with.
+func (in *instance) addMemoryCosts(job Job) {
+	L := in.L
+	in.fwdR, in.kept = make([]float64, L+1), make([]float64, L+1)
+	in.pb, in.gb, in.opt = make([]float64, L+1), make([]float64, L+1), make([]float64, L+1)
+	saved, static := make([]float64, L), make([]float64, L)
+	for i, c := range job.Layers {
+		extra, kept := 0.0, 0.0
+		if c.SavedBytesPerToken > 0 { // a layer that saves activations recomputes them
+			extra, kept = c.ForwardFLOPsPerToken, float64(c.OutputBytesPerToken)
+		}
+		in.fwdR[i+1], in.kept[i+1] = in.fwdR[i]+extra, in.kept[i]+kept
+		in.pb[i+1] = in.pb[i] + float64(c.ParamBytes)
+		in.gb[i+1] = in.gb[i] + float64(c.GradBytes)
+		in.opt[i+1] = in.opt[i] + float64(c.OptimizerBytes)
+		saved[i], static[i] = float64(c.SavedBytesPerToken), float64(c.StaticBytes())
+	}
+	in.savedMax, in.staticMax = newRangeMax(saved), newRangeMax(static)
+	in.forceRecompute = job.Recompute == jobspec.RecomputeOn
+	if job.Sync.Mode == jobspec.SyncEveryStep {
+		in.zero = job.Zero
+	}
 }

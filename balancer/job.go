@@ -33,6 +33,10 @@ func (j Job) Validate() error {
 	if j.Recompute != "" {
 		errs = append(errs, j.Recompute.Check("job.recompute"))
 	}
+	if j.Offload != "" {
+		errs = append(errs, j.Offload.Check("job.offload"))
+	}
+	errs = append(errs, j.validateZero())
 	if j.Sync.Fragments < 0 || (len(j.Layers) > 0 && j.Sync.Fragments > len(j.Layers)) {
 		errs = append(errs, fmt.Errorf("job: sync.fragments must be between 0 (one) and the %d layers (got %d)", len(j.Layers), j.Sync.Fragments))
 	}
@@ -49,25 +53,6 @@ func (j Job) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// stageMemory is the peak memory of layers [j, e) on a stage that holds inflight
-// micro-batches of at most seqs sequences: parameters, gradients and optimizer state, the
-// activations saved for backward per in-flight micro-batch, and a send and a receive buffer
-// for the activation or gradient at each boundary.
-//
-// A recomputing stage keeps only its layers' outputs per micro-batch in flight, plus its
-// largest layer's saved activations for one micro-batch while recomputing it.
-func (in *instance) stageMemory(j, e int, seqs, inflight float64) float64 {
-	tok := seqs * in.tokens
-	boundary := in.out[e-1]
-	if j > 0 {
-		boundary += in.out[j-1]
-	}
-	if in.recompute {
-		return in.static[e] - in.static[j] + inflight*tok*(in.kept[e]-in.kept[j]) + tok*in.savedMax.of(j, e) + 2*tok*boundary
-	}
-	return in.static[e] - in.static[j] + inflight*tok*(in.saved[e]-in.saved[j]) + 2*tok*boundary
 }
 
 // inflight is the number of micro-batches stage s of a pipeline of S stages holds at once.
@@ -89,4 +74,18 @@ func microSizes(batch, m int) []int {
 		}
 	}
 	return sizes
+}
+
+// validateZero checks job.zero: 0, 1 or 2, and sharding only where replicas reduce
+// uncompressed gradients every step.
+func (j Job) validateZero() error {
+	switch {
+	case j.Zero < 0 || j.Zero > 2:
+		return fmt.Errorf("job: zero must be 0, 1 or 2 (got %d)", j.Zero)
+	case j.Zero > 0 && j.Sync.Mode != jobspec.SyncEveryStep:
+		return fmt.Errorf("job: zero %d shards what replicas synchronise every step: it needs sync.mode %s (got %q)", j.Zero, jobspec.SyncEveryStep, j.Sync.Mode)
+	case j.Zero > 0 && j.Sync.Compression > 1:
+		return fmt.Errorf("job: zero %d reduces shards uncompressed: it needs sync.compression 1 (got %g)", j.Zero, j.Sync.Compression)
+	}
+	return nil
 }

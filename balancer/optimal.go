@@ -52,6 +52,7 @@ type exhaustive struct {
 	top     worstFirst
 	leaves  int
 	c       [3 * OptimalMaxNodes]float64
+	modes   [OptimalMaxNodes]stageMode
 }
 
 func (o *exhaustive) search() {
@@ -65,7 +66,7 @@ func (o *exhaustive) search() {
 		for e := j + 1; e <= o.in.L; e++ {
 			// With one one-sequence micro-batch in flight a stage needs the least memory any
 			// micro-batch count gives it; past that, longer ranges only need more.
-			if o.in.stageMemory(j, e, o.minSeqs, 1) > o.in.mem[v] {
+			if o.in.minNeed(j, e, o.minSeqs, 1, 1) > o.in.mem[v] {
 				break
 			}
 			o.bounds = append(o.bounds, e)
@@ -88,21 +89,17 @@ func (o *exhaustive) leaf() {
 	for _, m := range o.ms {
 		o.leaves++
 		mr := min(m, B)
-		maxSeqs := math.Ceil(float64(B) / float64(mr))
-		fits := true
-		for s := 0; s < S && fits; s++ {
-			fits = in.stageMemory(o.bounds[s], o.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s))) <= in.mem[o.nodes[s]]
-		}
-		if !fits {
+		modes, bad := in.tryModes(r, m, 1, o.modes[:])
+		if bad >= 0 {
 			continue
 		}
-		in.pipelineTimes(r, float64(B)/float64(mr), c, comm, xmax)
-		est := pipelineStep(in.sched, c, comm, xmax, mr).step
+		r.modes = modes
+		est := in.pipelineTimes(r, float64(B)/float64(mr), c, comm, xmax) + pipelineStep(in.sched, c, comm, xmax, mr).step
 		if o.top.Len() == optimalKeep && est >= o.top[0].est {
 			continue
 		}
 		d := draft{m: m, replicas: []replicaDraft{{
-			nodes: append([]int(nil), o.nodes...), bounds: append([]int(nil), o.bounds...), batch: B}}}
+			nodes: append([]int(nil), o.nodes...), bounds: append([]int(nil), o.bounds...), batch: B, modes: append([]stageMode(nil), modes...)}}}
 		heap.Push(&o.top, candidate{d: d, est: est})
 		if o.top.Len() > optimalKeep {
 			heap.Pop(&o.top)

@@ -18,6 +18,9 @@ type pipe struct {
 	maxSeqs float64   // largest micro-batch: memory
 	infl    []float64 // per position: bound on micro-batches in flight
 	links   bool
+	// replicas is the number of replicas the pipeline is one of (ZeRO divides the optimizer
+	// state among them); 1 unless set.
+	replicas int
 }
 
 // stageRange is the layers [first, last) on the node at position pos of the order.
@@ -25,7 +28,7 @@ type stageRange struct{ pos, first, last int }
 
 func newPipe(in *instance, order []int, batch, m int, links bool) *pipe {
 	m = min(m, batch)
-	p := &pipe{in: in, order: order, batch: batch, m: m, links: links,
+	p := &pipe{in: in, order: order, batch: batch, m: m, links: links, replicas: 1,
 		seqs: float64(batch) / float64(m), maxSeqs: math.Ceil(float64(batch) / float64(m))}
 	p.infl = make([]float64, len(order))
 	for pos := range order {
@@ -41,8 +44,38 @@ func (p *pipe) rate(pos int) float64 { return p.seqs * p.in.tokens / p.in.speed[
 
 func (p *pipe) compute(pos, j, e int) float64 { return p.rate(pos) * (p.in.flops[e] - p.in.flops[j]) }
 
-func (p *pipe) fits(pos, j, e int) bool {
-	return p.in.stageMemory(j, e, p.maxSeqs, p.infl[pos]) <= p.in.mem[p.order[pos]]
+// stageTime is the time of one micro-batch of layers [j, e) on the node at pos in the mode
+// chooseStage picks for it (recomputation, offload I/O, and the step's optimizer I/O
+// spread over the micro-batches), or +Inf where no allowed mode fits its memory.
+func (p *pipe) stageTime(pos, j, e int) float64 {
+	in, nd := p.in, p.order[pos]
+	if !in.allowRecompute && !in.allowOffload && !in.forceRecompute { // the common case, kept cheap
+		if in.stageMemory(j, e, p.maxSeqs, p.infl[pos], p.replicas, false, 0) > in.mem[nd] {
+			return math.Inf(1)
+		}
+		return p.compute(pos, j, e)
+	}
+	mode, ok := in.chooseStage(in.mem[nd], j, e, p.maxSeqs, p.infl[pos], p.replicas)
+	if !ok {
+		return math.Inf(1)
+	}
+	t := in.stageTimes(nd, j, e, mode)
+	return t.microBatch(p.seqs) + t.optIO/float64(p.m)
+}
+
+// over reports whether layers [j, e) at pos take longer than tau or fit no allowed mode
+// (tau may be +Inf: only memory then bounds a stage).
+func (p *pipe) over(pos, j, e int, tau float64) bool {
+	t := p.stageTime(pos, j, e)
+	return t > tau || math.IsInf(t, 1)
+}
+
+// maxTime bounds stageTime at pos from above for any range that fits: every layer,
+// recomputed, with all of its training state read and written as offloaded.
+func (p *pipe) maxTime(pos int) float64 {
+	in, nd := p.in, p.order[pos]
+	t := in.stageTimes(nd, 0, in.L, stageMode{recompute: true, offload: in.static[in.L], static: in.static[in.L]})
+	return t.microBatch(p.seqs) + t.optIO/float64(p.m)
 }
 
 // boundary is the serialisation time forward and backward, and the two latencies, of the
@@ -60,7 +93,7 @@ func (p *pipe) boundary(pos, e int) (x, y, lat float64) {
 func (p *pipe) furthest(pos, j int, tau float64) int {
 	n := sort.Search(p.in.L-j, func(k int) bool {
 		e := j + k + 1
-		return p.compute(pos, j, e) > tau || !p.fits(pos, j, e)
+		return p.over(pos, j, e, tau)
 	})
 	return j + n
 }
@@ -126,7 +159,7 @@ func (p *pipe) minTau() (tau float64, ok bool) {
 	}
 	hi := 0.0
 	for pos := range p.order {
-		hi = math.Max(hi, p.compute(pos, 0, p.in.L))
+		hi = math.Max(hi, p.maxTime(pos))
 		if p.links && pos+1 < len(p.order) {
 			x, y := p.boundaryBytes(pos, maxOut)
 			hi = math.Max(hi, math.Max(x, y))
@@ -187,7 +220,7 @@ func (p *pipe) minSum(tau float64) (stages []stageRange, sum float64, ok bool) {
 				}
 				deque = append(deque, j)
 			}
-			for lo < e && (a*(in.flops[e]-in.flops[lo]) > tau || !p.fits(pos, lo, e)) {
+			for lo < e && p.over(pos, lo, e, tau) {
 				lo++
 			}
 			for len(deque) > 0 && deque[0] < lo {
@@ -248,7 +281,10 @@ func (p *pipe) tauCandidates(floor float64) []float64 {
 	for pos := range p.order {
 		for j := 0; j < p.in.L; j++ {
 			for e := j + 1; e <= p.in.L; e++ {
-				t := p.compute(pos, j, e)
+				t := p.stageTime(pos, j, e)
+				if math.IsInf(t, 1) {
+					continue
+				}
 				if p.links && e < p.in.L && pos+1 < len(p.order) {
 					x, y, _ := p.boundary(pos, e)
 					t = math.Max(t, math.Max(x, y))

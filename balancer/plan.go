@@ -25,7 +25,7 @@ func NewPlan(snap Snapshot, job Job, opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	return in.planWithRecompute(opts)
+	return in.planTiers(opts)
 }
 
 // plan is NewPlan on the instance as priced (with or without recomputation).
@@ -71,13 +71,13 @@ func (in *instance) capacityCheck() error {
 			largest, at = m, i
 		}
 	}
-	if need := in.static[in.L]; need > total {
+	if need := in.static[in.L]; need > total && !in.allowOffload {
 		return infeasible("memory", need, total,
 			"model does not fit: its parameters, gradients and optimizer state need %s but all %d nodes together have %s (short by %s); add nodes or memory, or shrink the model",
 			gib(need), in.n, gib(total), gib(need-total))
 	}
 	for l := 0; l < in.L; l++ {
-		if need := in.stageMemory(l, l+1, 1, 1); need > largest {
+		if need := in.minNeed(l, l+1, 1, 1, in.maxReplicas()); need > largest {
 			return infeasible("layer-memory", need, largest,
 				"layer %d (%s) needs %s with one sequence in flight but the largest node (%s) has %s (short by %s)",
 				l, in.job.Layers[l].Name, gib(need), in.ids[at], gib(largest), gib(need-largest))
@@ -108,7 +108,8 @@ func (in *instance) planEven() (draft, error) {
 		r.bounds = append(r.bounds, r.bounds[s]+size)
 	}
 	d := draft{replicas: []replicaDraft{r}, m: in.defaultMicro(), note: fmt.Sprintf("%d layers over %d nodes by decreasing memory", in.L, k)}
-	if err := in.memoryCheck(d); err != nil {
+	d, err := in.withModes(d)
+	if err != nil {
 		return d, fmt.Errorf("even: %w", err)
 	}
 	return d, nil
@@ -154,11 +155,22 @@ func (p *pipe) skyPartition() ([]stageRange, bool) {
 	return stages, ok
 }
 
+// toReplica is the replica of a partition, every stage in the mode chooseStage picks for
+// it with the micro-batches it really holds in flight (no more than the pipe's bound, so
+// it fits in a mode no dearer than the search priced).
 func (p *pipe) toReplica(stages []stageRange) replicaDraft {
 	r := replicaDraft{batch: p.batch, bounds: []int{0}}
 	for _, s := range stages {
 		r.nodes = append(r.nodes, p.order[s.pos])
 		r.bounds = append(r.bounds, s.last)
+	}
+	if modes, bad := p.in.tryModes(r, p.m, p.replicas, nil); bad < 0 {
+		r.modes = modes
+		return r
+	}
+	for i, s := range stages { // not reached: the exact window is within the pipe's bound
+		m, _ := p.in.chooseStage(p.in.mem[r.nodes[i]], s.first, s.last, p.maxSeqs, p.infl[s.pos], p.replicas)
+		r.modes = append(r.modes, m)
 	}
 	return r
 }

@@ -2,83 +2,56 @@ package balancer
 
 import (
 	"errors"
+	"fmt"
 	"math/bits"
-
-	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// recomputes reports whether layer i's activations are recomputed when its stage
-// recomputes: every layer that saves activations for its backward pass.
-func (in *instance) recomputes(i int) bool { return in.job.Layers[i].SavedBytesPerToken > 0 }
-
-// withRecompute is in priced for recomputing stages: each recomputed layer's backward pass
-// costs one more forward pass, and a stage's activation memory is its layers' outputs per
-// micro-batch in flight plus the largest layer's saved activations for one micro-batch.
-func (in *instance) withRecompute() *instance {
-	r := *in
-	r.recompute = true
-	r.flops, r.bwd = make([]float64, in.L+1), make([]float64, in.L+1)
-	r.kept = make([]float64, in.L+1)
-	perLayer := make([]float64, in.L)
-	for i, c := range in.job.Layers {
-		extra, kept := 0.0, 0.0
-		if in.recomputes(i) {
-			extra, kept = c.ForwardFLOPsPerToken, float64(c.OutputBytesPerToken)
+// planTiers plans with the job's memory choices (tiers): the first allowance under which a
+// plan fits wins; when none does, the error is the first tier's (what the job needs without
+// the techniques it leaves to auto). The reason of a plan that needed a later tier names the
+// technique and what failed without it.
+func (in *instance) planTiers(opts Options) (Plan, error) {
+	var firstErr error
+	for i, a := range tiers(in.job) {
+		t := *in
+		t.allowRecompute, t.allowOffload = a.recompute, a.offload
+		p, err := t.plan(opts)
+		if err == nil {
+			if i > 0 {
+				p.Reason = t.techniques(p) + " (without: " + firstErr.Error() + "); " + p.Reason
+			}
+			return p, nil
 		}
-		r.flops[i+1] = r.flops[i] + c.FLOPsPerToken() + extra
-		r.bwd[i+1] = r.bwd[i] + c.BackwardFLOPsPerToken + extra
-		r.kept[i+1] = r.kept[i] + kept
-		perLayer[i] = float64(c.SavedBytesPerToken)
-	}
-	r.savedMax = newRangeMax(perLayer)
-	return &r
-}
-
-// planWithRecompute plans with the job's recomputation choice: without recomputation when
-// it is off or when a plan fits without it; with it when on, or when auto and memory alone
-// made every plan without it infeasible.
-func (in *instance) planWithRecompute(opts Options) (Plan, error) {
-	switch in.job.Recompute {
-	case jobspec.RecomputeOn:
-		return in.withRecompute().plan(opts)
-	case jobspec.RecomputeAuto:
-		p, err := in.plan(opts)
-		if err == nil || !errors.Is(err, ErrInfeasible) {
-			return p, err
-		}
-		rp, rerr := in.withRecompute().plan(opts)
-		if rerr != nil {
+		if !errors.Is(err, ErrInfeasible) {
 			return Plan{}, err
 		}
-		rp.Reason = "recomputing activations (without: " + err.Error() + "); " + rp.Reason
-		return rp, nil
+		if firstErr == nil {
+			firstErr = err
+		}
 	}
-	return in.plan(opts)
+	return Plan{}, firstErr
 }
 
-// forPlan is in priced as p runs: with recomputation when any of its stages recomputes.
-func (in *instance) forPlan(p Plan) *instance {
+// techniques names what a plan's stages use to fit.
+func (in *instance) techniques(p Plan) string {
+	rc, off := 0, 0
 	for _, r := range p.Replicas {
 		for _, s := range r.Stages {
 			if s.Recompute {
-				return in.withRecompute()
+				rc++
+			}
+			if s.OffloadBytes > 0 {
+				off++
 			}
 		}
 	}
-	return in
-}
-
-// stageRecomputes reports whether a stage of layers [j, e) recomputes under in.
-func (in *instance) stageRecomputes(j, e int) bool {
-	if !in.recompute {
-		return false
+	switch {
+	case off > 0 && rc > 0:
+		return fmt.Sprintf("recomputing activations on %d stage(s) and offloading training state on %d", rc, off)
+	case off > 0:
+		return fmt.Sprintf("offloading training state on %d stage(s)", off)
 	}
-	for i := j; i < e; i++ {
-		if in.recomputes(i) {
-			return true
-		}
-	}
-	return false
+	return fmt.Sprintf("recomputing activations on %d stage(s)", rc)
 }
 
 // rangeMax answers the maximum of a fixed slice over [j, e) in constant time (a sparse

@@ -49,9 +49,9 @@ func Replan(current Plan, snap Snapshot, job Job, opts Options) (Decision, error
 	if err != nil {
 		return Decision{}, fmt.Errorf("replan: %w", err)
 	}
-	dec := Decision{Plan: proposal, NewStep: in.forPlan(proposal).judgedStep(next)}
+	dec := Decision{Plan: proposal, NewStep: in.judgedStep(next)}
 	dec.MoveBytes, dec.MoveSeconds = in.moveCost(current, next)
-	inCur := in.forPlan(current)
+	inCur := in
 	cur, err := inCur.fromPlan(current)
 	if err == nil {
 		err = inCur.memoryCheck(cur)

@@ -41,7 +41,6 @@ func Simulate(snap Snapshot, job Job, plan Plan) (Simulation, error) {
 	if err != nil {
 		return Simulation{}, err
 	}
-	in = in.forPlan(plan)
 	d, err := in.fromPlan(plan)
 	if err != nil {
 		return Simulation{}, err
@@ -143,8 +142,7 @@ type simStage struct {
 	next           int
 	busy           bool
 	act, grad      []bool
-	fwdPerSeq      float64 // seconds per sequence
-	bwdPerSeq      float64
+	times          stageTimes // pass times per sequence and offload I/O
 	sendFree, back float64 // when the links to the next and previous stage are free
 }
 
@@ -164,8 +162,7 @@ func (in *instance) simulateReplica(r replicaDraft, m int, loads map[[2]int]floa
 	rs := &replicaSim{in: in, sizes: microSizes(r.batch, mr), loads: loads, r: r}
 	for s, nd := range r.nodes {
 		st := simStage{node: nd, ops: scheduleOps(in.sched, s, S, mr), act: make([]bool, mr), grad: make([]bool, mr)}
-		st.fwdPerSeq = in.tokens * (in.fwd[r.bounds[s+1]] - in.fwd[r.bounds[s]]) / in.speed[nd]
-		st.bwdPerSeq = in.tokens * (in.bwd[r.bounds[s+1]] - in.bwd[r.bounds[s]]) / in.speed[nd]
+		st.times = in.stageTimes(nd, r.bounds[s], r.bounds[s+1], r.mode(s))
 		if s == 0 {
 			for i := range st.act {
 				st.act[i] = true
@@ -202,9 +199,11 @@ func (rs *replicaSim) tryStart(s int, now float64) {
 		return
 	}
 	st.busy = true
-	dur := st.bwdPerSeq * float64(rs.sizes[op.mb])
+	// A pass takes the longer of its compute (a recomputing stage's backward pass runs the
+	// forward pass again) and its offload I/O.
+	dur := math.Max(st.times.bwdPerSeq*float64(rs.sizes[op.mb]), st.times.bwdIO)
 	if op.forward {
-		dur = st.fwdPerSeq * float64(rs.sizes[op.mb])
+		dur = math.Max(st.times.fwdPerSeq*float64(rs.sizes[op.mb]), st.times.fwdIO)
 	}
 	rs.push(simEvent{t: now + dur, kind: evComputeDone, stage: s, mb: op.mb, forward: op.forward})
 }
@@ -216,6 +215,9 @@ func (rs *replicaSim) handle(ev simEvent) {
 		st.busy = false
 		st.next++
 		rs.end = math.Max(rs.end, ev.t)
+		if st.next == len(st.ops) { // the optimizer step reads and writes offloaded state
+			rs.end = math.Max(rs.end, ev.t+st.times.optIO)
+		}
 		switch {
 		case ev.forward && ev.stage == len(rs.stages)-1:
 			st.grad[ev.mb] = true // the loss is computed where the forward pass ends

@@ -1,6 +1,9 @@
 package balancer
 
 import (
+	"fmt"
+	"math"
+
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 )
@@ -19,6 +22,26 @@ type Node struct {
 	// GPU, when present, is the accelerator the node trains on: its speed and memory replace
 	// GFLOPS and MemoryBytes where they are set (> 0).
 	GPU *GPU `json:"gpu,omitempty"`
+	// DiskReadBps and DiskWriteBps are the measured bandwidths of the node's data directory
+	// in bytes/s (mesh.Profile), what offloaded training state moves at; 0 means not
+	// measured (DefaultDiskReadBps, DefaultDiskWriteBps).
+	DiskReadBps  float64 `json:"disk_read_bps,omitempty"`
+	DiskWriteBps float64 `json:"disk_write_bps,omitempty"`
+}
+
+// disk returns the node's disk read and write bandwidth, the defaults where unmeasured.
+func (n Node) disk() (read, write float64, err error) {
+	read, write = n.DiskReadBps, n.DiskWriteBps
+	if !(read >= 0) || !(write >= 0) || math.IsInf(read, 0) || math.IsInf(write, 0) {
+		return 0, 0, fmt.Errorf("node %q: disk_read_bps and disk_write_bps must be finite and ≥ 0 (got %g, %g)", n.ID, read, write)
+	}
+	if read == 0 {
+		read = DefaultDiskReadBps
+	}
+	if write == 0 {
+		write = DefaultDiskWriteBps
+	}
+	return read, write, nil
 }
 
 // GPU is an accelerator found through NVML and measured like the CPU.
@@ -96,6 +119,12 @@ type Job struct {
 	Sync Sync `json:"sync"`
 	// Recompute is whether stages may recompute activations; "" means RecomputeOff.
 	Recompute jobspec.Recompute `json:"recompute,omitempty"`
+	// Zero is the ZeRO stage (0, 1 or 2) of a Sync.Mode jobspec.SyncEveryStep job: each of R
+	// replicas keeps 1/R of the AdamW moments. It needs uncompressed sync (Compression 0 or
+	// 1); a plan of one replica runs without it.
+	Zero int `json:"zero,omitempty"`
+	// Offload is whether stages may keep training state on disk; "" means OffloadOff.
+	Offload jobspec.Offload `json:"offload,omitempty"`
 }
 
 // Limits of jobspec.StrategyOptimal.
@@ -153,6 +182,14 @@ type Stage struct {
 	// Recompute says whether the stage recomputes its layers' activations in the backward
 	// pass (priced in the plan's memory and step time).
 	Recompute bool `json:"recompute,omitempty"`
+	// OffloadBytes is the stage's training state (weights, gradients, AdamW moments) kept
+	// on disk rather than in memory, its I/O priced in the step time; 0: all resident.
+	OffloadBytes int64 `json:"offload_bytes,omitempty"`
+	// MemoryBudget is the resident training-state bytes the engine's store may hold when
+	// the stage offloads (parallel.StagePlan.MemoryBudget); 0 when all of it is resident.
+	MemoryBudget int64 `json:"memory_budget,omitempty"`
+	// Zero is the ZeRO stage the stage's replicas shard their optimizer state with (0: none).
+	Zero int `json:"zero,omitempty"`
 }
 
 // Breakdown splits a step time in seconds.

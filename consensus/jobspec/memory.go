@@ -25,6 +25,13 @@ type Memory struct {
 	// default) keeps every replica's full optimizer state, 1 shards the AdamW moments
 	// across the replicas, 2 also the reduced gradients. The same losses as 0.
 	Zero int `json:"zero,omitempty" yaml:"zero"`
+	// Offload is "auto" (the default), "on" or "off": whether the balancer may keep a
+	// stage's training state (weights, gradients, AdamW moments) that does not fit its node's
+	// memory on the node's disk, read and written every step at the disk's measured
+	// bandwidth. auto: only when no plan fits otherwise, after smaller micro-batches and
+	// recomputation; on: in any plan, priced against the alternatives; off: never. A spec
+	// stored before the field existed ("") plans without offload.
+	Offload Offload `json:"offload,omitempty" yaml:"offload"`
 }
 
 // Recomputes lists every recomputation choice, the default first.
@@ -38,6 +45,9 @@ func (r Recompute) Check(field string) error { return check(field, r, Recomputes
 
 func (m Memory) validate(v *validator) {
 	v.add(m.Recompute.Check("memory.recompute"))
+	if m.Offload != "" {
+		v.add(m.Offload.Check("memory.offload"))
+	}
 }
 
 // validateZero checks memory.zero: 0, 1 or 2, and sharding only where replicas reduce
@@ -53,3 +63,28 @@ func (s Spec) validateZero(v *validator) {
 		v.addf("memory.zero", "%d reduces shards uncompressed: it needs parallel.codec: %s, got %q", z, CodecNone, s.Parallel.Codec)
 	}
 }
+
+// Offload says whether pipeline stages may keep training state on disk.
+type Offload string
+
+// Offload choices.
+const (
+	// OffloadAuto lets the balancer offload only when no plan fits memory otherwise, after
+	// smaller micro-batches and recomputation.
+	OffloadAuto Offload = "auto"
+	// OffloadOn lets the balancer offload in any plan, its disk I/O priced against the
+	// alternatives: a stage offloads only the state that does not fit beside its
+	// activations.
+	OffloadOn Offload = "on"
+	// OffloadOff never offloads.
+	OffloadOff Offload = "off"
+)
+
+// Offloads lists every offload choice, the default first.
+func Offloads() []Offload { return []Offload{OffloadAuto, OffloadOn, OffloadOff} }
+
+// Valid reports whether o is a known choice.
+func (o Offload) Valid() bool { return slices.Contains(Offloads(), o) }
+
+// Check returns nil for a known choice, else an error naming field and the choices.
+func (o Offload) Check(field string) error { return check(field, o, Offloads()) }

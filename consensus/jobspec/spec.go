@@ -153,6 +153,6 @@ func DefaultSpec() Spec {
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},
-		Memory:     Memory{Recompute: RecomputeAuto},
+		Memory:     Memory{Recompute: RecomputeAuto, Offload: OffloadAuto},
 	}
 }
