@@ -130,7 +130,14 @@ func (in *instance) boundText(r replicaDraft, m int, e replicaEstimate) string {
 	case boundWindow:
 		return fmt.Sprintf("1F1B round trip from stage %d (%s) over its %d in-flight micro-batches (compute and transfer downstream)", s, in.ids[r.nodes[s]], min(r.micro(m), S-s))
 	}
-	return fmt.Sprintf("compute on %s (stage %d of %d, layers [%d,%d))", in.ids[r.nodes[s]], s, S, r.bounds[s], r.bounds[s+1])
+	what := "compute"
+	if t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], r.mode(s)); t.fwdIO+t.bwdIO > 0 {
+		seqs := float64(r.batch) / float64(r.micro(m))
+		if t.fwdIO+t.bwdIO > seqs*(t.fwdPerSeq+t.bwdPerSeq) {
+			what = "offload I/O"
+		}
+	}
+	return fmt.Sprintf("%s on %s (stage %d of %d, layers [%d,%d))", what, in.ids[r.nodes[s]], s, S, r.bounds[s], r.bounds[s+1])
 }
 
 // syncEstimate is the planner's model of one sync phase: every layer's holders form a ring

@@ -36,11 +36,11 @@ type instance struct {
 	// layer's training state; pb, gb and opt are prefix sums of parameter, gradient and
 	// optimizer bytes. allowRecompute and allowOffload are the planning tier's allowances
 	// (planTiers); forceRecompute is memory.recompute: on.
-	fwdR, kept, pb, gb, opt                       []float64
-	savedMax, staticMax                           rangeMax
+	fwdR, kept, pb, gb, opt                      []float64
+	savedMax, staticMax                          rangeMax
 	allowRecompute, allowOffload, forceRecompute bool
-	zero                                          int       // the job's ZeRO stage where it applies (sync mode), else 0
-	diskRead, diskWrite                           []float64 // per node, bytes/s
+	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
+	diskRead, diskWrite                          []float64 // per node, bytes/s
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {

@@ -97,7 +97,9 @@ func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64
 }
 
 // stageRecomputes reports whether a stage of layers [j, e) has any layer to recompute.
-func (in *instance) stageRecomputes(j, e int) bool { return in.kept[e] > in.kept[j] || in.savedMax.of(j, e) > 0 }
+func (in *instance) stageRecomputes(j, e int) bool {
+	return in.kept[e] > in.kept[j] || in.savedMax.of(j, e) > 0
+}
 
 // offloadIO is the disk time of a stage of layers [j, e) on node nd that keeps mode.offload
 // bytes of its training state on disk. The store is modelled as keeping the same fraction f

@@ -51,8 +51,12 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 				need += 2 * tok * float64(job.Layers[st.First-1].OutputBytesPerToken)
 			}
 			need += stageActivations(job.Layers[st.First:st.Last], st.Recompute, inFlight, tok)
+			need += checkStageState(t, job, len(p.Replicas), st)
 			if need > budget[st.Node]*(1+1e-12) {
 				t.Fatalf("replica %d stage %d on %s needs %.0f bytes, budget %.0f", r, s, st.Node, need, budget[st.Node])
+			}
+			if math.Abs(need-st.MemoryBytes) > 1+1e-9*need {
+				t.Fatalf("replica %d stage %d on %s claims %.0f bytes, needs %.0f", r, s, st.Node, st.MemoryBytes, need)
 			}
 		}
 		if next != len(job.Layers) {
@@ -64,13 +68,12 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 	}
 }
 
-// stageActivations is the static and activation memory of a stage's layers: every layer's
-// saved activations per micro-batch in flight, or, recomputing, the outputs of the layers
-// that save any plus the largest layer's saved activations once.
+// stageActivations is the activation memory of a stage's layers: every layer's saved
+// activations per micro-batch in flight, or, recomputing, the outputs of the layers that
+// save any plus the largest layer's saved activations once.
 func stageActivations(layers []model.LayerCost, recompute bool, inFlight, tok float64) float64 {
 	need, largest := 0.0, 0.0
 	for _, c := range layers {
-		need += float64(c.StaticBytes())
 		switch {
 		case !recompute:
 			need += inFlight * tok * float64(c.SavedBytesPerToken)
@@ -80,6 +83,50 @@ func stageActivations(layers []model.LayerCost, recompute bool, inFlight, tok fl
 		}
 	}
 	return need + tok*largest
+}
+
+// checkStageState checks a stage's ZeRO, recomputation and offload against the job and
+// returns its resident training state: weights and gradients, the AdamW moments (1/R of
+// them, plus a float32 of rounding per layer and moment, under ZeRO with R ≥ 2 replicas in
+// sync mode), less what it offloads, keeping at least its largest layer resident.
+func checkStageState(t *testing.T, job Job, R int, st Stage) float64 {
+	t.Helper()
+	zero := 0
+	if job.Sync.Mode == jobspec.SyncEveryStep && R >= 2 {
+		zero = job.Zero
+	}
+	if st.Zero != zero {
+		t.Fatalf("stage on %s: zero %d, want %d (job zero %d, %d replicas)", st.Node, st.Zero, zero, job.Zero, R)
+	}
+	if st.Recompute && job.Recompute != jobspec.RecomputeOn && job.Recompute != jobspec.RecomputeAuto {
+		t.Fatalf("stage on %s recomputes under recompute %q", st.Node, job.Recompute)
+	}
+	state, largest := 0.0, 0.0
+	for _, c := range job.Layers[st.First:st.Last] {
+		opt := float64(c.OptimizerBytes)
+		if zero > 0 {
+			opt = math.Min(opt, opt/float64(R)+8)
+		}
+		state += float64(c.ParamBytes+c.GradBytes) + opt
+		largest = max(largest, float64(c.StaticBytes()))
+	}
+	if st.OffloadBytes == 0 {
+		if st.MemoryBudget != 0 {
+			t.Fatalf("stage on %s: memory budget %d without offload", st.Node, st.MemoryBudget)
+		}
+		return state
+	}
+	if job.Offload != jobspec.OffloadOn && job.Offload != jobspec.OffloadAuto {
+		t.Fatalf("stage on %s offloads %d bytes under offload %q", st.Node, st.OffloadBytes, job.Offload)
+	}
+	resident := state - float64(st.OffloadBytes)
+	if st.OffloadBytes < 0 || resident < math.Min(state, largest)-1 {
+		t.Fatalf("stage on %s offloads %d of %.0f bytes, keeping %.0f < its largest layer's %.0f", st.Node, st.OffloadBytes, state, resident, largest)
+	}
+	if math.Abs(float64(st.MemoryBudget)-resident) > 1 {
+		t.Fatalf("stage on %s: memory budget %d, resident state %.0f", st.Node, st.MemoryBudget, resident)
+	}
+	return resident
 }
 
 func simulated(t *testing.T, snap Snapshot, job Job, p Plan) float64 {

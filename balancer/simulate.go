@@ -143,7 +143,7 @@ type simStage struct {
 	busy           bool
 	act, grad      []bool
 	times          stageTimes // pass times per sequence and offload I/O
-	sendFree, back float64 // when the links to the next and previous stage are free
+	sendFree, back float64    // when the links to the next and previous stage are free
 }
 
 type replicaSim struct {
