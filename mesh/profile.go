@@ -30,6 +30,12 @@ type Profile struct {
 	MemoryBudgetBytes uint64 `json:"memory_budget_bytes"`
 	// DiskFreeBytes is the free space in the node's data directory.
 	DiskFreeBytes uint64 `json:"disk_free_bytes"`
+	// DiskReadBps and DiskWriteBps are the measured sequential bandwidths of the data
+	// directory in bytes/s (a bounded write, sync and read-back of a temporary file, the
+	// page cache dropped in between), what offloaded training state moves at. Zero means
+	// not measured: the balancer assumes a slow disk.
+	DiskReadBps  float64 `json:"disk_read_bps,omitzero"`
+	DiskWriteBps float64 `json:"disk_write_bps,omitzero"`
 	// GPUs lists the devices NVML reported; empty (never null in JSON) without any.
 	GPUs []GPU `json:"gpus"`
 	// OS, Arch and Version identify the platform and the meshnode release.
@@ -85,6 +91,11 @@ func (p *Profile) Validate() error {
 	}
 	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
 		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)
+	}
+	for _, r := range []float64{p.DiskReadBps, p.DiskWriteBps} {
+		if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
+			return fmt.Errorf("profile: disk bandwidth %v is not a rate", r)
+		}
 	}
 	if p.Cores < 0 {
 		return fmt.Errorf("profile: cores %d < 0", p.Cores)

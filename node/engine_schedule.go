@@ -66,7 +66,8 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" {
 		return nil
 	}
-	out := &scheduler.Profile{GFLOPS: ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes)}
+	out := &scheduler.Profile{GFLOPS: ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

@@ -25,6 +25,8 @@ type Profiler struct {
 	train  func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
 	memory func() (total, available uint64)
 	disk   func(dir string) uint64
+	// diskBW measures the data directory's read and write bandwidth (measureDisk).
+	diskBW func(dir string, limit time.Duration) (read, write float64)
 	gpus   func() ([]mesh.GPU, error)
 	// cpuTime reads the process's CPU time (processCPUTime); tests replace it.
 	cpuTime func() time.Duration
@@ -34,6 +36,9 @@ type Profiler struct {
 	// The compute rates of the last measurement, kept while the node is busy.
 	measured            bool
 	lastGemm, lastTrain float64
+	// The disk bandwidths, measured once: the data directory's disk does not change.
+	diskMeasured                bool
+	lastDiskRead, lastDiskWrite float64
 }
 
 // NewProfiler returns a profiler for cfg's profile settings and data directory.
@@ -44,7 +49,7 @@ func NewProfiler(cfg Config) *Profiler {
 	}
 	return &Profiler{
 		cfg: cfg.Profile, dataDir: cfg.DataDir, budget: cfg.MemoryBudget, frac: frac, version: cfg.Version,
-		gemm: kernels.MeasureGemm, train: measureTraining, memory: systemMemory, disk: diskFree, gpus: detectGPUs, cpuTime: processCPUTime,
+		gemm: kernels.MeasureGemm, train: measureTraining, memory: systemMemory, disk: diskFree, diskBW: measureDisk, gpus: detectGPUs, cpuTime: processCPUTime,
 	}
 }
 
@@ -78,6 +83,12 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 		}
 		p.measured, p.lastGemm, p.lastTrain = true, gflops, train
 	}
+	if !p.diskMeasured && p.diskBW != nil {
+		// Bounded: at most diskProbeBytes each way, each direction for at most twice a
+		// GEMM batch (50 ms at least).
+		p.lastDiskRead, p.lastDiskWrite = p.diskBW(p.dataDir, max(2*p.cfg.batchDuration(), 50*time.Millisecond))
+		p.diskMeasured = true
+	}
 	total, avail := p.memory()
 	prof = mesh.Profile{
 		GemmGFLOPS:       gflops,
@@ -88,7 +99,8 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 		MemoryTotalBytes: total, MemoryAvailableBytes: avail,
 		MemoryBudgetBytes: p.budget,
 		DiskFreeBytes:     p.disk(p.dataDir),
-		OS:                runtime.GOOS, Arch: runtime.GOARCH, Version: p.version,
+		DiskReadBps:       p.lastDiskRead, DiskWriteBps: p.lastDiskWrite,
+		OS: runtime.GOOS, Arch: runtime.GOARCH, Version: p.version,
 		GPUs: []mesh.GPU{},
 	}
 	if prof.MemoryBudgetBytes == 0 {

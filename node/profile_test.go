@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"math"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ func fakeProfiler(cfg Config) *Profiler {
 	p := NewProfiler(cfg)
 	p.gemm = func(m, n, k, threads int, d time.Duration) float64 { return 100 }
 	p.train = func(time.Duration) float64 { return 40 }
+	p.diskBW = func(string, time.Duration) (float64, float64) { return 500e6, 250e6 }
 	p.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
 	p.disk = func(string) uint64 { return 1 << 40 }
 	p.gpus = func() ([]mesh.GPU, error) { return nil, nil }
@@ -69,6 +72,13 @@ func TestProfileSlowdownAndBudget(t *testing.T) {
 	}
 	if prof.MemoryBudgetBytes != uint64(0.8*float64(10<<30)) {
 		t.Errorf("default budget %d, want 80%% of available", prof.MemoryBudgetBytes)
+	}
+	if prof.DiskReadBps != 500e6 || prof.DiskWriteBps != 250e6 {
+		t.Errorf("disk bandwidths %g, %g B/s, want the measured 500e6, 250e6", prof.DiskReadBps, prof.DiskWriteBps)
+	}
+	prof.DataAddr = "127.0.0.1:1"
+	if pp := planProfile(&prof); pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 {
+		t.Errorf("the balancer's profile %+v does not carry the disk bandwidths", pp)
 	}
 	if prof.GemmShape != "2048x512x512" || prof.GPUs == nil || prof.DiskFreeBytes != 1<<40 || prof.Cores < 1 {
 		t.Errorf("profile %+v", prof)
@@ -270,4 +280,23 @@ func timingTest(t *testing.T) {
 	case testing.Short() || raceEnabled:
 		t.Skip("timing measurement: the race detector distorts the kernels' timing")
 	}
+}
+
+// TestMeasureDisk: the disk probe measures both directions of a real directory within its
+// bound and leaves nothing behind; an unwritable directory is "not measured" (0, 0).
+func TestMeasureDisk(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now()
+	read, write := measureDisk(dir, 200*time.Millisecond)
+	testutil.Within(t, "disk probe", time.Since(start), 5*time.Second)
+	if !(read > 0) || !(write > 0) {
+		t.Fatalf("disk read %g B/s, write %g B/s: want both measured", read, write)
+	}
+	if left, err := os.ReadDir(dir); err != nil || len(left) != 0 {
+		t.Fatalf("the probe left %v (%v)", left, err)
+	}
+	if r, w := measureDisk(filepath.Join(dir, "missing"), 50*time.Millisecond); r != 0 || w != 0 {
+		t.Fatalf("a missing directory measured %g, %g B/s", r, w)
+	}
+	t.Logf("data directory: read %.0f MB/s, write %.0f MB/s", read/1e6, write/1e6)
 }

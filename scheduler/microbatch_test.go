@@ -22,13 +22,14 @@ func smallMembers(ids ...string) []Member {
 // TestLossReplansWithSmallerMicroBatches is issue 15's scenario at the scheduler: the
 // default job on three 20 MiB nodes loses one. With micro-batches pinned at 4 (the old
 // default) and no recomputation, no partition of the model over the two survivors fits
-// memory and the job fails; with micro-batches on "auto" (the default now), the replan
+// memory and the job fails (offload off too); with micro-batches on "auto" (the default now), the replan
 // trades micro-batch size for memory and the job goes on on the two survivors without
 // recomputing; pinned at 4 with recomputation on "auto" (the default), it recomputes.
 func TestLossReplansWithSmallerMicroBatches(t *testing.T) {
 	abc := smallMembers("a", "b", "c")
 	pinned := jobspec.DefaultSpec()
 	pinned.Train.MicroBatches, pinned.Memory.Recompute = jobspec.Fixed(4), jobspec.RecomputeOff
+	pinned.Memory.Offload = jobspec.OffloadOff
 	pinnedRecompute := pinned
 	pinnedRecompute.Memory.Recompute = jobspec.RecomputeAuto
 	auto := jobspec.DefaultSpec()

@@ -119,6 +119,8 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
 			Compression: ratio, Fragments: spec.Parallel.Fragments},
 		Recompute: recompute(spec.Memory.Recompute),
+		Zero:      spec.Memory.Zero,
+		Offload:   offload(spec.Memory.Offload),
 	}
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: spec.Placement.Strategy}
 	if !spec.Parallel.Replicas.IsAuto {
@@ -146,6 +148,15 @@ func recompute(r jobspec.Recompute) jobspec.Recompute {
 	return r
 }
 
+// offload is the balancer's offload choice for the spec's: a spec stored before
+// memory.offload existed ("") plans without offload, as it did then.
+func offload(o jobspec.Offload) jobspec.Offload {
+	if o == "" {
+		return jobspec.OffloadOff
+	}
+	return o
+}
+
 // snapshot is the balancer's view of the candidates: their speeds and memory, and the
 // links they measured towards each other.
 func snapshot(cands []candidate) balancer.Snapshot {
@@ -155,7 +166,8 @@ func snapshot(cands []candidate) balancer.Snapshot {
 		known[c.id] = true
 	}
 	for _, c := range cands {
-		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GFLOPS, MemoryBytes: c.profile.MemoryBytes})
+		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GFLOPS, MemoryBytes: c.profile.MemoryBytes,
+			DiskReadBps: c.profile.DiskReadBps, DiskWriteBps: c.profile.DiskWriteBps})
 		for _, l := range c.profile.Links {
 			if known[l.Peer] && l.BandwidthBps > 0 {
 				snap.Links = append(snap.Links, balancer.Link{From: c.id, To: l.Peer, RTT: l.RTTSeconds, Bandwidth: l.BandwidthBps})

@@ -72,6 +72,10 @@ type Profile struct {
 	GFLOPS      float64 // training compute rate
 	MemoryBytes int64   // memory budget for layers
 	Links       []Link  // what this node measured towards its peers
+	// DiskReadBps and DiskWriteBps are the measured bandwidths of the node's data
+	// directory, what offloaded training state moves at (0: not measured, the balancer's
+	// conservative default).
+	DiskReadBps, DiskWriteBps float64
 }
 
 // Link is one measured link from a node to a peer.

@@ -37,7 +37,7 @@ parallel:
   aggregate: median
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
-memory: {recompute: on, zero: 2}
+memory: {recompute: on, zero: 2, offload: on}
 `
 	s, err := Parse([]byte(in))
 	if err != nil {
@@ -52,7 +52,7 @@ memory: {recompute: on, zero: 2}
 			InnerSteps: 1, OuterLR: 1, OuterMomentum: 0, Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
-		Memory:     Memory{Recompute: RecomputeOn, Zero: 2},
+		Memory:     Memory{Recompute: RecomputeOn, Zero: 2, Offload: OffloadOn},
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("got %+v\nwant %+v", s, want)
@@ -145,6 +145,7 @@ func TestBadSpecs(t *testing.T) {
 		{"micro batches zero", "train: {micro_batches: 0}", []string{`train.micro_batches: must be "auto" or ≥ 1, got 0`}},
 		{"micro batches word", "train: {micro_batches: some}", []string{`train.micro_batches: must be "auto" or an integer, got "some"`}},
 		{"bad recompute", "memory: {recompute: sometimes}", []string{`memory.recompute: must be one of auto, on, off, got "sometimes"`}},
+		{"bad offload", "memory: {offload: disk}", []string{`memory.offload: must be one of auto, on, off, got "disk"`}},
 		{"lr zero", "train: {lr: 0}", []string{"train.lr: must be > 0 and ≤ 1, got 0"}},
 		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
 		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},
