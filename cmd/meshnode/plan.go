@@ -39,11 +39,13 @@ func newPlanCmd() *cobra.Command {
 replicas, and judges each plan with a discrete-event simulation of one training step. The
 nodes come from a generated scenario (sky64: 64 unequal nodes on a uniform 10 Gbit/s network;
 geo3: 12 GPU nodes in three regions joined by 100 Mbit/s, 80 ms links) or from JSON files:
---nodes holds [{"id","gflops","memory_bytes"}], --links holds
+--nodes holds [{"id","gflops","memory_bytes","disk_read_bps","disk_write_bps"}] (disk rates
+optional), --links holds
 [{"from","to","rtt_seconds","bandwidth_bytes_per_second"}]; pairs without a link are priced
 like the worst measured one. Strategies: even (equal layer counts), sky (compute balanced
 under memory, links ignored), optimal (exhaustive, ≤ 6 nodes and ≤ 16 layers), auto
-(meshnode's), or all. See docs/balancer.md.`,
+(meshnode's), or all. Each stage says whether it recomputes activations, how many bytes of
+its training state it offloads to disk, and its ZeRO stage. See docs/balancer.md.`,
 		Example: `  meshnode plan --simulate --scenario geo3 --seed 1
   meshnode plan --simulate --scenario sky64 --strategy all -o json
   meshnode plan --simulate --nodes nodes.json --links links.json --model model.yaml --batch 32`,
@@ -69,6 +71,8 @@ under memory, links ignored), optimal (exhaustive, ≤ 6 nodes and ≤ 16 layers
 	f.IntVar(&o.job.Sync.InnerSteps, "inner-steps", 100, "steps between DiLoCo syncs")
 	f.Float64Var(&o.job.Sync.Compression, "compression", 4, "sync codec size ratio (4: int8, 1: none)")
 	f.StringVar((*string)(&o.job.Recompute), "recompute", string(jobspec.RecomputeAuto), "activation recomputation: auto (only when nothing fits without), on or off")
+	f.StringVar((*string)(&o.job.Offload), "offload", string(jobspec.OffloadAuto), "training state on disk: auto (only when nothing fits otherwise, after recomputation), on (wherever priced faster) or off")
+	f.IntVar(&o.job.Zero, "zero", 0, "ZeRO stage across replicas: 0, 1 or 2 (needs --sync sync and --compression 1)")
 	f.StringVar(&o.strategy, "strategy", "all", "auto, sky, even, optimal or all")
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -102,6 +106,14 @@ type planStage struct {
 	Layers [2]int `json:"layers"`
 	// Recompute says whether the stage recomputes activations in the backward pass.
 	Recompute bool `json:"recompute"`
+	// OffloadBytes is the training state the stage keeps on disk; MemoryBudget the
+	// resident training state its store may hold then (0 without offload).
+	OffloadBytes int64 `json:"offload_bytes"`
+	MemoryBudget int64 `json:"memory_budget,omitempty"`
+	// Zero is the ZeRO stage of the stage's replicas (0: none).
+	Zero int `json:"zero"`
+	// MemoryBytes is the predicted resident peak.
+	MemoryBytes int64 `json:"memory_bytes"`
 }
 
 func (o *planOptions) run(cmd *cobra.Command) error {
@@ -202,6 +214,9 @@ func (o *planOptions) inputs(cmd *cobra.Command) (balancer.Snapshot, balancer.Jo
 	}
 	job := o.job
 	job.Layers, job.Context = o.model.LayerCosts(), o.model.Context
+	if err := checkMemoryFlags(job); err != nil {
+		return snap, job, report, err
+	}
 	if err := job.Validate(); err != nil {
 		return snap, job, report, usagef("%v", err)
 	}
@@ -296,7 +311,8 @@ func planAndSimulate(snap balancer.Snapshot, job balancer.Job, s jobspec.Strateg
 	for _, r := range p.Replicas {
 		var stages []planStage
 		for _, st := range r.Stages {
-			stages = append(stages, planStage{Node: st.Node, Layers: [2]int{st.First, st.Last}, Recompute: st.Recompute})
+			stages = append(stages, planStage{Node: st.Node, Layers: [2]int{st.First, st.Last}, Recompute: st.Recompute,
+				OffloadBytes: st.OffloadBytes, MemoryBudget: st.MemoryBudget, Zero: st.Zero, MemoryBytes: int64(st.MemoryBytes)})
 		}
 		res.Replicas = append(res.Replicas, stages)
 		res.ReplicaBatches = append(res.ReplicaBatches, r.Batch)
@@ -342,9 +358,7 @@ func writePlanText(w io.Writer, r planReport, job balancer.Job) {
 			col := len(head)
 			for _, st := range rep {
 				cell := fmt.Sprintf(" %s[%d,%d)", st.Node, st.Layers[0], st.Layers[1])
-				if st.Recompute {
-					cell += "+recompute"
-				}
+				cell += stageSuffix(st)
 				if col+len(cell) > 96 {
 					fmt.Fprint(w, "\n   ")
 					col = 3
@@ -355,6 +369,40 @@ func writePlanText(w io.Writer, r planReport, job balancer.Job) {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// stageSuffix marks what a stage does to fit: +recompute, +offload <size>, +zero<n>.
+func stageSuffix(st planStage) string {
+	out := ""
+	if st.Recompute {
+		out += "+recompute"
+	}
+	if st.OffloadBytes > 0 {
+		out += "+offload " + strings.ReplaceAll(meshBytes(uint64(st.OffloadBytes)), " ", "")
+	}
+	if st.Zero > 0 {
+		out += fmt.Sprintf("+zero%d", st.Zero)
+	}
+	return out
+}
+
+// checkMemoryFlags names the flag of a memory setting that cannot be planned.
+func checkMemoryFlags(job balancer.Job) error {
+	if err := job.Recompute.Check("--recompute"); err != nil {
+		return usagef("%v", err)
+	}
+	if err := job.Offload.Check("--offload"); err != nil {
+		return usagef("%v", err)
+	}
+	switch z := job.Zero; {
+	case z < 0 || z > 2:
+		return usagef("--zero: must be 0, 1 or 2, got %d", z)
+	case z > 0 && job.Sync.Mode != jobspec.SyncEveryStep:
+		return usagef("--zero: %d shards what replicas synchronise every step: it needs --sync %s, got %q", z, jobspec.SyncEveryStep, job.Sync.Mode)
+	case z > 0 && job.Sync.Compression > 1:
+		return usagef("--zero: %d reduces shards uncompressed: it needs --compression 1, got %g", z, job.Sync.Compression)
+	}
+	return nil
 }
 
 func orDefault(s, d string) string {

@@ -121,6 +121,55 @@ func TestPlanUsageErrors(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and a message", args, code, errOut)
 		}
 	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--offload", "sometimes"}, "--offload: must be one of auto, on, off"},
+		{[]string{"--recompute", "always"}, "--recompute: must be one of auto, on, off"},
+		{[]string{"--zero", "3"}, "--zero: must be 0, 1 or 2"},
+		{[]string{"--zero", "1"}, "--zero: 1 shards what replicas synchronise every step: it needs --sync sync"},
+		{[]string{"--zero", "2", "--sync", "sync"}, "--zero: 2 reduces shards uncompressed: it needs --compression 1"},
+	} {
+		code, out, errOut := runPlan(t, append([]string{"--simulate", "--scenario", "geo3"}, tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errOut, tc.flag) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 2 naming %q", tc.args, code, out, errOut, tc.flag)
+		}
+	}
+}
+
+// TestPlanSimulateShowsMemoryChoices: a node smaller than the model's training state gets a
+// stage that recomputes and offloads, in text and JSON; a ZeRO job's stages say their stage.
+func TestPlanSimulateShowsMemoryChoices(t *testing.T) {
+	nodes := filepath.Join(t.TempDir(), "nodes.json")
+	os.WriteFile(nodes, []byte(`[{"id":"a","gflops":50,"memory_bytes":8000000,"disk_read_bps":1e9,"disk_write_bps":5e8}]`), 0o644)
+	code, out, errOut := runPlan(t, "--simulate", "--nodes", nodes, "--strategy", "auto", "--batch", "4")
+	if code != 0 || !strings.Contains(out, "a[0,6)+recompute+offload ") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, out, errOut = runPlan(t, "--simulate", "--nodes", nodes, "--strategy", "auto", "--batch", "4", "-o", "json")
+	var r struct {
+		Plans []struct {
+			Replicas [][]struct {
+				Recompute    bool  `json:"recompute"`
+				OffloadBytes int64 `json:"offload_bytes"`
+				MemoryBudget int64 `json:"memory_budget"`
+				Zero         *int  `json:"zero"`
+				MemoryBytes  int64 `json:"memory_bytes"`
+			} `json:"replicas"`
+		} `json:"plans"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil || len(r.Plans) != 1 {
+		t.Fatalf("exit %d, %v, stdout %q, stderr %q", code, err, out, errOut)
+	}
+	st := r.Plans[0].Replicas[0][0]
+	if !st.Recompute || st.OffloadBytes <= 0 || st.MemoryBudget <= 0 || st.Zero == nil || *st.Zero != 0 || st.MemoryBytes > 8000000 {
+		t.Fatalf("stage %+v: want recompute, offload, a budget, zero 0, within 8 MB", st)
+	}
+	code, out, errOut = runPlan(t, "--simulate", "--scenario", "sky64", "--strategy", "auto", "--sync", "sync", "--compression", "1", "--zero", "2")
+	if code != 0 || !strings.Contains(out, "+zero2") {
+		t.Fatalf("zero 2: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
 }
 
 func TestPlanInfeasibleNodes(t *testing.T) {
