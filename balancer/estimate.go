@@ -57,9 +57,13 @@ const (
 func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []float64) (optIO float64) {
 	S := len(r.nodes)
 	for s := 0; s < S; s++ {
-		t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], r.mode(s))
-		c[s] = t.microBatch(seqs)
-		optIO = math.Max(optIO, t.optIO)
+		if m := r.mode(s); m.recompute || m.offload > 0 {
+			t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], m)
+			c[s] = t.microBatch(seqs)
+			optIO = max(optIO, t.optIO)
+		} else { // as it is: forward and backward FLOPs only (the hot path of the searches)
+			c[s] = seqs * in.tokens * (in.flops[r.bounds[s+1]] - in.flops[r.bounds[s]]) / in.speed[r.nodes[s]]
+		}
 		comm[s], xmax[s] = 0, 0
 		if s+1 < S {
 			bytes := seqs * in.tokens * in.out[r.bounds[s+1]-1]

@@ -73,14 +73,13 @@ func (in *instance) minResident(j, e int) float64 { return in.staticMax.of(j, e)
 // does not fit beside the activations (when allowed), keeping at least minResident. ok is
 // false when none fits.
 func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64, R int) (stageMode, bool) {
-	canRecompute := in.stageRecomputes(j, e)
 	static := in.stageStatic(j, e, R)
-	mode := stageMode{recompute: in.forceRecompute && canRecompute, static: static}
+	mode := stageMode{recompute: in.forceRecompute && in.stageRecomputes(j, e), static: static}
 	act := in.activations(j, e, seqs, inflight, mode.recompute)
 	if mode.mem = static + act; mode.mem <= budget {
 		return mode, true
 	}
-	if !mode.recompute && in.allowRecompute && canRecompute {
+	if !mode.recompute && in.allowRecompute && in.stageRecomputes(j, e) {
 		mode.recompute = true
 		act = in.activations(j, e, seqs, inflight, true)
 		if mode.mem = static + act; mode.mem <= budget {
@@ -144,7 +143,7 @@ func (in *instance) stageTimes(nd, j, e int, mode stageMode) stageTimes {
 // microBatch is the time of one forward and one backward pass over seqs sequences, each
 // pass the longer of its compute and its disk I/O.
 func (t stageTimes) microBatch(seqs float64) float64 {
-	return math.Max(seqs*t.fwdPerSeq, t.fwdIO) + math.Max(seqs*t.bwdPerSeq, t.bwdIO)
+	return max(seqs*t.fwdPerSeq, t.fwdIO) + max(seqs*t.bwdPerSeq, t.bwdIO)
 }
 
 // replicaModes chooses every stage's mode of r for m micro-batches per step and R
