@@ -14,5 +14,12 @@
 // stages sized to compute plus transfer under memory, micro-batch count). Simulate is a discrete-event
 // simulator of one training step that shares none of the planner's estimate; plans are
 // judged by it. Replan decides, with hysteresis, whether a changed snapshot deserves a new
-// plan. Sky64 and Geo3 generate the reference scenarios. See docs/balancer.md.
+// plan. Sky64 and Geo3 generate the reference scenarios.
+//
+// Memory (memory.go): every stage fits its node as it is, recomputing activations, or
+// recomputing and keeping the training state that does not fit on disk (offload, its I/O
+// priced at the node's measured disk bandwidth), in that order of preference and as far as
+// the job allows; under ZeRO each of R replicas holds 1/R of the optimizer state. With
+// "auto" a plan without recomputation or offload is preferred whatever its speed. See
+// docs/balancer.md and docs/memory.md.
 package balancer

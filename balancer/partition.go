@@ -70,10 +70,14 @@ func (p *pipe) over(pos, j, e int, tau float64) bool {
 	return t > tau || math.IsInf(t, 1)
 }
 
-// maxTime bounds stageTime at pos from above for any range that fits: every layer,
-// recomputed, with all of its training state read and written as offloaded.
+// maxTime bounds stageTime at pos from above for any range that fits: every layer as it
+// is, or, where the tier allows recomputation or offload, recomputed with all of its
+// training state read and written as offloaded.
 func (p *pipe) maxTime(pos int) float64 {
 	in, nd := p.in, p.order[pos]
+	if !in.allowRecompute && !in.allowOffload && !in.forceRecompute {
+		return p.compute(pos, 0, in.L)
+	}
 	t := in.stageTimes(nd, 0, in.L, stageMode{recompute: true, offload: in.static[in.L], static: in.static[in.L]})
 	return t.microBatch(p.seqs) + t.optIO/float64(p.m)
 }
