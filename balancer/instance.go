@@ -37,6 +37,7 @@ type instance struct {
 	// optimizer bytes. allowRecompute and allowOffload are the planning tier's allowances
 	// (planTiers); forceRecompute is memory.recompute: on.
 	fwdR, kept, pb, gb, opt                      []float64
+	flopsRC                                      []float64 // flops plus fwdR: every stage recomputing
 	savedMax, staticMax                          rangeMax
 	allowRecompute, allowOffload, forceRecompute bool
 	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
@@ -209,6 +210,10 @@ func (in *instance) addMemoryCosts(job Job) {
 		saved[i], static[i] = float64(c.SavedBytesPerToken), float64(c.StaticBytes())
 	}
 	in.savedMax, in.staticMax = newRangeMax(saved), newRangeMax(static)
+	in.flopsRC = make([]float64, L+1)
+	for i := range in.flopsRC {
+		in.flopsRC[i] = in.flops[i] + in.fwdR[i]
+	}
 	in.forceRecompute = job.Recompute == jobspec.RecomputeOn
 	if job.Sync.Mode == jobspec.SyncEveryStep {
 		in.zero = job.Zero

@@ -200,6 +200,13 @@ func (p *pipe) boundaryBytes(pos int, outPerToken float64) (x, y float64) {
 func (p *pipe) minSum(tau float64) (stages []stageRange, sum float64, ok bool) {
 	in, k, L := p.in, len(p.order), p.in.L
 	inf := math.Inf(1)
+	// The objective sums each stage's FLOPs as it runs when every stage recomputes
+	// (memory.recompute: on); otherwise as it is (a stage that recomputes or offloads only
+	// where it must is priced exactly by the estimate the candidates are judged by).
+	F := in.flops
+	if in.forceRecompute {
+		F = in.flopsRC
+	}
 	prev, cur := make([]float64, L+1), make([]float64, L+1)
 	choice := make([]int32, k*(L+1))
 	for i := range prev {
@@ -210,7 +217,7 @@ func (p *pipe) minSum(tau float64) (stages []stageRange, sum float64, ok bool) {
 	deque := make([]int, 0, L+1)
 	for pos := 0; pos < k; pos++ {
 		a := p.rate(pos)
-		key := func(j int) float64 { return prev[j] - a*in.flops[j] }
+		key := func(j int) float64 { return prev[j] - a*F[j] }
 		deque = deque[:0]
 		lo := 0
 		cur[0] = inf
@@ -232,7 +239,7 @@ func (p *pipe) minSum(tau float64) (stages []stageRange, sum float64, ok bool) {
 			}
 			cur[e] = inf
 			if len(deque) > 0 {
-				if v := key(deque[0]) + a*in.flops[e] + p.boundaryCost(pos, e, tau); v < inf {
+				if v := key(deque[0]) + a*F[e] + p.boundaryCost(pos, e, tau); v < inf {
 					cur[e], choice[pos*(L+1)+e] = v, int32(deque[0])
 				}
 			}
