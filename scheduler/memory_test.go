@@ -37,3 +37,54 @@ func TestPlanInputsCarryMemorySettings(t *testing.T) {
 		t.Fatalf("a spec without memory.offload plans with %q", in.Job.Offload)
 	}
 }
+
+// TestLossReplansWithOffload: the default job on three 8 MiB nodes loses two. The survivor
+// cannot hold the model's training state (13.4 MiB) even recomputing: with memory.offload
+// off the job fails; on auto (the default) the replan after the failure, the same search,
+// offloads what does not fit, and the committed inputs re-derive the stage's offload.
+func TestLossReplansWithOffload(t *testing.T) {
+	abc := smallMembers("a", "b", "c")
+	for i := range abc {
+		p := *abc[i].Profile
+		p.MemoryBytes = 8 << 20
+		abc[i].Profile = &p
+	}
+	off := jobspec.DefaultSpec()
+	off.Memory.Offload = jobspec.OffloadOff
+	for _, tc := range []struct {
+		name string
+		spec jobspec.Spec
+		kind DecisionKind
+	}{{"offload off", off, DecisionFail}, {"offload auto", jobspec.DefaultSpec(), DecisionReplan}} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := running(t, tc.spec, abc)
+			nodes := j.Plan.Nodes()
+			if len(nodes) < 2 {
+				t.Fatalf("the plan on three 8 MiB nodes uses %v", nodes)
+			}
+			survivor := nodes[0]
+			ms := abc
+			for _, m := range abc {
+				if m.ID != survivor {
+					ms = with(ms, m.ID, MemberDead)
+				}
+			}
+			h := &Harness{SelfID: survivor, MemberList: ms, JobList: []Job{j}, Clock: t0}
+			d := decision(t, h, New(Config{}))
+			if d.Kind != tc.kind {
+				t.Fatalf("decision %s %q, want %s", d.Kind, d.Reason, tc.kind)
+			}
+			if d.Kind == DecisionFail {
+				return
+			}
+			bp, err := d.Plan.Inputs.Replan()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st := bp.Replicas[0].Stages; len(st) != 1 || st[0].Node != survivor || st[0].OffloadBytes <= 0 || st[0].MemoryBudget <= 0 {
+				t.Fatalf("replan stages %+v (reason %q), want the survivor offloading", st, d.Plan.Reason)
+			}
+			t.Logf("replanned on %s: %s", survivor, d.Plan.Reason)
+		})
+	}
+}
