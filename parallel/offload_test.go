@@ -2,8 +2,10 @@ package parallel
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/model"
 )
@@ -133,4 +135,58 @@ func TestOffloadBudgetErrors(t *testing.T) {
 		t.Errorf("negative budget: %v", err)
 	}
 
+}
+
+// TestOffloadLargeModel is the acceptance run of docs/PERFORMANCE.md ("Chunked offload
+// under a memory budget"), behind MESHNODE_OFFLOAD_BENCH=1 (minutes): a 25M-parameter
+// model (8 blocks of width 512) trained 20 steps in memory and under a budget of a quarter
+// of its training state, the two trainers' steps interleaved so that both see the same
+// machine load: bit-identical losses, the resident peak within the budget, and the ratio
+// of step times. MESHNODE_OFFLOAD_DIR chooses the offload directory (default a temporary
+// one).
+func TestOffloadLargeModel(t *testing.T) {
+	if os.Getenv("MESHNODE_OFFLOAD_BENCH") != "1" {
+		t.Skip("set MESHNODE_OFFLOAD_BENCH=1 to run the 25M-parameter offload measurement")
+	}
+	cfg := DefaultTrainConfig()
+	cfg.Model = model.Config{Vocab: 256, Context: 128, Layers: 8, DModel: 512, Heads: 8}
+	cfg.Batch, cfg.Steps, cfg.Recompute, cfg.EvalWindows = 8, 20, true, 8
+	data, err := model.LoadDataset(cfg.Data, cfg.Model.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := cfg
+	off.MemoryBudget, off.OffloadDir = stateBytes(cfg.Model)/4, os.Getenv("MESHNODE_OFFLOAD_DIR")
+	if off.OffloadDir == "" {
+		off.OffloadDir = t.TempDir()
+	}
+	ref, err := NewTrainer(cfg, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := NewTrainer(off, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var inMem, offloaded time.Duration
+	for s := 0; s < cfg.Steps; s++ {
+		start := time.Now()
+		a := ref.Step()
+		mid := time.Now()
+		b := tr.Step()
+		inMem, offloaded = inMem+mid.Sub(start), offloaded+time.Since(mid)
+		if math.Float64bits(a) != math.Float64bits(b) {
+			t.Fatalf("step %d: loss %v in memory, %v offloaded", s, a, b)
+		}
+	}
+	st, _ := tr.OffloadStats()
+	if st.ResidentPeakBytes > off.MemoryBudget {
+		t.Errorf("resident peak %d over the budget %d", st.ResidentPeakBytes, off.MemoryBudget)
+	}
+	t.Logf("state %d B, budget %d B, chunks %d of %d B, %d buffers, resident peak %d B, direct I/O %v",
+		stateBytes(cfg.Model), off.MemoryBudget, st.Chunks, st.ChunkBytes, st.Buffers, st.ResidentPeakBytes, st.Direct)
+	t.Logf("20 steps: in memory %.1fs, offloaded %.1fs (ratio %.3f); read %.2f GB, written %.2f GB, I/O %.1fs, waited %.1fs",
+		inMem.Seconds(), offloaded.Seconds(), offloaded.Seconds()/inMem.Seconds(),
+		float64(st.BytesRead)/1e9, float64(st.BytesWritten)/1e9, st.IOTime.Seconds(), st.WaitTime.Seconds())
 }

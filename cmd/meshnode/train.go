@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 
@@ -370,6 +371,8 @@ func (r *trainReporter) memoryOf() *memoryJSON {
 // activations' peak, and with --memory-budget the offload store's counters.
 type memoryJSON struct {
 	PeakRSSBytes        int64   `json:"peak_rss_bytes,omitempty"`
+	GoHeapGoalBytes     int64   `json:"go_heap_goal_bytes"`
+	GoRuntimeBytes      int64   `json:"go_runtime_bytes"`
 	ActivationPeakBytes int64   `json:"activation_peak_bytes"`
 	MemoryBudget        int64   `json:"memory_budget,omitempty"`
 	BuffersBytes        int64   `json:"chunk_buffers_bytes,omitempty"`
@@ -385,6 +388,7 @@ type memoryJSON struct {
 
 func memoryReport(tr *parallel.Trainer, budget int64) *memoryJSON {
 	m := &memoryJSON{PeakRSSBytes: peakRSS(), ActivationPeakBytes: tr.ActivationPeakBytes()}
+	m.GoHeapGoalBytes, m.GoRuntimeBytes = goMemory()
 	if st, ok := tr.OffloadStats(); ok {
 		m.MemoryBudget, m.BuffersBytes = budget, int64(st.Buffers)*st.ChunkBytes
 		m.ResidentPeakBytes, m.ChunkBytes, m.Chunks = st.ResidentPeakBytes, st.ChunkBytes, st.Chunks
@@ -412,4 +416,19 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// goMemory is the Go heap's goal (the most the garbage collector lets the heap grow to
+// before collecting, now) and the memory the Go runtime holds from the system, not
+// released (heap, stacks, metadata): with the offload store's chunk buffers, which are
+// mapped outside the Go heap, and the binary, what a run's RSS is made of.
+func goMemory() (heapGoal, runtimeBytes int64) {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	for _, x := range s {
+		if x.Value.Kind() != metrics.KindUint64 {
+			return 0, 0
+		}
+	}
+	return int64(s[0].Value.Uint64()), int64(s[1].Value.Uint64() - s[2].Value.Uint64())
 }
