@@ -111,7 +111,9 @@ func (t *Trainer) OffloadStats() (offload.Stats, bool) {
 	return t.off.store.Stats(), true
 }
 
-// Model is the model being trained.
+// Model is the model being trained. Under a memory budget its parameters' Data is bound
+// only while the offload store pins their chunks (nil otherwise): read the weights through
+// a checkpoint (SaveCheckpoint) instead.
 func (t *Trainer) Model() *model.GPT { return t.gpt }
 
 // StepsDone is the number of completed steps.
