@@ -35,6 +35,9 @@ func StepDir(n int) string { return "step-" + strconv.Itoa(n) }
 // SaveCheckpoint writes the current state to outDir/step-N (created if needed) and
 // returns that directory. Each file is written atomically.
 func (t *Trainer) SaveCheckpoint(outDir string) (string, error) {
+	if t.off != nil && t.off.store.Err() != nil {
+		return "", fmt.Errorf("checkpoint: the offloaded state is lost: %w", t.off.store.Err())
+	}
 	dir := filepath.Join(outDir, StepDir(t.step))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)

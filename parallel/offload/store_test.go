@@ -172,3 +172,29 @@ func TestChooseBudget(t *testing.T) {
 		}
 	}
 }
+
+// TestIOErrorPanicsWithIOError: once the file fails, pinning a chunk that must be read
+// panics with an *IOError and Err reports it (the trainer turns it into an error).
+func TestIOErrorPanicsWithIOError(t *testing.T) {
+	a, b := &kernels.Tensor{Shape: []int{4}}, &kernels.Tensor{Shape: []int{4}}
+	s, err := Open(Config{Dir: t.TempDir(), ChunkBytes: Align, Buffers: 1,
+		Bindings: [][]Binding{{{Tensor: a, N: 4}}, {{Tensor: b, N: 4}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.Pin([]int{0}, []bool{true})
+	a.Data[0] = 1
+	s.Unpin([]int{0})
+	s.Pin([]int{1}, nil) // evicts chunk 0, written back
+	s.Unpin([]int{1})
+	s.file.Close()
+	defer func() {
+		r := recover()
+		if _, ok := r.(*IOError); !ok || s.Err() == nil {
+			t.Errorf("recovered %v, Err %v", r, s.Err())
+		}
+	}()
+	s.Pin([]int{0}, nil)
+	t.Error("pinning after the file failed did not panic")
+}
