@@ -24,19 +24,34 @@ func New(cfg Config, seed uint64) *GPT {
 func NewLayers(cfg Config, seed uint64, first, last int) []Layer {
 	layers := make([]Layer, 0, last-first)
 	for i := first; i < last; i++ {
-		var l Layer
-		switch {
-		case i == 0:
-			l = NewEmbedding(cfg)
-		case i == cfg.NumLayers()-1:
-			l = NewHead(cfg)
-		default:
-			l = NewBlock(cfg, i-1)
-		}
+		l := newLayer(cfg, i, false)
 		InitLayer(cfg, l, seed, i)
 		layers = append(layers, l)
 	}
 	return layers
+}
+
+// NewLayerShells builds layers [first, last) of cfg's layer list whose parameters have
+// their shapes but no data: the caller binds every Value.Data and Grad.Data (a chunked
+// offload store does, to slices of its resident chunks) and initialises them with
+// InitLayer. Nothing of the parameters' size is allocated.
+func NewLayerShells(cfg Config, first, last int) []Layer {
+	layers := make([]Layer, 0, last-first)
+	for i := first; i < last; i++ {
+		layers = append(layers, newLayer(cfg, i, true))
+	}
+	return layers
+}
+
+func newLayer(cfg Config, i int, shell bool) Layer {
+	switch {
+	case i == 0:
+		return newEmbedding(cfg, shell)
+	case i == cfg.NumLayers()-1:
+		return newHead(cfg, shell)
+	default:
+		return newBlock(cfg, i-1, shell)
+	}
 }
 
 // InitLayer sets layer index's parameters to docs/gpt.md's initial values: weights

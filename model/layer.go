@@ -12,7 +12,13 @@ type Param struct {
 	Decay bool
 }
 
-func newParam(name string, shape ...int) *Param {
+// newParam returns a zero parameter of shape, or with shell a parameter whose tensors have
+// the shape but no data (their Data is bound later, see NewLayerShells).
+func newParam(shell bool, name string, shape ...int) *Param {
+	if shell {
+		return &Param{Name: name, Value: &kernels.Tensor{Shape: append([]int(nil), shape...)},
+			Grad: &kernels.Tensor{Shape: append([]int(nil), shape...)}, Decay: len(shape) >= 2}
+	}
 	return &Param{Name: name, Value: kernels.NewTensor(shape...), Grad: kernels.NewTensor(shape...), Decay: len(shape) >= 2}
 }
 

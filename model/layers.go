@@ -13,10 +13,12 @@ type Embedding struct {
 }
 
 // NewEmbedding returns the embedding layer of cfg, zero-initialised.
-func NewEmbedding(cfg Config) *Embedding {
+func NewEmbedding(cfg Config) *Embedding { return newEmbedding(cfg, false) }
+
+func newEmbedding(cfg Config, shell bool) *Embedding {
 	return &Embedding{cfg: cfg,
-		wte: newParam("transformer.wte.weight", cfg.Vocab, cfg.DModel),
-		wpe: newParam("transformer.wpe.weight", cfg.Context, cfg.DModel)}
+		wte: newParam(shell, "transformer.wte.weight", cfg.Vocab, cfg.DModel),
+		wpe: newParam(shell, "transformer.wpe.weight", cfg.Context, cfg.DModel)}
 }
 
 func (e *Embedding) Name() string     { return "embed" }
@@ -44,12 +46,14 @@ type Block struct {
 }
 
 // NewBlock returns block i of cfg with LayerNorm weights 1 and everything else 0.
-func NewBlock(cfg Config, i int) *Block {
+func NewBlock(cfg Config, i int) *Block { return newBlock(cfg, i, false) }
+
+func newBlock(cfg Config, i int, shell bool) *Block {
 	d, p := cfg.DModel, fmt.Sprintf("transformer.h.%d.", i)
 	b := &Block{cfg: cfg, index: i,
-		ln1: newLayerNorm(p+"ln_1", d), attn: newLinear(p+"attn.c_attn", d, 3*d),
-		proj: newLinear(p+"attn.c_proj", d, d), ln2: newLayerNorm(p+"ln_2", d),
-		fc: newLinear(p+"mlp.c_fc", d, 4*d), mlpProj: newLinear(p+"mlp.c_proj", 4*d, d)}
+		ln1: newLayerNorm(shell, p+"ln_1", d), attn: newLinear(shell, p+"attn.c_attn", d, 3*d),
+		proj: newLinear(shell, p+"attn.c_proj", d, d), ln2: newLayerNorm(shell, p+"ln_2", d),
+		fc: newLinear(shell, p+"mlp.c_fc", d, 4*d), mlpProj: newLinear(shell, p+"mlp.c_proj", 4*d, d)}
 	b.paramsInOrder = []*Param{b.ln1.w, b.ln1.b, b.attn.w, b.attn.b, b.proj.w, b.proj.b,
 		b.ln2.w, b.ln2.b, b.fc.w, b.fc.b, b.mlpProj.w, b.mlpProj.b}
 	return b
@@ -139,9 +143,11 @@ type Head struct {
 }
 
 // NewHead returns the head of cfg with LayerNorm weight 1 and a zero lm_head.
-func NewHead(cfg Config) *Head {
-	return &Head{cfg: cfg, lnf: newLayerNorm("transformer.ln_f", cfg.DModel),
-		lmHead: newParam("lm_head.weight", cfg.Vocab, cfg.DModel)}
+func NewHead(cfg Config) *Head { return newHead(cfg, false) }
+
+func newHead(cfg Config, shell bool) *Head {
+	return &Head{cfg: cfg, lnf: newLayerNorm(shell, "transformer.ln_f", cfg.DModel),
+		lmHead: newParam(shell, "lm_head.weight", cfg.Vocab, cfg.DModel)}
 }
 
 func (h *Head) Name() string     { return "head" }

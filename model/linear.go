@@ -8,8 +8,8 @@ type linear struct {
 	in, out int
 }
 
-func newLinear(prefix string, in, out int) linear {
-	return linear{w: newParam(prefix+".weight", in, out), b: newParam(prefix+".bias", out), in: in, out: out}
+func newLinear(shell bool, prefix string, in, out int) linear {
+	return linear{w: newParam(shell, prefix+".weight", in, out), b: newParam(shell, prefix+".bias", out), in: in, out: out}
 }
 
 func (l *linear) forward(ws *Workspace, x []float32, rows int) []float32 {
@@ -34,8 +34,8 @@ type layerNorm struct {
 	n    int
 }
 
-func newLayerNorm(prefix string, n int) layerNorm {
-	ln := layerNorm{w: newParam(prefix+".weight", n), b: newParam(prefix+".bias", n), n: n}
+func newLayerNorm(shell bool, prefix string, n int) layerNorm {
+	ln := layerNorm{w: newParam(shell, prefix+".weight", n), b: newParam(shell, prefix+".bias", n), n: n}
 	for i := range ln.w.Value.Data {
 		ln.w.Value.Data[i] = 1
 	}

@@ -22,9 +22,16 @@ func ActivationPeakBytes(cfg Config, B int, recompute bool) int64 {
 }
 
 // ScratchPeakBytes is the peak of the scratch workspaces that layers' recomputed layers
-// share (0 when none is recomputed).
+// share (0 when none is recomputed), looking through wrappers with an Unwrap method.
 func ScratchPeakBytes(layers []Layer) int64 {
 	for _, l := range layers {
+		for {
+			w, ok := l.(interface{ Unwrap() Layer })
+			if !ok {
+				break
+			}
+			l = w.Unwrap()
+		}
 		if r, ok := l.(*Recomputed); ok {
 			return r.ScratchPeakBytes()
 		}

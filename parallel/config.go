@@ -38,6 +38,12 @@ type TrainConfig struct {
 	// Recompute trains with activation recomputation (model.WithRecompute) in every stage:
 	// less activation memory for one more forward pass; the same losses and gradients.
 	Recompute bool `json:"recompute,omitempty"`
+	// MemoryBudget, when > 0, is the bytes of training state (weights, gradients, AdamW
+	// moments) a single-process run keeps resident; the rest lives in chunks in a file in
+	// OffloadDir (docs/memory.md, Knob 4). Same losses. Neither is part of a checkpoint:
+	// they describe the machine, not the run.
+	MemoryBudget int64  `json:"-"`
+	OffloadDir   string `json:"-"`
 }
 
 // DefaultTrainConfig is docs/gpt.md's recipe: the default model on builtin:gostd, batch
@@ -95,6 +101,12 @@ func (c TrainConfig) validate(equalMicroBatches bool) error {
 	}
 	if c.Data == "" {
 		errs = append(errs, errors.New("data must name a corpus (builtin:gostd or a file)"))
+	}
+	if c.MemoryBudget < 0 {
+		errs = append(errs, fmt.Errorf("memory-budget must be ≥ 0 (got %d)", c.MemoryBudget))
+	}
+	if c.MemoryBudget > 0 && c.OffloadDir == "" {
+		errs = append(errs, errors.New("memory-budget needs data-dir: the directory of the offload file"))
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,9 @@
 // worker of a plan in one process (LocalRun, split runs and the engine's tests), and a
 // node's worker of a distributed job (node/runner).
 //
+// Under a memory budget (TrainConfig.MemoryBudget) the Trainer keeps its weights,
+// gradients and AdamW moments in the chunk store of package offload, with the same losses.
+//
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it
 // opens no sockets itself.

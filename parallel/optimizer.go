@@ -40,22 +40,47 @@ func (o *Optimizer) GradSumSquares() float64 {
 	return s
 }
 
+// newShellOptimizer is NewOptimizer with moments that have their shapes but no data (an
+// offload store binds them).
+func newShellOptimizer(params []*model.Param, hyper kernels.AdamW, clipNorm float64) *Optimizer {
+	o := &Optimizer{Hyper: hyper, ClipNorm: clipNorm, params: params,
+		m: map[string]*kernels.Tensor{}, v: map[string]*kernels.Tensor{}}
+	for _, p := range params {
+		o.m[p.Name] = &kernels.Tensor{Shape: append([]int(nil), p.Value.Shape...)}
+		o.v[p.Name] = &kernels.Tensor{Shape: append([]int(nil), p.Value.Shape...)}
+	}
+	return o
+}
+
 // Step clips the gradients to the global norm √sumSquares (0 disables clipping) and
 // applies one AdamW update at learning rate lr, weight decay only on Param.Decay tensors.
 func (o *Optimizer) Step(lr, sumSquares float64) {
-	if o.ClipNorm > 0 {
-		if c := kernels.ClipCoefficient(sumSquares, o.ClipNorm); c < 1 {
-			for _, p := range o.params {
-				kernels.Scale(p.Grad.Data, c)
-			}
-		}
-	}
+	c := o.clipCoefficient(sumSquares)
 	o.Steps++
 	h := o.Hyper
 	h.LR = lr
 	for _, p := range o.params {
-		h.Step(p.Value.Data, p.Grad.Data, o.m[p.Name].Data, o.v[p.Name].Data, o.Steps, p.Decay)
+		o.update(p, h, c)
 	}
+}
+
+// clipCoefficient is the factor the gradients are scaled by before the update (1: none).
+func (o *Optimizer) clipCoefficient(sumSquares float64) float32 {
+	if o.ClipNorm > 0 {
+		if c := kernels.ClipCoefficient(sumSquares, o.ClipNorm); c < 1 {
+			return c
+		}
+	}
+	return 1
+}
+
+// update clips p's gradient by c and applies h to p (elementwise: parameters may be
+// updated in any order, and chunk by chunk).
+func (o *Optimizer) update(p *model.Param, h kernels.AdamW, c float32) {
+	if c < 1 {
+		kernels.Scale(p.Grad.Data, c)
+	}
+	h.Step(p.Value.Data, p.Grad.Data, o.m[p.Name].Data, o.v[p.Name].Data, o.Steps, p.Decay)
 }
 
 // State returns the moments as tensors named "<param>.exp_avg" and "<param>.exp_avg_sq",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // Event reports progress of a training run.
@@ -36,6 +37,7 @@ type Trainer struct {
 	gpt     *model.GPT
 	layers  []model.Layer // gpt's layers, wrapped for recomputation when cfg.Recompute
 	opt     *Optimizer
+	off     *offloadState // the training state's chunk store, under cfg.MemoryBudget
 	ws      model.Workspace
 	sampler model.Sampler
 	valOffs []int
@@ -56,20 +58,62 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 	if err := data.CheckContext(cfg.Model.Context); err != nil {
 		return nil, err
 	}
-	gpt := model.New(cfg.Model, cfg.Seed)
-	layers := gpt.Layers
-	if cfg.Recompute {
-		layers = model.WithRecompute(layers)
-	}
-	return &Trainer{
-		cfg: cfg, data: data, gpt: gpt, layers: layers,
-		opt:     NewOptimizer(gpt.Params(), cfg.adamW(), cfg.ClipNorm),
+	t := &Trainer{
+		cfg: cfg, data: data,
 		sampler: model.Sampler{Train: data.Train, Batch: cfg.Batch, Context: cfg.Model.Context, Seed: cfg.Seed},
 		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
-	}, nil
+	}
+	if cfg.MemoryBudget > 0 {
+		return t, t.offload()
+	}
+	t.gpt = model.New(cfg.Model, cfg.Seed)
+	t.layers = t.gpt.Layers
+	if cfg.Recompute {
+		t.layers = model.WithRecompute(t.layers)
+	}
+	t.opt = NewOptimizer(t.gpt.Params(), cfg.adamW(), cfg.ClipNorm)
+	return t, nil
 }
 
-// Model is the model being trained.
+// offload builds the model's training state in a chunk store under cfg.MemoryBudget:
+// layers whose parameters are bound only while pinned, wrapped to pin them.
+func (t *Trainer) offload() error {
+	shells := model.NewLayerShells(t.cfg.Model, 0, t.cfg.Model.NumLayers())
+	st, err := newOffloadState(t.cfg, shells, t.cfg.MicroBatches)
+	if err != nil {
+		return err
+	}
+	t.gpt, t.off, t.opt = &model.GPT{Config: t.cfg.Model, Layers: shells}, st, st.opt
+	inner := shells
+	if t.cfg.Recompute {
+		inner = model.WithRecompute(inner)
+	}
+	for i, l := range inner {
+		t.layers = append(t.layers, &offloadedLayer{Layer: l, st: st, index: i})
+	}
+	return nil
+}
+
+// Close releases the trainer's offload store (its file is already unlinked); a trainer
+// without a memory budget holds nothing to release.
+func (t *Trainer) Close() error {
+	if t.off == nil {
+		return nil
+	}
+	return t.off.store.Close()
+}
+
+// OffloadStats returns the offload store's counters, and false without a memory budget.
+func (t *Trainer) OffloadStats() (offload.Stats, bool) {
+	if t.off == nil {
+		return offload.Stats{}, false
+	}
+	return t.off.store.Stats(), true
+}
+
+// Model is the model being trained. Under a memory budget its parameters' Data is bound
+// only while the offload store pins their chunks (nil otherwise): read the weights through
+// a checkpoint (SaveCheckpoint) instead.
 func (t *Trainer) Model() *model.GPT { return t.gpt }
 
 // StepsDone is the number of completed steps.
@@ -78,6 +122,9 @@ func (t *Trainer) StepsDone() int { return t.step }
 // Step runs one training step (all micro-batches, clipping, AdamW) and returns its mean
 // training loss.
 func (t *Trainer) Step() float64 {
+	if t.off != nil {
+		return t.stepOffloaded()
+	}
 	start := time.Now()
 	M := t.cfg.MicroBatches
 	model.ZeroGrads(t.layers)
@@ -90,6 +137,34 @@ func (t *Trainer) Step() float64 {
 	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
 	if ss := t.opt.GradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
 		t.opt.Step(lr, ss) // a non-finite gradient skips the update rather than disabling clipping
+	}
+	t.step++
+	t.trainTime += time.Since(start)
+	t.tokens += t.cfg.Batch * t.cfg.Model.Context
+	return loss / float64(M)
+}
+
+// stepOffloaded is Step with the training state in the chunk store: the same arithmetic
+// in the same order, the chunks pinned by the schedule. It panics with an
+// *offload.IOError if the store's file fails (Run returns it as an error).
+func (t *Trainer) stepOffloaded() float64 {
+	start := time.Now()
+	st, M := t.off, t.cfg.MicroBatches
+	st.zeroGrads()
+	st.store.BeginStep()
+	defer st.store.EndStep()
+	st.inStep = true
+	defer func() { st.inStep = false }()
+	var loss float64
+	for m := 0; m < M; m++ {
+		st.micro = m
+		t.ws.Reset()
+		mb := t.sampler.MicroBatch(t.step, m, M)
+		loss += float64(model.ForwardBackward(&t.ws, t.layers, mb, 1/float32(M)))
+	}
+	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
+	if ss := st.gradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
+		st.optimizerStep(lr, ss)
 	}
 	t.step++
 	t.trainTime += time.Since(start)
@@ -140,8 +215,19 @@ func (t *Trainer) TokensPerSec() float64 {
 // trainerSteps drives a Trainer in the training loop.
 type trainerSteps struct{ t *Trainer }
 
-func (s trainerSteps) StepsDone() int                        { return s.t.step }
-func (s trainerSteps) Step(context.Context) (float64, error) { return s.t.Step(), nil }
+func (s trainerSteps) StepsDone() int { return s.t.step }
+func (s trainerSteps) Step(context.Context) (loss float64, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			ioErr, ok := r.(*offload.IOError)
+			if !ok {
+				panic(r)
+			}
+			err = ioErr
+		}
+	}()
+	return s.t.Step(), nil
+}
 
 // Run trains from the current step up to stopAt (≤ cfg.Steps; 0 means cfg.Steps),
 // calling emit after every step, and evaluating every EvalEvery steps and at the last

@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/metrics"
+	"strconv"
+	"strings"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -27,6 +31,8 @@ type trainOptions struct {
 	stopAt          int
 	threads         int
 	output          string
+	memoryBudget    string
+	dataDir         string
 }
 
 func newTrainCmd() *cobra.Command {
@@ -41,7 +47,8 @@ With --out, checkpoints go to DIR/step-N (step-0 holds the initial weights). --r
 continues a run from a checkpoint exactly: same losses as if it had never stopped.`,
 		Example: `  meshnode train --steps 300
   meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
-  meshnode train --data corpus.txt --layers 6 --d-model 256 -o json`,
+  meshnode train --data corpus.txt --layers 6 --d-model 256 -o json
+  meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -67,6 +74,8 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
 	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
+	f.StringVar(&o.memoryBudget, "memory-budget", "", "keep at most this much training state (weights, gradients, AdamW moments) in memory, e.g. 256MiB; the rest is offloaded in chunks to a file in --data-dir (same losses)")
+	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
 	o.dist.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -89,6 +98,9 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if err := o.applyMemoryBudget(cmd); err != nil {
+		return err
+	}
 	if err := o.validate(); err != nil {
 		return err
 	}
@@ -109,6 +121,7 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("%v", err)
 	}
+	defer tr.Close()
 	if ck != nil {
 		if err := tr.Restore(ck); err != nil {
 			return usagef("--resume: %v", err)
@@ -152,6 +165,33 @@ func (o *trainOptions) mergeCheckpointConfig(cmd *cobra.Command, ck *parallel.Ch
 	set("seed", func() { o.cfg.Seed = given.Seed })
 	set("eval-every", func() { o.cfg.EvalEvery = given.EvalEvery })
 	set("eval-windows", func() { o.cfg.EvalWindows = given.EvalWindows })
+	return nil
+}
+
+// applyMemoryBudget parses --memory-budget and --data-dir into the run's configuration
+// (after a checkpoint's, which does not carry them: they describe this machine).
+func (o *trainOptions) applyMemoryBudget(cmd *cobra.Command) error {
+	changed := cmd.Flags().Changed
+	if !changed("memory-budget") {
+		if changed("data-dir") {
+			return usagef("--data-dir is the offload directory of --memory-budget, which is not set")
+		}
+		return nil
+	}
+	n, err := parseSize(o.memoryBudget)
+	if err != nil || n == 0 {
+		return usagef("--memory-budget: %q is not a positive size (e.g. 256MiB)", o.memoryBudget)
+	}
+	if o.dist.distributed() {
+		return usagef("--memory-budget works with single-process training only (drop --stages/--replicas)")
+	}
+	if o.dataDir == "" {
+		return usagef("--memory-budget needs --data-dir, the directory of the offload file")
+	}
+	if err := checkWritableDir(o.dataDir); err != nil {
+		return usagef("--data-dir: %v", err)
+	}
+	o.cfg.MemoryBudget, o.cfg.OffloadDir = int64(n), o.dataDir
 	return nil
 }
 
@@ -211,6 +251,7 @@ func checkWritableDir(dir string) error {
 
 func (o *trainOptions) train(ctx context.Context, w io.Writer, tr *parallel.Trainer) error {
 	rep := newTrainReporter(w, o.output == "json", o.cfg.Steps, tr.StepsDone())
+	rep.memory = func() *memoryJSON { return memoryReport(tr, o.cfg.MemoryBudget) }
 	var saveErr error
 	err := tr.Run(ctx, o.stopAt, func(ev parallel.Event) {
 		rep.event(ev)
@@ -242,6 +283,8 @@ type trainReporter struct {
 	w    io.Writer
 	json bool
 	bar  *progressbar.ProgressBar
+	// memory, when set, reports the run's memory at the end.
+	memory func() *memoryJSON
 }
 
 func newTrainReporter(w io.Writer, asJSON bool, steps, done int) *trainReporter {
@@ -255,14 +298,15 @@ func newTrainReporter(w io.Writer, asJSON bool, steps, done int) *trainReporter 
 }
 
 type stepJSON struct {
-	Event         string   `json:"event"`
-	Step          int      `json:"step"`
-	TrainLoss     *float64 `json:"train_loss,omitempty"`
-	ValLoss       *float64 `json:"val_loss,omitempty"`
-	TokensPerSec  *float64 `json:"tokens_per_sec,omitempty"`
-	SyncBytes     *int64   `json:"sync_bytes,omitempty"`
-	PipelineBytes *int64   `json:"pipeline_bytes,omitempty"`
-	Checkpoint    string   `json:"checkpoint,omitempty"`
+	Event         string      `json:"event"`
+	Step          int         `json:"step"`
+	TrainLoss     *float64    `json:"train_loss,omitempty"`
+	ValLoss       *float64    `json:"val_loss,omitempty"`
+	TokensPerSec  *float64    `json:"tokens_per_sec,omitempty"`
+	SyncBytes     *int64      `json:"sync_bytes,omitempty"`
+	PipelineBytes *int64      `json:"pipeline_bytes,omitempty"`
+	Checkpoint    string      `json:"checkpoint,omitempty"`
+	Memory        *memoryJSON `json:"memory,omitempty"`
 }
 
 func (r *trainReporter) event(ev parallel.Event) {
@@ -276,6 +320,9 @@ func (r *trainReporter) event(ev parallel.Event) {
 		}
 		if ev.HasBytes {
 			rec.SyncBytes, rec.PipelineBytes = ptr(ev.SyncBytes), ptr(ev.PipelineBytes)
+		}
+		if ev.Kind == "done" && r.memory != nil {
+			rec.Memory = r.memory()
 		}
 		writeJSONLine(r.w, rec)
 		return
@@ -295,6 +342,11 @@ func (r *trainReporter) event(ev parallel.Event) {
 	}
 	if ev.Kind == "done" {
 		fmt.Fprintf(r.w, "done    step %d  val %.4f  %.0f tokens/s%s\n", ev.Step, ev.ValLoss, ev.TokensPerSec, traffic)
+		if m := r.memoryOf(); m != nil && m.MemoryBudget > 0 {
+			fmt.Fprintf(r.w, "memory  budget %s  resident peak %s  peak RSS %s  offload read %s written %s  waited %.1fs  direct I/O %v\n",
+				humanBytes(m.MemoryBudget), humanBytes(m.ResidentPeakBytes), humanBytes(m.PeakRSSBytes),
+				humanBytes(m.ReadBytes), humanBytes(m.WrittenBytes), m.WaitSeconds, m.DirectIO)
+		}
 		return
 	}
 	fmt.Fprintf(r.w, "step %d  train %.4f  val %.4f  %.0f tokens/s%s\n", ev.Step, ev.TrainLoss, ev.ValLoss, ev.TokensPerSec, traffic)
@@ -306,4 +358,77 @@ func (r *trainReporter) checkpoint(dir string, step int) {
 		return
 	}
 	fmt.Fprintf(r.w, "checkpoint %s\n", dir)
+}
+
+func (r *trainReporter) memoryOf() *memoryJSON {
+	if r.memory == nil {
+		return nil
+	}
+	return r.memory()
+}
+
+// memoryJSON is the memory a single-process run used: the process's peak RSS, the
+// activations' peak, and with --memory-budget the offload store's counters.
+type memoryJSON struct {
+	PeakRSSBytes        int64   `json:"peak_rss_bytes,omitempty"`
+	GoHeapGoalBytes     int64   `json:"go_heap_goal_bytes"`
+	GoRuntimeBytes      int64   `json:"go_runtime_bytes"`
+	ActivationPeakBytes int64   `json:"activation_peak_bytes"`
+	MemoryBudget        int64   `json:"memory_budget,omitempty"`
+	BuffersBytes        int64   `json:"chunk_buffers_bytes,omitempty"`
+	ResidentPeakBytes   int64   `json:"resident_peak_bytes,omitempty"`
+	ChunkBytes          int64   `json:"chunk_bytes,omitempty"`
+	Chunks              int     `json:"chunks,omitempty"`
+	ReadBytes           int64   `json:"offload_read_bytes,omitempty"`
+	WrittenBytes        int64   `json:"offload_written_bytes,omitempty"`
+	IOSeconds           float64 `json:"offload_io_s,omitempty"`
+	WaitSeconds         float64 `json:"offload_wait_s,omitempty"`
+	DirectIO            bool    `json:"offload_direct_io,omitempty"`
+}
+
+func memoryReport(tr *parallel.Trainer, budget int64) *memoryJSON {
+	m := &memoryJSON{PeakRSSBytes: peakRSS(), ActivationPeakBytes: tr.ActivationPeakBytes()}
+	m.GoHeapGoalBytes, m.GoRuntimeBytes = goMemory()
+	if st, ok := tr.OffloadStats(); ok {
+		m.MemoryBudget, m.BuffersBytes = budget, int64(st.Buffers)*st.ChunkBytes
+		m.ResidentPeakBytes, m.ChunkBytes, m.Chunks = st.ResidentPeakBytes, st.ChunkBytes, st.Chunks
+		m.ReadBytes, m.WrittenBytes, m.DirectIO = st.BytesRead, st.BytesWritten, st.Direct
+		m.IOSeconds, m.WaitSeconds = round3(st.IOTime.Seconds()), round3(st.WaitTime.Seconds())
+	}
+	return m
+}
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
+
+// peakRSS is the process's peak resident set (VmHWM of /proc/self/status), 0 where the
+// system does not say.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// goMemory is the Go heap's goal (the most the garbage collector lets the heap grow to
+// before collecting, now) and the memory the Go runtime holds from the system, not
+// released (heap, stacks, metadata): with the offload store's chunk buffers, which are
+// mapped outside the Go heap, and the binary, what a run's RSS is made of.
+func goMemory() (heapGoal, runtimeBytes int64) {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/total:bytes"}, {Name: "/memory/classes/heap/released:bytes"}}
+	metrics.Read(s)
+	for _, x := range s {
+		if x.Value.Kind() != metrics.KindUint64 {
+			return 0, 0
+		}
+	}
+	return int64(s[0].Value.Uint64()), int64(s[1].Value.Uint64() - s[2].Value.Uint64())
 }

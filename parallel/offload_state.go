@@ -1,0 +1,268 @@
+package parallel
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
+)
+
+// offloadState is a layer list's training state (weights, gradients, AdamW moments) in a
+// chunk store under a memory budget. Its parameters and moments are shells whose Data the
+// store binds to resident chunks while they are pinned; the layers it returns pin their
+// chunks around each pass, following the schedule of a step: forward through the layers
+// and backward in reverse per micro-batch, then the optimizer chunk by chunk.
+type offloadState struct {
+	store  *offload.Store
+	lay    offload.Layout
+	params []*model.Param
+	opt    *Optimizer
+	L, M   int
+	// first[l] is the index in params of layer l's first parameter.
+	first []int
+	// chunkParams[k] are the params (indices) in chunk k of every kind.
+	chunkParams [][]int
+	// sumSq[i] is Σg² of param i after the step's last backward pass of its layer.
+	sumSq []float64
+	// inStep and micro: a scheduled step is under way, at micro-batch micro.
+	inStep bool
+	micro  int
+}
+
+// offloadedLayer is a layer whose weights (and, backward, gradients) are pinned in the
+// chunk store while it runs.
+type offloadedLayer struct {
+	model.Layer
+	st    *offloadState
+	index int
+}
+
+// Unwrap returns the wrapped layer (model.ScratchPeakBytes finds recomputed layers).
+func (l *offloadedLayer) Unwrap() model.Layer { return l.Layer }
+
+func (l *offloadedLayer) Forward(ws *model.Workspace, mb *model.Batch, x []float32) ([]float32, model.Saved) {
+	st := l.st
+	if !st.inStep { // evaluation: the weights only, outside the schedule
+		cs := st.ids(offload.Value, st.lay.LayerChunks[l.index])
+		st.store.Pin(cs, nil)
+		defer st.store.Unpin(cs)
+		return l.Layer.Forward(ws, mb, x)
+	}
+	op := st.micro*2*st.L + l.index
+	st.store.Enter(op)
+	defer st.store.Exit(op)
+	return l.Layer.Forward(ws, mb, x)
+}
+
+func (l *offloadedLayer) Backward(ws *model.Workspace, mb *model.Batch, saved model.Saved, dy []float32) []float32 {
+	st := l.st
+	op := st.micro*2*st.L + st.L + (st.L - 1 - l.index)
+	st.store.Enter(op)
+	defer st.store.Exit(op)
+	dx := l.Layer.Backward(ws, mb, saved, dy)
+	if st.micro == st.M-1 { // the layer's gradients are final: their part of the norm
+		for i := st.first[l.index]; i < st.first[l.index+1]; i++ {
+			st.sumSq[i] = kernels.SumSquares(st.params[i].Grad.Data)
+		}
+	}
+	return dx
+}
+
+// newOffloadState lays out the training state of layers (shells) for budget bytes,
+// opens its store in dir, and initialises the weights as model.InitLayer does.
+func newOffloadState(cfg TrainConfig, shells []model.Layer, micro int) (*offloadState, error) {
+	var sizes [][]int
+	st := &offloadState{L: len(shells), M: micro, first: []int{0}}
+	for _, l := range shells {
+		var s []int
+		for _, p := range l.Params() {
+			s = append(s, kernels.ShapeSize(p.Value.Shape))
+			st.params = append(st.params, p)
+		}
+		sizes = append(sizes, s)
+		st.first = append(st.first, len(st.params))
+	}
+	choice, err := offload.Choose(sizes, cfg.MemoryBudget, 0)
+	if err != nil {
+		return nil, fmt.Errorf("memory-budget: %w", err)
+	}
+	st.lay = choice.Layout
+	st.opt = newShellOptimizer(st.params, cfg.adamW(), cfg.ClipNorm)
+	st.sumSq = make([]float64, len(st.params))
+	if err := os.MkdirAll(cfg.OffloadDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	st.store, err = offload.Open(offload.Config{Dir: cfg.OffloadDir, ChunkBytes: choice.ChunkBytes,
+		Buffers: choice.Buffers, Bindings: st.bindings(), Ops: st.schedule()})
+	if err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	for i, l := range shells {
+		cs := st.ids(offload.Value, st.lay.LayerChunks[i])
+		st.store.Pin(cs, allTrue(len(cs)))
+		model.InitLayer(cfg.Model, l, cfg.Seed, i)
+		st.store.Unpin(cs)
+	}
+	return st, nil
+}
+
+// ids are the chunk ids of chunks ks of kind.
+func (st *offloadState) ids(kind int, ks []int) []int {
+	out := make([]int, len(ks))
+	for i, k := range ks {
+		out[i] = kind*st.lay.PerKind + k
+	}
+	return out
+}
+
+func allTrue(n int) []bool {
+	b := make([]bool, n)
+	for i := range b {
+		b[i] = true
+	}
+	return b
+}
+
+// bindings places every parameter's four tensors in their chunks.
+func (st *offloadState) bindings() [][]offload.Binding {
+	b := make([][]offload.Binding, offload.Kinds*st.lay.PerKind)
+	st.chunkParams = make([][]int, st.lay.PerKind)
+	for i, p := range st.params {
+		k, off, n := st.lay.Chunk[i], st.lay.Off[i], kernels.ShapeSize(p.Value.Shape)
+		st.chunkParams[k] = append(st.chunkParams[k], i)
+		for kind, t := range []*kernels.Tensor{p.Value, p.Grad, st.opt.m[p.Name], st.opt.v[p.Name]} {
+			id := kind*st.lay.PerKind + k
+			b[id] = append(b[id], offload.Binding{Tensor: t, Off: off, N: n})
+		}
+	}
+	return b
+}
+
+// schedule is one step's ops: per micro-batch the forward pass (weights) through the
+// layers and the backward pass (weights and gradients) in reverse, then the optimizer
+// chunk by chunk (weights, gradients and moments; the gradients die with the update).
+func (st *offloadState) schedule() []offload.Op {
+	var ops []offload.Op
+	for m := 0; m < st.M; m++ {
+		for l := 0; l < st.L; l++ {
+			cs := st.ids(offload.Value, st.lay.LayerChunks[l])
+			ops = append(ops, offload.Op{Chunks: cs, Writes: make([]bool, len(cs))})
+		}
+		for l := st.L - 1; l >= 0; l-- {
+			v := st.ids(offload.Value, st.lay.LayerChunks[l])
+			g := st.ids(offload.Grad, st.lay.LayerChunks[l])
+			ops = append(ops, offload.Op{Chunks: append(v, g...), Writes: append(make([]bool, len(v)), allTrue(len(g))...)})
+		}
+	}
+	for k := 0; k < st.lay.PerKind; k++ {
+		cs := st.ids(offload.Value, []int{k})
+		for kind := offload.Grad; kind < offload.Kinds; kind++ {
+			cs = append(cs, kind*st.lay.PerKind+k)
+		}
+		ops = append(ops, offload.Op{Chunks: cs, Writes: []bool{true, false, true, true}, Discard: cs[1:2]})
+	}
+	return ops
+}
+
+// zeroGrads sets every gradient to zero without I/O.
+func (st *offloadState) zeroGrads() {
+	ks := make([]int, st.lay.PerKind)
+	for k := range ks {
+		ks[k] = k
+	}
+	st.store.Zero(st.ids(offload.Grad, ks))
+}
+
+// gradSumSquares is Optimizer.GradSumSquares: the same per-parameter sums, recorded by
+// the last backward pass, added in the same order.
+func (st *offloadState) gradSumSquares() float64 {
+	var s float64
+	for _, x := range st.sumSq {
+		s += x
+	}
+	return s
+}
+
+// optimizerStep is Optimizer.Step chunk by chunk.
+func (st *offloadState) optimizerStep(lr, sumSquares float64) {
+	o := st.opt
+	c := o.clipCoefficient(sumSquares)
+	o.Steps++
+	h := o.Hyper
+	h.LR = lr
+	base := 2 * st.L * st.M
+	for k, ps := range st.chunkParams {
+		st.store.Enter(base + k)
+		for _, i := range ps {
+			o.update(st.params[i], h, c)
+		}
+		st.store.Exit(base + k)
+	}
+}
+
+// snapshot copies the tensors of kind (Value, ExpAvg or ExpAvgSq) out of the store, chunk
+// by chunk, named as in a checkpoint.
+func (st *offloadState) snapshot(kind int) map[string]*kernels.Tensor {
+	suffix := map[int]string{offload.Value: "", offload.ExpAvg: ".exp_avg", offload.ExpAvgSq: ".exp_avg_sq"}[kind]
+	out := make(map[string]*kernels.Tensor, len(st.params))
+	for k, ps := range st.chunkParams {
+		cs := st.ids(kind, []int{k})
+		st.store.Pin(cs, nil)
+		for _, i := range ps {
+			p := st.params[i]
+			out[p.Name+suffix] = st.tensor(kind, p).Clone()
+		}
+		st.store.Unpin(cs)
+	}
+	return out
+}
+
+func (st *offloadState) tensor(kind int, p *model.Param) *kernels.Tensor {
+	switch kind {
+	case offload.Value:
+		return p.Value
+	case offload.Grad:
+		return p.Grad
+	case offload.ExpAvg:
+		return st.opt.m[p.Name]
+	}
+	return st.opt.v[p.Name]
+}
+
+// restore loads a checkpoint's weights and moments into the store chunk by chunk, after
+// checking that every tensor is there with its shape (nothing changes otherwise).
+func (st *offloadState) restore(ck *Checkpoint) error {
+	steps, err := strconv.Atoi(ck.Optimizer.Metadata["step"])
+	if err != nil || steps < 0 {
+		return fmt.Errorf("%w: optimizer state has no valid step (%q)", model.ErrBadCheckpoint, ck.Optimizer.Metadata["step"])
+	}
+	src := map[int]*model.TensorFile{offload.Value: ck.Model, offload.ExpAvg: ck.Optimizer, offload.ExpAvgSq: ck.Optimizer}
+	suffix := map[int]string{offload.Value: "", offload.ExpAvg: ".exp_avg", offload.ExpAvgSq: ".exp_avg_sq"}
+	for _, kind := range []int{offload.Value, offload.ExpAvg, offload.ExpAvgSq} {
+		for _, p := range st.params {
+			t, ok := src[kind].Tensors[p.Name+suffix[kind]]
+			if !ok {
+				return fmt.Errorf("%w: tensor %s%s is missing", model.ErrBadCheckpoint, p.Name, suffix[kind])
+			}
+			if !t.SameShape(p.Value.Shape) {
+				return fmt.Errorf("%w: tensor %s%s has shape %v, the model needs %v", model.ErrBadCheckpoint, p.Name, suffix[kind], t.Shape, p.Value.Shape)
+			}
+		}
+	}
+	for k, ps := range st.chunkParams {
+		for _, kind := range []int{offload.Value, offload.ExpAvg, offload.ExpAvgSq} {
+			cs := st.ids(kind, []int{k})
+			st.store.Pin(cs, []bool{true})
+			for _, i := range ps {
+				p := st.params[i]
+				copy(st.tensor(kind, p).Data, src[kind].Tensors[p.Name+suffix[kind]].Data)
+			}
+			st.store.Unpin(cs)
+		}
+	}
+	st.opt.Steps = steps
+	return nil
+}
