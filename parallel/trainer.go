@@ -64,7 +64,10 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
 	}
 	if cfg.MemoryBudget > 0 {
-		return t, t.offload()
+		if err := t.offload(); err != nil {
+			return nil, err
+		}
+		return t, nil
 	}
 	t.gpt = model.New(cfg.Model, cfg.Seed)
 	t.layers = t.gpt.Layers
