@@ -297,33 +297,40 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 	n1 := tc.add(false)
 	n2 := tc.add(false)
 	tc.waitMembers(10*time.Second, []*testNode{n0, n1, n2}, nil)
-	if l := tc.waitLeader(time.Second); l != n0 {
-		t.Fatalf("leader is %s, want the bootstrap node", l.name)
+	// The bootstrap node leads first, but a loaded machine can delay its heartbeats enough
+	// for a follower to take over: the test follows whoever leads.
+	leader := tc.waitLeader(10 * time.Second)
+	var followers []*testNode
+	for _, n := range []*testNode{n0, n1, n2} {
+		if n != leader {
+			followers = append(followers, n)
+		}
 	}
+	f1, f2 := followers[0], followers[1]
 
-	id, err := n1.c.SubmitJob(ctx, namedSpec("via-follower"))
+	id, err := f1.c.SubmitJob(ctx, namedSpec("via-follower"))
 	if err != nil {
 		t.Fatalf("submit through follower: %v", err)
 	}
 	for _, n := range tc.running() {
 		waitJob(t, n, id, JobSubmitted)
 	}
-	j, index, err := n2.c.Job(ctx, id, true)
+	j, index, err := f2.c.Job(ctx, id, true)
 	if err != nil || j.Name != "via-follower" || index == 0 || j.SubmittedAt.IsZero() {
 		t.Fatalf("consistent read on follower: %+v index %d err %v", j, index, err)
 	}
-	if _, err := n2.c.SubmitJob(ctx, jobspec.Spec{}); !errors.Is(err, ErrInvalidSpec) {
+	if _, err := f2.c.SubmitJob(ctx, jobspec.Spec{}); !errors.Is(err, ErrInvalidSpec) {
 		t.Fatalf("invalid spec: got %v", err)
 	}
 
 	// Compact the log so that joiners must install a snapshot. (Only the leader or a node
 	// of the job's plan may add events.)
 	for i := range 20 {
-		if err := n0.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
+		if err := leader.c.AddEvent(ctx, id, Event{Kind: "note", Message: fmt.Sprint(i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := n0.c.raft.Snapshot().Error(); err != nil {
+	if err := leader.c.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	n3 := tc.add(false)
@@ -335,17 +342,18 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 		t.Fatal("n3 caught up without installing a snapshot")
 	}
 
-	if got := n1.c.LeaderChanges(); got != 1 {
-		t.Errorf("n1 saw %d leader changes before the failover, want 1 (the bootstrap node)", got)
+	before := f1.c.LeaderChanges()
+	if before < 1 {
+		t.Errorf("%s saw %d leader changes before the failover, want ≥ 1", f1.name, before)
 	}
 	// Fail the leader.
 	start := time.Now()
-	tc.stop(n0)
+	tc.stop(leader)
 	newLeader := tc.waitLeader(5 * time.Second)
 	testutil.Within(t, "electing a new leader "+newLeader.name, time.Since(start), 5*time.Second)
 	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if got := newLeader.c.LeaderChanges(); got < 2 {
-			return fmt.Errorf("new leader saw %d leader changes, want ≥ 2 (n0, then itself)", got)
+			return fmt.Errorf("new leader saw %d leader changes, want ≥ 2 (the old leader, then itself)", got)
 		}
 		return nil
 	})
@@ -358,8 +366,8 @@ func TestClusterJobsFailoverMembership(t *testing.T) {
 		t.Fatalf("submit through non-voter after failover: %v", err)
 	}
 
-	// The node reports n0 dead: a live non-voter takes its seat.
-	replaceDeadVoter(t, tc, n0, n3, n4, n1, n2)
+	// The node reports the old leader dead: a live non-voter takes its seat.
+	replaceDeadVoter(t, tc, leader, n3, n4, f1, f2)
 	checkCancelAndPlanRPCs(t, tc, n4, newLeader, id, id2)
 }
 
