@@ -104,6 +104,32 @@ func leaderOf(t *testing.T, n *Node) string {
 	return s.Leader
 }
 
+// currentLeader waits until a live node names a live Raft leader and returns its ID: right
+// after a restart, or on a loaded machine, the mesh can be between leaders for a moment.
+func currentLeader(t *testing.T, tn *Testnet) string {
+	t.Helper()
+	var leader string
+	err := tn.WaitFor(func() bool {
+		for _, n := range tn.Nodes() {
+			if !n.Alive() {
+				continue
+			}
+			l := leaderOf(t, n)
+			for _, m := range tn.Nodes() {
+				if m.ID == l && m.Alive() {
+					leader = l
+					return true
+				}
+			}
+		}
+		return false
+	}, 30*time.Second)
+	if err != nil {
+		t.Fatalf("no live Raft leader: %v", err)
+	}
+	return leader
+}
+
 // TestKillStageNodesMidJob SIGKILLs a node holding a stage mid-job — first a follower,
 // then, on the restarted mesh, the Raft leader — and checks each time that the job
 // finishes done from the last checkpoint with a validation loss within 5% of an
@@ -121,7 +147,7 @@ func TestKillStageNodesMidJob(t *testing.T) {
 	baseVal := *base.Progress.ValLoss
 
 	for _, killLeader := range []bool{false, true} {
-		victim, observer := pickVictim(tn, leaderOf(t, nodes[0]), killLeader)
+		victim, observer := pickVictim(tn, currentLeader(t, tn), killLeader)
 		w := submitJob(t, tn, observer, spec)
 		survived := waitSurvivingCheckpoint(t, tn, w, victim)
 		killed := time.Now()

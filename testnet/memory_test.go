@@ -51,7 +51,7 @@ func TestShrinkingMeshTradesMicroBatchesForMemory(t *testing.T) {
 	first := planOf(base)
 
 	w := submitJob(t, tn, nodes[0], spec)
-	victim := waitStageHolderAtStep(t, tn, w, leaderOf(t, nodes[0]), 50)
+	victim := waitStageHolderAtStep(t, tn, w, currentLeader(t, tn), 50)
 	if err := tn.Kill(victim.Spec.Name); err != nil {
 		t.Fatal(err)
 	}
