@@ -25,8 +25,8 @@ func TestOuterAutoFollowsTheMeasuredTable(t *testing.T) {
 		lr, momentum float64
 	}{
 		{1, 50, 0.7, 0.5}, {180, 30, 0.7, 0.5}, {240, 30, 0.7, 0.5}, // up to 8 outer steps
-		{241, 30, 1.0, 0.5}, {600, 50, 1.0, 0.5}, {3000, 30, 1.0, 0.5}, // 9, 12, 100
-		{6000, 30, 1.0, 0.5}, {300, 1, 1.0, 0.5}, // 200; every-step sync: 300
+		{241, 30, 1.0, 0.5}, {600, 50, 1.0, 0.5}, {3000, 30, 1.0, 0.5}, {4230, 30, 1.0, 0.5}, // 9, 12, 100, 141
+		{4231, 30, 0.7, 0.9}, {6000, 30, 0.7, 0.9}, {300, 1, 0.7, 0.9}, // 142, 200; every-step sync: 300
 	} {
 		s := DefaultSpec()
 		s.Train.Steps, s.Parallel.InnerSteps = c.steps, c.inner
