@@ -24,6 +24,8 @@ type distOptions struct {
 	codec            string
 	aggregate        string
 	transport        string
+	// outerLR and outerMomentum are "auto" or a number, resolved by validate.
+	outerLR, outerMomentum string
 	// pipeline and sync are the flags parsed by validate.
 	pipeline jobspec.Schedule
 	sync     parallel.SyncConfig
@@ -37,8 +39,8 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&d.schedule, "schedule", string(jobspec.Schedule1F1B), "pipeline schedule: 1f1b or gpipe")
 	f.StringVar(&d.syncMode, "sync", string(jobspec.SyncDiLoCo), "replica synchronisation: sync (gradients every step), diloco or streaming (DiLoCo per fragment of layers, staggered and overlapped)")
 	f.IntVar(&d.sync.InnerSteps, "inner-steps", d.sync.InnerSteps, "DiLoCo: local steps between synchronisations")
-	f.Float64Var(&d.sync.OuterLR, "outer-lr", d.sync.OuterLR, "DiLoCo: outer Nesterov learning rate")
-	f.Float64Var(&d.sync.OuterMomentum, "outer-momentum", d.sync.OuterMomentum, "DiLoCo: outer Nesterov momentum")
+	f.StringVar(&d.outerLR, "outer-lr", "auto", "DiLoCo: outer Nesterov learning rate, or auto (chosen by the number of outer steps, --steps ÷ --inner-steps)")
+	f.StringVar(&d.outerMomentum, "outer-momentum", "auto", "DiLoCo: outer Nesterov momentum, or auto (chosen with --outer-lr's auto)")
 	f.IntVar(&d.sync.Fragments, "fragments", d.sync.Fragments, "streaming: fragments of layers synchronised in turn (1 to the model's layers and to --inner-steps)")
 	f.IntVar(&d.sync.Overlap, "overlap", d.sync.Overlap, "streaming: inner steps a fragment's all-reduce overlaps before its update is applied (< --inner-steps)")
 	f.Float64Var(&d.sync.MixLocal, "mix-local", d.sync.MixLocal, "streaming with overlap: share of the replica's own weights kept when an update arrives, in [0, 1)")
@@ -80,6 +82,9 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if err := d.checkZero(); err != nil {
 		return err
 	}
+	if err := d.resolveOuter(o.cfg.Steps); err != nil {
+		return err
+	}
 	if err := d.sync.Validate(); err != nil {
 		return usageError{err: err}
 	}
@@ -100,6 +105,27 @@ func (d *distOptions) checkZero() error {
 	case z > 0 && d.sync.Codec != jobspec.CodecNone:
 		return usagef("--zero %d reduces shards uncompressed: it needs --codec none (got --codec %s)", z, d.sync.Codec)
 	}
+	return nil
+}
+
+// resolveOuter sets the outer step from --outer-lr and --outer-momentum: a number as
+// given, auto as jobspec.AutoOuter chooses for the run's outer steps.
+func (d *distOptions) resolveOuter(steps int) error {
+	lr, err := jobspec.ParseAutoFloat("--outer-lr", d.outerLR)
+	if err == nil {
+		err = lr.CheckOuterLR("--outer-lr")
+	}
+	if err != nil {
+		return usageError{err: err}
+	}
+	m, err := jobspec.ParseAutoFloat("--outer-momentum", d.outerMomentum)
+	if err == nil {
+		err = m.CheckOuterMomentum("--outer-momentum")
+	}
+	if err != nil {
+		return usageError{err: err}
+	}
+	d.sync.OuterLR, d.sync.OuterMomentum = jobspec.ResolveOuter(lr, m, steps, d.sync.InnerSteps)
 	return nil
 }
 

@@ -6,6 +6,8 @@
 // It is also the job's vocabulary, defined once: the enumerations a spec names (Schedule,
 // Sync, Codec, Strategy) with their validation, and the model's shape (Model, which
 // model.Config is declared as). The balancer, the training engine, the scheduler and the CLI
-// use these types directly. Because everything imports it, it must stay a leaf: the
+// use these types directly. A field the spec may leave "auto" is settled here when the spec
+// alone decides it (the outer step: AutoOuter, Spec.Outer) and by the planner when it
+// needs the cluster (replicas, stages, micro-batches). Because everything imports it, it must stay a leaf: the
 // standard library and yaml, nothing of ours.
 package jobspec

@@ -93,10 +93,12 @@ type Parallel struct {
 	Sync Sync `json:"sync" yaml:"sync"`
 	// InnerSteps is the number of local steps between DiLoCo syncs (≥ 1). Default 50.
 	InnerSteps int `json:"inner_steps" yaml:"inner_steps"`
-	// OuterLR is the outer Nesterov learning rate (> 0). Default 0.7.
-	OuterLR float64 `json:"outer_lr" yaml:"outer_lr"`
-	// OuterMomentum is the outer Nesterov momentum (0 ≤ m < 1). Default 0.9.
-	OuterMomentum float64 `json:"outer_momentum" yaml:"outer_momentum"`
+	// OuterLR is the outer Nesterov learning rate: "auto" (the default: AutoOuter's choice
+	// for the job's number of outer steps) or a number > 0.
+	OuterLR AutoFloat `json:"outer_lr" yaml:"outer_lr"`
+	// OuterMomentum is the outer Nesterov momentum: "auto" (the default: AutoOuter's
+	// choice) or a number with 0 ≤ m < 1.
+	OuterMomentum AutoFloat `json:"outer_momentum" yaml:"outer_momentum"`
 	// Codec compresses pseudo-gradients: "none", "fp16", "int8" (default) or "topk".
 	Codec Codec `json:"codec" yaml:"codec"`
 	// Fragments is streaming's number of layer fragments, each synchronised on its own
@@ -148,7 +150,7 @@ func DefaultSpec() Spec {
 		Parallel: Parallel{
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
-			InnerSteps: 50, OuterLR: 0.7, OuterMomentum: 0.9, Codec: CodecInt8,
+			InnerSteps: 50, OuterLR: AutoValue(), OuterMomentum: AutoValue(), Codec: CodecInt8,
 			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},

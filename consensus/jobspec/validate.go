@@ -3,7 +3,6 @@ package jobspec
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"strings"
 )
@@ -118,12 +117,8 @@ func (p Parallel) validate(v *validator, m Model) {
 	v.add(p.Sync.Check("parallel.sync"))
 	v.between("parallel.inner_steps", p.InnerSteps, 1, MaxSteps)
 	p.validateStreaming(v, m)
-	if !(p.OuterLR > 0) || math.IsInf(p.OuterLR, 0) {
-		v.addf("parallel.outer_lr", "must be > 0, got %v", p.OuterLR)
-	}
-	if !(p.OuterMomentum >= 0 && p.OuterMomentum < 1) {
-		v.addf("parallel.outer_momentum", "must be ≥ 0 and < 1, got %v", p.OuterMomentum)
-	}
+	v.add(p.OuterLR.CheckOuterLR("parallel.outer_lr"))
+	v.add(p.OuterMomentum.CheckOuterMomentum("parallel.outer_momentum"))
 	v.add(p.Codec.Check("parallel.codec"))
 	if p.Aggregate != "" {
 		v.add(p.Aggregate.Check("parallel.aggregate"))

@@ -19,7 +19,8 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
 	sc := parallel.DefaultSyncConfig()
 	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
-	sc.OuterLR, sc.OuterMomentum, sc.Codec = s.Parallel.OuterLR, s.Parallel.OuterMomentum, s.Parallel.Codec
+	sc.Codec = s.Parallel.Codec
+	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
 	sc.Zero = s.Memory.Zero
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
