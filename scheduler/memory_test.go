@@ -84,6 +84,10 @@ func TestLossReplansWithOffload(t *testing.T) {
 			if st := bp.Replicas[0].Stages; len(st) != 1 || st[0].Node != survivor || st[0].OffloadBytes <= 0 || st[0].MemoryBudget <= 0 {
 				t.Fatalf("replan stages %+v (reason %q), want the survivor offloading", st, d.Plan.Reason)
 			}
+			// The committed plan carries the stage's resident budget to its worker.
+			if cs := d.Plan.Replicas[0]; len(cs) != 1 || cs[0].MemoryBudget != bp.Replicas[0].Stages[0].MemoryBudget {
+				t.Fatalf("committed stages %+v, want memory_budget %d", cs, bp.Replicas[0].Stages[0].MemoryBudget)
+			}
 			t.Logf("replanned on %s: %s", survivor, d.Plan.Reason)
 		})
 	}
