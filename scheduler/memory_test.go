@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+	chunks "github.com/meshnode/meshnode/parallel/offload"
 )
 
 // TestPlanInputsCarryMemorySettings: the spec's memory section and the profiles' disk
@@ -85,8 +88,21 @@ func TestLossReplansWithOffload(t *testing.T) {
 				t.Fatalf("replan stages %+v (reason %q), want the survivor offloading", st, d.Plan.Reason)
 			}
 			// The committed plan carries the stage's resident budget to its worker.
-			if cs := d.Plan.Replicas[0]; len(cs) != 1 || cs[0].MemoryBudget != bp.Replicas[0].Stages[0].MemoryBudget {
+			cs := d.Plan.Replicas[0]
+			if len(cs) != 1 || cs[0].MemoryBudget != bp.Replicas[0].Stages[0].MemoryBudget {
 				t.Fatalf("committed stages %+v, want memory_budget %d", cs, bp.Replicas[0].Stages[0].MemoryBudget)
+			}
+			// The engine's store accepts the budget: it holds a layer's weights and gradients.
+			var sizes [][]int
+			for _, l := range model.NewLayerShells(ModelConfig(tc.spec), cs[0].First, cs[0].Last) {
+				var n []int
+				for _, p := range l.Params() {
+					n = append(n, kernels.ShapeSize(p.Value.Shape))
+				}
+				sizes = append(sizes, n)
+			}
+			if _, err := chunks.Choose(sizes, cs[0].MemoryBudget, 0); err != nil {
+				t.Fatalf("the worker's store refuses the planned budget: %v", err)
 			}
 			t.Logf("replanned on %s: %s", survivor, d.Plan.Reason)
 		})
