@@ -29,7 +29,9 @@ type StageState struct {
 	OptimizerMeta map[string]string
 }
 
-// Snapshot copies the worker's layers and optimizer state.
+// Snapshot copies the worker's layers and optimizer state (an offloading stage's chunk
+// by chunk; it panics with an *offload.IOError if the store's file failed: see
+// CheckedSnapshot).
 func (w *Worker) Snapshot() StageState {
 	st := w.plan.Replicas[w.replica][w.stage]
 	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
@@ -77,6 +79,13 @@ func (w *Worker) Snapshot() StageState {
 		}
 	}
 	return s
+}
+
+// CheckedSnapshot is Snapshot with an offloading stage's store failure (its state is
+// lost) returned as an error instead of a panic.
+func (w *Worker) CheckedSnapshot() (s StageState, err error) {
+	defer recoverIO(&err)
+	return w.Snapshot(), nil
 }
 
 // residualSuffix names a replica's error-feedback residual of a parameter in a checkpoint.
