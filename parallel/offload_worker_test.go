@@ -2,7 +2,9 @@ package parallel
 
 import (
 	"context"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,5 +189,46 @@ func TestOffloadRefusedWithReplicas(t *testing.T) {
 	cfg.Train.OffloadDir = ""
 	if _, err := NewWorker(cfg, one, "s", net.Peer("r0"), testData()); err == nil || !strings.Contains(err.Error(), "offload directory") {
 		t.Fatalf("offload without a directory: %v", err)
+	}
+}
+
+// TestOffloadedStageRestoresZeroPieces: a ZeRO-2 checkpoint (moments in per-replica
+// pieces) restores into offloading stages of one replica exactly as into in-memory ones:
+// their snapshots are the same bits.
+func TestOffloadedStageRestoresZeroPieces(t *testing.T) {
+	cfg := pipelineConfig(2)
+	cfg.Sync.Zero = 2
+	cfg.Train.OffloadDir = t.TempDir()
+	L := cfg.Train.Model.NumLayers()
+	zrun := newOffloadRun(t, cfg, zeroPlan("z", L, 2))
+	stepAll(t, zrun, 2)
+	weights, perReplica := snapshots(zrun)
+	merged := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}, Metadata: perReplica[0].Metadata}
+	for _, m := range perReplica {
+		maps.Copy(merged.Tensors, m.Tensors)
+	}
+	all := map[int]*model.TensorFile{0: merged}
+	cfg.Sync.Zero = 0
+	two := EvenPlan(L, nodeNames("m", 2))
+	var snaps [2]map[string]*kernels.Tensor
+	for i, plan := range []Plan{two, withBudgets(cfg.Train.Model, EvenPlan(L, nodeNames("o", 2)), 0, 1)} {
+		run := newOffloadRun(t, cfg, plan)
+		for _, w := range run.Workers() {
+			if err := w.Restore(weights, all[0], 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, m := snapshots(run)
+		snaps[i] = maps.Clone(w.Tensors)
+		maps.Copy(snaps[i], m[0].Tensors)
+	}
+	if len(snaps[0]) != len(snaps[1]) || len(snaps[0]) == 0 {
+		t.Fatalf("%d tensors in memory, %d offloaded", len(snaps[0]), len(snaps[1]))
+	}
+	for k, a := range snaps[0] {
+		b, ok := snaps[1][k]
+		if !ok || !slices.Equal(a.Data, b.Data) {
+			t.Fatalf("tensor %s differs after restoring ZeRO pieces offloaded", k)
+		}
 	}
 }
