@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"math"
 	"slices"
@@ -230,5 +231,18 @@ func TestOffloadedStageRestoresZeroPieces(t *testing.T) {
 		if !ok || !slices.Equal(a.Data, b.Data) {
 			t.Fatalf("tensor %s differs after restoring ZeRO pieces offloaded", k)
 		}
+	}
+}
+
+// TestStagePlanBudgetOmitted: a stage without a memory budget encodes as before the
+// field existed (stored plans keep their bytes); one with it round-trips.
+func TestStagePlanBudgetOmitted(t *testing.T) {
+	b, err := json.Marshal(StagePlan{Node: "a", First: 0, Last: 2})
+	if err != nil || string(b) != `{"node":"a","first":0,"last":2}` {
+		t.Fatalf("%s, %v", b, err)
+	}
+	var st StagePlan
+	if err := json.Unmarshal([]byte(`{"node":"a","first":0,"last":2,"memory_budget":4096}`), &st); err != nil || st.MemoryBudget != 4096 {
+		t.Fatalf("%+v, %v", st, err)
 	}
 }
