@@ -129,7 +129,8 @@ func (in *instance) groupings(opts Options) [][][]int {
 }
 
 // eachHolds reports whether every group has the memory for the model's training state
-// (each member's share under ZeRO); with offload allowed the state may live on disk.
+// (each member's share under ZeRO); with offload allowed the state of a single replica
+// may live on disk.
 func (in *instance) eachHolds(groups [][]int) bool {
 	need := in.stageStatic(0, in.L, len(groups))
 	for _, g := range groups {
@@ -137,7 +138,7 @@ func (in *instance) eachHolds(groups [][]int) bool {
 		for _, v := range g {
 			have += in.mem[v]
 		}
-		if have < need && !in.allowOffload {
+		if have < need && !(in.allowOffload && len(groups) < 2) {
 			return false
 		}
 	}

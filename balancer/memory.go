@@ -70,8 +70,9 @@ func (in *instance) minResident(j, e int) float64 { return in.staticMax.of(j, e)
 // chooseStage picks the cheapest way layers [j, e) fit budget bytes under the instance's
 // allowances, in order of preference: as they are; recomputing (when allowed, or always
 // when the job says on); recomputing where allowed and offloading the training state that
-// does not fit beside the activations (when allowed), keeping at least minResident. ok is
-// false when none fits.
+// does not fit beside the activations (when allowed, and only with one replica: the
+// engine's offload store holds a pure pipeline's state; synchronising replicas keep
+// full-size buffers), keeping at least minResident. ok is false when none fits.
 func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64, R int) (stageMode, bool) {
 	static := in.stageStatic(j, e, R)
 	mode := stageMode{recompute: in.forceRecompute && in.stageRecomputes(j, e), static: static}
@@ -86,7 +87,7 @@ func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64
 			return mode, true
 		}
 	}
-	if in.allowOffload {
+	if in.allowOffload && R < 2 {
 		if resident := budget - act; resident >= math.Min(static, in.minResident(j, e)) {
 			mode.offload, mode.mem = static-resident, budget
 			return mode, true

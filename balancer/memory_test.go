@@ -279,3 +279,34 @@ func TestMemoryKnobsValidate(t *testing.T) {
 		t.Fatalf("negative disk bandwidth: %v", err)
 	}
 }
+
+// TestOffloadOnlyInOneReplica: the engine's offload store holds a pure pipeline's state
+// only, so the planner never offloads in a plan of several replicas. Two nodes that each
+// hold 60% of the training state, fast disks and a DiLoCo job: two offloading replicas
+// would be quicker, but the plan is one replica (a two-stage pipeline, nothing offloaded,
+// or one node offloading); with one node each the same job is one offloading replica.
+func TestOffloadOnlyInOneReplica(t *testing.T) {
+	job := defaultJob(jobspec.RecomputeAuto)
+	job.Batch, job.MicroBatches, job.Offload = 16, 16, jobspec.OffloadAuto
+	static := staticBytes(job)
+	var snap Snapshot
+	for _, id := range []string{"a", "b"} {
+		snap.Nodes = append(snap.Nodes, Node{ID: id, GFLOPS: 50, MemoryBytes: int64(0.6 * static), DiskReadBps: 50e9, DiskWriteBps: 50e9})
+	}
+	p, err := NewPlan(snap, job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, snap, job, p) // fails on a stage that offloads beside another replica
+	if len(p.Replicas) != 1 {
+		t.Fatalf("plan of %d replicas on nodes that need offload to hold the model alone", len(p.Replicas))
+	}
+	snap.Nodes = snap.Nodes[:1]
+	if p, err = NewPlan(snap, job, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkPlan(t, snap, job, p)
+	if st := p.Replicas[0].Stages[0]; st.OffloadBytes <= 0 || st.MemoryBudget <= 0 {
+		t.Fatalf("one node: stage %+v, want it offloading", st)
+	}
+}

@@ -52,6 +52,9 @@ func checkPlan(t *testing.T, snap Snapshot, job Job, p Plan) {
 			}
 			need += stageActivations(job.Layers[st.First:st.Last], st.Recompute, inFlight, tok)
 			need += checkStageState(t, job, len(p.Replicas), st)
+			if len(p.Replicas) > 1 && (st.OffloadBytes > 0 || st.MemoryBudget > 0) {
+				t.Fatalf("replica %d stage %d offloads (%d bytes, budget %d) in a plan of %d replicas: the engine offloads only a single replica", r, s, st.OffloadBytes, st.MemoryBudget, len(p.Replicas))
+			}
 			if need > budget[st.Node]*(1+1e-12) {
 				t.Fatalf("replica %d stage %d on %s needs %.0f bytes, budget %.0f", r, s, st.Node, need, budget[st.Node])
 			}

@@ -10,7 +10,9 @@
 // node's worker of a distributed job (node/runner).
 //
 // Under a memory budget (TrainConfig.MemoryBudget) the Trainer keeps its weights,
-// gradients and AdamW moments in the chunk store of package offload, with the same losses.
+// gradients and AdamW moments in the chunk store of package offload, with the same losses;
+// so does a pipeline stage's Worker whose StagePlan has a MemoryBudget, in a plan of one
+// replica (its store's schedule is the stage's 1F1B or GPipe passes).
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

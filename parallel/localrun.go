@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -29,12 +30,22 @@ func NewLocalRun(cfg JobConfig, plan Plan, data *model.Dataset, transport func(n
 		for _, st := range stages {
 			w, err := NewWorker(cfg, plan, st.Node, transport(st.Node), data)
 			if err != nil {
+				lr.Close()
 				return nil, err
 			}
 			lr.workers = append(lr.workers, w)
 		}
 	}
 	return lr, nil
+}
+
+// Close releases the workers' offload stores (stages with a memory budget).
+func (l *LocalRun) Close() error {
+	var errs []error
+	for _, w := range l.workers {
+		errs = append(errs, w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Rejected lists the contributions the workers dropped so far (step by step, in worker

@@ -13,14 +13,19 @@ import (
 // offloadState is a layer list's training state (weights, gradients, AdamW moments) in a
 // chunk store under a memory budget. Its parameters and moments are shells whose Data the
 // store binds to resident chunks while they are pinned; the layers it returns pin their
-// chunks around each pass, following the schedule of a step: forward through the layers
-// and backward in reverse per micro-batch, then the optimizer chunk by chunk.
+// chunks around each pass, following the schedule of a step: the passes in the order the
+// step runs them (a Trainer's forward then backward per micro-batch, a pipeline stage's
+// 1F1B or GPipe order), each forward through the layers and each backward in reverse,
+// then the optimizer chunk by chunk.
 type offloadState struct {
 	store  *offload.Store
 	lay    offload.Layout
 	params []*model.Param
 	opt    *Optimizer
 	L, M   int
+	// fwdPass[m] and bwdPass[m] are the positions of micro-batch m's forward and backward
+	// passes in the step's pass order; pass p's layer ops are p·L … p·L + L − 1.
+	fwdPass, bwdPass []int
 	// first[l] is the index in params of layer l's first parameter.
 	first []int
 	// chunkParams[k] are the params (indices) in chunk k of every kind.
@@ -51,7 +56,7 @@ func (l *offloadedLayer) Forward(ws *model.Workspace, mb *model.Batch, x []float
 		defer st.store.Unpin(cs)
 		return l.Layer.Forward(ws, mb, x)
 	}
-	op := st.micro*2*st.L + l.index
+	op := st.fwdPass[st.micro]*st.L + l.index
 	st.store.Enter(op)
 	defer st.store.Exit(op)
 	return l.Layer.Forward(ws, mb, x)
@@ -59,7 +64,7 @@ func (l *offloadedLayer) Forward(ws *model.Workspace, mb *model.Batch, x []float
 
 func (l *offloadedLayer) Backward(ws *model.Workspace, mb *model.Batch, saved model.Saved, dy []float32) []float32 {
 	st := l.st
-	op := st.micro*2*st.L + st.L + (st.L - 1 - l.index)
+	op := st.bwdPass[st.micro]*st.L + (st.L - 1 - l.index)
 	st.store.Enter(op)
 	defer st.store.Exit(op)
 	dx := l.Layer.Backward(ws, mb, saved, dy)
@@ -71,11 +76,22 @@ func (l *offloadedLayer) Backward(ws *model.Workspace, mb *model.Batch, saved mo
 	return dx
 }
 
-// newOffloadState lays out the training state of layers (shells) for budget bytes,
-// opens its store in dir, and initialises the weights as model.InitLayer does.
-func newOffloadState(cfg TrainConfig, shells []model.Layer, micro int) (*offloadState, error) {
+// newOffloadState lays out the training state of layers (shells, layers first, first+1, …
+// of the model) for cfg.MemoryBudget bytes, opens its store in cfg.OffloadDir with the
+// schedule of a step that runs passes (every micro-batch's forward and backward once,
+// backward passes in micro-batch order), and initialises the weights as model.InitLayer
+// does.
+func newOffloadState(cfg TrainConfig, shells []model.Layer, first int, passes []op) (*offloadState, error) {
 	var sizes [][]int
-	st := &offloadState{L: len(shells), M: micro, first: []int{0}}
+	st := &offloadState{L: len(shells), M: len(passes) / 2, first: []int{0}}
+	st.fwdPass, st.bwdPass = make([]int, st.M), make([]int, st.M)
+	for p, o := range passes {
+		if o.backward {
+			st.bwdPass[o.micro] = p
+		} else {
+			st.fwdPass[o.micro] = p
+		}
+	}
 	for _, l := range shells {
 		var s []int
 		for _, p := range l.Params() {
@@ -96,14 +112,14 @@ func newOffloadState(cfg TrainConfig, shells []model.Layer, micro int) (*offload
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	st.store, err = offload.Open(offload.Config{Dir: cfg.OffloadDir, ChunkBytes: choice.ChunkBytes,
-		Buffers: choice.Buffers, Bindings: st.bindings(), Ops: st.schedule()})
+		Buffers: choice.Buffers, Bindings: st.bindings(), Ops: st.schedule(passes)})
 	if err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
 	for i, l := range shells {
 		cs := st.ids(offload.Value, st.lay.LayerChunks[i])
 		st.store.Pin(cs, allTrue(len(cs)))
-		model.InitLayer(cfg.Model, l, cfg.Seed, i)
+		model.InitLayer(cfg.Model, l, cfg.Seed, first+i)
 		st.store.Unpin(cs)
 	}
 	return st, nil
@@ -141,17 +157,20 @@ func (st *offloadState) bindings() [][]offload.Binding {
 	return b
 }
 
-// schedule is one step's ops: per micro-batch the forward pass (weights) through the
-// layers and the backward pass (weights and gradients) in reverse, then the optimizer
-// chunk by chunk (weights, gradients and moments; the gradients die with the update).
-func (st *offloadState) schedule() []offload.Op {
+// schedule is one step's ops: the passes in order, a forward pass (weights) through the
+// layers, a backward pass (weights and gradients) through them in reverse, then the
+// optimizer chunk by chunk (weights, gradients and moments; the gradients die with the
+// update).
+func (st *offloadState) schedule(passes []op) []offload.Op {
 	var ops []offload.Op
-	for m := 0; m < st.M; m++ {
-		for l := 0; l < st.L; l++ {
-			cs := st.ids(offload.Value, st.lay.LayerChunks[l])
-			ops = append(ops, offload.Op{Chunks: cs, Writes: make([]bool, len(cs))})
-		}
-		for l := st.L - 1; l >= 0; l-- {
+	for _, o := range passes {
+		for i := 0; i < st.L; i++ {
+			if !o.backward {
+				cs := st.ids(offload.Value, st.lay.LayerChunks[i])
+				ops = append(ops, offload.Op{Chunks: cs, Writes: make([]bool, len(cs))})
+				continue
+			}
+			l := st.L - 1 - i
 			v := st.ids(offload.Value, st.lay.LayerChunks[l])
 			g := st.ids(offload.Grad, st.lay.LayerChunks[l])
 			ops = append(ops, offload.Op{Chunks: append(v, g...), Writes: append(make([]bool, len(v)), allTrue(len(g))...)})

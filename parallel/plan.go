@@ -15,6 +15,11 @@ type StagePlan struct {
 	// pass (model.WithRecompute) instead of keeping them: the balancer sets it for a stage
 	// whose memory does not fit otherwise.
 	Recompute bool `json:"recompute,omitempty"`
+	// MemoryBudget, when > 0, is the bytes of training state (weights, gradients, AdamW
+	// moments) the stage keeps resident: the rest lives in a chunked offload store in the
+	// worker's JobConfig.Train.OffloadDir (docs/memory.md, Knob 4). The balancer sets it
+	// for a stage that does not fit otherwise; only a plan of one replica may have it.
+	MemoryBudget int64 `json:"memory_budget,omitempty"`
 }
 
 // Plan is what the engine runs: replicas, each an ordered list of stages covering every

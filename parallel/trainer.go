@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel/offload"
 )
@@ -82,7 +83,8 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 // layers whose parameters are bound only while pinned, wrapped to pin them.
 func (t *Trainer) offload() error {
 	shells := model.NewLayerShells(t.cfg.Model, 0, t.cfg.Model.NumLayers())
-	st, err := newOffloadState(t.cfg, shells, t.cfg.MicroBatches)
+	// One process runs every micro-batch forward then backward: a one-stage pipeline's 1F1B.
+	st, err := newOffloadState(t.cfg, shells, 0, stageOps(jobspec.Schedule1F1B, 0, 1, t.cfg.MicroBatches))
 	if err != nil {
 		return err
 	}

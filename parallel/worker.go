@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // SyncConfig configures data-parallel synchronisation.
@@ -136,9 +137,10 @@ type Worker struct {
 	prev, next      string
 	layers          []model.Layer
 	params          []*model.Param
-	opt             *Optimizer   // nil under ZeRO
-	zero            []*zeroShard // per run, under ZeRO
-	zeroSteps       int          // AdamW updates applied under ZeRO
+	opt             *Optimizer    // nil under ZeRO; off's under a memory budget
+	off             *offloadState // the stage's training state under StagePlan.MemoryBudget
+	zero            []*zeroShard  // per run, under ZeRO
+	zeroSteps       int           // AdamW updates applied under ZeRO
 	ws              model.Workspace
 	sampler         model.Sampler
 	data            *model.Dataset
@@ -200,14 +202,12 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		layers: stageLayers(cfg.Train, st), data: data, codec: codec,
-		valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
-	w.params = model.LayerParams(w.layers)
-	if cfg.Sync.Zero == 0 {
-		w.opt = NewOptimizer(w.params, cfg.Train.adamW(), cfg.Train.ClipNorm)
-	}
+		data: data, codec: codec, valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
+	if err := w.buildStage(st); err != nil {
+		return nil, err
+	}
 	w.syncWeight = float32(w.numReplicas*batch) / float32(global)
 	w.sampler = model.Sampler{Train: data.Train, Batch: batch, Context: cfg.Train.Model.Context,
 		Seed: cfg.Train.Seed, RowOffset: offset, GlobalBatch: global}
@@ -232,6 +232,9 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	for _, run := range w.runs {
 		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])
 		w.runParams = append(w.runParams, ps)
+		if w.off != nil {
+			continue // one replica: nothing to synchronise, compress or shard
+		}
 		var ef *ErrorFeedback
 		if codec.Name() != jobspec.CodecNone {
 			ef = NewErrorFeedback(codec, countParams(ps))
@@ -325,6 +328,62 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 		return nil, fmt.Errorf("frame from %s: %w", from, err)
 	}
 	return x, nil
+}
+
+// buildStage builds the stage's layers, parameters and optimizer: in memory, or, when
+// the stage has a memory budget, in an offload store in cfg.Train.OffloadDir whose
+// schedule is the stage's passes. Only a plan of one replica offloads: synchronising
+// replicas (every-step averaging, DiLoCo, streaming, ZeRO) keep full-size gradient and
+// parameter buffers beside the store. ZeRO across a single replica shards nothing, so
+// there the store's optimizer holds the moments.
+func (w *Worker) buildStage(st StagePlan) error {
+	t := w.cfg.Train
+	if st.MemoryBudget <= 0 {
+		w.layers = stageLayers(t, st)
+		w.params = model.LayerParams(w.layers)
+		if w.cfg.Sync.Zero == 0 {
+			w.opt = NewOptimizer(w.params, t.adamW(), t.ClipNorm)
+		}
+		return nil
+	}
+	switch {
+	case w.numReplicas > 1:
+		return fmt.Errorf("stage %d memory_budget: offload needs a plan of one replica, this one has %d (synchronising replicas keep full-size buffers)", w.stage, w.numReplicas)
+	case t.OffloadDir == "":
+		return fmt.Errorf("stage %d memory_budget: no offload directory (JobConfig.Train.OffloadDir) for the store", w.stage)
+	}
+	t.MemoryBudget = st.MemoryBudget
+	shells := model.NewLayerShells(t.Model, st.First, st.Last)
+	off, err := newOffloadState(t, shells, st.First, stageOps(w.cfg.Schedule, w.stage, w.numStages, w.micro))
+	if err != nil {
+		return fmt.Errorf("stage %d %w", w.stage, err)
+	}
+	inner := shells
+	if st.Recompute || t.Recompute {
+		inner = model.WithRecompute(inner)
+	}
+	for i, l := range inner {
+		w.layers = append(w.layers, &offloadedLayer{Layer: l, st: off, index: i})
+	}
+	w.params, w.off, w.opt = model.LayerParams(shells), off, off.opt
+	return nil
+}
+
+// Close releases the worker's offload store (its file is already unlinked); a worker
+// without a memory budget holds nothing to release.
+func (w *Worker) Close() error {
+	if w.off == nil {
+		return nil
+	}
+	return w.off.store.Close()
+}
+
+// OffloadStats returns the offload store's counters, and false without a memory budget.
+func (w *Worker) OffloadStats() (offload.Stats, bool) {
+	if w.off == nil {
+		return offload.Stats{}, false
+	}
+	return w.off.store.Stats(), true
 }
 
 // stageLayers builds the layers of stage st, recomputed when the stage or the run asks.

@@ -2,10 +2,13 @@ package parallel
 
 import (
 	"fmt"
+	"maps"
+	"strconv"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StageState is a copy of a worker's weights and optimizer state at the end of a step,
@@ -26,10 +29,19 @@ type StageState struct {
 	OptimizerMeta map[string]string
 }
 
-// Snapshot copies the worker's layers and optimizer state.
+// Snapshot copies the worker's layers and optimizer state (an offloading stage's chunk
+// by chunk; it panics with an *offload.IOError if the store's file failed: see
+// CheckedSnapshot).
 func (w *Worker) Snapshot() StageState {
 	st := w.plan.Replicas[w.replica][w.stage]
 	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
+	if w.off != nil { // one replica: no outer state, residuals or shards beside the store
+		s.Model = w.off.snapshot(offload.Value)
+		s.Optimizer = w.off.snapshot(offload.ExpAvg)
+		maps.Copy(s.Optimizer, w.off.snapshot(offload.ExpAvgSq))
+		s.OptimizerMeta = map[string]string{"step": strconv.Itoa(w.off.opt.Steps)}
+		return s
+	}
 	for _, p := range w.params {
 		s.Model[p.Name] = p.Value.Clone()
 	}
@@ -69,6 +81,13 @@ func (w *Worker) Snapshot() StageState {
 	return s
 }
 
+// CheckedSnapshot is Snapshot with an offloading stage's store failure (its state is
+// lost) returned as an error instead of a panic.
+func (w *Worker) CheckedSnapshot() (s StageState, err error) {
+	defer recoverIO(&err)
+	return w.Snapshot(), nil
+}
+
 // residualSuffix names a replica's error-feedback residual of a parameter in a checkpoint.
 func residualSuffix(replica int) string { return fmt.Sprintf(".ef_residual.r%d", replica) }
 
@@ -105,6 +124,9 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	if w.zero != nil {
 		return w.restoreZero(weights, moments, step)
 	}
+	if w.off != nil {
+		return w.restoreOffloaded(weights, moments, step)
+	}
 	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
 	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
 		return fmt.Errorf("restore optimizer: %w", err)
@@ -117,6 +139,21 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	}
 	w.opt, w.step, w.pending = opt, step, nil
 	w.restoreAside(moments)
+	return nil
+}
+
+// restoreOffloaded is Restore into the offload store, chunk by chunk (one replica: no
+// outer state or residuals). An I/O failure of the store is returned.
+func (w *Worker) restoreOffloaded(weights, moments *model.TensorFile, step int) (err error) {
+	defer recoverIO(&err)
+	moments = assembleMoments(moments, w.params)
+	if got, err := strconv.Atoi(moments.Metadata["step"]); err == nil && got != step {
+		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", got, step)
+	}
+	if err := w.off.restore(&Checkpoint{Model: weights, Optimizer: moments}); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	w.step, w.pending = step, nil
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StepResult is what one worker learned from one step.
@@ -42,7 +43,7 @@ type inflight struct {
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	start := time.Now()
 	w.times = StepTimes{}
-	res, err := w.runStep(ctx)
+	res, err := w.guardedStep(ctx)
 	if err != nil {
 		w.abandonPending()
 	}
@@ -51,14 +52,54 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	return res, err
 }
 
+// guardedStep is runStep, with an offload store's I/O failure (a pin's panic) returned
+// as the step's error.
+func (w *Worker) guardedStep(ctx context.Context) (res StepResult, err error) {
+	defer recoverIO(&err)
+	return w.runStep(ctx)
+}
+
+// recoverIO, deferred, turns an offload store's *offload.IOError panic into *err; other
+// panics go on.
+func recoverIO(err *error) {
+	if r := recover(); r != nil {
+		ioErr, ok := r.(*offload.IOError)
+		if !ok {
+			panic(r)
+		}
+		*err = ioErr
+	}
+}
+
+// beginStep zeroes the gradients and, under a memory budget, starts the store's scheduled
+// step (the stage's passes, then the optimizer); the returned func ends it.
+func (w *Worker) beginStep() (end func()) {
+	if w.off == nil {
+		model.ZeroGrads(w.layers)
+		return func() {}
+	}
+	st := w.off
+	st.zeroGrads()
+	st.store.BeginStep()
+	st.inStep = true
+	return func() {
+		st.inStep = false
+		st.store.EndStep()
+	}
+}
+
 // runStep is Step without its timing.
 func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.ws.Reset()
-	model.ZeroGrads(w.layers)
+	end := w.beginStep()
+	defer end()
 	M := w.micro
 	flight := make([]inflight, M)
 	res := StepResult{}
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
+		if w.off != nil {
+			w.off.micro = o.micro // the pass's ops in the store's schedule
+		}
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
 			if err != nil {
@@ -72,7 +113,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.zero == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
+	if w.zero == nil && w.off == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
 		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
 			return res, err
 		}
@@ -116,7 +157,7 @@ func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
 	}
 	var norms []float64
 	err = timed(&w.times.Sync, func() (err error) {
-		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.opt.GradSumSquares())
+		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.gradSumSquares())
 		return err
 	})
 	if err != nil {
@@ -129,8 +170,20 @@ func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
 	if math.IsNaN(total) || math.IsInf(total, 0) {
 		return true, nil // every stage of the replica gathered the same total: all skip
 	}
-	w.opt.Step(lr, total)
+	if w.off != nil {
+		w.off.optimizerStep(lr, total)
+	} else {
+		w.opt.Step(lr, total)
+	}
 	return false, nil
+}
+
+// gradSumSquares is the stage's Σg², from the offload store's record under a budget.
+func (w *Worker) gradSumSquares() float64 {
+	if w.off != nil {
+		return w.off.gradSumSquares()
+	}
+	return w.opt.GradSumSquares()
 }
 
 func (w *Worker) roundKey(index int) roundKey {
@@ -302,6 +355,7 @@ func nesterovStep(params, u, g []float32, lr, mu float32) {
 // pipeline. Every stage of the replica must call it; the last stage returns the loss
 // (ok), the others return ok = false.
 func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
+	defer recoverIO(&err) // an offloaded stage's layers pin their weights per pass
 	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
 	var total float64
 	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {

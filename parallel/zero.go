@@ -185,8 +185,10 @@ func assembleMoments(moments *model.TensorFile, ps []*model.Param) *model.Tensor
 			if _, ok := out.Tensors[name]; ok {
 				continue
 			}
+			// The size from the shape: an offloaded parameter's Data is bound only while resident.
+			size := kernels.ShapeSize(p.Value.Shape)
 			whole, covered := kernels.NewTensor(p.Value.Shape...), 0
-			for off := 0; off < p.Value.Size(); {
+			for off := 0; off < size; {
 				piece, ok := moments.Tensors[name+zeroPieceSuffix+strconv.Itoa(off)]
 				if !ok || len(piece.Data) == 0 || off+len(piece.Data) > len(whole.Data) {
 					break
@@ -194,7 +196,7 @@ func assembleMoments(moments *model.TensorFile, ps []*model.Param) *model.Tensor
 				off += copy(whole.Data[off:], piece.Data)
 				covered = off
 			}
-			if covered == p.Value.Size() {
+			if covered == size {
 				out.Tensors[name] = whole
 			}
 		}

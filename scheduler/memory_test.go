@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/model"
+	chunks "github.com/meshnode/meshnode/parallel/offload"
 )
 
 // TestPlanInputsCarryMemorySettings: the spec's memory section and the profiles' disk
@@ -83,6 +86,23 @@ func TestLossReplansWithOffload(t *testing.T) {
 			}
 			if st := bp.Replicas[0].Stages; len(st) != 1 || st[0].Node != survivor || st[0].OffloadBytes <= 0 || st[0].MemoryBudget <= 0 {
 				t.Fatalf("replan stages %+v (reason %q), want the survivor offloading", st, d.Plan.Reason)
+			}
+			// The committed plan carries the stage's resident budget to its worker.
+			cs := d.Plan.Replicas[0]
+			if len(cs) != 1 || cs[0].MemoryBudget != bp.Replicas[0].Stages[0].MemoryBudget {
+				t.Fatalf("committed stages %+v, want memory_budget %d", cs, bp.Replicas[0].Stages[0].MemoryBudget)
+			}
+			// The engine's store accepts the budget: it holds a layer's weights and gradients.
+			var sizes [][]int
+			for _, l := range model.NewLayerShells(ModelConfig(tc.spec), cs[0].First, cs[0].Last) {
+				var n []int
+				for _, p := range l.Params() {
+					n = append(n, kernels.ShapeSize(p.Value.Shape))
+				}
+				sizes = append(sizes, n)
+			}
+			if _, err := chunks.Choose(sizes, cs[0].MemoryBudget, 0); err != nil {
+				t.Fatalf("the worker's store refuses the planned budget: %v", err)
 			}
 			t.Logf("replanned on %s: %s", survivor, d.Plan.Reason)
 		})

@@ -198,7 +198,7 @@ func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobP
 	for _, r := range bp.Replicas {
 		var stages []Stage
 		for _, s := range r.Stages {
-			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last, Recompute: s.Recompute})
+			stages = append(stages, Stage{Node: s.Node, First: s.First, Last: s.Last, Recompute: s.Recompute, MemoryBudget: s.MemoryBudget})
 		}
 		jp.Replicas = append(jp.Replicas, stages)
 		jp.Batches = append(jp.Batches, r.Batch)

@@ -74,7 +74,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
 	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
-	f.StringVar(&o.memoryBudget, "memory-budget", "", "keep at most this much training state (weights, gradients, AdamW moments) in memory, e.g. 256MiB; the rest is offloaded in chunks to a file in --data-dir (same losses)")
+	f.StringVar(&o.memoryBudget, "memory-budget", "", "keep at most this much training state (weights, gradients, AdamW moments) in memory, e.g. 256MiB, per stage with --stages; the rest is offloaded in chunks to a file in --data-dir (same losses; one replica only)")
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
 	o.dist.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
@@ -182,8 +182,8 @@ func (o *trainOptions) applyMemoryBudget(cmd *cobra.Command) error {
 	if err != nil || n == 0 {
 		return usagef("--memory-budget: %q is not a positive size (e.g. 256MiB)", o.memoryBudget)
 	}
-	if o.dist.distributed() {
-		return usagef("--memory-budget works with single-process training only (drop --stages/--replicas)")
+	if o.dist.replicas > 1 {
+		return usagef("--memory-budget works with one replica (drop --replicas): synchronising replicas keep full-size buffers")
 	}
 	if o.dataDir == "" {
 		return usagef("--memory-budget needs --data-dir, the directory of the offload file")

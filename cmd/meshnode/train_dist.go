@@ -141,11 +141,16 @@ func (d *distOptions) run(ctx context.Context, w io.Writer, o *trainOptions, dat
 		nodes[r] = names[r*d.stages : (r+1)*d.stages]
 	}
 	cfg := parallel.JobConfig{Train: o.cfg, Schedule: d.pipeline, Sync: d.sync, Job: 1}
-	run, err := parallel.NewLocalRun(cfg, parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...), data,
+	plan := parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...)
+	for s := range plan.Replicas[0] { // --memory-budget (one replica): each stage's own
+		plan.Replicas[0][s].MemoryBudget = o.cfg.MemoryBudget
+	}
+	run, err := parallel.NewLocalRun(cfg, plan, data,
 		func(n string) parallel.Transport { return endpoints[n] })
 	if err != nil {
 		return usagef("%v", err)
 	}
+	defer run.Close()
 	rep := newTrainReporter(w, o.output == "json", o.cfg.Steps, 0)
 	if err := run.Run(ctx, 0, rep.event); err != nil {
 		return fmt.Errorf("training stopped at step %d: %w", run.StepsDone(), err)

@@ -35,6 +35,10 @@ func TestTrainMemoryBudgetSameLosses(t *testing.T) {
 	if m.MemoryBudget != 256<<10 || m.ResidentPeakBytes == 0 || m.ResidentPeakBytes > m.MemoryBudget || m.ReadBytes == 0 {
 		t.Errorf("memory report %+v", m)
 	}
+	// Split into stages (one replica), each stage keeps the budget: the same losses.
+	if code, staged, errs := runCLI(t, smallTrain(data, append(budget, "--stages", "2")...)...); code != 0 || losses(t, staged) != losses(t, plain) {
+		t.Fatalf("--stages 2: exit %d, losses differ:\n%s\n%s\n%s", code, losses(t, plain), losses(t, staged), errs)
+	}
 	if _, err := os.Stat("/proc/self/status"); err == nil && m.PeakRSSBytes == 0 {
 		t.Error("no peak RSS reported")
 	}
@@ -74,7 +78,7 @@ func TestTrainMemoryBudgetBadInput(t *testing.T) {
 		"no budget":   {[]string{"--data-dir", off}, "--data-dir is the offload directory of --memory-budget"},
 		"malformed":   {[]string{"--memory-budget", "lots", "--data-dir", off}, "--memory-budget: \"lots\""},
 		"zero":        {[]string{"--memory-budget", "0", "--data-dir", off}, "--memory-budget: \"0\""},
-		"split run":   {[]string{"--memory-budget", "1MiB", "--data-dir", off, "--stages", "2"}, "--memory-budget works with single-process training only"},
+		"replicas":    {[]string{"--memory-budget", "1MiB", "--data-dir", off, "--replicas", "2"}, "--memory-budget works with one replica"},
 	}
 	for name, c := range cases {
 		code, stdout, stderr := runCLI(t, smallTrain(data, append(c.args, "--out", out)...)...)

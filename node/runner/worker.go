@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -64,10 +65,14 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, epoch uint64, jp sc
 		return err
 	}
 	cfg := jobConfig(j, epoch, jp)
+	// A stage the plan gives a memory budget keeps its training state's chunks in a file
+	// here (created unlinked: nothing is left behind).
+	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload")
 	w, err := parallel.NewWorker(cfg, EnginePlan(jp), r.cfg.Self, dp, data)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
+	defer w.Close()
 	defer func() { *reached = w.StepsDone() }()
 	if jp.ResumeStep > 0 {
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
