@@ -130,11 +130,49 @@ func (in *instance) groupings(opts Options) [][][]int {
 				exact = append(exact, g)
 			}
 		}
+		if len(exact) == 0 {
+			if g := in.forcedGrouping(opts.MaxReplicas); g != nil {
+				exact = append(exact, g)
+			}
+		}
 		if len(exact) > 0 {
 			return exact
 		}
 	}
 	return all
+}
+
+// forcedGrouping makes r groups for a fixed replica count that no usual grouping has:
+// the link clusters merged into r groups (each cluster, largest first, joins the group of
+// least total speed, so fast links stay inside a group), or with fewer clusters than r
+// the nodes snake-dealt by speed. Nil when a group cannot hold the model.
+func (in *instance) forcedGrouping(r int) [][]int {
+	if r > in.n || r > in.job.Batch {
+		return nil
+	}
+	cl := in.clusters()
+	g := in.snakeGroups(in.allNodes(), r)
+	if len(cl) > r {
+		sort.SliceStable(cl, func(i, j int) bool { return len(cl[i]) > len(cl[j]) })
+		g = make([][]int, r)
+		speed := make([]float64, r)
+		for _, c := range cl {
+			k := 0
+			for i := range g {
+				if speed[i] < speed[k] {
+					k = i
+				}
+			}
+			g[k] = append(g[k], c...)
+			for _, v := range c {
+				speed[k] += in.speed[v]
+			}
+		}
+	}
+	if !in.eachHolds(g) {
+		return nil
+	}
+	return g
 }
 
 // allGroupings lists every grouping auto considers within the replica bound.
@@ -148,6 +186,11 @@ func (in *instance) allGroupings(opts Options) [][][]int {
 	cl := in.clusters()
 	if len(cl) > 1 && len(cl) <= maxR && in.eachHolds(cl) {
 		out = append(out, cl)
+	}
+	if len(cl) > 2 && maxR >= 2 { // also two groups of whole clusters (noisy probes split a region)
+		if g := in.forcedGrouping(2); g != nil {
+			out = append(out, g)
+		}
 	}
 	if len(cl) == 1 {
 		for r := 2; r <= maxR && r <= in.n; r *= 2 {

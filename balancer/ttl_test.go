@@ -244,3 +244,41 @@ func TestUnmeasuredShapeIsJudgedByStepTime(t *testing.T) {
 		t.Fatal("the measured shape has no progress model")
 	}
 }
+
+// Noisy probes can split a region into several link clusters; a fixed count of two still
+// gets two groups of whole clusters (a region's fast links inside a group), and auto
+// considers them.
+func TestForcedGroupingMergesClusters(t *testing.T) {
+	snap, job := testnetLike(100, 40e-3, jobspec.SyncDiLoCo)
+	for i, l := range snap.Links {
+		if (l.From == "node1" && l.To == "node3") || (l.From == "node3" && l.To == "node1") {
+			snap.Links[i].Bandwidth = 200e6 / 8 // under a quarter of 1 Gbit/s: its own cluster
+		}
+	}
+	in, err := newInstance(snap, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl := in.clusters(); len(cl) != 3 {
+		t.Fatalf("clusters %v, want 3", cl)
+	}
+	g := in.forcedGrouping(2)
+	if fmt.Sprint(g) != "[[0 2] [1 3]]" {
+		t.Fatalf("forced grouping %v, want [[0 2] [1 3]]", g)
+	}
+	found := false
+	for _, c := range in.groupings(Options{}) {
+		found = found || fmt.Sprint(c) == fmt.Sprint(g)
+	}
+	if !found {
+		t.Fatal("auto does not consider the two groups of clusters")
+	}
+	p, err := NewPlan(snap, job, Options{Strategy: jobspec.StrategyAuto, MaxReplicas: 2})
+	if err != nil || len(p.Replicas) != 2 {
+		t.Fatalf("replicas 2: %v replicas, %v", len(p.Replicas), err)
+	}
+	checkPlan(t, snap, job, p)
+	if in.forcedGrouping(5) != nil {
+		t.Fatal("5 groups of 4 nodes")
+	}
+}
