@@ -66,7 +66,7 @@ func WritePlot(w io.Writer, title string, runs []Run, budgetS float64) error {
 }
 
 // plotRange is the y range: from just below the lowest loss to the highest loss of any
-// evaluation after each run's first, rounded out to 0.1.
+// evaluation after each run's first, at most 1.2 above the lowest, rounded out to 0.1.
 func plotRange(runs []Run) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, r := range runs {
@@ -83,6 +83,7 @@ func plotRange(runs []Run) (lo, hi float64) {
 	if !(hi > lo) {
 		hi = lo + 1
 	}
+	hi = math.Min(hi, lo+1.2)
 	return math.Floor(lo*10-0.5) / 10, math.Ceil(hi*10) / 10
 }
 

@@ -28,6 +28,7 @@ type compareOptions struct {
 	evalEvery int
 	repeat    int
 	target    float64
+	from      string
 }
 
 func addCompareFlags(cmd *cobra.Command, o *compareOptions) {
@@ -39,13 +40,14 @@ func addCompareFlags(cmd *cobra.Command, o *compareOptions) {
 	f.StringVar(&o.plot, "plot", "", "--compare: write the loss-against-time plot to this SVG file")
 	f.IntVar(&o.evalEvery, "eval-every", 10, "--compare: evaluate every N steps")
 	f.IntVar(&o.repeat, "repeat", 1, "--compare: rounds; each round runs every variant, in an order rotated by one")
+	f.StringVar(&o.from, "from", "", "--compare: run nothing; report (table, curves, --plot) from earlier `-o json` outputs FILE[,FILE…], each file's rounds after the previous file's")
 	f.Float64Var(&o.target, "target", 0, "--compare: target validation loss for the time-to-loss column (default: the highest of the runs' best losses)")
 }
 
 // check validates the compare flags; those that only --compare reads are refused without it.
 func (o *compareOptions) check(cmd *cobra.Command) ([]testnet.Variant, error) {
 	if !o.on {
-		for _, name := range []string{"budget", "variants", "plot", "eval-every", "repeat", "target"} {
+		for _, name := range []string{"budget", "variants", "plot", "eval-every", "repeat", "target", "from"} {
 			if cmd.Flags().Changed(name) {
 				return nil, usagef("--%s: only with --compare", name)
 			}
@@ -239,19 +241,66 @@ func (o *testnetRunOptions) followFor(ctx context.Context, tn *testnet.Testnet, 
 	return job, samples, nil
 }
 
+// loadCompareRuns reads the compare_run lines of earlier `-o json` outputs, numbering each
+// file's rounds after the previous file's, and the first file's title and budget.
+func loadCompareRuns(files string) (runs []testnet.Run, title string, budget time.Duration, err error) {
+	offset := 0
+	for _, path := range strings.Split(files, ",") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", 0, usagef("--from: %v", err)
+		}
+		rounds := 0
+		for i, line := range strings.Split(string(b), "\n") {
+			var ev struct {
+				Event   string  `json:"event"`
+				Title   string  `json:"title"`
+				BudgetS float64 `json:"budget_s"`
+				testnet.Run
+			}
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			if err := json.Unmarshal([]byte(line), &ev); err != nil {
+				return nil, "", 0, usagef("--from: %s:%d: %v", path, i+1, err)
+			}
+			switch ev.Event {
+			case "compare_run":
+				ev.Run.Round += offset
+				rounds = max(rounds, ev.Run.Round-offset+1)
+				runs = append(runs, ev.Run)
+			case "compare":
+				if title == "" {
+					title, budget = ev.Title, time.Duration(ev.BudgetS*float64(time.Second))
+				}
+			}
+		}
+		offset += rounds
+	}
+	if len(runs) == 0 || budget <= 0 {
+		return nil, "", 0, usagef("--from: no compare runs in %s (want the -o json output of testnet run --compare)", files)
+	}
+	return runs, title, budget, nil
+}
+
 // reportCompare prints the runs (a table and each curve, or JSON lines) and writes the plot.
 func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.Run, nodes int) error {
-	target := o.cmp.target
-	if target == 0 {
-		target = testnet.CommonTarget(runs)
-	}
 	wan := o.cmp.wan
 	if wan == "" {
 		wan = "topology default"
 	}
 	title := fmt.Sprintf("time to loss: %d nodes, WAN %s, budget %s", nodes, wan, o.cmp.budget)
+	return o.printCompare(rep, runs, title, o.cmp.budget)
+}
+
+// printCompare prints the runs as reportCompare says and writes the plot.
+func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Run, title string, budget time.Duration) error {
+	target := o.cmp.target
+	if target == 0 {
+		target = testnet.CommonTarget(runs)
+	}
 	if o.cmp.plot != "" {
-		if err := writePlotFile(o.cmp.plot, title, runs, o.cmp.budget.Seconds()); err != nil {
+		if err := writePlotFile(o.cmp.plot, title, runs, budget.Seconds()); err != nil {
 			return err
 		}
 	}
@@ -263,7 +312,7 @@ func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.R
 				TimeToTarget *float64 `json:"time_to_target_s"`
 			}{"compare_run", r, finiteOrNil(r.TimeTo(target))})
 		}
-		writeJSONLine(rep.w, map[string]any{"event": "compare", "title": title, "target": finiteOrNil(target), "budget_s": o.cmp.budget.Seconds()})
+		writeJSONLine(rep.w, map[string]any{"event": "compare", "title": title, "target": finiteOrNil(target), "budget_s": budget.Seconds()})
 		return nil
 	}
 	printCompareTable(rep.w, title, runs, target)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ func TestTestnetCompareUsageErrors(t *testing.T) {
 		{[]string{"--wan", "20mbit,soon"}, "--wan: latency"},
 		{[]string{"--compare", "--repeat", "0"}, "--repeat: must be from 1 to 100"},
 		{[]string{"--compare", "--eval-every", "0"}, "--eval-every: must be ≥ 1"},
+		{[]string{"--compare", "--from", "/nonexistent/run.json"}, "--from: open /nonexistent/run.json"},
 	} {
 		dir := t.TempDir()
 		plot := filepath.Join(dir, "p.svg")
@@ -84,7 +86,7 @@ func TestTestnetCompareEndToEnd(t *testing.T) {
 		}
 		last = ev
 	}
-	if last["event"] != "compare" || run.Variant != "pipeline" || run.Plan != "1×2" {
+	if last["event"] != "compare" || run.Variant != "pipeline" || !strings.HasPrefix(run.Plan, "1×") {
 		t.Fatalf("last line %v, run %+v", last, run)
 	}
 	if len(run.Curve) < 2 || run.Curve[0].Step != 0 || run.Curve[len(run.Curve)-1].Loss >= run.Curve[0].Loss {
@@ -98,5 +100,25 @@ func TestTestnetCompareEndToEnd(t *testing.T) {
 	svg, err := os.ReadFile(plot)
 	if err != nil || !bytes.HasPrefix(svg, []byte("<svg")) || !bytes.Contains(svg, []byte("<polyline")) {
 		t.Fatalf("plot: %v\n%.300s", err, svg)
+	}
+}
+
+// --from reads earlier -o json outputs: each file's rounds after the previous file's.
+func TestLoadCompareRuns(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.json"), filepath.Join(dir, "b.json")
+	run := `{"event":"compare_run","variant":"%s","round":%d,"plan":"1×1","step_time_s":0.3,"steps":10,"curve":[{"t_s":1,"step":0,"val_loss":5.5},{"t_s":9,"step":10,"val_loss":4}],"status":"running"}`
+	os.WriteFile(a, []byte(`{"event":"info","message":"x"}`+"\n"+fmt.Sprintf(run, "planner", 0)+"\n"+fmt.Sprintf(run, "sync", 1)+"\n"+
+		`{"event":"compare","title":"T","target":4,"budget_s":90}`+"\n"), 0o600)
+	os.WriteFile(b, []byte(fmt.Sprintf(run, "planner", 0)+"\n"+`{"event":"compare","title":"U","budget_s":60}`+"\n"), 0o600)
+	runs, title, budget, err := loadCompareRuns(a + "," + b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if title != "T" || budget != 90*time.Second || len(runs) != 3 || runs[2].Round != 2 || runs[1].Round != 1 || len(runs[2].Curve) != 2 {
+		t.Fatalf("title %q budget %s runs %+v", title, budget, runs)
+	}
+	if _, _, _, err := loadCompareRuns(filepath.Join(dir, "a.json") + "," + filepath.Join(dir, "none.json")); err == nil {
+		t.Fatal("a missing file read")
 	}
 }

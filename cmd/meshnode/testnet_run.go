@@ -81,6 +81,13 @@ func (o *testnetRunOptions) run(cmd *cobra.Command) (err error) {
 			return err
 		}
 	}
+	if o.cmp.from != "" {
+		runs, title, budget, err := loadCompareRuns(o.cmp.from)
+		if err != nil {
+			return err
+		}
+		return o.printCompare(newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json"), runs, title, budget)
+	}
 	var spec jobspec.Spec
 	nodes := 0
 	if !o.cmp.on {
