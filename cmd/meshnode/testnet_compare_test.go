@@ -55,7 +55,7 @@ func TestTestnetCompareUsageErrors(t *testing.T) {
 
 // One short variant end to end: a fresh testnet, the job cut at the budget and cancelled,
 // a curve with the untrained loss and later evaluations, the JSON lines and the plot.
-// About 40 s on two cores: skipped with -short.
+// About a minute on two loaded cores: skipped with -short.
 func TestTestnetCompareEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 2-node testnet and trains for 15 s")
