@@ -4,16 +4,17 @@ import "github.com/meshnode/meshnode/consensus/jobspec"
 
 // measuredCurves are the validation-loss curves DefaultProgress is derived from: the
 // default model (4 layers, d 128, 4 heads, context 128) on builtin:gostd, lr 2e-3 with 30
-// warm-up steps and a 1000-step cosine schedule, the first 400 steps, evaluated every 25
-// (128 windows). Measured 2026-11-25 by
+// warm-up steps and a 1000-step cosine schedule, evaluated every 25 steps (128 windows):
+// batch 16 and 8 to step 400, batch 4 to 700, the replicas to 1000. Measured 2026-11-25
+// (one process; losses are deterministic) by
 //
-//	meshnode train --steps 1000 --stop-at 400 --eval-every 25 --transport memory --codec int8 -o json --out DIR \
-//	    --batch 16 | --batch 8 | --batch 4 |
+//	meshnode train --steps 1000 --eval-every 25 --transport memory --codec int8 -o json \
+//	    --stop-at 400 --out DIR --batch 16 | --stop-at 400 --out DIR --batch 8 |
+//	    --stop-at 700 --out DIR --batch 4 |
 //	    --batch 8 --replicas 2 --sync diloco --inner-steps 50 |
 //	    --batch 8 --replicas 2 --sync streaming --fragments 2 --inner-steps 50
 //
-// (losses are deterministic; `go run ./balancer/internal/gencurves` is not needed: the
-// script is in docs/balancer.md, "Time to loss").
+// each point being the step and val_loss of an output line that has one.
 var measuredCurves = []LossCurve{
 	{Name: "batch16", Batch: 16, Replicas: 1, Mode: jobspec.SyncEveryStep, Points: [][2]float64{{25, 3.5701}, {50, 2.9821}, {75, 2.8976}, {100, 2.8082}, {125, 2.7498}, {150, 2.7446}, {175, 2.6939}, {200, 2.6284}, {225, 2.5646}, {250, 2.5269}, {275, 2.5909}, {300, 2.5172}, {325, 2.5138}, {350, 2.5277}, {375, 2.4535}, {400, 2.4520}}},
 	{Name: "batch8", Batch: 8, Replicas: 1, Mode: jobspec.SyncEveryStep, Points: [][2]float64{{25, 3.6414}, {50, 3.1627}, {75, 3.0420}, {100, 2.8871}, {125, 2.9448}, {150, 2.8652}, {175, 2.8624}, {200, 2.8603}, {225, 2.7165}, {250, 2.7413}, {275, 2.6680}, {300, 2.6976}, {325, 2.6200}, {350, 2.6368}, {375, 2.6330}, {400, 2.5980}}},
