@@ -48,18 +48,22 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 		}
 		cands = append(cands, cs...)
 	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].est < cands[j].est })
+	sort.SliceStable(cands, func(i, j int) bool {
+		return in.timeToLoss(cands[i].d, cands[i].est) < in.timeToLoss(cands[j].d, cands[j].est)
+	})
 	keep := 6
 	if in.smallInstance() {
 		keep = 12
 	}
 	pool := cands[:min(len(cands), keep)]
-	if in.smallInstance() {
-		pool = append(pool, in.perStageCount()...)
-	}
-	for _, base := range []func() (draft, error){in.planEven, in.planSky} {
-		if d, err := base(); err == nil {
-			pool = append(pool, candidate{d: d, est: in.estimateStep(d)})
+	if !in.forcedReplicas(opts, cands) {
+		if in.smallInstance() {
+			pool = append(pool, in.perStageCount()...)
+		}
+		for _, base := range []func() (draft, error){in.planEven, in.planSky} {
+			if d, err := base(); err == nil {
+				pool = append(pool, candidate{d: d, est: in.estimateStep(d)})
+			}
 		}
 	}
 	if len(pool) == 0 {
@@ -69,12 +73,21 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 		return draft{}, firstErr
 	}
 	best := in.judge(pool)
-	best.d.note = fmt.Sprintf("%s; chosen among %d candidates (%d judged by %s)", best.d.note, len(cands)+2, len(pool), in.judgeName(pool))
+	best.d.note = fmt.Sprintf("%s; chosen among %d candidates (%d judged by %s, time to loss: a step worth %.2f steps on the whole batch)",
+		best.d.note, len(cands)+2, len(pool), in.judgeName(pool), in.worth(best.d))
 	return best.d, nil
 }
 
-// judge returns the fastest candidate: by simulation when the pool is cheap enough to
-// simulate, else by estimate. Ties keep the earlier candidate.
+// forcedReplicas reports whether the job fixes a replica count above one that some
+// candidate has: then only such candidates compete (groupings keeps only them), and the
+// single pipelines of even, sky and the per-stage-count search stay out.
+func (in *instance) forcedReplicas(opts Options, cands []candidate) bool {
+	return opts.MaxReplicas > 1 && len(cands) > 0 && len(cands[0].d.replicas) == opts.MaxReplicas
+}
+
+// judge returns the candidate with the shortest time to loss (timeToLoss: step time per
+// step of progress), the step simulated when the pool is cheap enough to simulate, else
+// estimated. Ties keep the earlier candidate.
 func (in *instance) judge(pool []candidate) candidate {
 	events := 0
 	for _, c := range pool {
@@ -86,6 +99,7 @@ func (in *instance) judge(pool []candidate) candidate {
 		if events <= simBudget {
 			t = in.simulate(c.d).Step
 		}
+		t = in.timeToLoss(c.d, t)
 		if t < bestT*(1-1e-9) {
 			best, bestT = i, t
 		}
@@ -104,8 +118,65 @@ func (in *instance) judgeName(pool []candidate) string {
 	return "estimate"
 }
 
-// groupings lists the replica groupings auto considers.
+// groupings lists the replica groupings auto considers. A fixed replica count
+// (Options.MaxReplicas) above one keeps only the groupings of exactly that many replicas
+// when there are any, else those below it.
 func (in *instance) groupings(opts Options) [][][]int {
+	all := in.allGroupings(opts)
+	if opts.MaxReplicas > 1 {
+		var exact [][][]int
+		for _, g := range all {
+			if len(g) == opts.MaxReplicas {
+				exact = append(exact, g)
+			}
+		}
+		if len(exact) == 0 {
+			if g := in.forcedGrouping(opts.MaxReplicas); g != nil {
+				exact = append(exact, g)
+			}
+		}
+		if len(exact) > 0 {
+			return exact
+		}
+	}
+	return all
+}
+
+// forcedGrouping makes r groups for a fixed replica count that no usual grouping has:
+// the link clusters merged into r groups (each cluster, largest first, joins the group of
+// least total speed, so fast links stay inside a group), or with fewer clusters than r
+// the nodes snake-dealt by speed. Nil when a group cannot hold the model.
+func (in *instance) forcedGrouping(r int) [][]int {
+	if r > in.n || r > in.job.Batch {
+		return nil
+	}
+	cl := in.clusters()
+	g := in.snakeGroups(in.allNodes(), r)
+	if len(cl) > r {
+		sort.SliceStable(cl, func(i, j int) bool { return len(cl[i]) > len(cl[j]) })
+		g = make([][]int, r)
+		speed := make([]float64, r)
+		for _, c := range cl {
+			k := 0
+			for i := range g {
+				if speed[i] < speed[k] {
+					k = i
+				}
+			}
+			g[k] = append(g[k], c...)
+			for _, v := range c {
+				speed[k] += in.speed[v]
+			}
+		}
+	}
+	if !in.eachHolds(g) {
+		return nil
+	}
+	return g
+}
+
+// allGroupings lists every grouping auto considers within the replica bound.
+func (in *instance) allGroupings(opts Options) [][][]int {
 	maxR := opts.MaxReplicas
 	if maxR <= 0 {
 		maxR = in.n
@@ -115,6 +186,11 @@ func (in *instance) groupings(opts Options) [][][]int {
 	cl := in.clusters()
 	if len(cl) > 1 && len(cl) <= maxR && in.eachHolds(cl) {
 		out = append(out, cl)
+	}
+	if len(cl) > 2 && maxR >= 2 { // also two groups of whole clusters (noisy probes split a region)
+		if g := in.forcedGrouping(2); g != nil {
+			out = append(out, g)
+		}
 	}
 	if len(cl) == 1 {
 		for r := 2; r <= maxR && r <= in.n; r *= 2 {

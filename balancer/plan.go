@@ -54,7 +54,7 @@ func (in *instance) plan(opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if strategy != jobspec.StrategyEven {
+	if strategy != jobspec.StrategyEven && !(opts.MaxReplicas > 1 && len(d.replicas) == opts.MaxReplicas) {
 		d = in.noWorseThanEven(d)
 	}
 	return in.toPlan(strategy, d), nil
@@ -201,12 +201,13 @@ func (in *instance) noWorseThanEven(d draft) draft {
 	return d
 }
 
-// better reports whether a is faster than b: by simulation when affordable, else by estimate.
+// better reports whether a reaches a loss sooner than b (timeToLoss), its step simulated
+// when affordable, else estimated.
 func (in *instance) better(a, b draft) bool {
 	if simEvents(a)+simEvents(b) <= simBudget {
-		return in.simulate(a).Step < in.simulate(b).Step*(1-1e-9)
+		return in.timeToLoss(a, in.simulate(a).Step) < in.timeToLoss(b, in.simulate(b).Step)*(1-1e-9)
 	}
-	return in.estimateStep(a) < in.estimateStep(b)*(1-1e-9)
+	return in.timeToLoss(a, in.estimateStep(a)) < in.timeToLoss(b, in.estimateStep(b))*(1-1e-9)
 }
 
 // microCandidates are the micro-batch counts auto tries for a replica of batch b: the job's

@@ -62,14 +62,20 @@ func Replan(current Plan, snap Snapshot, job Job, opts Options) (Decision, error
 		return dec, nil
 	}
 	dec.CurrentStep = inCur.judgedStep(cur)
-	amortised := dec.NewStep + dec.MoveSeconds/horizon
-	dec.Replan = amortised < dec.CurrentStep*(1-margin)
+	// Compared by time to loss (ttl.go): seconds per step of progress, 1 per step unless
+	// the model shape has a measured progress model and the plans' replicas train apart.
+	curTTL, newTTL := inCur.timeToLoss(cur, dec.CurrentStep), in.timeToLoss(next, dec.NewStep)
+	amortised := newTTL + dec.MoveSeconds/horizon
+	dec.Replan = amortised < curTTL*(1-margin)
 	verdict := "keep the current plan"
 	if dec.Replan {
 		verdict = "replan"
 	}
 	dec.Reason = fmt.Sprintf("%s: current %.4g s/step, proposal %.4g s/step + %.4g s to move %s over %g steps (need < %.4g with a %.0f%% margin)",
 		verdict, dec.CurrentStep, dec.NewStep, dec.MoveSeconds, gib(dec.MoveBytes), horizon, dec.CurrentStep*(1-margin), margin*100)
+	if w1, w2 := inCur.worth(cur), in.worth(next); w1 != 1 || w2 != 1 {
+		dec.Reason += fmt.Sprintf("; by time to loss (a step worth %.2f now, %.2f proposed): %.4g s against %.4g s", w1, w2, curTTL, amortised)
+	}
 	return dec, nil
 }
 

@@ -233,7 +233,8 @@ func (l LinkSpec) params(regions map[string]bool, base LinkParams) (LinkParams, 
 }
 
 // ParseBandwidth reads a rate in bits per second ("100Mbit", "1Gbit/s", "500kbps", "0",
-// "unlimited") and returns bytes per second; 0 means no cap.
+// "unlimited"; the prefix in either case: "100mbit") and returns bytes per second; 0 means
+// no cap.
 func ParseBandwidth(s string) (float64, error) {
 	v := strings.TrimSpace(s)
 	if v == "unlimited" || v == "0" {
@@ -249,9 +250,9 @@ func ParseBandwidth(s string) (float64, error) {
 	switch {
 	case strings.HasSuffix(v, "k"), strings.HasSuffix(v, "K"):
 		mult, v = 1e3, v[:len(v)-1]
-	case strings.HasSuffix(v, "M"):
+	case strings.HasSuffix(v, "M"), strings.HasSuffix(v, "m"): // bits: no milli-rates
 		mult, v = 1e6, v[:len(v)-1]
-	case strings.HasSuffix(v, "G"):
+	case strings.HasSuffix(v, "G"), strings.HasSuffix(v, "g"):
 		mult, v = 1e9, v[:len(v)-1]
 	}
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)

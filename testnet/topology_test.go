@@ -87,7 +87,7 @@ links: [{between: [local, local], loss: 2}]`, "links[0].loss"},
 }
 
 func TestParseBandwidth(t *testing.T) {
-	cases := map[string]float64{"100Mbit": 12.5e6, "1Gbit/s": 125e6, "500kbps": 62.5e3, "8000": 1000, "unlimited": 0, "0": 0}
+	cases := map[string]float64{"100Mbit": 12.5e6, "1Gbit/s": 125e6, "500kbps": 62.5e3, "8000": 1000, "unlimited": 0, "0": 0, "20mbit": 2.5e6, "1gbit": 125e6}
 	for in, want := range cases {
 		if got, err := ParseBandwidth(in); err != nil || got != want {
 			t.Errorf("ParseBandwidth(%q) = %v, %v; want %v", in, got, err, want)

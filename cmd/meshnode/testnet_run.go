@@ -26,6 +26,7 @@ type testnetRunOptions struct {
 	job     string
 	timeout time.Duration
 	output  string
+	cmp     compareOptions
 }
 
 func newTestnetRunCmd() *cobra.Command {
@@ -41,10 +42,18 @@ bytes on the wire per step, initial and final validation loss) and stop every pr
 It exits 0 when the job ends "done". Ctrl-C stops everything.
 
 Without --dir the testnet lives in a temporary directory removed at the end; with --dir it
-is kept (node logs in DIR/<node>/node.log).`,
+is kept (node logs in DIR/<node>/node.log).
+
+--compare measures time to loss instead (docs/testnet.md): the same job once per variant
+(--variants: the planner's choice, every-step sync over two replicas, one pipeline, DiLoCo
+and streaming DiLoCo over two replicas), each on a fresh testnet for --budget of wall time
+from submit, evaluated every --eval-every steps; it prints each run's plan, step time,
+steps, validation loss at the budget and time to a target loss, the loss-against-time
+curves, and with --plot an SVG of them. --wan sets the links between regions.`,
 		Example: `  meshnode testnet run
   meshnode testnet run --nodes 3 --steps 60 -o json
-  meshnode testnet run --topology geo.yaml --job job.yaml --dir /tmp/tn`,
+  meshnode testnet run --topology geo.yaml --job job.yaml --dir /tmp/tn
+  meshnode testnet run --compare --wan 20mbit,80ms --budget 90s --plot ttl.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -53,6 +62,7 @@ is kept (node logs in DIR/<node>/node.log).`,
 	cmd.Flags().IntVar(&o.steps, "steps", 300, "training steps of the default job")
 	cmd.Flags().StringVar(&o.job, "job", "", "job spec to submit instead of the default job (docs/jobspec.md)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Minute, "give up on the job after this long")
+	addCompareFlags(cmd, &o.cmp)
 	addOutputFlag(cmd, &o.output)
 	return withEnv(cmd)
 }
@@ -61,7 +71,33 @@ func (o *testnetRunOptions) run(cmd *cobra.Command) (err error) {
 	if err := checkOutputFormat(o.output); err != nil {
 		return err
 	}
-	spec, err := o.spec(cmd)
+	variants, err := o.cmp.check(cmd)
+	if err != nil {
+		return err
+	}
+	var wan testnet.LinkSpec
+	if o.cmp.wan != "" {
+		if wan, err = parseWAN(o.cmp.wan); err != nil {
+			return err
+		}
+	}
+	if o.cmp.from != "" {
+		runs, title, budget, err := loadCompareRuns(o.cmp.from)
+		if err != nil {
+			return err
+		}
+		return o.printCompare(newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json"), runs, title, budget)
+	}
+	var spec jobspec.Spec
+	nodes := 0
+	if !o.cmp.on {
+		spec, err = o.spec(cmd)
+	} else if topo, terr := o.topo.topology(cmd); terr != nil {
+		err = terr
+	} else {
+		nodes = len(topo.Nodes)
+		spec, err = o.compareSpec(cmd, nodes)
+	}
 	if err != nil {
 		return err
 	}
@@ -72,9 +108,15 @@ func (o *testnetRunOptions) run(cmd *cobra.Command) (err error) {
 		}
 		defer os.RemoveAll(dir)
 	}
+	if o.cmp.on {
+		return o.runCompare(cmd, variants, spec, nodes, dir)
+	}
 	cfg, err := o.topo.config(cmd, dir)
 	if err != nil {
 		return err
+	}
+	if o.cmp.wan != "" {
+		cfg.Topology = withWAN(cfg.Topology, wan)
 	}
 	if o.job == "" {
 		spec.Placement.MinNodes = len(cfg.Topology.Nodes)
