@@ -285,3 +285,19 @@ func (st *offloadState) restore(ck *Checkpoint) error {
 	st.opt.Steps = steps
 	return nil
 }
+
+// close releases the store; a nil state (no memory budget) holds nothing to release.
+func (st *offloadState) close() error {
+	if st == nil {
+		return nil
+	}
+	return st.store.Close()
+}
+
+// stats returns the store's counters, and false for a nil state (no memory budget).
+func (st *offloadState) stats() (offload.Stats, bool) {
+	if st == nil {
+		return offload.Stats{}, false
+	}
+	return st.store.Stats(), true
+}

@@ -101,20 +101,10 @@ func (t *Trainer) offload() error {
 
 // Close releases the trainer's offload store (its file is already unlinked); a trainer
 // without a memory budget holds nothing to release.
-func (t *Trainer) Close() error {
-	if t.off == nil {
-		return nil
-	}
-	return t.off.store.Close()
-}
+func (t *Trainer) Close() error { return t.off.close() }
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
-func (t *Trainer) OffloadStats() (offload.Stats, bool) {
-	if t.off == nil {
-		return offload.Stats{}, false
-	}
-	return t.off.store.Stats(), true
-}
+func (t *Trainer) OffloadStats() (offload.Stats, bool) { return t.off.stats() }
 
 // Model is the model being trained. Under a memory budget its parameters' Data is bound
 // only while the offload store pins their chunks (nil otherwise): read the weights through

@@ -371,20 +371,10 @@ func (w *Worker) buildStage(st StagePlan) error {
 
 // Close releases the worker's offload store (its file is already unlinked); a worker
 // without a memory budget holds nothing to release.
-func (w *Worker) Close() error {
-	if w.off == nil {
-		return nil
-	}
-	return w.off.store.Close()
-}
+func (w *Worker) Close() error { return w.off.close() }
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
-func (w *Worker) OffloadStats() (offload.Stats, bool) {
-	if w.off == nil {
-		return offload.Stats{}, false
-	}
-	return w.off.store.Stats(), true
-}
+func (w *Worker) OffloadStats() (offload.Stats, bool) { return w.off.stats() }
 
 // stageLayers builds the layers of stage st, recomputed when the stage or the run asks.
 func stageLayers(t TrainConfig, st StagePlan) []model.Layer {
