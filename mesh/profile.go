@@ -92,9 +92,9 @@ func (p *Profile) Validate() error {
 	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
 		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)
 	}
-	for _, r := range []float64{p.DiskReadBps, p.DiskWriteBps} {
+	for name, r := range map[string]float64{"disk_read_bps": p.DiskReadBps, "disk_write_bps": p.DiskWriteBps} {
 		if math.IsNaN(r) || math.IsInf(r, 0) || r < 0 {
-			return fmt.Errorf("profile: disk bandwidth %v is not a rate", r)
+			return fmt.Errorf("profile: %s %v is not a rate", name, r)
 		}
 	}
 	if p.Cores < 0 {
