@@ -3,9 +3,11 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,14 +187,39 @@ func writeCorpus(t *testing.T, line string, times int) string {
 // submitThroughAPI posts spec to the node's POST /v1/jobs and returns the job id.
 func submitThroughAPI(t *testing.T, n *Node, spec jobspec.Spec) string {
 	t.Helper()
-	body, _ := json.Marshal(spec)
-	// The tests' corpora live under the temporary directory: it is the data root.
-	id, err := testClient(t, n).Submit(context.Background(), body, os.TempDir())
-	if err != nil {
-		t.Fatalf("POST /v1/jobs: %v", err)
+	// A unique name lets a submission whose leader stepped down mid-write (it may or may
+	// not be committed: a loaded machine, the race pass) be found rather than duplicated.
+	if spec.Name = fmt.Sprintf("t%d-%s", submissions.Add(1), spec.Name); len(spec.Name) > 64 {
+		spec.Name = spec.Name[:64]
 	}
+	body, _ := json.Marshal(spec)
+	c := testClient(t, n)
+	var id string
+	testutil.WaitForErr(t, 30*time.Second, func() error {
+		// The tests' corpora live under the temporary directory: it is the data root.
+		got, err := c.Submit(context.Background(), body, os.TempDir())
+		if err == nil {
+			id = got
+			return nil
+		}
+		if !strings.Contains(err.Error(), consensus.ErrLeadershipLost.Error()) {
+			t.Fatalf("POST /v1/jobs: %v", err)
+		}
+		if jobs, lerr := c.Jobs(context.Background(), true); lerr == nil {
+			for _, j := range jobs {
+				if j.Name == spec.Name {
+					id = j.ID
+					return nil
+				}
+			}
+		}
+		return err
+	})
 	return id
 }
+
+// submissions numbers the jobs submitted through submitThroughAPI.
+var submissions atomic.Int64
 
 // TestDefaultTestnetJobIsCutBySpeed: the plan the leader makes for the default job on the
 // default testnet's devices — speeds 1, 1, 1/2, 1/3 (slowdowns 1, 1, 2, 3), 20 MiB each
