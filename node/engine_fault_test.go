@@ -144,7 +144,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 	spec := jobspec.DefaultSpec()
 	spec.Model = jobspec.Model{Layers: 2, DModel: 64, Heads: 2, Context: 64, Vocab: 256}
 	spec.Data = jobspec.Data{Source: writeCorpus(t, "if err != nil { return fmt.Errorf(\"join: %w\", err) }\n", 1500)}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 1000, 16, jobspec.Fixed(2), 500, 5
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 3000, 16, jobspec.Fixed(2), 500, 5
 	spec.Checkpoint.Every = 5
 	id := submitThroughAPI(t, first, spec)
 	job := func() consensus.Job {
@@ -157,7 +157,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 	})
 	joined := startNode(t, testConfig(t, first.Status().Addrs...))
 	var j consensus.Job
-	testutil.WaitFor(t, 120*time.Second, "the job to finish", func() bool {
+	testutil.WaitFor(t, 240*time.Second, "the job to finish", func() bool {
 		j = job()
 		return j.Status.Terminal()
 	})
