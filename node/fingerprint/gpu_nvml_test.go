@@ -1,4 +1,4 @@
-package node
+package fingerprint
 
 import (
 	"context"
@@ -209,8 +209,8 @@ func TestNVMLReturnText(t *testing.T) {
 // not a failed profile.
 func TestProfileCarriesNVMLGPUs(t *testing.T) {
 	lib := dgxA100Mock()
-	p := fakeProfiler(DefaultConfig())
-	p.gpus = func() ([]mesh.GPU, error) { return gpusFromNVML(lib) }
+	p := fakeProfiler(defaultConfig())
+	p.gpus.detect = func() ([]mesh.GPU, error) { return gpusFromNVML(lib) }
 	prof, warn := p.Measure(context.Background())
 	if warn != nil {
 		t.Fatal(warn)

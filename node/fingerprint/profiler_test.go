@@ -1,4 +1,4 @@
-package node
+package fingerprint
 
 import (
 	"context"
@@ -16,15 +16,21 @@ import (
 	"github.com/meshnode/meshnode/scheduler"
 )
 
+// defaultConfig is the profile configuration `meshnode join` starts from.
+func defaultConfig() Config {
+	return Config{Compute: ComputeConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 300 * time.Millisecond, Slowdown: 1},
+		DataDir: os.TempDir(), MemoryBudgetFraction: 0.8, Version: "test"}
+}
+
 func fakeProfiler(cfg Config) *Profiler {
-	p := NewProfiler(cfg)
-	p.gemm = func(m, n, k, threads int, d time.Duration) float64 { return 100 }
-	p.train = func(time.Duration) float64 { return 40 }
-	p.diskBW = func(string, time.Duration) (float64, float64) { return 500e6, 250e6 }
-	p.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
-	p.disk = func(string) uint64 { return 1 << 40 }
-	p.gpus = func() ([]mesh.GPU, error) { return nil, nil }
-	p.cpuTime = func() time.Duration { return 0 }
+	p := New(cfg)
+	p.compute.gemm = func(m, n, k, threads int, d time.Duration) float64 { return 100 }
+	p.compute.train = func(time.Duration) float64 { return 40 }
+	p.disk.bw = func(string, time.Duration) (float64, float64) { return 500e6, 250e6 }
+	p.memory.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
+	p.disk.free = func(string) uint64 { return 1 << 40 }
+	p.gpus.detect = func() ([]mesh.GPU, error) { return nil, nil }
+	p.compute.cpuTime = func() time.Duration { return 0 }
 	return p
 }
 
@@ -32,11 +38,11 @@ func fakeProfiler(cfg Config) *Profiler {
 // again (they would share the CPU with the training) but keeps its last rates and still
 // refreshes its memory; idle again, it measures.
 func TestBusyNodeKeepsItsComputeRates(t *testing.T) {
-	p := fakeProfiler(DefaultConfig())
+	p := fakeProfiler(defaultConfig())
 	busy, timed := false, 0
 	rate := 100.0
-	p.busy = func() bool { return busy }
-	p.gemm = func(m, n, k, threads int, d time.Duration) float64 { timed++; return rate }
+	p.SetBusy(func() bool { return busy })
+	p.compute.gemm = func(m, n, k, threads int, d time.Duration) float64 { timed++; return rate }
 	measure := func() mesh.Profile {
 		prof, err := p.Measure(context.Background())
 		if err != nil {
@@ -46,7 +52,7 @@ func TestBusyNodeKeepsItsComputeRates(t *testing.T) {
 	}
 	measure()
 	busy, rate = true, 50
-	p.memory = func() (uint64, uint64) { return 16 << 30, 5 << 30 }
+	p.memory.memory = func() (uint64, uint64) { return 16 << 30, 5 << 30 }
 	if prof := measure(); timed != 1 || prof.GemmGFLOPS != 100 || prof.TrainGFLOPS != 40 || prof.MemoryAvailableBytes != 5<<30 {
 		t.Errorf("busy: GEMM timed %d times, rates %v/%v, available %d; want 1, 100/40 kept, memory refreshed", timed, prof.GemmGFLOPS, prof.TrainGFLOPS, prof.MemoryAvailableBytes)
 	}
@@ -57,8 +63,8 @@ func TestBusyNodeKeepsItsComputeRates(t *testing.T) {
 }
 
 func TestProfileSlowdownAndBudget(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Profile.Slowdown = 4
+	cfg := defaultConfig()
+	cfg.Compute.Slowdown = 4
 	prof, err := fakeProfiler(cfg).Measure(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +81,6 @@ func TestProfileSlowdownAndBudget(t *testing.T) {
 	}
 	if prof.DiskReadBps != 500e6 || prof.DiskWriteBps != 250e6 {
 		t.Errorf("disk bandwidths %g, %g B/s, want the measured 500e6, 250e6", prof.DiskReadBps, prof.DiskWriteBps)
-	}
-	prof.DataAddr = "127.0.0.1:1"
-	if pp := planProfile(&prof); pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 {
-		t.Errorf("the balancer's profile %+v does not carry the disk bandwidths", pp)
 	}
 	if prof.GemmShape != "2048x512x512" || prof.GPUs == nil || prof.DiskFreeBytes != 1<<40 || prof.Cores < 1 {
 		t.Errorf("profile %+v", prof)
@@ -111,9 +113,9 @@ func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 		t.Skip("timing test")
 	}
 	const m, n, k = 2048, 512, 512
-	cfg := DefaultConfig()
+	cfg := defaultConfig()
 	cfg.DataDir = t.TempDir()
-	cfg.Profile = ProfileConfig{GemmM: m, GemmN: n, GemmK: k, BatchDuration: 150 * time.Millisecond}
+	cfg.Compute = ComputeConfig{GemmM: m, GemmN: n, GemmK: k, BatchDuration: 150 * time.Millisecond}
 	a, b, c := make([]float32, m*k), make([]float32, k*n), make([]float32, m*n)
 	for i := range a {
 		a[i] = float32(i%7) - 3
@@ -123,7 +125,7 @@ func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 	}
 	var ratio float64
 	for round := range 3 {
-		prof, err := NewProfiler(cfg).Measure(context.Background())
+		prof, err := New(cfg).Measure(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,34 +144,6 @@ func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 		}
 	}
 	t.Errorf("profile and benchmark disagree by more than 30%% (ratio %.2f)", ratio)
-}
-
-func TestConfigValidate(t *testing.T) {
-	good := testConfig(t)
-	if err := good.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	for name, mut := range map[string]func(*Config){
-		"no data dir":       func(c *Config) { c.DataDir = "" },
-		"public API":        func(c *Config) { c.API = "0.0.0.0:7070" },
-		"API without port":  func(c *Config) { c.API = "127.0.0.1" },
-		"bad listen":        func(c *Config) { c.Listen = []string{"tcp/1"} },
-		"bootstrap w/o id":  func(c *Config) { c.Bootstrap = []string{"/ip4/1.2.3.4/tcp/1"} },
-		"bad allow":         func(c *Config) { c.Allow = []string{"nope"} },
-		"slowdown below 1":  func(c *Config) { c.Profile.Slowdown = 0.5 },
-		"budget fraction 2": func(c *Config) { c.MemoryBudgetFraction = 2 },
-	} {
-		c := good
-		mut(&c)
-		if err := c.Validate(); err == nil {
-			t.Errorf("%s: accepted", name)
-		}
-	}
-	c := good
-	c.JoinSecret = ""
-	if _, err := New(c); err == nil {
-		t.Error("node without join secret or allowlist started")
-	}
 }
 
 // TestCPUNormalisedRate: time the process did not get the CPU (other processes, or the
@@ -239,11 +213,11 @@ func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
 	timingTest(t)
 	t.Cleanup(func() { kernels.SetSlowdown(1) })
 	measure := func(f float64) mesh.Profile {
-		cfg := DefaultConfig()
+		cfg := defaultConfig()
 		cfg.DataDir = t.TempDir()
-		cfg.Profile = ProfileConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 150 * time.Millisecond, Slowdown: f}
+		cfg.Compute = ComputeConfig{GemmM: 2048, GemmN: 512, GemmK: 512, BatchDuration: 150 * time.Millisecond, Slowdown: f}
 		kernels.SetSlowdown(f)
-		p, err := NewProfiler(cfg).Measure(context.Background())
+		p, err := New(cfg).Measure(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +244,7 @@ func TestProfileOfSlowdownThreeIsAThird(t *testing.T) {
 // scheduler's spinning around the slowdown emulation's sleeps cost), so they run only when
 // asked, on an otherwise idle machine:
 //
-//	MESHNODE_TIMING_TESTS=1 go test ./node -run 'TestTrainingRatePredictsStepTime|TestProfileOfSlowdownThreeIsAThird' -v
+//	MESHNODE_TIMING_TESTS=1 go test ./node/fingerprint -run 'TestTrainingRatePredictsStepTime|TestProfileOfSlowdownThreeIsAThird' -v
 
 func timingTest(t *testing.T) {
 	t.Helper()

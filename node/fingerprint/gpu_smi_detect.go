@@ -1,6 +1,6 @@
 //go:build !nonvml && !(cgo && linux && (amd64 || arm64))
 
-package node
+package fingerprint
 
 import (
 	"context"

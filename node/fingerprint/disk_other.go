@@ -1,6 +1,6 @@
 //go:build !unix
 
-package node
+package fingerprint
 
 // diskFree is not measured on this platform.
 func diskFree(string) uint64 { return 0 }

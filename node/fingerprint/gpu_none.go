@@ -1,6 +1,6 @@
 //go:build nonvml
 
-package node
+package fingerprint
 
 import "github.com/meshnode/meshnode/mesh"
 

@@ -1,6 +1,6 @@
 //go:build cgo && linux && (amd64 || arm64) && !nonvml
 
-package node
+package fingerprint
 
 import "bytes"
 
