@@ -3,8 +3,8 @@ package api
 import (
 	"time"
 
-	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/records"
 )
 
 // Status is the body of GET /v1/status, a stable contract (`meshnode status -o json`).
@@ -46,7 +46,7 @@ type SubmitResult struct {
 // its files hold every layer (weights and moments), i.e. whether a job can resume from it
 // and `meshnode export` can assemble it.
 type CheckpointView struct {
-	consensus.CheckpointManifest
+	records.CheckpointManifest
 	Complete bool `json:"complete"`
 	// Pruned says the nodes delete its files: it is older than the job's newest
 	// checkpoint.keep and is not its latest complete checkpoint.
@@ -58,13 +58,13 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-// The job views are consensus's: they are built from FSM state, which the API serves
+// The job views are package records': built from FSM state, which the API serves
 // as it is.
 type (
 	// JobSummary is one element of GET /v1/jobs.
-	JobSummary = consensus.JobSummary
+	JobSummary = records.JobSummary
 	// JobDetail is GET /v1/jobs/{id}.
-	JobDetail = consensus.JobDetail
+	JobDetail = records.JobDetail
 	// RaftStatus is GET /v1/raft.
-	RaftStatus = consensus.RaftStatus
+	RaftStatus = records.RaftStatus
 )
