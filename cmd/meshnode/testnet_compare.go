@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/testnet"
 )
@@ -132,6 +130,10 @@ func (o *testnetRunOptions) compareSpec(cmd *cobra.Command, nodes int) (jobspec.
 // then prints the table and writes the plot.
 func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Variant, spec jobspec.Spec, nodes int, dir string) error {
 	rep := newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json")
+	wd, err := os.Getwd() // local data paths lie under the working directory, as with submit
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
 	var runs []testnet.Run
 	for round := range o.cmp.repeat {
 		for i := range variants {
@@ -141,7 +143,15 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 			if err := s.Validate(); err != nil {
 				return fmt.Errorf("variant %s: %w", v.Name, err)
 			}
-			r, err := o.compareOne(cmd, v.Name, round, s, filepath.Join(dir, fmt.Sprintf("%s-%d", v.Name, round)), rep)
+			cfg, err := o.topo.config(cmd, filepath.Join(dir, fmt.Sprintf("%s-%d", v.Name, round)))
+			if err != nil {
+				return err
+			}
+			if o.cmp.wan != "" {
+				wan, _ := parseWAN(o.cmp.wan) // checked before
+				cfg.Topology = withWAN(cfg.Topology, wan)
+			}
+			r, err := testnet.Compare(cmd.Context(), cfg, v.Name, round, s, wd, o.cmp.budget, rep)
 			if err != nil {
 				return fmt.Errorf("variant %s (round %d): %w", v.Name, round, err)
 			}
@@ -149,96 +159,6 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 		}
 	}
 	return o.reportCompare(rep, runs, nodes)
-}
-
-// compareOne runs one variant's job on a fresh testnet until the budget ends, then cancels
-// it and stops the testnet.
-func (o *testnetRunOptions) compareOne(cmd *cobra.Command, variant string, round int, spec jobspec.Spec, dir string, rep *testnetReporter) (run testnet.Run, err error) {
-	cfg, err := o.topo.config(cmd, dir)
-	if err != nil {
-		return run, err
-	}
-	if o.cmp.wan != "" {
-		wan, _ := parseWAN(o.cmp.wan) // checked before
-		cfg.Topology = withWAN(cfg.Topology, wan)
-	}
-	tn, err := testnet.New(cfg)
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		if serr := tn.Stop(); err == nil && serr != nil {
-			err = serr
-		}
-	}()
-	ctx := cmd.Context()
-	rep.info("variant %s, round %d", variant, round)
-	if err := o.start(ctx, tn, len(cfg.Topology.Nodes), rep); err != nil {
-		return run, err
-	}
-	body, err := json.Marshal(spec)
-	if err != nil {
-		return run, err
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return run, err
-	}
-	id, err := tn.Nodes()[0].Client().Submit(ctx, body, wd)
-	if err != nil {
-		return run, fmt.Errorf("submit the job: %w", err)
-	}
-	submitted := time.Now()
-	job, samples, err := o.followFor(ctx, tn, id, submitted, rep)
-	if err != nil {
-		return run, err
-	}
-	return testnet.RunFromJob(variant, round, job, samples, submitted, o.cmp.budget), nil
-}
-
-// followFor polls the job until the budget since submitted ends (or the job does),
-// collecting its progress samples, then cancels it.
-func (o *testnetRunOptions) followFor(ctx context.Context, tn *testnet.Testnet, id string, submitted time.Time, rep *testnetReporter) (consensus.JobDetail, []consensus.ProgressSample, error) {
-	var job consensus.JobDetail
-	var samples []consensus.ProgressSample
-	seen := map[[2]int]bool{}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		j, err := jobFromAnyNode(ctx, tn, id)
-		if err == nil {
-			job = j
-			for _, s := range j.Progress.Samples {
-				if k := [2]int{int(s.Epoch), s.Step}; !seen[k] {
-					seen[k] = true
-					samples = append(samples, s)
-					if s.ValLoss != nil {
-						rep.info("  %5.1f s  step %-5d val loss %.4f", s.Time.Sub(submitted).Seconds(), s.Step, *s.ValLoss)
-					}
-				}
-			}
-			if j.Status.Terminal() {
-				break
-			}
-		}
-		if time.Since(submitted) >= o.cmp.budget {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return job, samples, ctx.Err()
-		case <-tick.C:
-		}
-	}
-	if !job.Status.Terminal() {
-		if _, err := tn.Nodes()[0].Client().Cancel(ctx, id); err != nil {
-			rep.info("  cancel job %s: %v", id, err)
-		}
-	}
-	if len(samples) == 0 {
-		return job, samples, fmt.Errorf("job %s reported no progress within %s (status %s%s)", id, o.cmp.budget, job.Status, lastEventMessage(job))
-	}
-	return job, samples, nil
 }
 
 // loadCompareRuns reads the compare_run lines of earlier `-o json` outputs, numbering each
