@@ -145,7 +145,7 @@ func (tn *Testnet) Train(ctx context.Context, spec jobspec.Spec, dataRoot string
 
 // Compare runs spec on a fresh testnet of cfg (started and stopped here) for budget of wall
 // time from its submission, then cancels it, and returns the run of variant and round.
-func Compare(ctx context.Context, cfg Config, variant string, round int, spec jobspec.Spec, dataRoot string, budget time.Duration, rep Reporter) (run Run, err error) {
+func Compare(ctx context.Context, cfg Config, variant string, round int, spec jobspec.Spec, dataRoot string, budget time.Duration, rep Reporter) (run Trial, err error) {
 	tn, err := New(cfg)
 	if err != nil {
 		return run, err
@@ -169,5 +169,5 @@ func Compare(ctx context.Context, cfg Config, variant string, round int, spec jo
 	if err != nil {
 		return run, err
 	}
-	return RunFromJob(variant, round, job, samples, submitted, budget), nil
+	return TrialFromJob(variant, round, job, samples, submitted, budget), nil
 }

@@ -134,7 +134,7 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
-	var runs []testnet.Run
+	var runs []testnet.Trial
 	for round := range o.cmp.repeat {
 		for i := range variants {
 			v := variants[(i+round)%len(variants)]
@@ -163,7 +163,7 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 
 // loadCompareRuns reads the compare_run lines of earlier `-o json` outputs, numbering each
 // file's rounds after the previous file's, and the first file's title and budget.
-func loadCompareRuns(files string) (runs []testnet.Run, title string, budget time.Duration, err error) {
+func loadCompareRuns(files string) (runs []testnet.Trial, title string, budget time.Duration, err error) {
 	offset := 0
 	for _, path := range strings.Split(files, ",") {
 		b, err := os.ReadFile(path)
@@ -176,7 +176,7 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 				Event   string  `json:"event"`
 				Title   string  `json:"title"`
 				BudgetS float64 `json:"budget_s"`
-				testnet.Run
+				testnet.Trial
 			}
 			if strings.TrimSpace(line) == "" {
 				continue
@@ -186,9 +186,9 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 			}
 			switch ev.Event {
 			case "compare_run":
-				ev.Run.Round += offset
-				rounds = max(rounds, ev.Run.Round-offset+1)
-				runs = append(runs, ev.Run)
+				ev.Trial.Round += offset
+				rounds = max(rounds, ev.Trial.Round-offset+1)
+				runs = append(runs, ev.Trial)
 			case "compare":
 				if title == "" {
 					title, budget = ev.Title, time.Duration(ev.BudgetS*float64(time.Second))
@@ -204,7 +204,7 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 }
 
 // reportCompare prints the runs (a table and each curve, or JSON lines) and writes the plot.
-func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.Run, nodes int) error {
+func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.Trial, nodes int) error {
 	wan := o.cmp.wan
 	if wan == "" {
 		wan = "topology default"
@@ -214,7 +214,7 @@ func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.R
 }
 
 // printCompare prints the runs as reportCompare says and writes the plot.
-func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Run, title string, budget time.Duration) error {
+func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Trial, title string, budget time.Duration) error {
 	target := o.cmp.target
 	if target == 0 {
 		target = testnet.CommonTarget(runs)
@@ -228,7 +228,7 @@ func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Ru
 		for _, r := range runs {
 			writeJSONLine(rep.w, struct {
 				Event string `json:"event"`
-				testnet.Run
+				testnet.Trial
 				TimeToTarget *float64 `json:"time_to_target_s"`
 			}{"compare_run", r, finiteOrNil(r.TimeTo(target))})
 		}
@@ -239,7 +239,7 @@ func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Ru
 	return nil
 }
 
-func printCompareTable(w io.Writer, title string, runs []testnet.Run, target float64) {
+func printCompareTable(w io.Writer, title string, runs []testnet.Trial, target float64) {
 	fmt.Fprintf(w, "\n%s; target loss %s\n", title, fmtF(target, "%.4f"))
 	fmt.Fprintf(w, "%-10s %-5s %-16s %-7s %-6s %-11s %-7s %s\n", "VARIANT", "ROUND", "PLAN", "S/STEP", "STEPS", "VAL@BUDGET", "BEST", "T→TARGET")
 	for _, r := range runs {
@@ -256,7 +256,7 @@ func printCompareTable(w io.Writer, title string, runs []testnet.Run, target flo
 	}
 }
 
-func writePlotFile(path, title string, runs []testnet.Run, budgetS float64) error {
+func writePlotFile(path, title string, runs []testnet.Trial, budgetS float64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)
