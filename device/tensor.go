@@ -40,6 +40,9 @@ const (
 	CPU Kind = iota
 	// CUDA is an NVIDIA GPU's memory and streams.
 	CUDA
+	// Emulated is device memory emulated in host memory, for tests: the host sees it only
+	// through copies, as it would a GPU's (devicetest.Emulated).
+	Emulated
 )
 
 func (k Kind) String() string {
@@ -48,6 +51,8 @@ func (k Kind) String() string {
 		return "cpu"
 	case CUDA:
 		return "cuda"
+	case Emulated:
+		return "emulated"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -69,9 +69,7 @@ func (r *Recomputed) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, 
 	} else {
 		y, _ = r.Layer.Forward(sa, mb, x)
 	}
-	out := ws.AllocDirty(len(y))
-	copy(out, y)
-	return out, recomputeSaved{x: x}
+	return ws.keep(y), recomputeSaved{x: x}
 }
 
 // Backward recomputes the inner layer's forward pass from the kept input and runs its
@@ -95,7 +93,5 @@ func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float3
 		_, inner := r.Layer.Forward(sa, mb, x)
 		dx = r.Layer.Backward(sa, mb, inner, dy)
 	}
-	out := ws.AllocDirty(len(dx))
-	copy(out, dx)
-	return out
+	return ws.keep(dx)
 }

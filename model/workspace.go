@@ -104,6 +104,18 @@ func (w *Workspace) output(t device.Tensor) []float32 {
 	return h
 }
 
+// keep returns a copy in w of the host slice y, which another workspace (a scratch) will
+// reuse. On a device backend y is already the host's own copy (see output) and is returned
+// as it is.
+func (w *Workspace) keep(y []float32) []float32 {
+	if !w.backend().Device().IsHost() {
+		return y
+	}
+	out := w.AllocDirty(len(y))
+	copy(out, y)
+	return out
+}
+
 // Reset makes every buffer handed out so far free for reuse.
 func (w *Workspace) Reset() { w.cur, w.off, w.used = 0, 0, 0 }
 

@@ -104,3 +104,7 @@ func (threadDependent) SetThreads(n int) { threads = n }
 func (threadDependent) Scale(x device.Tensor, s float32) {
 	cpu.New().Scale(x, s*(1+1e-6*float32(threads)))
 }
+
+// TestEmulatedPassesTheSuite runs the suite on tensors in (emulated) device memory, where
+// every view, guard and check goes through the backend's copies.
+func TestEmulatedPassesTheSuite(t *testing.T) { devicetest.Run(t, devicetest.NewEmulated()) }
