@@ -18,7 +18,9 @@
 //   - no write outside an output: every tensor sits between guard values (NaN with a
 //     payload, so a read out of bounds poisons the result too), and inputs are unchanged;
 //   - determinism: the same inputs give the same bits twice, and, for a backend with a
-//     SetThreads(int) method (the CPU's), with 1 thread as with 4.
+//     SetThreads(int) method (the CPU's), with 1 thread as with 4; and a window of a GEMM's
+//     C computed alone has the bits of the same window of the whole product (a
+//     micro-batch's rows train exactly as they do inside a larger batch).
 //
 // Tolerances are those of float32 arithmetic against float64 (relative, scaled by each
 // operation's reduction length), loose enough for reordered sums and tight enough that a

@@ -24,6 +24,7 @@ var Tests = []struct {
 	{"SumSquares", TestSumSquares},
 	{"AdamW", TestAdamW},
 	{"Determinism", TestDeterminism},
+	{"GemmWindows", TestGemmWindows},
 }
 
 // Run runs the whole conformance suite against be, one subtest per check.
