@@ -6,7 +6,11 @@ import (
 )
 
 // Backend is the CPU backend. It has no state: its zero value is ready, and every value
-// computes the same.
+// computes the same. Each method meets device.Backend's specification of it with the
+// kernels function of the same name (MatmulForward: Gemm then AddBias; MatmulBackward:
+// Gemm, BiasGrad, Gemm; AdamWStep: AdamW.Step), so it inherits that function's
+// guarantees: results independent of the thread count, no writes outside the outputs.
+// A tensor in device memory is a programming error and panics.
 type Backend struct{}
 
 // New returns the CPU backend.
