@@ -35,10 +35,7 @@ type Event struct {
 type Trainer struct {
 	cfg     TrainConfig
 	data    *model.Dataset
-	gpt     *model.GPT
-	layers  []model.Layer // gpt's layers, wrapped for recomputation when cfg.Recompute
-	opt     *Optimizer
-	off     *offloadState // the training state's chunk store, under cfg.MemoryBudget
+	state   trainingState // resident, or offloaded under cfg.MemoryBudget
 	ws      model.Workspace
 	sampler model.Sampler
 	valOffs []int
@@ -64,130 +61,109 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 		sampler: model.Sampler{Train: data.Train, Batch: cfg.Batch, Context: cfg.Model.Context, Seed: cfg.Seed},
 		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
 	}
-	if cfg.MemoryBudget > 0 {
-		if err := t.offload(); err != nil {
-			return nil, err
-		}
-		return t, nil
-	}
-	t.gpt = model.New(cfg.Model, cfg.Seed)
-	t.layers = t.gpt.Layers
-	if cfg.Recompute {
-		t.layers = model.WithRecompute(t.layers)
-	}
-	t.opt = NewOptimizer(t.gpt.Params(), cfg.adamW(), cfg.ClipNorm)
-	return t, nil
-}
-
-// offload builds the model's training state in a chunk store under cfg.MemoryBudget:
-// layers whose parameters are bound only while pinned, wrapped to pin them.
-func (t *Trainer) offload() error {
-	shells := model.NewLayerShells(t.cfg.Model, 0, t.cfg.Model.NumLayers())
 	// One process runs every micro-batch forward then backward: a one-stage pipeline's 1F1B.
-	st, err := newOffloadState(t.cfg, shells, 0, stageOps(jobspec.Schedule1F1B, 0, 1, t.cfg.MicroBatches))
+	state, err := newTrainingState(cfg, 0, cfg.Model.NumLayers(), cfg.MemoryBudget, cfg.Recompute, true,
+		stageOps(jobspec.Schedule1F1B, 0, 1, cfg.MicroBatches))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	t.gpt, t.off, t.opt = &model.GPT{Config: t.cfg.Model, Layers: shells}, st, st.opt
-	inner := shells
-	if t.cfg.Recompute {
-		inner = model.WithRecompute(inner)
-	}
-	for i, l := range inner {
-		t.layers = append(t.layers, &offloadedLayer{Layer: l, st: st, index: i})
-	}
-	return nil
+	t.state = state
+	return t, nil
 }
 
 // Close releases the trainer's offload store (its file is already unlinked); a trainer
 // without a memory budget holds nothing to release.
-func (t *Trainer) Close() error { return t.off.close() }
+func (t *Trainer) Close() error { return t.state.Close() }
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
-func (t *Trainer) OffloadStats() (offload.Stats, bool) { return t.off.stats() }
+func (t *Trainer) OffloadStats() (offload.Stats, bool) { return t.state.Stats() }
 
 // Model is the model being trained. Under a memory budget its parameters' Data is bound
 // only while the offload store pins their chunks (nil otherwise): read the weights through
 // a checkpoint (SaveCheckpoint) instead.
-func (t *Trainer) Model() *model.GPT { return t.gpt }
+func (t *Trainer) Model() *model.GPT {
+	return &model.GPT{Config: t.cfg.Model, Layers: t.state.Layers()}
+}
 
 // StepsDone is the number of completed steps.
 func (t *Trainer) StepsDone() int { return t.step }
 
 // Step runs one training step (all micro-batches, clipping, AdamW) and returns its mean
-// training loss.
-func (t *Trainer) Step() float64 {
-	if t.off != nil {
-		return t.stepOffloaded()
-	}
+// training loss. An error is the offload store's: the training state is lost.
+func (t *Trainer) Step() (float64, error) {
 	start := time.Now()
 	M := t.cfg.MicroBatches
-	model.ZeroGrads(t.layers)
+	if err := t.state.BeginStep(); err != nil {
+		return 0, err
+	}
+	defer t.state.EndStep()
 	var loss float64
 	for m := 0; m < M; m++ {
 		t.ws.Reset()
 		mb := t.sampler.MicroBatch(t.step, m, M)
-		loss += float64(model.ForwardBackward(&t.ws, t.layers, mb, 1/float32(M)))
+		l, err := t.forwardBackward(mb, m, 1/float32(M))
+		if err != nil {
+			return 0, err
+		}
+		loss += float64(l)
 	}
 	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
-	if ss := t.opt.GradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
-		t.opt.Step(lr, ss) // a non-finite gradient skips the update rather than disabling clipping
+	if ss := t.state.GradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
+		// a non-finite gradient skips the update rather than disabling clipping
+		if err := t.state.Update(lr, ss); err != nil {
+			return 0, err
+		}
 	}
 	t.step++
 	t.trainTime += time.Since(start)
 	t.tokens += t.cfg.Batch * t.cfg.Model.Context
-	return loss / float64(M)
+	return loss / float64(M), nil
 }
 
-// stepOffloaded is Step with the training state in the chunk store: the same arithmetic
-// in the same order, the chunks pinned by the schedule. It panics with an
-// *offload.IOError if the store's file fails (Run returns it as an error).
-func (t *Trainer) stepOffloaded() float64 {
-	start := time.Now()
-	st, M := t.off, t.cfg.MicroBatches
-	st.zeroGrads()
-	st.store.BeginStep()
-	defer st.store.EndStep()
-	st.inStep = true
-	defer func() { st.inStep = false }()
-	var loss float64
-	for m := 0; m < M; m++ {
-		st.micro = m
-		t.ws.Reset()
-		mb := t.sampler.MicroBatch(t.step, m, M)
-		loss += float64(model.ForwardBackward(&t.ws, t.layers, mb, 1/float32(M)))
+// forwardBackward is model.ForwardBackward through the training state.
+func (t *Trainer) forwardBackward(mb *model.Batch, m int, weight float32) (float32, error) {
+	L := len(t.state.Layers())
+	var x []float32
+	var err error
+	saved := make([]model.Saved, L)
+	for i := 0; i < L; i++ {
+		if x, saved[i], err = t.state.Forward(&t.ws, mb, m, i, x); err != nil {
+			return 0, err
+		}
 	}
-	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
-	if ss := st.gradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
-		st.optimizerStep(lr, ss)
+	loss := x[0]
+	dy := []float32{weight}
+	for i := L - 1; i >= 0; i-- {
+		if dy, err = t.state.Backward(&t.ws, mb, m, i, saved[i], dy); err != nil {
+			return 0, err
+		}
 	}
-	t.step++
-	t.trainTime += time.Since(start)
-	t.tokens += t.cfg.Batch * t.cfg.Model.Context
-	return loss / float64(M)
+	return loss, nil
 }
 
 // ActivationPeakBytes is the most activation memory a training step has held: the peak of
 // the step workspace, plus the recomputation scratch's when the trainer recomputes.
 func (t *Trainer) ActivationPeakBytes() int64 {
-	return t.ws.PeakBytes() + model.ScratchPeakBytes(t.layers)
+	return t.ws.PeakBytes() + model.ScratchPeakBytes(t.state.Layers())
 }
 
 // Evaluate returns the validation loss: the mean over the K windows of each window's mean
 // cross-entropy, evaluated Batch windows at a time.
-func (t *Trainer) Evaluate() float64 {
-	return Evaluate(&t.ws, t.layers, t.data.Val, t.valOffs, t.cfg.Model.Context, t.cfg.Batch)
-}
-
-// Evaluate computes the validation loss of a whole model over the windows offs.
-func Evaluate(ws *model.Workspace, layers []model.Layer, val model.Tokens, offs []int, T, batch int) float64 {
+func (t *Trainer) Evaluate() (float64, error) {
+	T := t.cfg.Model.Context
 	var total float64
-	for i := 0; i < len(offs); i += batch {
-		ws.Reset()
-		chunk := offs[i:min(len(offs), i+batch)]
-		mb := model.ValBatch(val, chunk, T)
+	for i := 0; i < len(t.valOffs); i += t.cfg.Batch {
+		t.ws.Reset()
+		chunk := t.valOffs[i:min(len(t.valOffs), i+t.cfg.Batch)]
+		mb := model.ValBatch(t.data.Val, chunk, T)
 		mb.RowLoss = make([]float64, mb.Rows())
-		model.Loss(ws, layers, mb)
+		var x []float32
+		var err error
+		for l := range t.state.Layers() {
+			if x, err = t.state.EvalForward(&t.ws, mb, l, x); err != nil {
+				return 0, fmt.Errorf("evaluation: %w", err)
+			}
+		}
 		for w := range chunk {
 			var s float64
 			for _, l := range mb.RowLoss[w*T : (w+1)*T] {
@@ -196,7 +172,7 @@ func Evaluate(ws *model.Workspace, layers []model.Layer, val model.Tokens, offs 
 			total += s / float64(T)
 		}
 	}
-	return total / float64(len(offs))
+	return total / float64(len(t.valOffs)), nil
 }
 
 // TokensPerSec is the training throughput since the trainer started or resumed.
@@ -210,19 +186,8 @@ func (t *Trainer) TokensPerSec() float64 {
 // trainerSteps drives a Trainer in the training loop.
 type trainerSteps struct{ t *Trainer }
 
-func (s trainerSteps) StepsDone() int { return s.t.step }
-func (s trainerSteps) Step(context.Context) (loss float64, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			ioErr, ok := r.(*offload.IOError)
-			if !ok {
-				panic(r)
-			}
-			err = ioErr
-		}
-	}()
-	return s.t.Step(), nil
-}
+func (s trainerSteps) StepsDone() int                        { return s.t.step }
+func (s trainerSteps) Step(context.Context) (float64, error) { return s.t.Step() }
 
 // Run trains from the current step up to stopAt (≤ cfg.Steps; 0 means cfg.Steps),
 // calling emit after every step, and evaluating every EvalEvery steps and at the last
@@ -231,7 +196,11 @@ func (s trainerSteps) Step(context.Context) (loss float64, err error) {
 func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
 	err := TrainLoop(ctx, trainerSteps{t}, t.cfg, stopAt, Hooks{
 		Evaluate: func(_ context.Context, step int, loss float64) error {
-			emit(Event{Kind: "step", Step: step, TrainLoss: loss, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
+			val, err := t.Evaluate()
+			if err != nil {
+				return err
+			}
+			emit(Event{Kind: "step", Step: step, TrainLoss: loss, ValLoss: val, HasVal: true, TokensPerSec: t.TokensPerSec()})
 			return nil
 		},
 		Progress: emitStep(emit),
@@ -239,7 +208,11 @@ func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
 	if err != nil {
 		return err
 	}
-	emit(Event{Kind: "done", Step: t.step, ValLoss: t.Evaluate(), HasVal: true, TokensPerSec: t.TokensPerSec()})
+	val, err := t.Evaluate()
+	if err != nil {
+		return err
+	}
+	emit(Event{Kind: "done", Step: t.step, ValLoss: val, HasVal: true, TokensPerSec: t.TokensPerSec()})
 	return nil
 }
 

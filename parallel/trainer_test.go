@@ -124,3 +124,23 @@ func TestTrainConfigValidateNamesEveryBadField(t *testing.T) {
 		}
 	}
 }
+
+// step runs one step of tr and returns its loss, failing the test on an error.
+func step(t testing.TB, tr *Trainer) float64 {
+	t.Helper()
+	loss, err := tr.Step()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}
+
+// evaluate returns tr's validation loss, failing the test on an error.
+func evaluate(t testing.TB, tr *Trainer) float64 {
+	t.Helper()
+	loss, err := tr.Evaluate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}

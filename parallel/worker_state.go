@@ -2,13 +2,10 @@ package parallel
 
 import (
 	"fmt"
-	"maps"
-	"strconv"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
-	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StageState is a copy of a worker's weights and optimizer state at the end of a step,
@@ -30,29 +27,16 @@ type StageState struct {
 }
 
 // Snapshot copies the worker's layers and optimizer state (an offloading stage's chunk
-// by chunk; it panics with an *offload.IOError if the store's file failed: see
-// CheckedSnapshot).
-func (w *Worker) Snapshot() StageState {
+// by chunk; an error means its store's file failed and the state is lost).
+func (w *Worker) Snapshot() (StageState, error) {
 	st := w.plan.Replicas[w.replica][w.stage]
-	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
-	if w.off != nil { // one replica: no outer state, residuals or shards beside the store
-		s.Model = w.off.snapshot(offload.Value)
-		s.Optimizer = w.off.snapshot(offload.ExpAvg)
-		maps.Copy(s.Optimizer, w.off.snapshot(offload.ExpAvgSq))
-		s.OptimizerMeta = map[string]string{"step": strconv.Itoa(w.off.opt.Steps)}
-		return s
-	}
-	for _, p := range w.params {
-		s.Model[p.Name] = p.Value.Clone()
+	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last}
+	var err error
+	if s.Model, s.Optimizer, s.OptimizerMeta, err = w.state.Snapshot(); err != nil {
+		return s, err
 	}
 	if w.zero != nil {
 		s.Optimizer, s.OptimizerMeta = w.zeroState()
-	} else {
-		opt, meta := w.opt.State()
-		for k, t := range opt {
-			s.Optimizer[k] = t.Clone()
-		}
-		s.OptimizerMeta = meta
 	}
 	if w.streaming() {
 		w.snapshotStreaming(&s)
@@ -78,14 +62,7 @@ func (w *Worker) Snapshot() StageState {
 			s.Optimizer[p.Name+residualSuffix(w.replica)] = t
 		}
 	}
-	return s
-}
-
-// CheckedSnapshot is Snapshot with an offloading stage's store failure (its state is
-// lost) returned as an error instead of a panic.
-func (w *Worker) CheckedSnapshot() (s StageState, err error) {
-	defer recoverIO(&err)
-	return w.Snapshot(), nil
+	return s, nil
 }
 
 // residualSuffix names a replica's error-feedback residual of a parameter in a checkpoint.
@@ -124,36 +101,11 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 	if w.zero != nil {
 		return w.restoreZero(weights, moments, step)
 	}
-	if w.off != nil {
-		return w.restoreOffloaded(weights, moments, step)
-	}
-	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
-	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
-		return fmt.Errorf("restore optimizer: %w", err)
-	}
-	if opt.Steps != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", opt.Steps, step)
-	}
-	if err := model.LoadParams(weights, w.params); err != nil {
-		return fmt.Errorf("restore weights: %w", err)
-	}
-	w.opt, w.step, w.pending = opt, step, nil
-	w.restoreAside(moments)
-	return nil
-}
-
-// restoreOffloaded is Restore into the offload store, chunk by chunk (one replica: no
-// outer state or residuals). An I/O failure of the store is returned.
-func (w *Worker) restoreOffloaded(weights, moments *model.TensorFile, step int) (err error) {
-	defer recoverIO(&err)
-	moments = assembleMoments(moments, w.params)
-	if got, err := strconv.Atoi(moments.Metadata["step"]); err == nil && got != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", got, step)
-	}
-	if err := w.off.restore(&Checkpoint{Model: weights, Optimizer: moments}); err != nil {
-		return fmt.Errorf("restore: %w", err)
+	if err := w.state.Restore(weights, moments, step); err != nil {
+		return err
 	}
 	w.step, w.pending = step, nil
+	w.restoreAside(moments)
 	return nil
 }
 

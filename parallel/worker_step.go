@@ -9,7 +9,6 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
-	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StepResult is what one worker learned from one step.
@@ -43,7 +42,7 @@ type inflight struct {
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	start := time.Now()
 	w.times = StepTimes{}
-	res, err := w.guardedStep(ctx)
+	res, err := w.runStep(ctx)
 	if err != nil {
 		w.abandonPending()
 	}
@@ -52,54 +51,17 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	return res, err
 }
 
-// guardedStep is runStep, with an offload store's I/O failure (a pin's panic) returned
-// as the step's error.
-func (w *Worker) guardedStep(ctx context.Context) (res StepResult, err error) {
-	defer recoverIO(&err)
-	return w.runStep(ctx)
-}
-
-// recoverIO, deferred, turns an offload store's *offload.IOError panic into *err; other
-// panics go on.
-func recoverIO(err *error) {
-	if r := recover(); r != nil {
-		ioErr, ok := r.(*offload.IOError)
-		if !ok {
-			panic(r)
-		}
-		*err = ioErr
-	}
-}
-
-// beginStep zeroes the gradients and, under a memory budget, starts the store's scheduled
-// step (the stage's passes, then the optimizer); the returned func ends it.
-func (w *Worker) beginStep() (end func()) {
-	if w.off == nil {
-		model.ZeroGrads(w.layers)
-		return func() {}
-	}
-	st := w.off
-	st.zeroGrads()
-	st.store.BeginStep()
-	st.inStep = true
-	return func() {
-		st.inStep = false
-		st.store.EndStep()
-	}
-}
-
 // runStep is Step without its timing.
 func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.ws.Reset()
-	end := w.beginStep()
-	defer end()
+	res := StepResult{}
+	if err := w.state.BeginStep(); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
+	defer w.state.EndStep()
 	M := w.micro
 	flight := make([]inflight, M)
-	res := StepResult{}
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
-		if w.off != nil {
-			w.off.micro = o.micro // the pass's ops in the store's schedule
-		}
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
 			if err != nil {
@@ -113,7 +75,8 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.zero == nil && w.off == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
+	// One replica has nothing to average (allReduceMean of one member is the identity).
+	if w.numReplicas > 1 && w.zero == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
 		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
 			return res, err
 		}
@@ -157,7 +120,7 @@ func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
 	}
 	var norms []float64
 	err = timed(&w.times.Sync, func() (err error) {
-		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.gradSumSquares())
+		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.state.GradSumSquares())
 		return err
 	})
 	if err != nil {
@@ -170,20 +133,10 @@ func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
 	if math.IsNaN(total) || math.IsInf(total, 0) {
 		return true, nil // every stage of the replica gathered the same total: all skip
 	}
-	if w.off != nil {
-		w.off.optimizerStep(lr, total)
-	} else {
-		w.opt.Step(lr, total)
+	if err := w.state.Update(lr, total); err != nil {
+		return false, fmt.Errorf("step %d update: %w", w.step+1, err)
 	}
 	return false, nil
-}
-
-// gradSumSquares is the stage's Σg², from the offload store's record under a budget.
-func (w *Worker) gradSumSquares() float64 {
-	if w.off != nil {
-		return w.off.gradSumSquares()
-	}
-	return w.opt.GradSumSquares()
 }
 
 func (w *Worker) roundKey(index int) roundKey {
@@ -205,9 +158,12 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 		w.pipelineStarved += int64(time.Since(start))
 		w.times.Bubble += time.Since(start)
 	}
-	fl.saved = make([]model.Saved, len(w.layers))
-	for i, l := range w.layers {
-		x, fl.saved[i] = l.Forward(&w.ws, fl.mb, x)
+	fl.saved = make([]model.Saved, len(w.state.Layers()))
+	for i := range w.state.Layers() {
+		var err error
+		if x, fl.saved[i], err = w.state.Forward(&w.ws, fl.mb, m, i, x); err != nil {
+			return 0, err
+		}
 	}
 	if w.IsLast() {
 		return x[0], nil
@@ -231,8 +187,11 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 		w.pipelineStarved += int64(time.Since(start))
 		w.times.Bubble += time.Since(start)
 	}
-	for i := len(w.layers) - 1; i >= 0; i-- {
-		dy = w.layers[i].Backward(&w.ws, fl.mb, fl.saved[i], dy)
+	for i := len(w.state.Layers()) - 1; i >= 0; i-- {
+		var err error
+		if dy, err = w.state.Backward(&w.ws, fl.mb, m, i, fl.saved[i], dy); err != nil {
+			return err
+		}
 	}
 	fl.saved = nil
 	if w.stage == 0 {
@@ -355,7 +314,6 @@ func nesterovStep(params, u, g []float32, lr, mu float32) {
 // pipeline. Every stage of the replica must call it; the last stage returns the loss
 // (ok), the others return ok = false.
 func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
-	defer recoverIO(&err) // an offloaded stage's layers pin their weights per pass
 	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
 	var total float64
 	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {
@@ -371,8 +329,10 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 		if w.IsLast() {
 			mb.RowLoss = make([]float64, mb.Rows())
 		}
-		for _, l := range w.layers {
-			x, _ = l.Forward(&w.ws, mb, x)
+		for i := range w.state.Layers() {
+			if x, err = w.state.EvalForward(&w.ws, mb, i, x); err != nil {
+				return 0, false, fmt.Errorf("evaluation: %w", err)
+			}
 		}
 		if !w.IsLast() {
 			if err := w.send(ctx, w.next, w.activationFrame(frame.KindActivation, evalMicro+c, w.stage+1, x, mb.Rows())); err != nil {
