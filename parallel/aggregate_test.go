@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
-	"github.com/meshnode/meshnode/model"
 )
 
 func TestCombineRules(t *testing.T) {
@@ -259,17 +258,17 @@ func TestNonFiniteGradientSkipsTheStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	step(t, tr)
-	params := model.LayerParams(tr.state.Layers())
+	params := tr.Model().Params()
 	last := params[len(params)-1]
 	last.Value.Data[0] = float32(math.NaN()) // poisons the loss, hence every gradient
 	before := map[string][]float32{}
 	for _, p := range params {
 		before[p.Name] = append([]float32(nil), p.Value.Data...)
 	}
-	steps := tr.state.OptimizerSteps()
+	steps := tr.w.state.OptimizerSteps()
 	step(t, tr)
-	if tr.state.OptimizerSteps() != steps {
-		t.Errorf("optimizer steps %d → %d: the update was applied", steps, tr.state.OptimizerSteps())
+	if tr.w.state.OptimizerSteps() != steps {
+		t.Errorf("optimizer steps %d → %d: the update was applied", steps, tr.w.state.OptimizerSteps())
 	}
 	for _, p := range params {
 		if fmt.Sprint(p.Value.Data) != fmt.Sprint(before[p.Name]) {

@@ -33,23 +33,24 @@ func StepDir(n int) string { return "step-" + strconv.Itoa(n) }
 // SaveCheckpoint writes the current state to outDir/step-N (created if needed) and
 // returns that directory. Each file is written atomically.
 func (t *Trainer) SaveCheckpoint(outDir string) (string, error) {
-	params, opt, optMeta, err := t.state.Snapshot()
+	snap, err := t.w.Snapshot()
 	if err != nil {
 		return "", fmt.Errorf("checkpoint: the offloaded state is lost: %w", err)
 	}
-	dir := filepath.Join(outDir, StepDir(t.step))
+	step, params, opt, optMeta := snap.Step, snap.Model, snap.Optimizer, snap.OptimizerMeta
+	dir := filepath.Join(outDir, StepDir(step))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	meta := t.cfg.Model.Metadata()
-	meta["step"] = strconv.Itoa(t.step)
+	meta["step"] = strconv.Itoa(step)
 	if err := model.WriteSafetensors(filepath.Join(dir, ModelFile), params, meta); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := model.WriteSafetensors(filepath.Join(dir, OptimizerFile), opt, optMeta); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	b, _ := json.MarshalIndent(trainerFile{Step: t.step, Config: t.cfg}, "", "  ")
+	b, _ := json.MarshalIndent(trainerFile{Step: step, Config: t.cfg}, "", "  ")
 	if err := model.WriteFileAtomic(filepath.Join(dir, TrainerFile), append(b, '\n')); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
@@ -117,9 +118,8 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	if ck.Step > t.cfg.Steps {
 		return fmt.Errorf("checkpoint %s is at step %d, beyond steps = %d", ck.Dir, ck.Step, t.cfg.Steps)
 	}
-	if err := t.state.Restore(ck.Model, ck.Optimizer, ck.Step); err != nil {
+	if err := t.w.Restore(ck.Model, ck.Optimizer, ck.Step); err != nil {
 		return fmt.Errorf("%s: %w", ck.Dir, err)
 	}
-	t.step = ck.Step
 	return nil
 }

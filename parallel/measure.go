@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -35,13 +36,13 @@ func MeasureTraining(cfg model.Config, batch, micro int, minDur time.Duration) (
 		return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
 	}
 	defer tr.Close()
-	if _, err := tr.Step(); err != nil {
+	if _, err := tr.Step(context.Background()); err != nil {
 		return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
 	}
 	start := time.Now()
 	steps := 0
 	for steps == 0 || time.Since(start) < minDur {
-		if _, err := tr.Step(); err != nil {
+		if _, err := tr.Step(context.Background()); err != nil {
 			return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
 		}
 		steps++

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -59,10 +60,10 @@ func TestOffloadFailureIsAnError(t *testing.T) {
 	step(t, tr)
 	breakOffloadFiles(t, cfg.OffloadDir)
 	var ioErr *offload.IOError
-	if _, err := tr.Step(); !errors.As(err, &ioErr) {
+	if _, err := tr.Step(context.Background()); !errors.As(err, &ioErr) {
 		t.Fatalf("step after the file failed: %v, want an *offload.IOError", err)
 	}
-	if _, err := tr.Evaluate(); !errors.As(err, &ioErr) {
+	if _, err := tr.Evaluate(context.Background()); !errors.As(err, &ioErr) {
 		t.Errorf("evaluation after the file failed: %v, want an *offload.IOError", err)
 	}
 	if _, err := tr.SaveCheckpoint(t.TempDir()); !errors.As(err, &ioErr) {

@@ -44,14 +44,14 @@ type trainingState interface {
 	Close() error
 }
 
-// newTrainingState builds the training state of the model's layers [first, last) under
-// cfg: resident, or offloaded when budget > 0, its store's schedule the stage's passes.
-// recompute wraps the layers for activation recomputation; withOptimizer false leaves the
-// moments to ZeRO's shards (a resident state only).
-func newTrainingState(cfg TrainConfig, first, last int, budget int64, recompute, withOptimizer bool, passes []op) (trainingState, error) {
-	if budget > 0 {
-		cfg.MemoryBudget = budget
-		return newOffloadState(cfg, first, last, recompute, passes)
+// newTrainingState builds the training state of stage st's layers [First, Last) under
+// cfg: resident, or offloaded under st.MemoryBudget, its store's schedule the stage's
+// passes; recomputing when st.Recompute. The stage's plan entry is the one road by which
+// both reach the state. withOptimizer false leaves the moments to ZeRO's shards (a
+// resident state only).
+func newTrainingState(cfg TrainConfig, st StagePlan, withOptimizer bool, passes []op) (trainingState, error) {
+	if st.MemoryBudget > 0 {
+		return newOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)
 	}
-	return newResidentState(cfg, first, last, recompute, withOptimizer), nil
+	return newResidentState(cfg, st.First, st.Last, st.Recompute, withOptimizer), nil
 }

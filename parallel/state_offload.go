@@ -86,10 +86,10 @@ func (st *offloadState) EvalForward(ws *model.Workspace, mb *model.Batch, i int,
 }
 
 // newOffloadState lays out the training state of the model's layers [first, last) for
-// cfg.MemoryBudget bytes, opens its store in cfg.OffloadDir with the schedule of a step
+// budget bytes, opens its store in cfg.OffloadDir with the schedule of a step
 // that runs passes (every micro-batch's forward and backward once, backward passes in
 // micro-batch order), and initialises the weights as model.InitLayer does.
-func newOffloadState(cfg TrainConfig, first, last int, recompute bool, passes []op) (*offloadState, error) {
+func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute bool, passes []op) (*offloadState, error) {
 	shells := model.NewLayerShells(cfg.Model, first, last)
 	var sizes [][]int
 	st := &offloadState{layers: shells, L: len(shells), M: len(passes) / 2, first: []int{0}}
@@ -113,7 +113,7 @@ func newOffloadState(cfg TrainConfig, first, last int, recompute bool, passes []
 		sizes = append(sizes, s)
 		st.first = append(st.first, len(st.params))
 	}
-	choice, err := offload.Choose(sizes, cfg.MemoryBudget, 0)
+	choice, err := offload.Choose(sizes, budget, 0)
 	if err != nil {
 		return nil, fmt.Errorf("memory-budget: %w", err)
 	}

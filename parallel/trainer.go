@@ -3,7 +3,6 @@ package parallel
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -31,18 +30,27 @@ type Event struct {
 	HasBytes                 bool
 }
 
-// Trainer trains a whole model in one process.
+// Trainer trains a whole model in one process: a plan of one stage and one replica (the
+// degenerate pipeline, as llm.c's ZeRO makes one process the degenerate case of the
+// sharded path), run by the same Worker as every split and distributed run over a
+// transport without peers. It adds what `meshnode train` needs around the worker:
+// throughput, and checkpoints of a whole model in a directory.
 type Trainer struct {
-	cfg     TrainConfig
-	data    *model.Dataset
-	state   trainingState // resident, or offloaded under cfg.MemoryBudget
-	ws      model.Workspace
-	sampler model.Sampler
-	valOffs []int
+	cfg TrainConfig
+	w   *Worker
 
-	step      int           // steps completed
 	trainTime time.Duration // time spent in training steps since start or resume
 	tokens    int           // tokens trained since start or resume
+}
+
+// soloNode names the one worker of a single-process run.
+const soloNode = "local"
+
+// SingleProcessPlan is the plan of a single-process run of cfg: one stage of every layer,
+// one replica, recomputing and under a memory budget as cfg asks.
+func SingleProcessPlan(cfg TrainConfig) Plan {
+	return Plan{Replicas: [][]StagePlan{{{Node: soloNode, First: 0, Last: cfg.Model.NumLayers(),
+		Recompute: cfg.Recompute, MemoryBudget: cfg.MemoryBudget}}}}
 }
 
 // NewTrainer validates cfg against data and builds the model with its initial weights.
@@ -53,126 +61,53 @@ func NewTrainer(cfg TrainConfig, data *model.Dataset) (*Trainer, error) {
 	if data.Vocab > cfg.Model.Vocab {
 		return nil, fmt.Errorf("%w: %s has a vocabulary of %d, the model only %d", model.ErrBadData, data.Source, data.Vocab, cfg.Model.Vocab)
 	}
-	if err := data.CheckContext(cfg.Model.Context); err != nil {
-		return nil, err
-	}
-	t := &Trainer{
-		cfg: cfg, data: data,
-		sampler: model.Sampler{Train: data.Train, Batch: cfg.Batch, Context: cfg.Model.Context, Seed: cfg.Seed},
-		valOffs: model.ValOffsets(data.Val, cfg.Model.Context, cfg.EvalWindows),
-	}
 	// One process runs every micro-batch forward then backward: a one-stage pipeline's 1F1B.
-	state, err := newTrainingState(cfg, 0, cfg.Model.NumLayers(), cfg.MemoryBudget, cfg.Recompute, true,
-		stageOps(jobspec.Schedule1F1B, 0, 1, cfg.MicroBatches))
+	job := JobConfig{Train: cfg, Schedule: jobspec.Schedule1F1B,
+		Sync: SyncConfig{Mode: jobspec.SyncEveryStep, Codec: jobspec.CodecNone}}
+	w, err := NewWorker(job, SingleProcessPlan(cfg), soloNode, soloTransport{}, data)
 	if err != nil {
 		return nil, err
 	}
-	t.state = state
-	return t, nil
+	return &Trainer{cfg: cfg, w: w}, nil
 }
 
-// Close releases the trainer's offload store (its file is already unlinked); a trainer
-// without a memory budget holds nothing to release.
-func (t *Trainer) Close() error { return t.state.Close() }
+// Close releases the trainer's training state (an offload store; its file is already
+// unlinked).
+func (t *Trainer) Close() error { return t.w.Close() }
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
-func (t *Trainer) OffloadStats() (offload.Stats, bool) { return t.state.Stats() }
+func (t *Trainer) OffloadStats() (offload.Stats, bool) { return t.w.OffloadStats() }
 
 // Model is the model being trained. Under a memory budget its parameters' Data is bound
 // only while the offload store pins their chunks (nil otherwise): read the weights through
 // a checkpoint (SaveCheckpoint) instead.
-func (t *Trainer) Model() *model.GPT {
-	return &model.GPT{Config: t.cfg.Model, Layers: t.state.Layers()}
-}
+func (t *Trainer) Model() *model.GPT { return &model.GPT{Config: t.cfg.Model, Layers: t.w.Layers()} }
 
 // StepsDone is the number of completed steps.
-func (t *Trainer) StepsDone() int { return t.step }
+func (t *Trainer) StepsDone() int { return t.w.StepsDone() }
 
 // Step runs one training step (all micro-batches, clipping, AdamW) and returns its mean
 // training loss. An error is the offload store's: the training state is lost.
-func (t *Trainer) Step() (float64, error) {
+func (t *Trainer) Step(ctx context.Context) (float64, error) {
 	start := time.Now()
-	M := t.cfg.MicroBatches
-	if err := t.state.BeginStep(); err != nil {
+	res, err := t.w.Step(ctx)
+	if err != nil {
 		return 0, err
 	}
-	defer t.state.EndStep()
-	var loss float64
-	for m := 0; m < M; m++ {
-		t.ws.Reset()
-		mb := t.sampler.MicroBatch(t.step, m, M)
-		l, err := t.forwardBackward(mb, m, 1/float32(M))
-		if err != nil {
-			return 0, err
-		}
-		loss += float64(l)
-	}
-	lr := LearningRate(t.step, t.cfg.LR, t.cfg.Warmup, t.cfg.Steps)
-	if ss := t.state.GradSumSquares(); !math.IsNaN(ss) && !math.IsInf(ss, 0) {
-		// a non-finite gradient skips the update rather than disabling clipping
-		if err := t.state.Update(lr, ss); err != nil {
-			return 0, err
-		}
-	}
-	t.step++
 	t.trainTime += time.Since(start)
 	t.tokens += t.cfg.Batch * t.cfg.Model.Context
-	return loss / float64(M), nil
-}
-
-// forwardBackward is model.ForwardBackward through the training state.
-func (t *Trainer) forwardBackward(mb *model.Batch, m int, weight float32) (float32, error) {
-	L := len(t.state.Layers())
-	var x []float32
-	var err error
-	saved := make([]model.Saved, L)
-	for i := 0; i < L; i++ {
-		if x, saved[i], err = t.state.Forward(&t.ws, mb, m, i, x); err != nil {
-			return 0, err
-		}
-	}
-	loss := x[0]
-	dy := []float32{weight}
-	for i := L - 1; i >= 0; i-- {
-		if dy, err = t.state.Backward(&t.ws, mb, m, i, saved[i], dy); err != nil {
-			return 0, err
-		}
-	}
-	return loss, nil
+	return res.Loss, nil
 }
 
 // ActivationPeakBytes is the most activation memory a training step has held: the peak of
 // the step workspace, plus the recomputation scratch's when the trainer recomputes.
-func (t *Trainer) ActivationPeakBytes() int64 {
-	return t.ws.PeakBytes() + model.ScratchPeakBytes(t.state.Layers())
-}
+func (t *Trainer) ActivationPeakBytes() int64 { return t.w.ActivationPeakBytes() }
 
 // Evaluate returns the validation loss: the mean over the K windows of each window's mean
 // cross-entropy, evaluated Batch windows at a time.
-func (t *Trainer) Evaluate() (float64, error) {
-	T := t.cfg.Model.Context
-	var total float64
-	for i := 0; i < len(t.valOffs); i += t.cfg.Batch {
-		t.ws.Reset()
-		chunk := t.valOffs[i:min(len(t.valOffs), i+t.cfg.Batch)]
-		mb := model.ValBatch(t.data.Val, chunk, T)
-		mb.RowLoss = make([]float64, mb.Rows())
-		var x []float32
-		var err error
-		for l := range t.state.Layers() {
-			if x, err = t.state.EvalForward(&t.ws, mb, l, x); err != nil {
-				return 0, fmt.Errorf("evaluation: %w", err)
-			}
-		}
-		for w := range chunk {
-			var s float64
-			for _, l := range mb.RowLoss[w*T : (w+1)*T] {
-				s += l
-			}
-			total += s / float64(T)
-		}
-	}
-	return total / float64(len(t.valOffs)), nil
+func (t *Trainer) Evaluate(ctx context.Context) (float64, error) {
+	loss, _, err := t.w.Evaluate(ctx)
+	return loss, err
 }
 
 // TokensPerSec is the training throughput since the trainer started or resumed.
@@ -183,20 +118,16 @@ func (t *Trainer) TokensPerSec() float64 {
 	return float64(t.tokens) / t.trainTime.Seconds()
 }
 
-// trainerSteps drives a Trainer in the training loop.
-type trainerSteps struct{ t *Trainer }
-
-func (s trainerSteps) StepsDone() int                        { return s.t.step }
-func (s trainerSteps) Step(context.Context) (float64, error) { return s.t.Step() }
-
 // Run trains from the current step up to stopAt (≤ cfg.Steps; 0 means cfg.Steps),
-// calling emit after every step, and evaluating every EvalEvery steps and at the last
-// step of the schedule. It returns ctx's error if cancelled between steps; the model is
-// then in a consistent state after its last completed step.
-func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
-	err := TrainLoop(ctx, trainerSteps{t}, t.cfg, stopAt, Hooks{
-		Evaluate: func(_ context.Context, step int, loss float64) error {
-			val, err := t.Evaluate()
+// calling checkpoint (if not nil) and then emit after every step, and evaluating every
+// EvalEvery steps and at the last step of the schedule. It returns ctx's error if
+// cancelled between steps, and a checkpoint's error; the model is then in a consistent
+// state after its last completed step.
+func (t *Trainer) Run(ctx context.Context, stopAt int, checkpoint func(ctx context.Context, step int) error, emit func(Event)) error {
+	err := TrainLoop(ctx, t, t.cfg, stopAt, Hooks{
+		Checkpoint: checkpoint,
+		Evaluate: func(ctx context.Context, step int, loss float64) error {
+			val, err := t.Evaluate(ctx)
 			if err != nil {
 				return err
 			}
@@ -208,11 +139,11 @@ func (t *Trainer) Run(ctx context.Context, stopAt int, emit func(Event)) error {
 	if err != nil {
 		return err
 	}
-	val, err := t.Evaluate()
+	val, err := t.Evaluate(ctx)
 	if err != nil {
 		return err
 	}
-	emit(Event{Kind: "done", Step: t.step, ValLoss: val, HasVal: true, TokensPerSec: t.TokensPerSec()})
+	emit(Event{Kind: "done", Step: t.StepsDone(), ValLoss: val, HasVal: true, TokensPerSec: t.TokensPerSec()})
 	return nil
 }
 

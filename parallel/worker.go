@@ -344,13 +344,21 @@ func (w *Worker) buildStage(st StagePlan) error {
 			return fmt.Errorf("stage %d memory_budget: no offload directory (JobConfig.Train.OffloadDir) for the store", w.stage)
 		}
 	}
-	state, err := newTrainingState(t, st.First, st.Last, st.MemoryBudget, st.Recompute || t.Recompute,
-		w.cfg.Sync.Zero == 0, stageOps(w.cfg.Schedule, w.stage, w.numStages, w.micro))
+	state, err := newTrainingState(t, st, w.cfg.Sync.Zero == 0, stageOps(w.cfg.Schedule, w.stage, w.numStages, w.micro))
+	if err != nil && w.numStages*w.numReplicas == 1 {
+		return err // a single process: no stage to name
+	}
 	if err != nil {
 		return fmt.Errorf("stage %d %w", w.stage, err)
 	}
 	w.state, w.params = state, state.Params()
 	return nil
+}
+
+// ActivationPeakBytes is the most activation memory a step or an evaluation has held: the
+// peak of the worker's workspace, plus the recomputation scratch's when it recomputes.
+func (w *Worker) ActivationPeakBytes() int64 {
+	return w.ws.PeakBytes() + model.ScratchPeakBytes(w.state.Layers())
 }
 
 // Close releases the worker's training state (an offload store; its file is already

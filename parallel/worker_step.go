@@ -61,6 +61,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	defer w.state.EndStep()
 	M := w.micro
 	flight := make([]inflight, M)
+	inFlight := 0
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
@@ -68,10 +69,16 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 				return res, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
 			}
 			res.Loss += float64(loss) * float64(flight[o.micro].mb.B) / float64(w.batch)
+			inFlight++
 			continue
 		}
 		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
 			return res, fmt.Errorf("step %d backward micro-batch %d: %w", w.step+1, o.micro, err)
+		}
+		if inFlight--; inFlight == 0 {
+			// No micro-batch holds activations: the next reuses the workspace, so a
+			// single stage's activations are one micro-batch's (its 1F1B is F B F B …).
+			w.ws.Reset()
 		}
 	}
 	res.HasLoss = w.IsLast()

@@ -142,8 +142,13 @@ func (d *distOptions) run(ctx context.Context, w io.Writer, o *trainOptions, dat
 	}
 	cfg := parallel.JobConfig{Train: o.cfg, Schedule: d.pipeline, Sync: d.sync, Job: 1}
 	plan := parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...)
-	for s := range plan.Replicas[0] { // --memory-budget (one replica): each stage's own
-		plan.Replicas[0][s].MemoryBudget = o.cfg.MemoryBudget
+	for r := range plan.Replicas { // the plan is the one road of --recompute and --memory-budget
+		for s := range plan.Replicas[r] {
+			plan.Replicas[r][s].Recompute = o.cfg.Recompute
+			if r == 0 { // --memory-budget (one replica): each stage's own
+				plan.Replicas[r][s].MemoryBudget = o.cfg.MemoryBudget
+			}
+		}
 	}
 	run, err := parallel.NewLocalRun(cfg, plan, data,
 		func(n string) parallel.Transport { return endpoints[n] })
