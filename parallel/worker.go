@@ -137,8 +137,6 @@ type Worker struct {
 	prev, next      string
 	state           trainingState  // the stage's weights, gradients and moments (not ZeRO's)
 	params          []*model.Param // state's
-	zero            []*zeroShard   // per run, under ZeRO
-	zeroSteps       int            // AdamW updates applied under ZeRO
 	ws              model.Workspace
 	sampler         model.Sampler
 	data            *model.Dataset
@@ -146,9 +144,7 @@ type Worker struct {
 	runs            []syncRun
 	runParams       [][]*model.Param
 	feedback        []*ErrorFeedback
-	outer           []*outerRun    // DiLoCo state per run
-	pending         []*pendingSync // streaming: fragments' all-reduces in flight
-	fragment        []int          // streaming: each layer's fragment
+	sync            syncStrategy // every step, ZeRO, DiLoCo or streaming: chosen by newSyncStrategy
 	stageGroup      Group
 	batch, micro    int     // this replica's sequences and micro-batches per step
 	syncWeight      float32 // numReplicas·batch/global: scales contributions so a mean is weighted by batch
@@ -224,27 +220,19 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		if F, L := cfg.Sync.fragments(), cfg.Train.Model.NumLayers(); F > L {
 			return nil, fmt.Errorf("fragments must be ≤ the model's %d layers (embedding, blocks, head) (got %d)", L, F)
 		}
-		w.fragment = layerFragments(cfg.Train.Model, cfg.Sync.fragments())
-		w.runs = splitByFragment(w.runs, w.fragment)
+		w.runs = splitByFragment(w.runs, layerFragments(cfg.Train.Model, cfg.Sync.fragments()))
 	}
+	offloaded := st.MemoryBudget > 0 // one replica: nothing to synchronise, compress or shard
 	for _, run := range w.runs {
 		ps := model.LayerParams(w.state.Layers()[run.first-st.First : run.last-st.First])
 		w.runParams = append(w.runParams, ps)
-		if st.MemoryBudget > 0 {
-			continue // one replica: nothing to synchronise, compress or shard
-		}
 		var ef *ErrorFeedback
-		if codec.Name() != jobspec.CodecNone {
+		if codec.Name() != jobspec.CodecNone && !offloaded {
 			ef = NewErrorFeedback(codec, countParams(ps))
 		}
 		w.feedback = append(w.feedback, ef)
-		if cfg.Sync.Zero > 0 {
-			w.zero = append(w.zero, newZeroShard(ps, run.group.Self, len(run.group.Members)))
-		}
-		if cfg.Sync.Mode == jobspec.SyncDiLoCo || cfg.Sync.Mode == jobspec.SyncStreaming {
-			w.outer = append(w.outer, newOuterRun(ps))
-		}
 	}
+	w.sync = newSyncStrategy(w, offloaded)
 	return w, nil
 }
 

@@ -3,7 +3,6 @@ package parallel
 import (
 	"fmt"
 
-	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -27,7 +26,8 @@ type StageState struct {
 }
 
 // Snapshot copies the worker's layers and optimizer state (an offloading stage's chunk
-// by chunk; an error means its store's file failed and the state is lost).
+// by chunk; an error means its store's file failed and the state is lost), with its sync
+// strategy's state and its error-feedback residuals.
 func (w *Worker) Snapshot() (StageState, error) {
 	st := w.plan.Replicas[w.replica][w.stage]
 	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last}
@@ -35,22 +35,7 @@ func (w *Worker) Snapshot() (StageState, error) {
 	if s.Model, s.Optimizer, s.OptimizerMeta, err = w.state.Snapshot(); err != nil {
 		return s, err
 	}
-	if w.zero != nil {
-		s.Optimizer, s.OptimizerMeta = w.zeroState()
-	}
-	if w.streaming() {
-		w.snapshotStreaming(&s)
-	}
-	if w.diloco() || w.streaming() {
-		for i, o := range w.outer {
-			off := 0
-			for _, p := range w.runParams[i] {
-				t := kernels.NewTensor(p.Value.Shape...)
-				off += copy(t.Data, o.momentum[off:])
-				s.Optimizer[p.Name+outerMomentumSuffix] = t
-			}
-		}
-	}
+	w.sync.snapshot(&s)
 	for i, ef := range w.feedback {
 		if ef == nil || len(w.runs[i].group.Members) < 2 {
 			continue
@@ -71,9 +56,6 @@ func residualSuffix(replica int) string { return fmt.Sprintf(".ef_residual.r%d",
 // outerMomentumSuffix names DiLoCo's outer momentum of a parameter in a checkpoint.
 const outerMomentumSuffix = ".outer_momentum"
 
-// diloco reports whether the worker runs DiLoCo's outer steps (across replicas).
-func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 }
-
 // Consistent reports whether every replica holds the same weights after the steps done so
 // far: always in sync mode, only right after an outer step in DiLoCo. Checkpoints are
 // taken there, so a checkpoint is one model whichever replica wrote each layer.
@@ -82,13 +64,8 @@ func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo &&
 // (every fragment's anchor) do: it is consistent where no fragment of the model is in
 // flight (the same steps on every worker, whichever fragments it holds), where the
 // snapshot's model is the global weights and each replica's own weights travel with its
-// optimizer state (snapshotStreaming).
-func (w *Worker) Consistent() bool {
-	if w.streaming() {
-		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.fragment)
-	}
-	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
-}
+// optimizer state (streamingSync.snapshot).
+func (w *Worker) Consistent() bool { return w.sync.consistent() }
 
 // Restore sets the worker's layers, optimizer state and step from checkpoint tensors that
 // cover at least its layers (they may come from several files of another plan's stages).
@@ -98,32 +75,16 @@ func (w *Worker) Consistent() bool {
 // checkpoint has them, and are zero otherwise (another replica's residual is not this
 // one's to send). Nothing changes unless every tensor is present with its shape.
 func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, step int) error {
-	if w.zero != nil {
-		return w.restoreZero(weights, moments, step)
-	}
-	if err := w.state.Restore(weights, moments, step); err != nil {
+	if err := w.sync.restore(weights, moments, step); err != nil {
 		return err
 	}
-	w.step, w.pending = step, nil
-	w.restoreAside(moments)
+	w.step = step
+	w.restoreResiduals(moments)
 	return nil
 }
 
-// restoreAside restores DiLoCo's outer state and the error-feedback residuals.
-func (w *Worker) restoreAside(moments *model.TensorFile) {
-	for i := range w.outer {
-		w.outer[i] = newOuterRun(w.runParams[i])
-		off := 0
-		for _, p := range w.runParams[i] {
-			if t, ok := moments.Tensors[p.Name+outerMomentumSuffix]; ok && t.SameShape(p.Value.Shape) {
-				copy(w.outer[i].momentum[off:], t.Data)
-			}
-			off += p.Value.Size()
-		}
-	}
-	if w.streaming() {
-		w.restoreLocal(moments)
-	}
+// restoreResiduals restores the error-feedback residuals.
+func (w *Worker) restoreResiduals(moments *model.TensorFile) {
 	for i, ef := range w.feedback {
 		if ef == nil {
 			continue
