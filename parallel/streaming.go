@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"sync/atomic"
 
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -23,11 +24,11 @@ import (
 // step is DiLoCo's own (syncRun, applyOuter), run on the fragment's runs of layers.
 
 // validateStreaming names streaming's bad fields; the bound by the model's layers is
-// checked where the model is known (NewWorker, the job spec).
+// checked where the model is known (checkFragments, from NewWorker).
 func (c SyncConfig) validateStreaming() []error {
 	var errs []error
-	if c.Fragments < 0 || (c.InnerSteps >= 1 && c.Fragments > c.InnerSteps) {
-		errs = append(errs, fmt.Errorf("fragments must be between 1 and inner-steps (%d) (got %d)", c.InnerSteps, c.Fragments))
+	if err := c.checkFragments(0); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Overlap < 0 || (c.InnerSteps >= 1 && c.Overlap >= c.InnerSteps) {
 		errs = append(errs, fmt.Errorf("overlap must be ≥ 0 and < inner-steps (%d) (got %d)", c.InnerSteps, c.Overlap))
@@ -36,6 +37,16 @@ func (c SyncConfig) validateStreaming() []error {
 		errs = append(errs, fmt.Errorf("mix-local must be in [0, 1) (got %g)", c.MixLocal))
 	}
 	return errs
+}
+
+// checkFragments validates Fragments (0 meaning 1) by the job spec's rule, against the
+// model's blocks where known (> 0).
+func (c SyncConfig) checkFragments(blocks int) error {
+	f := c.Fragments
+	if f == 0 {
+		f = 1
+	}
+	return jobspec.CheckFragments(f, blocks, c.InnerSteps, engineNames)
 }
 
 // fragments is F, with 0 meaning 1.

@@ -217,8 +217,8 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	w.stageGroup.Self = s
 	w.runs = plan.syncRuns(r, s)
 	if cfg.Sync.Mode == jobspec.SyncStreaming {
-		if F, L := cfg.Sync.fragments(), cfg.Train.Model.NumLayers(); F > L {
-			return nil, fmt.Errorf("fragments must be ≤ the model's %d layers (embedding, blocks, head) (got %d)", L, F)
+		if err := cfg.Sync.checkFragments(cfg.Train.Model.Layers); err != nil {
+			return nil, err
 		}
 		w.runs = splitByFragment(w.runs, layerFragments(cfg.Train.Model, cfg.Sync.fragments()))
 	}

@@ -256,15 +256,16 @@ func (s *zeroSync) restore(weights, moments *model.TensorFile, step int) error {
 	return nil
 }
 
-// checkZero validates Zero: 0, 1 or 2, and sharding only in sync mode without a codec.
+// engineNames spell the sync settings in the engine's errors (SyncConfig's fields, as
+// the train command's flags name them).
+var engineNames = jobspec.Names{Zero: "zero", Sync: "sync", Codec: "codec", Fragments: "fragments",
+	InnerSteps: "inner-steps", Layers: "the model's blocks", Is: " "}
+
+// checkZero validates Zero by the job spec's rule (an empty codec is none).
 func (c SyncConfig) checkZero() error {
-	switch {
-	case c.Zero < 0 || c.Zero > 2:
-		return fmt.Errorf("zero must be 0, 1 or 2 (got %d)", c.Zero)
-	case c.Zero > 0 && c.Mode != jobspec.SyncEveryStep:
-		return fmt.Errorf("zero %d needs sync mode %q (got %q)", c.Zero, jobspec.SyncEveryStep, c.Mode)
-	case c.Zero > 0 && c.Codec != "" && c.Codec != jobspec.CodecNone:
-		return fmt.Errorf("zero %d needs codec %q (got %q): shards are reduced uncompressed", c.Zero, jobspec.CodecNone, c.Codec)
+	codec := c.Codec
+	if codec == "" {
+		codec = jobspec.CodecNone
 	}
-	return nil
+	return jobspec.CheckZero(c.Zero, c.Mode, codec, engineNames)
 }
