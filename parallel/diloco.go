@@ -74,7 +74,7 @@ func (s *dilocoSync) snapshot(st *StageState) {
 // outer momentum is restored where the checkpoint has it (zero otherwise, as for a
 // checkpoint of a sync-mode run).
 func (s *dilocoSync) restore(weights, moments *model.TensorFile, step int) error {
-	if err := s.restoreState(weights, moments, step); err != nil {
+	if err := s.baseSync.restore(weights, moments, step); err != nil {
 		return err
 	}
 	s.restoreOuter(moments)

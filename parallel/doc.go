@@ -18,6 +18,9 @@
 // The plan entry is the one road by which a memory budget and recomputation reach a
 // worker. The store's I/O errors are returned, never panicked.
 //
+// How replicas synchronise (every step, ZeRO, DiLoCo, streaming) is a syncStrategy,
+// one file each, chosen once when the worker is built: the step has no mode branch.
+//
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it
 // opens no sockets itself.

@@ -66,12 +66,10 @@ func (baseSync) consistent() bool                        { return true }
 func (baseSync) snapshot(*StageState)                    {}
 func (baseSync) abandon()                                {}
 func (b baseSync) momentElements() int                   { return 2 * countParams(b.w.params) }
-func (b baseSync) restoreState(weights, moments *model.TensorFile, step int) error {
-	return b.w.state.Restore(weights, moments, step)
-}
 
+// restore restores the training state (the strategy keeps nothing of its own).
 func (b baseSync) restore(weights, moments *model.TensorFile, step int) error {
-	return b.restoreState(weights, moments, step)
+	return b.w.state.Restore(weights, moments, step)
 }
 
 // update gathers the stage's Σg² from every stage of the replica and applies AdamW to the
