@@ -156,7 +156,7 @@ func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error 
 
 // launchSync starts the all-reduce of run i's pseudo-gradient. With an overlap it runs
 // beside the next steps, so it must outlive ctx (the step's): it ends when it completes,
-// when a failed step abandons it (abandonPending), or when a Recv runs into the stall
+// when a failed step abandons it (streamingSync.abandon), or when a Recv runs into the stall
 // timeout or a retired epoch.
 func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 	w := s.w
