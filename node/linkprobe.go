@@ -24,8 +24,11 @@ const (
 	// well (a failure starts the next at once), as Happy Eyeballs does: a peer with
 	// several silent candidates is confirmed within about confirmTimeout, not their sum.
 	confirmStagger = 250 * time.Millisecond
-	// retryFailed is how soon a peer none of whose candidates answered is tried again.
-	retryFailed = 30 * time.Second
+	// retryFailed is how soon a peer none of whose candidates answered is tried again;
+	// retryInbound, how soon once the peer has opened a connection to this node (it is
+	// behind a NAT and probed this node), which the probe can then use.
+	retryFailed  = 30 * time.Second
+	retryInbound = 5 * time.Second
 )
 
 // linkProber measures the link to every live peer that announces a data-plane address,
@@ -114,6 +117,8 @@ func (l *linkProber) loop() {
 // due returns the live peers with a data-plane address that need a probe, forgetting
 // peers that are no longer alive (so that their return counts as a join).
 func (l *linkProber) due() []mesh.PeerInfo {
+	dp := l.n.DataPlane()
+	inbound := func(id peer.ID) bool { return dp != nil && dp.Connected(id.String()) }
 	var out []mesh.PeerInfo
 	live := map[peer.ID]bool{}
 	now := time.Now()
@@ -125,7 +130,8 @@ func (l *linkProber) due() []mesh.PeerInfo {
 		live[pi.ID] = true
 		m, ok := l.probed[pi.ID]
 		age := now.Sub(m.at)
-		if !ok || m.cands != strings.Join(cands, ",") || (l.every > 0 && age >= l.every) || (!m.ok && age >= l.retryFailed) {
+		retry := !m.ok && (age >= l.retryFailed || age >= retryInbound && inbound(pi.ID))
+		if !ok || m.cands != strings.Join(cands, ",") || (l.every > 0 && age >= l.every) || retry {
 			out = append(out, pi)
 		}
 	}

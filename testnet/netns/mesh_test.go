@@ -43,8 +43,9 @@ func TestMeshAcrossNamespaces(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs uninstrumented processes: the race pass only adds load")
 	}
-	t.Run("two hosts", func(t *testing.T) { runMesh(t, 2, 0) })
-	t.Run("three hosts, one behind NAT", func(t *testing.T) { runMesh(t, 2, 1) })
+	t.Run("two hosts", func(t *testing.T) { runMesh(t, 2, 0, netns.PortPreserving) })
+	t.Run("three hosts, one behind NAT", func(t *testing.T) { runMesh(t, 2, 1, netns.PortPreserving) })
+	t.Run("three hosts, one behind a port-randomising NAT", func(t *testing.T) { runMesh(t, 2, 1, netns.PortRandom) })
 }
 
 // node is one `meshnode join` in its host.
@@ -57,8 +58,8 @@ type node struct {
 }
 
 // runMesh runs the scenario on `public` hosts on the segment and `natted` hosts each behind
-// its own NAT router.
-func runMesh(t *testing.T, public, natted int) {
+// its own NAT router of kind nat.
+func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	netns.Require(t, natted > 0)
 	bin := testbin.Meshnode(t)
 	net := netns.New(t)
@@ -67,7 +68,7 @@ func runMesh(t *testing.T, public, natted int) {
 		nodes = append(nodes, &node{host: net.AddHost(fmt.Sprintf("n%d", i)), dir: t.TempDir()})
 	}
 	for i := range natted {
-		nodes = append(nodes, &node{host: net.AddNATHost(fmt.Sprintf("natted%d", i)), dir: t.TempDir()})
+		nodes = append(nodes, &node{host: net.AddNATHost(fmt.Sprintf("natted%d", i), nat), dir: t.TempDir()})
 	}
 
 	// meshnode init on the first host: the secret and the bootstrap address it prints.
@@ -82,6 +83,7 @@ func runMesh(t *testing.T, public, natted int) {
 	if !strings.Contains(initRes.Bootstrap, "/ip4/"+nodes[0].host.Addr+"/") {
 		t.Fatalf("init's bootstrap %q is not at the first host's address %s", initRes.Bootstrap, nodes[0].host.Addr)
 	}
+	start := time.Now()
 	for i, n := range nodes {
 		args := []string{"join", "--join-secret", initRes.JoinSecret}
 		if i > 0 {
@@ -94,15 +96,19 @@ func runMesh(t *testing.T, public, natted int) {
 	}
 
 	// Every node sees the others alive and reached their data planes where they are: a
-	// public host at its own address; the NATed host at its router's public address (the
-	// address peers observe; Linux's MASQUERADE keeps the data plane's source port, and
-	// the NATed node's own probe to this peer opened the mapping) or, before that, over
-	// the connection it opened ("inbound").
+	// public host at its own address. A NATed host behind a port-preserving NAT at its
+	// router's public address (the address peers observe; the NATed node's own probe to
+	// this peer opened the mapping of its data port) or, before that, over the connection
+	// it opened ("inbound"); behind a port-randomising NAT only over that connection.
 	reached := func(from, to *node, got string) bool {
-		if to.host.NAT {
+		switch {
+		case !to.host.NAT:
+			return got == to.host.Addr+":"+dataPort
+		case nat == netns.PortRandom:
+			return got == "inbound"
+		default:
 			return got == "inbound" || got == to.host.Public+":"+dataPort
 		}
-		return got == to.host.Addr+":"+dataPort
 	}
 	for _, from := range nodes {
 		testutil.WaitFor(t, 90*time.Second, "every peer's data plane reached by "+from.host.Name, func() bool {
@@ -124,6 +130,9 @@ func runMesh(t *testing.T, public, natted int) {
 			t.Logf("%s sees %s: data_addr %s, rtt %.2f ms, candidates %q", from.host.Name, id, p.DataAddr, *p.RTTMs, p.Profile.DataAddrs)
 		}
 	}
+
+	t.Logf("every data plane reached %.1f s after the first join", time.Since(start).Seconds())
+	submitted := time.Now()
 
 	// A job that needs every node: one pipeline with a stage on each.
 	job := filepath.Join(t.TempDir(), "job.yaml")
@@ -148,6 +157,11 @@ checkpoint: {every: 1000}
 		Plan   *struct {
 			Plan scheduler.JobPlan `json:"plan"`
 		} `json:"plan"`
+		Progress struct {
+			Step      int    `json:"step"`
+			Steps     int    `json:"steps"`
+			BytesSent uint64 `json:"bytes_sent"`
+		} `json:"progress"`
 	}
 	out = cli(t, bin, nodes[0], 30*time.Second, "job", "status", string(m[1]), "-o", "json")
 	if err := json.Unmarshal(out, &detail); err != nil || detail.Plan == nil {
@@ -162,7 +176,11 @@ checkpoint: {every: 1000}
 	if detail.Status != "done" || !slices.Equal(planned, ids) {
 		t.Fatalf("job %s: status %s, plan on %q; want done on every node %q", m[1], detail.Status, planned, ids)
 	}
-	t.Logf("job %s done, planned on %d nodes", m[1], len(planned))
+	if pr := detail.Progress; pr.Step != pr.Steps || pr.BytesSent == 0 {
+		t.Fatalf("job %s: step %d of %d, %d data-plane bytes sent; want every step and tensors exchanged", m[1], pr.Step, pr.Steps, pr.BytesSent)
+	}
+	t.Logf("job %s done %.1f s after submit, planned on %d nodes, %d data-plane bytes sent (last report)",
+		m[1], time.Since(submitted).Seconds(), len(planned), detail.Progress.BytesSent)
 }
 
 // start runs meshnode with args in the node's host, with its own data directory and the

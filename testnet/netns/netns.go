@@ -90,11 +90,25 @@ func (n *Net) AddHost(name string) *Host {
 	return h
 }
 
+// NAT is how a NAT router maps its host's source ports.
+type NAT int
+
+const (
+	// PortPreserving keeps a flow's source port where it is free, as Linux's MASQUERADE
+	// and many home routers do: a peer that the host sent to from a port can reach it at
+	// the router's address and that port.
+	PortPreserving NAT = iota
+	// PortRandom maps every flow to a random source port (MASQUERADE --random-fully), as
+	// carrier-grade and symmetric NATs do: nothing can reach the host at a port it
+	// guessed, only over a connection the host opened.
+	PortRandom
+)
+
 // AddNATHost adds a host behind its own NAT router: the router has a public address on
-// the segment and masquerades the host's private subnet; it forwards nothing inbound but
-// replies to connections the host opened, as a home router does. The public hosts have no
-// route to the private subnet.
-func (n *Net) AddNATHost(name string) *Host {
+// the segment and masquerades the host's private subnet (mapping ports as nat says); it
+// forwards nothing inbound but replies to connections the host opened, as a home router
+// does. The public hosts have no route to the private subnet.
+func (n *Net) AddNATHost(name string, nat NAT) *Host {
 	n.t.Helper()
 	k := n.nats
 	n.nats++
@@ -111,7 +125,7 @@ func (n *Net) AddNATHost(name string) *Host {
 	n.ip(h.NS, "route", "add", "default", "via", lan+".1")
 	n.run("ip", "netns", "exec", router, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	for _, rule := range [][]string{
-		{"-t", "nat", "-A", "POSTROUTING", "-s", lan + ".0/24", "-o", "eth0", "-j", "MASQUERADE"},
+		masquerade(lan+".0/24", nat),
 		{"-A", "FORWARD", "-i", "eth0", "-o", "lan", "-m", "conntrack", "--ctstate", "ESTABLISHED,RELATED", "-j", "ACCEPT"},
 		{"-A", "FORWARD", "-i", "eth0", "-o", "lan", "-j", "DROP"},
 	} {
@@ -119,6 +133,14 @@ func (n *Net) AddNATHost(name string) *Host {
 	}
 	n.hosts = append(n.hosts, h)
 	return h
+}
+
+func masquerade(src string, nat NAT) []string {
+	rule := []string{"-t", "nat", "-A", "POSTROUTING", "-s", src, "-o", "eth0", "-j", "MASQUERADE"}
+	if nat == PortRandom {
+		rule = append(rule, "--random-fully")
+	}
+	return rule
 }
 
 // Command returns a command that runs name with args inside the host's namespace. Its
