@@ -55,6 +55,9 @@ type fakeAPI struct {
 	initial consensus.JobStatus
 	// auth and roots record each request's Authorization and data-root headers.
 	auth, roots []string
+	// lag is how many reads of a job answer 404 before it shows, as on a node whose
+	// replica has not applied the submission yet.
+	lag int
 }
 
 func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +96,8 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(http.StatusOK, out)
 	case r.Method == http.MethodGet:
 		j, ok := f.jobs[id]
-		if !ok {
+		if !ok || f.lag > 0 {
+			f.lag = max(f.lag-1, 0)
 			reply(http.StatusNotFound, map[string]string{"error": "job " + id + " not found"})
 			return
 		}
@@ -216,6 +220,14 @@ func TestSubmitJobsStatusCancel(t *testing.T) {
 	f.mu.Unlock()
 	if code, out, _ = runJobCLI(t, "submit", spec, "--wait", "--poll", "10ms"); code != 1 {
 		t.Fatalf("submit --wait on a cancelled job: %d %q", code, out)
+	}
+	// Submitted through a follower, the job reaches the leader first: --wait reads the
+	// local replica, which may not have applied it yet, and waits for it.
+	f.mu.Lock()
+	f.initial, f.lag = consensus.JobDone, 3
+	f.mu.Unlock()
+	if code, out, errOut = runJobCLI(t, "submit", spec, "--wait", "--poll", "10ms"); code != 0 || !strings.Contains(out, "done") {
+		t.Fatalf("submit --wait with a lagging replica: %d %q %q", code, out, errOut)
 	}
 }
 
