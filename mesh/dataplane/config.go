@@ -60,6 +60,12 @@ type Config struct {
 	// AllowPeer decides whether an authenticated incoming peer may connect (for instance:
 	// only peers admitted to the mesh). Nil: every peer that proves its identity.
 	AllowPeer func(peerID string) bool
+	// OpenStream opens a StreamProtocol stream to a peer over another network (the mesh's
+	// libp2p host: a relayed or hole-punched connection) and names the path it rides
+	// (PathRelayed, PathHolePunched, PathLibp2p). Frames go that way to a peer that
+	// UseStreams named, or that sent frames that way, while no QUIC connection with it is
+	// alive. Nil: QUIC only.
+	OpenStream StreamOpener
 	// Logger receives the data plane's logs. Nil: discarded.
 	Logger *slog.Logger
 }

@@ -13,8 +13,8 @@ import (
 // MaxConnsPerPeer connections: adopting one more closes its oldest (ConnTooMany), so that a
 // peer cannot multiply the memory its streams may hold by opening connections, while a
 // peer that restarted is never locked out by connections to its old process.
-func (d *Plane) adopt(qc *quic.Conn, remote string) (*peerConn, error) {
-	c := &peerConn{qc: qc, peer: remote, streams: map[frame.Kind]*kindStream{}}
+func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
+	c := &peerConn{qc: qc, peer: remote, path: path, streams: map[frame.Kind]*kindStream{}}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()

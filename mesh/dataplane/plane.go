@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	"github.com/quic-go/quic-go"
@@ -66,6 +67,8 @@ type Plane struct {
 	addrs  map[string]string    // peer ID → UDP host:port
 	peers  map[string]*sendPeer // peer ID → the connection Send uses
 	conns  map[*peerConn]struct{}
+	routes map[string]*streamPeer      // streams.go: peers reached over libp2p streams
+	p2p    map[network.Stream]struct{} // streams.go: open libp2p streams, reset by Close
 }
 
 // sendPeer is the data plane's view of one peer: the connection frames go out on, a
@@ -99,6 +102,7 @@ func (p *sendPeer) sendConn() *peerConn {
 type peerConn struct {
 	qc   *quic.Conn
 	peer string // the verified remote peer ID
+	path string // PathDirect (this node dialled) or PathInbound (the peer did)
 
 	mu      sync.Mutex
 	streams map[frame.Kind]*kindStream
@@ -130,6 +134,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
 		box: frame.NewMailbox(cfg.mailboxBytes()), inflight: newBudget(cfg.maxInFlight()),
 		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
+		routes: map[string]*streamPeer{}, p2p: map[network.Stream]struct{}{},
 	}
 	d.log = cfg.logger().With("component", "dataplane", "self", d.selfID, "addr", udp.LocalAddr().String())
 	d.stats.init()
@@ -184,6 +189,9 @@ func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if err != nil {
 		return fmt.Errorf("data plane: encode frame for %s: %w", to, err)
 	}
+	if sp := d.streamRoute(to); sp != nil {
+		return d.sendOverStream(ctx, to, sp, f, hdr) // streams.go: no QUIC path to this peer
+	}
 	c, err := d.connTo(ctx, to)
 	if err != nil {
 		return err
@@ -191,7 +199,7 @@ func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
 		return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
 	}
-	d.stats.count(dirSent, to, f)
+	d.stats.count(dirSent, to, c.path, f)
 	return nil
 }
 
@@ -221,7 +229,14 @@ func (d *Plane) Close() error {
 	for c := range d.conns {
 		conns = append(conns, c)
 	}
+	streams := make([]network.Stream, 0, len(d.p2p))
+	for s := range d.p2p {
+		streams = append(streams, s)
+	}
 	d.mu.Unlock()
+	for _, s := range streams {
+		_ = s.Reset() // wakes the readers of ServeStream
+	}
 
 	d.cancel()
 	d.box.Close(ErrClosed)
@@ -302,7 +317,7 @@ func (d *Plane) acceptLoop() {
 			continue
 		}
 		d.log.Debug("accepted connection", "peer", remote, "remote", qc.RemoteAddr())
-		d.adopt(qc, remote.String())
+		d.adopt(qc, remote.String(), PathInbound)
 	}
 }
 
@@ -360,7 +375,7 @@ func (d *Plane) dial(ctx context.Context, to, addr string) (*peerConn, error) {
 		return nil, err
 	}
 	d.log.Debug("dialled", "peer", to, "remote", addr)
-	return d.adopt(qc, to)
+	return d.adopt(qc, to, PathDirect)
 }
 
 // handshake opens a QUIC connection to peer `to` at addr, bounded by DialTimeout on top of

@@ -113,17 +113,17 @@ func (s *probeState) releaseReply() { <-s.replies }
 
 // handleProbeFrame answers a probe frame that arrived from c's peer, or hands a reply to
 // the Probe waiting for it. It is called by the stream reader and never blocks on I/O.
-func (d *Plane) handleProbeFrame(c *peerConn, f *frame.Frame) {
+func (d *Plane) handleProbeFrame(peer string, f *frame.Frame) {
 	switch {
 	case f.Index == probeOpPong && len(f.Payload) == 0, f.Index == probeOpAck && len(f.Payload) == 0:
 		d.probes.deliver(f)
 	case f.Index == probeOpPing && len(f.Payload) == 0:
-		d.replyProbe(c.peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpPong, Job: f.Job})
+		d.replyProbe(peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpPong, Job: f.Job})
 	case f.Index == probeOpData:
-		d.replyProbe(c.peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpAck, Job: f.Job, Step: uint32(len(f.Payload))})
+		d.replyProbe(peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpAck, Job: f.Job, Step: uint32(len(f.Payload))})
 	default:
-		d.stats.badFrame(c.peer)
-		d.log.Warn("bad probe frame; dropped", "peer", c.peer, "op", f.Index, "payload", len(f.Payload))
+		d.stats.badFrame(peer)
+		d.log.Warn("bad probe frame; dropped", "peer", peer, "op", f.Index, "payload", len(f.Payload))
 	}
 }
 

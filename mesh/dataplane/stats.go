@@ -30,6 +30,9 @@ type Stats struct {
 	// EvictedConns counts, per peer, connections closed because the peer opened more than
 	// MaxConnsPerPeer.
 	EvictedConns map[string]int64
+	// Paths holds, per peer ID and path kind (PathDirect, PathInbound, PathHolePunched,
+	// PathRelayed, PathLibp2p), the traffic carried on that path, both directions summed.
+	Paths map[string]map[string]Traffic
 	// InFlightBytes is the payload bytes reserved now by frames being received (at most
 	// MaxInFlightBytes); InFlightWaits counts frames that waited for room in that budget.
 	InFlightBytes, InFlightWaits int64
@@ -88,6 +91,7 @@ type counters struct {
 	bad       map[string]int64
 	overflows map[string]int64
 	evicted   map[string]int64
+	paths     map[[2]string]Traffic // {peer, path}
 }
 
 func (s *counters) init() {
@@ -95,15 +99,22 @@ func (s *counters) init() {
 	s.bad = map[string]int64{}
 	s.overflows = map[string]int64{}
 	s.evicted = map[string]int64{}
+	s.paths = map[[2]string]Traffic{}
 }
 
-func (s *counters) count(dir direction, peer string, f *frame.Frame) {
+// count records frame f sent to or received from peer over a path of kind path.
+func (s *counters) count(dir direction, peer, path string, f *frame.Frame) {
 	k := trafficKey{dir, peer, f.Kind, f.Codec}
 	s.mu.Lock()
 	t := s.traffic[k]
 	t.Frames++
 	t.Bytes += int64(len(f.Payload))
 	s.traffic[k] = t
+	pk := [2]string{peer, path}
+	t = s.paths[pk]
+	t.Frames++
+	t.Bytes += int64(len(f.Payload))
+	s.paths[pk] = t
 	s.mu.Unlock()
 }
 
@@ -136,6 +147,13 @@ func (d *Plane) Stats() Stats {
 		BadFrames:        make(map[string]int64, len(s.bad)),
 		MailboxOverflows: maps.Clone(s.overflows),
 		EvictedConns:     maps.Clone(s.evicted),
+		Paths:            map[string]map[string]Traffic{},
+	}
+	for k, t := range s.paths {
+		if out.Paths[k[0]] == nil {
+			out.Paths[k[0]] = map[string]Traffic{}
+		}
+		out.Paths[k[0]][k[1]] = t
 	}
 	out.InFlightBytes, out.InFlightWaits = d.inflight.snapshot()
 	for k, t := range s.traffic {

@@ -11,7 +11,7 @@ func TestStatsFlowsByCodec(t *testing.T) {
 	d := &Plane{inflight: newBudget(1 << 20)}
 	d.stats.init()
 	send := func(dir direction, peer string, kind frame.Kind, codec frame.Codec, n int) {
-		d.stats.count(dir, peer, &frame.Frame{Kind: kind, Codec: codec, Payload: make([]byte, n)})
+		d.stats.count(dir, peer, PathDirect, &frame.Frame{Kind: kind, Codec: codec, Payload: make([]byte, n)})
 	}
 	send(dirSent, "b", frame.KindReduce, frame.CodecInt8, 10)
 	send(dirSent, "b", frame.KindReduce, frame.CodecInt8, 5)

@@ -86,9 +86,9 @@ func (d *Plane) readStream(c *peerConn, s *quic.ReceiveStream) {
 			d.endStream(c, s, err)
 			return
 		}
-		d.stats.count(dirReceived, c.peer, f)
+		d.stats.count(dirReceived, c.peer, c.path, f)
 		if f.Kind == frame.KindProbe {
-			d.handleProbeFrame(c, f) // answered or consumed here, never mailed
+			d.handleProbeFrame(c.peer, f) // answered or consumed here, never mailed
 			continue
 		}
 		if err := d.box.Deliver(c.peer, f); err != nil {
@@ -104,7 +104,7 @@ func (d *Plane) readStream(c *peerConn, s *quic.ReceiveStream) {
 
 // readFrame reads one frame within the in-flight budget: the header, then a reservation
 // of its payload length (waiting, unread, while the budget is full), then the payload.
-func (d *Plane) readFrame(s *quic.ReceiveStream) (*frame.Frame, error) {
+func (d *Plane) readFrame(s io.Reader) (*frame.Frame, error) {
 	h, err := frame.ReadHeader(s, d.maxPayload)
 	if err != nil {
 		return nil, err
