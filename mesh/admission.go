@@ -130,7 +130,7 @@ func (a *admission) wait(ctx context.Context, p peer.ID) bool {
 	if p == a.host.ID() {
 		return true
 	}
-	if a.host.Network().Connectedness(p) != network.Connected {
+	if !connectedAny(a.host.Network(), p) {
 		return false
 	}
 	st := a.ensure(p)
@@ -163,7 +163,9 @@ func (a *admission) initiate(p peer.ID) {
 	timeout := a.currentTimeout(p)
 	ctx, cancel := context.WithTimeout(a.ctx, timeout)
 	defer cancel()
-	s, err := a.host.NewStream(ctx, p, ProtocolAuth)
+	// A member behind a NAT may be connected only through a relay (a limited connection):
+	// it is admitted over it like over any other.
+	s, err := a.host.NewStream(network.WithAllowLimitedConn(ctx, "meshnode admission"), p, ProtocolAuth)
 	if err != nil {
 		// Not fatal by itself: the peer may still authenticate to us. The timer decides.
 		a.log.Debug("open auth stream", "peer", p, "err", err)
@@ -249,7 +251,7 @@ func (a *admission) expire(p peer.ID, st *admitState) {
 	if !current {
 		return
 	}
-	if a.host.Network().Connectedness(p) != network.Connected {
+	if !connectedAny(a.host.Network(), p) {
 		a.disconnected(p)
 		return
 	}

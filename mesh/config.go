@@ -87,6 +87,9 @@ type Config struct {
 
 	// Probe configures link probes.
 	Probe ProbeConfig
+	// Relay bounds the circuit relay service this node runs for other members (with NAT
+	// on). The zero value holds the documented defaults (relay.go).
+	Relay RelayConfig
 
 	// Logger receives the mesh's logs. Nil discards them.
 	Logger *slog.Logger
@@ -155,6 +158,9 @@ func (c Config) Validate() error {
 	}
 	if c.suspectAfter() <= c.heartbeatInterval() {
 		return fmt.Errorf("suspect-after (%s) must be longer than the heartbeat interval (%s)", c.suspectAfter(), c.heartbeatInterval())
+	}
+	if err := c.Relay.validate(); err != nil {
+		return err
 	}
 	return c.Probe.validate()
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/discovery"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 )
@@ -65,7 +64,7 @@ const maxDialMemory = 1024
 // refused by the gater, or was dialled less than a second ago.
 func (m *Mesh) connectAsync(pi peer.AddrInfo) {
 	if pi.ID == m.host.ID() || pi.ID == "" || !m.gater.permits(pi.ID) ||
-		m.host.Network().Connectedness(pi.ID) == network.Connected {
+		m.connected(pi.ID) {
 		return
 	}
 	m.dialMu.Lock()

@@ -33,6 +33,9 @@ type gater struct {
 	banFor time.Duration    // > 0
 	max    int
 	now    func() time.Time
+	// addrFilter, when set (tests: a NAT between two members), refuses dials to the
+	// addresses it returns false for.
+	addrFilter func(peer.ID, ma.Multiaddr) bool
 
 	mu      sync.Mutex
 	refused map[peer.ID]time.Time // value: end of the refusal
@@ -113,8 +116,10 @@ func (g *gater) permits(p peer.ID) bool {
 	return !g.isBanned(p)
 }
 
-func (g *gater) InterceptPeerDial(p peer.ID) bool                                { return g.permits(p) }
-func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool                { return g.permits(p) }
+func (g *gater) InterceptPeerDial(p peer.ID) bool { return g.permits(p) }
+func (g *gater) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
+	return g.permits(p) && (g.addrFilter == nil || g.addrFilter(p, a))
+}
 func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool                     { return true }
 func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
 

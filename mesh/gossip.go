@@ -123,7 +123,7 @@ func (m *Mesh) publishHeartbeat(leaving bool) {
 		ID: m.host.ID().String(), Mesh: m.cfg.meshName(), Seq: m.seq.Add(1),
 		SentAt: time.Now().UnixMilli(), Profile: m.profile.Load(), Leaving: leaving,
 	}
-	for _, a := range m.host.Addrs() {
+	for _, a := range append(m.RelayAddrs(), m.host.Addrs()...) { // relay.go: circuits first
 		if len(hb.Addrs) == maxHeartbeatAddrs {
 			break
 		}

@@ -31,9 +31,11 @@ func (h admittedHost) SetStreamHandlerMatch(pid protocol.ID, match func(protocol
 	h.Host.SetStreamHandlerMatch(pid, match, h.guard(pid, handler))
 }
 
-// NewStream connects to p if needed, waits for p's admission and opens a stream.
+// NewStream connects to p if needed, waits for p's admission and opens a stream. Over a
+// relayed (limited) connection the stream opens only if ctx allows it
+// (network.WithAllowLimitedConn).
 func (h admittedHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
-	if h.Host.Network().Connectedness(p) != network.Connected {
+	if !connectedAny(h.Host.Network(), p) {
 		if err := h.Host.Connect(ctx, peer.AddrInfo{ID: p}); err != nil {
 			return nil, err
 		}

@@ -19,6 +19,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	yamux "github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
@@ -41,6 +43,11 @@ type Mesh struct {
 	topic *pubsub.Topic
 	kad   *dht.IpfsDHT
 	mdns  mdns.Service
+
+	relaySvc     *relay.Relay  // relay.go: the circuit relay service, nil without NAT
+	relays       relayState    // relay.go: reservations this node holds
+	punches      punches       // relay.go: members hole punching reached
+	relayRefused atomic.Uint64 // relay.go: reservations and circuits the ACL refused
 
 	profile  atomic.Pointer[Profile]
 	observed observations // observed.go: where peers see this host
@@ -95,6 +102,12 @@ func New(cfg Config) (*Mesh, error) {
 	m.ah = admittedHost{Host: h, a: m.adm}
 	m.adm.start()
 	m.ah.SetStreamHandler(ProtocolProbe, m.handleProbe)
+	if cfg.NAT {
+		if err := m.startRelay(); err != nil { // relay.go: after admission, which its ACL asks
+			m.Close()
+			return nil, err
+		}
+	}
 	if err := m.startPubsub(); err != nil {
 		m.Close()
 		return nil, err
@@ -134,8 +147,7 @@ func (m *Mesh) hostOptions() []libp2p.Option {
 			libp2p.NATPortMap(),
 			libp2p.EnableNATService(),
 			libp2p.EnableAutoNATv2(),
-			libp2p.EnableHolePunching(),
-			libp2p.EnableRelayService(),
+			libp2p.EnableHolePunching(holepunch.WithTracer(&m.punches)),
 			libp2p.EnableAutoRelayWithPeerSource(m.relayCandidates),
 		)
 	}
@@ -162,6 +174,9 @@ func (m *Mesh) Start(ctx context.Context) error {
 	m.goLoop(m.receiveLoop)
 	m.goLoop(m.discoveryLoop)
 	m.goLoop(m.probeLoop)
+	if m.cfg.NAT {
+		m.goLoop(m.relayLoop) // relay.go
+	}
 	m.log.Info("mesh started", "id", m.host.ID(), "mesh", m.cfg.meshName(), "addrs", m.host.Addrs())
 	return nil
 }
@@ -196,6 +211,9 @@ func (m *Mesh) Close() error {
 		}
 		if m.topic != nil {
 			_ = m.topic.Close()
+		}
+		if m.relaySvc != nil {
+			_ = m.relaySvc.Close()
 		}
 		if m.host != nil {
 			err = m.host.Close()
@@ -264,6 +282,11 @@ type Stats struct {
 	Connected int
 	// Admitted is the number of connected, admitted peers.
 	Admitted int
+	// RelayRefused counts relay reservations and circuits refused because an end was not
+	// an admitted member.
+	RelayRefused uint64
+	// Reservations is the number of relay reservations this node holds.
+	Reservations int
 }
 
 // Stats returns the current counters.
@@ -271,7 +294,7 @@ func (m *Mesh) Stats() Stats {
 	return Stats{
 		AuthFailures: m.adm.failures.Load(), AuthRetries: m.adm.retries.Load(), RefusedStreams: m.adm.refused.Load(),
 		Malformed: m.malformedCount.Load(), UnadmittedSigners: m.unadmittedSigners.Load(), Connected: len(m.host.Network().Peers()),
-		Admitted: len(m.adm.admitted()),
+		Admitted: len(m.adm.admitted()), RelayRefused: m.relayRefused.Load(), Reservations: len(m.RelayAddrs()),
 	}
 }
 
