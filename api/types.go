@@ -38,8 +38,15 @@ type Peer struct {
 	// peer's profile.data_addrs that a handshake confirmed, or "inbound" when none
 	// answered and tensors go over the connection the peer opened (it is behind a NAT).
 	// Empty until a data-plane probe reached it.
-	DataAddr string        `json:"data_addr,omitempty"`
-	Profile  *mesh.Profile `json:"profile"`
+	DataAddr string `json:"data_addr,omitempty"`
+	// Path is the kind of path tensors to the peer take now: "direct" (QUIC to a confirmed
+	// address), "inbound" (QUIC the peer opened), "hole-punched" or "relayed" (libp2p
+	// streams on a DCUtR connection or through a relay member), "libp2p" (streams on a
+	// plain libp2p connection). Empty until something reached it.
+	Path string `json:"path,omitempty"`
+	// PathBytes is the payload bytes exchanged with the peer (both directions) per path kind.
+	PathBytes map[string]int64 `json:"path_bytes,omitempty"`
+	Profile   *mesh.Profile    `json:"profile"`
 }
 
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.

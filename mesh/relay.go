@@ -153,6 +153,18 @@ func (m *Mesh) ConnPath(p peer.ID) string {
 	return ""
 }
 
+// StreamPath is the kind of connection stream s rides: PathRelayed, PathHolePunched or
+// PathLibp2p.
+func (m *Mesh) StreamPath(s network.Stream) string {
+	switch {
+	case isRelayed(s.Conn()):
+		return PathRelayed
+	case m.punches.punched(s.Conn().RemotePeer()):
+		return PathHolePunched
+	}
+	return PathLibp2p
+}
+
 func isRelayed(c network.Conn) bool {
 	if c.Stat().Limited {
 		return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/mesh/dataplane"
 )
 
 // Status returns what GET /v1/status serves.
@@ -28,6 +29,11 @@ func (n *Node) Status() api.Status {
 // Peers returns what GET /v1/peers serves.
 func (n *Node) Peers() []api.Peer {
 	out := []api.Peer{}
+	dp := n.DataPlane()
+	var paths map[string]map[string]dataplane.Traffic
+	if dp != nil {
+		paths = dp.Stats().Paths
+	}
 	for _, p := range n.mesh.Peers() {
 		v := api.Peer{ID: p.ID.String(), Addrs: []string{}, State: p.State, LastSeen: p.LastSeen.UTC(), Profile: p.Profile,
 			ProbeError: p.Link.Err, LinkSource: string(p.Link.Source)}
@@ -38,6 +44,15 @@ func (n *Node) Peers() []api.Peer {
 			if l.Source == mesh.LinkDataPlane {
 				v.DataAddr = l.Addr
 			}
+		}
+		if dp != nil {
+			v.Path = dp.Path(v.ID)
+		}
+		for kind, t := range paths[v.ID] {
+			if v.PathBytes == nil {
+				v.PathBytes = map[string]int64{}
+			}
+			v.PathBytes[kind] = t.Bytes
 		}
 		if p.Link.RTT > 0 {
 			ms := float64(p.Link.RTT.Microseconds()) / 1000

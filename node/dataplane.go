@@ -2,8 +2,10 @@ package node
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/mesh/dataplane"
@@ -25,6 +27,7 @@ func (s *dataPlaneService) Start(ctx context.Context) error {
 		p, err := peer.Decode(id)
 		return err == nil && s.n.mesh.IsAdmitted(p)
 	}
+	cfg.OpenStream = s.openStream
 	dp, err := dataplane.New(ctx, cfg)
 	if err != nil {
 		return addrInUse(ListenerData, cfg.ListenAddr, err) // dataplane's errors name it already
@@ -32,7 +35,23 @@ func (s *dataPlaneService) Start(ctx context.Context) error {
 	s.n.dpMu.Lock()
 	s.n.dp = dp
 	s.n.dpMu.Unlock()
+	// Tensors to and from members no QUIC path reaches ride libp2p streams, behind admission.
+	s.n.mesh.Handle(dataplane.StreamProtocol, func(st network.Stream) { dp.ServeStream(st, s.n.mesh.StreamPath(st)) })
 	return nil
+}
+
+// openStream opens a tensor stream to a member over the mesh's libp2p host: a relayed
+// connection (limited by the relay's per-circuit bounds) is allowed, a direct one preferred.
+func (s *dataPlaneService) openStream(ctx context.Context, to string) (network.Stream, string, error) {
+	id, err := peer.Decode(to)
+	if err != nil {
+		return nil, "", fmt.Errorf("%q is not a peer ID: %w", to, err)
+	}
+	st, err := s.n.mesh.NewStream(network.WithAllowLimitedConn(ctx, "meshnode tensors"), id, dataplane.StreamProtocol)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, s.n.mesh.StreamPath(st), nil
 }
 
 func (s *dataPlaneService) Close() error {

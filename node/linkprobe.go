@@ -165,6 +165,9 @@ func (l *linkProber) probe(pi mesh.PeerInfo) {
 		if l.ctx.Err() != nil {
 			return
 		}
+		if p := dp.Path(id); addr == streamAddr && p != "" {
+			addr = p // the path the probe's frames took: relayed, hole-punched
+		}
 	}
 	link := mesh.Link{RTT: rtt, BandwidthBps: bw / 8, MeasuredAt: time.Now(), Source: mesh.LinkDataPlane, Addr: addr}
 	if err != nil {
@@ -184,8 +187,13 @@ func (l *linkProber) probe(pi mesh.PeerInfo) {
 	l.probed[pi.ID] = mark
 }
 
-// inboundAddr is Link.Addr for a peer reached only over the connection it opened.
-const inboundAddr = "inbound"
+// inboundAddr is Link.Addr for a peer reached only over the connection it opened;
+// streamAddr, until a probe names the path (dataplane.PathRelayed or PathHolePunched), for
+// one reached over libp2p streams.
+const (
+	inboundAddr = "inbound"
+	streamAddr  = "libp2p"
+)
 
 // addrFor returns where the probe reaches the peer: the confirmed candidate, confirming
 // the candidates again unless they are the ones last probed successfully; or inboundAddr
@@ -203,12 +211,22 @@ func (l *linkProber) addrFor(dp *dataplane.Plane, pi mesh.PeerInfo, cands []stri
 		}
 		l.setReached(pi.ID, addr)
 		dp.SetPeerAddr(id, addr)
+		dp.UseStreams(id, false) // a direct path: tensors leave the relay or punched path
 		return addr, nil
 	}
 	l.setReached(pi.ID, "")
 	if dp.Connected(id) {
 		l.n.log.Info("no data-plane address of the peer answers; using the connection it opened", "peer", pi.ID, "candidates", cands, "err", err)
 		return inboundAddr, nil
+	}
+	if dp.StreamsConfigured() {
+		// Neither side can dial the other's data port (both behind NATs): tensors ride
+		// libp2p, hole-punched when DCUtR succeeded, else through a relay member.
+		if prev := dp.Path(id); prev == "" {
+			l.n.log.Info("no data-plane address of the peer answers; tensors go over libp2p (hole-punched or relayed)", "peer", pi.ID, "candidates", cands, "err", err)
+		}
+		dp.UseStreams(id, true)
+		return streamAddr, nil
 	}
 	return "", fmt.Errorf("no data-plane address of %s answers: %w", pi.ID, err)
 }

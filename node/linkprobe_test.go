@@ -151,3 +151,41 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkProbesFallBackToLibp2pStreams: two nodes whose data ports nothing reaches (each
+// advertises a UDP address that swallows every packet, as a NAT with no mapping does) and
+// that hold no QUIC connection with each other: the probe finds no address, so tensors and
+// probes ride libp2p streams, and GET /v1/peers says so with the bytes that path carried.
+func TestLinkProbesFallBackToLibp2pStreams(t *testing.T) {
+	var nodes []*Node
+	for i := range 2 {
+		hole, err := net.ListenPacket("udp", "127.0.0.1:0") // never read: a black hole
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hole.Close() })
+		var boot []string
+		if i > 0 {
+			boot = nodes[0].Status().Addrs
+		}
+		cfg := testConfig(t, boot...)
+		cfg.Consensus.Disabled = true
+		cfg.DataAdvertise = hole.LocalAddr().String()
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	a, b := nodes[0], nodes[1]
+	testutil.WaitFor(t, 30*time.Second, "links measured over libp2p streams both ways", func() bool {
+		for _, pair := range [][2]*Node{{a, b}, {b, a}} {
+			var served []api.Peer
+			getJSON(t, pair[0], "/v1/peers", &served)
+			if len(served) != 1 || served[0].DataAddr != "libp2p" || served[0].Path != "libp2p" ||
+				served[0].RTTMs == nil || served[0].PathBytes["libp2p"] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if a.DataPlane().Connected(b.ID().String()) || b.DataPlane().Connected(a.ID().String()) {
+		t.Fatal("a QUIC connection exists: the black holes were reached")
+	}
+}

@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,9 +55,12 @@ func printPeers(w io.Writer, peers []api.Peer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tDATA ADDR\tRTT\tBANDWIDTH\tGFLOP/S\tMEM BUDGET\tGPUS")
+	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tDATA ADDR\tPATH\tPATH BYTES\tRTT\tBANDWIDTH\tGFLOP/S\tMEM BUDGET\tGPUS")
 	for _, p := range peers {
-		rtt, bw, gflops, budget, gpus, data := "-", "-", "-", "-", "-", "-"
+		rtt, bw, gflops, budget, gpus, data, path := "-", "-", "-", "-", "-", "-", "-"
+		if p.Path != "" {
+			path = p.Path
+		}
 		if p.DataAddr != "" {
 			data = p.DataAddr
 		}
@@ -69,8 +75,21 @@ func printPeers(w io.Writer, peers []api.Peer) {
 			budget = meshBytes(pr.MemoryBudgetBytes)
 			gpus = fmt.Sprint(len(pr.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
-			time.Since(p.LastSeen).Round(100*time.Millisecond), data, rtt, bw, gflops, budget, gpus)
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
+			time.Since(p.LastSeen).Round(100*time.Millisecond), data, path, pathBytes(p.PathBytes), rtt, bw, gflops, budget, gpus)
 	}
 	tw.Flush()
+}
+
+// pathBytes lists the bytes each kind of path carried, "relayed 12.0 MiB, direct 1.0 KiB",
+// by kind name; "-" when none.
+func pathBytes(m map[string]int64) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" "+meshBytes(uint64(m[k])))
+	}
+	return strings.Join(parts, ", ")
 }
