@@ -31,10 +31,12 @@ func (h admittedHost) SetStreamHandlerMatch(pid protocol.ID, match func(protocol
 	h.Host.SetStreamHandlerMatch(pid, match, h.guard(pid, handler))
 }
 
-// NewStream connects to p if needed, waits for p's admission and opens a stream. Over a
-// relayed (limited) connection the stream opens only if ctx allows it
-// (network.WithAllowLimitedConn).
+// NewStream connects to p if needed, waits for p's admission and opens a stream. A member
+// reached only through a relay (a limited connection: both ends behind NATs, no hole
+// punched) is a member like any other, so the stream may ride that connection; the relay
+// bounds what it carries (RelayConfig). A direct connection is preferred when there is one.
 func (h admittedHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	ctx = network.WithAllowLimitedConn(ctx, "meshnode member")
 	if !connectedAny(h.Host.Network(), p) {
 		if err := h.Host.Connect(ctx, peer.AddrInfo{ID: p}); err != nil {
 			return nil, err

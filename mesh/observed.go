@@ -101,8 +101,8 @@ func (m *Mesh) observeLoop(ctx context.Context, sub event.Subscription) {
 				return
 			}
 			e := ev.(event.EvtPeerIdentificationCompleted)
-			if e.ObservedAddr == nil {
-				continue
+			if e.ObservedAddr == nil || e.Conn != nil && isRelayed(e.Conn) {
+				continue // over a relay, the "observed" address is the relay's
 			}
 			nip, err := manet.ToIP(e.ObservedAddr)
 			if err != nil {

@@ -64,6 +64,9 @@ type probeMark struct {
 	cands string // the candidates probed, joined
 	at    time.Time
 	ok    bool
+	// streams: the probe went over libp2p streams (no candidate answered); the candidates
+	// are tried again as after a failure, so a direct or inbound QUIC path replaces it.
+	streams bool
 }
 
 func newLinkProber(n *Node) *linkProber {
@@ -130,7 +133,7 @@ func (l *linkProber) due() []mesh.PeerInfo {
 		live[pi.ID] = true
 		m, ok := l.probed[pi.ID]
 		age := now.Sub(m.at)
-		retry := !m.ok && (age >= l.retryFailed || age >= retryInbound && inbound(pi.ID))
+		retry := (!m.ok || m.streams) && (age >= l.retryFailed || age >= retryInbound && inbound(pi.ID))
 		if !ok || m.cands != strings.Join(cands, ",") || (l.every > 0 && age >= l.every) || retry {
 			out = append(out, pi)
 		}
@@ -158,6 +161,7 @@ func (l *linkProber) probe(pi mesh.PeerInfo) {
 	if l.ctx.Err() != nil {
 		return
 	}
+	streams := addr == streamAddr
 	var rtt time.Duration
 	var bw float64
 	if err == nil {
@@ -179,7 +183,7 @@ func (l *linkProber) probe(pi mesh.PeerInfo) {
 			}
 		}
 	} else {
-		mark.ok = true
+		mark.ok, mark.streams = true, streams
 		l.n.log.Debug("data-plane link probed", "peer", pi.ID, "addr", addr, "rtt", rtt, "bandwidth_mbps", bw/1e6)
 	}
 	l.n.mesh.SetLink(pi.ID, link)
