@@ -48,6 +48,24 @@ func TestMeshAcrossNamespaces(t *testing.T) {
 	t.Run("three hosts, one behind a port-randomising NAT", func(t *testing.T) { runMesh(t, 2, 1, netns.PortRandom) })
 }
 
+// TestMeshBehindTwoNATs is acceptance 1 of issue 26 (reachability): two hosts each behind
+// its own port-randomising NAT (nothing can dial either, and no port can be guessed) and
+// one public host. The NATed nodes reach each other only through the public member: each
+// reserves a relay slot on it and announces the circuit, they admit each other over the
+// relayed connection, their link probes find no data-plane address and measure the libp2p
+// path instead, and a job planned on all three finishes, with tensors between the NATed
+// nodes carried over that path ("relayed", or "hole-punched" where DCUtR succeeds).
+// Without the relay they never admit each other (docs/mesh.md) and the job cannot run.
+func TestMeshBehindTwoNATs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("execs three meshnode processes in network namespaces: not in -short mode")
+	}
+	if raceEnabled {
+		t.Skip("execs uninstrumented processes: the race pass only adds load")
+	}
+	runMesh(t, 1, 2, netns.PortRandom)
+}
+
 // node is one `meshnode join` in its host.
 type node struct {
 	host *netns.Host
@@ -102,6 +120,8 @@ func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	// it opened ("inbound"); behind a port-randomising NAT only over that connection.
 	reached := func(from, to *node, got string) bool {
 		switch {
+		case from.host.NAT && to.host.NAT: // only libp2p connects them
+			return got == "relayed" || got == "hole-punched"
 		case !to.host.NAT:
 			return got == to.host.Addr+":"+dataPort
 		case nat == netns.PortRandom:
@@ -132,14 +152,17 @@ func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	}
 
 	t.Logf("every data plane reached %.1f s after the first join", time.Since(start).Seconds())
+	before := natPairBytes(t, bin, nodes)
 	submitted := time.Now()
 
-	// A job that needs every node: one pipeline with a stage on each.
+	// A job that needs every node: one replica on each, synchronised every step. (Not
+	// `stages: 1`: with stages fixed the balancer plans one replica whatever the replica
+	// count, measured at 667ec75.)
 	job := filepath.Join(t.TempDir(), "job.yaml")
 	spec := fmt.Sprintf(`name: netns
 model: {layers: 2, d_model: 32, heads: 2, context: 32}
 train: {steps: 20, batch: 4, warmup: 1, eval_every: 10}
-parallel: {replicas: %d, stages: 1, sync: sync}
+parallel: {replicas: %d, sync: sync}
 placement: {min_nodes: %d}
 checkpoint: {every: 1000}
 `, len(nodes), len(nodes))
@@ -174,6 +197,7 @@ checkpoint: {every: 1000}
 	}
 	slices.Sort(ids)
 	if detail.Status != "done" || !slices.Equal(planned, ids) {
+		t.Logf("plan: %s; nodes %+v; links priced: %+v; max replicas %d", detail.Plan.Plan.Reason, detail.Plan.Plan.Inputs.Snapshot.Nodes, detail.Plan.Plan.Inputs.Snapshot.Links, detail.Plan.Plan.Inputs.MaxReplicas)
 		t.Fatalf("job %s: status %s, plan on %q; want done on every node %q", m[1], detail.Status, planned, ids)
 	}
 	if pr := detail.Progress; pr.Step != pr.Steps || pr.BytesSent == 0 {
@@ -181,6 +205,32 @@ checkpoint: {every: 1000}
 	}
 	t.Logf("job %s done %.1f s after submit, planned on %d nodes, %d data-plane bytes sent (last report)",
 		m[1], time.Since(submitted).Seconds(), len(planned), detail.Progress.BytesSent)
+	if before >= 0 {
+		after := natPairBytes(t, bin, nodes)
+		if after <= before {
+			t.Fatalf("bytes between the NATed nodes over relayed or hole-punched paths: %d before the job, %d after; want the job's tensors on them", before, after)
+		}
+		t.Logf("the NATed nodes exchanged %d bytes over relayed or hole-punched paths during the job", after-before)
+	}
+}
+
+// natPairBytes is the payload bytes the first NATed node exchanged with the second over
+// relayed and hole-punched paths, as its `peers -o json` reports them; -1 with fewer than
+// two NATed nodes.
+func natPairBytes(t *testing.T, bin string, nodes []*node) int64 {
+	t.Helper()
+	var natted []*node
+	for _, n := range nodes {
+		if n.host.NAT {
+			natted = append(natted, n)
+		}
+	}
+	if len(natted) < 2 {
+		return -1
+	}
+	p := natted[0].peers(t, bin)[natted[1].id]
+	t.Logf("%s sees %s: path %q, bytes per path %v", natted[0].host.Name, natted[1].host.Name, p.Path, p.PathBytes)
+	return p.PathBytes["relayed"] + p.PathBytes["hole-punched"]
 }
 
 // start runs meshnode with args in the node's host, with its own data directory and the
