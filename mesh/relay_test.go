@@ -55,7 +55,71 @@ func outsider(t *testing.T) host.Host {
 // limits, not libp2p's 128 KiB default. An outsider can neither reserve a slot on R nor
 // reach A through it.
 func TestRelayBetweenMembers(t *testing.T) {
-	r, a, b := newUnstartedMesh(t), newUnstartedMesh(t), newUnstartedMesh(t)
+	r, a, b, circuit := relayedMembers(t, RelayConfig{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	o := outsider(t)
+	if err := o.Connect(ctx, peer.AddrInfo{ID: r.ID(), Addrs: r.host.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Reserve(ctx, o, peer.AddrInfo{ID: r.ID()}); err == nil {
+		t.Fatal("an outsider reserved a relay slot")
+	}
+	if err := o.Connect(ctx, circuit); err == nil {
+		t.Fatal("an outsider reached a member through the relay")
+	}
+	if got := r.Stats().RelayRefused; got < 2 {
+		t.Fatalf("RelayRefused = %d, want ≥ 2 (the outsider's reservation and circuit)", got)
+	}
+
+	s := relayedEcho(t, ctx, a, b, circuit)
+	if _, err := s.Write([]byte("tensor")); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.CloseWrite()
+	got, err := io.ReadAll(s)
+	if err != nil || string(got) != "tensor" {
+		t.Fatalf("echo = %q, %v", got, err)
+	}
+	limit, _ := s.Conn().Stat().Extra[client.StatLimitData].(uint64)
+	if want := uint64(r.cfg.Relay.resources().Limit.Data); limit != want {
+		t.Fatalf("circuit data limit = %d, want meshnode's %d", limit, want)
+	}
+}
+
+// TestRelayCircuitBytesLimit: a relay resets a circuit that carries more than
+// RelayConfig.CircuitBytes in one direction.
+func TestRelayCircuitBytesLimit(t *testing.T) {
+	const limit = 64 << 10
+	_, a, b, circuit := relayedMembers(t, RelayConfig{CircuitBytes: limit})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := relayedEcho(t, ctx, a, b, circuit)
+	go func() {
+		_, _ = s.Write(make([]byte, 8*limit))
+		_ = s.CloseWrite()
+	}()
+	n, err := io.Copy(io.Discard, s)
+	if err == nil || n >= 8*limit {
+		t.Fatalf("echoed %d bytes (err %v) through a relay bounded to %d per circuit", n, err, limit)
+	}
+	t.Logf("circuit reset after %d bytes echoed: %v", n, err)
+}
+
+// relayedMembers sets up members A and B that cannot dial each other directly (as if each
+// sat behind its own NAT), both admitted by relay member R configured with rc, and A holding
+// a reservation on R; circuit is A's address through R.
+func relayedMembers(t *testing.T, rc RelayConfig) (r, a, b *Mesh, circuit peer.AddrInfo) {
+	t.Helper()
+	cfg := testConfig(t, testSecret)
+	cfg.Relay = rc
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	a, b = newUnstartedMesh(t), newUnstartedMesh(t)
 	// A and B cannot dial each other directly, as if each sat behind its own NAT: only the
 	// circuit connects them.
 	noDirect := func(other peer.ID) func(peer.ID, ma.Multiaddr) bool {
@@ -75,23 +139,15 @@ func TestRelayBetweenMembers(t *testing.T) {
 	if _, err := client.Reserve(ctx, a.host, peer.AddrInfo{ID: r.ID()}); err != nil {
 		t.Fatalf("member's reservation: %v", err)
 	}
-	circuit := peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{
+	circuit = peer.AddrInfo{ID: a.ID(), Addrs: []ma.Multiaddr{
 		r.host.Addrs()[0].Encapsulate(ma.StringCast("/p2p/" + r.ID().String() + "/p2p-circuit"))}}
+	return r, a, b, circuit
+}
 
-	o := outsider(t)
-	if err := o.Connect(ctx, peer.AddrInfo{ID: r.ID(), Addrs: r.host.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.Reserve(ctx, o, peer.AddrInfo{ID: r.ID()}); err == nil {
-		t.Fatal("an outsider reserved a relay slot")
-	}
-	if err := o.Connect(ctx, circuit); err == nil {
-		t.Fatal("an outsider reached a member through the relay")
-	}
-	if got := r.Stats().RelayRefused; got < 2 {
-		t.Fatalf("RelayRefused = %d, want ≥ 2 (the outsider's reservation and circuit)", got)
-	}
-
+// relayedEcho has B reach A through the circuit, checks that they admit each other over
+// the relayed connection, and returns B's stream to an echo service on A.
+func relayedEcho(t *testing.T, ctx context.Context, a, b *Mesh, circuit peer.AddrInfo) network.Stream {
+	t.Helper()
 	a.Handle("/test/echo", func(s network.Stream) {
 		_, _ = io.Copy(s, s)
 		_ = s.Close()
@@ -105,20 +161,9 @@ func TestRelayBetweenMembers(t *testing.T) {
 	if p := b.ConnPath(a.ID()); p != PathRelayed {
 		t.Fatalf("ConnPath = %q, want %q", p, PathRelayed)
 	}
-	s, err := b.NewStream(network.WithAllowLimitedConn(ctx, "test"), a.ID(), "/test/echo")
+	s, err := b.NewStream(ctx, a.ID(), "/test/echo")
 	if err != nil {
 		t.Fatalf("stream over the relayed connection: %v", err)
 	}
-	if _, err := s.Write([]byte("tensor")); err != nil {
-		t.Fatal(err)
-	}
-	_ = s.CloseWrite()
-	got, err := io.ReadAll(s)
-	if err != nil || string(got) != "tensor" {
-		t.Fatalf("echo = %q, %v", got, err)
-	}
-	limit, _ := s.Conn().Stat().Extra[client.StatLimitData].(uint64)
-	if want := uint64(r.cfg.Relay.resources().Limit.Data); limit != want {
-		t.Fatalf("circuit data limit = %d, want meshnode's %d", limit, want)
-	}
+	return s
 }
