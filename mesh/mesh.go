@@ -98,6 +98,11 @@ func New(cfg Config) (*Mesh, error) {
 		return nil, fmt.Errorf("start libp2p host: %w", err)
 	}
 	m.host = h
+	// Before anything can connect (the DHT dials its bootstrap peers as soon as it exists,
+	// the node may take seconds before Start): an identify missed here is an observed
+	// address lost until that connection is replaced, and a NATed node would not know it
+	// is behind a NAT (relay.go).
+	m.startObserving() // observed.go
 	m.adm = newAdmission(m.ctx, h, m.gater, cfg, m.log)
 	m.ah = admittedHost{Host: h, a: m.adm}
 	m.adm.start()
@@ -162,7 +167,6 @@ func (m *Mesh) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	m.startObserving() // observed.go
 	if m.cfg.MDNS {
 		m.mdns = mdns.NewMdnsService(m.host, "_meshnode-"+m.cfg.meshName()+"._udp", mdnsNotifee{m})
 		if err := m.mdns.Start(); err != nil {

@@ -78,8 +78,8 @@ func (m *Mesh) ObservedIPs() []netip.Addr {
 	return m.observed.top(m.IsAdmitted, MaxObservedIPs)
 }
 
-// startObserving subscribes to identify's results (before any peer is dialled, so that
-// none is missed) and records the observed address of every identified connection until
+// startObserving subscribes to identify's results (in New, before any peer can connect, so
+// that none is missed) and records the observed address of every identified connection until
 // the mesh closes.
 func (m *Mesh) startObserving() {
 	sub, err := m.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))

@@ -152,6 +152,11 @@ func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	}
 
 	t.Logf("every data plane reached %.1f s after the first join", time.Since(start).Seconds())
+	for _, n := range nodes {
+		if n.host.NAT {
+			n.logLines(t, "relay reservation held", "peer admitted")
+		}
+	}
 	before := natPairBytes(t, bin, nodes)
 	submitted := time.Now()
 
@@ -206,6 +211,16 @@ checkpoint: {every: 1000}
 	t.Logf("job %s done %.1f s after submit, planned on %d nodes, %d data-plane bytes sent (last report)",
 		m[1], time.Since(submitted).Seconds(), len(planned), detail.Progress.BytesSent)
 	if before >= 0 {
+		// The planner priced the NATed pair's link with what their probes measured over
+		// the relay (or punched path).
+		priced := false
+		for _, l := range detail.Plan.Plan.Inputs.Snapshot.Links {
+			ends := []string{l.From, l.To}
+			priced = priced || l.Bandwidth > 0 && slices.Contains(ends, nodes[1].id) && slices.Contains(ends, nodes[2].id)
+		}
+		if !priced {
+			t.Fatalf("the plan priced no link between the NATed nodes: %+v", detail.Plan.Plan.Inputs.Snapshot.Links)
+		}
 		after := natPairBytes(t, bin, nodes)
 		if after <= before {
 			t.Fatalf("bytes between the NATed nodes over relayed or hole-punched paths: %d before the job, %d after; want the job's tensors on them", before, after)
@@ -260,6 +275,25 @@ func (n *node) start(t *testing.T, bin string, args ...string) {
 			t.Logf("log of %s (%s):\n%s", n.host.Name, n.host.Addr, b)
 		}
 	})
+}
+
+// logLines logs the lines of the node's log that contain any of substrs (when its
+// reservations were held, whom it admitted when), to explain the test's timings.
+func (n *node) logLines(t *testing.T, substrs ...string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.dir, "join.log"))
+	if err != nil {
+		t.Logf("log of %s: %v", n.host.Name, err)
+		return
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		for _, s := range substrs {
+			if strings.Contains(line, s) {
+				t.Logf("%s: %s", n.host.Name, line[:min(len(line), 200)])
+				break
+			}
+		}
+	}
 }
 
 // runtime waits for the node's runtime file.
