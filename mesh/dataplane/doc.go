@@ -6,7 +6,9 @@
 //
 // A Plane satisfies the engine's Transport (Self, Send, Recv). Which peers may connect is
 // the caller's policy (Config.AllowPeer); where peers listen is told by the caller
-// (SetPeerAddr).
+// (SetPeerAddr). Towards a peer no QUIC path reaches (both behind NATs), the same frames
+// ride libp2p streams that the caller opens (Config.OpenStream, on a relayed or
+// hole-punched connection) and hands in (ServeStream), read with the same bounds.
 //
 // dataplane must not depend on the membership layer (package mesh), consensus or the
 // engine: it knows peer IDs and addresses only, and it never interprets a payload.
