@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/internal/testutil"
@@ -166,4 +167,30 @@ func relayedEcho(t *testing.T, ctx context.Context, a, b *Mesh, circuit peer.Add
 		t.Fatalf("stream over the relayed connection: %v", err)
 	}
 	return s
+}
+
+// TestStreamPathNamesPunchedConnections: a stream on a direct connection is "libp2p" until
+// hole punching reports that it reached that peer, then "hole-punched".
+func TestStreamPathNamesPunchedConnections(t *testing.T) {
+	a, b := newUnstartedMesh(t), newUnstartedMesh(t)
+	connectAndAdmit(t, a, b)
+	b.Handle("/test/sink", func(s network.Stream) { _ = s.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := a.NewStream(ctx, b.ID(), "/test/sink")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if p := a.StreamPath(s); p != PathLibp2p {
+		t.Fatalf("StreamPath before a punch = %q, want %q", p, PathLibp2p)
+	}
+	a.punches.Trace(&holepunch.Event{Remote: b.ID(), Type: holepunch.EndHolePunchEvtT, Evt: &holepunch.EndHolePunchEvt{Success: false}})
+	if p := a.ConnPath(b.ID()); p != PathLibp2p {
+		t.Fatalf("ConnPath after a failed punch = %q, want %q", p, PathLibp2p)
+	}
+	a.punches.Trace(&holepunch.Event{Remote: b.ID(), Type: holepunch.EndHolePunchEvtT, Evt: &holepunch.EndHolePunchEvt{Success: true}})
+	if p := a.StreamPath(s); p != PathHolePunched {
+		t.Fatalf("StreamPath after a punch = %q, want %q", p, PathHolePunched)
+	}
 }
