@@ -91,6 +91,11 @@ type Config struct {
 	// on). The zero value holds the documented defaults (relay.go).
 	Relay RelayConfig
 
+	// OnHolePunched, when set, is called (on a goroutine of its own) each time hole
+	// punching opened a direct connection to a peer that was reached through a relay. Nil:
+	// nothing is told.
+	OnHolePunched func(peer.ID)
+
 	// Logger receives the mesh's logs. Nil discards them.
 	Logger *slog.Logger
 	// Registerer, when set, receives go-libp2p's metrics. Nil disables them.

@@ -90,6 +90,7 @@ func New(cfg Config) (*Mesh, error) {
 		probeQ:   make(chan peer.ID, 256),
 		lastDial: map[peer.ID]time.Time{},
 	}
+	m.punches.notify = cfg.OnHolePunched
 	m.ctx, m.cancel = context.WithCancel(context.Background())
 	m.seq.Store(uint64(time.Now().UnixNano()))
 	h, err := libp2p.New(m.hostOptions()...)

@@ -109,20 +109,36 @@ func (m *Mesh) startRelay() error {
 	return nil
 }
 
-// punches records the members hole punching reached directly (holepunch.EventTracer).
+// punches records the members hole punching reached directly (holepunch.EventTracer), at
+// most maxPunched (past it, one is forgotten for each new one), and tells notify.
 type punches struct {
-	mu sync.Mutex
-	ok map[peer.ID]bool
+	notify func(peer.ID) // Config.OnHolePunched; nil: nobody
+	mu     sync.Mutex
+	ok     map[peer.ID]bool
 }
 
+// maxPunched bounds the peers punches remembers.
+const maxPunched = 1024
+
 func (p *punches) Trace(evt *holepunch.Event) {
-	if e, ok := evt.Evt.(*holepunch.EndHolePunchEvt); ok && e.Success {
-		p.mu.Lock()
-		if p.ok == nil {
-			p.ok = map[peer.ID]bool{}
+	e, ok := evt.Evt.(*holepunch.EndHolePunchEvt)
+	if !ok || !e.Success {
+		return
+	}
+	p.mu.Lock()
+	if p.ok == nil {
+		p.ok = map[peer.ID]bool{}
+	}
+	if _, known := p.ok[evt.Remote]; !known && len(p.ok) >= maxPunched {
+		for old := range p.ok {
+			delete(p.ok, old)
+			break
 		}
-		p.ok[evt.Remote] = true
-		p.mu.Unlock()
+	}
+	p.ok[evt.Remote] = true
+	p.mu.Unlock()
+	if p.notify != nil {
+		go p.notify(evt.Remote)
 	}
 }
 

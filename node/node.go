@@ -81,6 +81,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	mc.Identity, mc.Logger, mc.Registerer = key, log, n.reg
+	mc.OnHolePunched = func(p peer.ID) { // tensors leave the relay for the punched connection
+		if dp := n.DataPlane(); dp != nil {
+			dp.RenewStreams(p.String())
+		}
+	}
 	if n.mesh, err = mesh.New(mc); err != nil {
 		return nil, addrInUse(ListenerMesh, cfg.meshListenAddrs(), err)
 	}

@@ -61,6 +61,30 @@ func (d *Plane) UseStreams(peer string, on bool) {
 	d.route(peer).use = on
 }
 
+// RenewStreams closes the outgoing libp2p streams to peer once the frame being written on
+// each is done, so that the next frames open new streams on the best connection libp2p
+// then holds: after hole punching, the direct one instead of the relay. Frames already
+// written still arrive (the streams are closed, not reset).
+func (d *Plane) RenewStreams(peer string) {
+	d.mu.Lock()
+	var kinds []*p2pKindStream
+	if sp := d.routes[peer]; sp != nil {
+		for _, ks := range sp.out {
+			kinds = append(kinds, ks)
+		}
+	}
+	d.mu.Unlock()
+	for _, ks := range kinds {
+		<-ks.turn
+		if ks.s != nil {
+			d.dropStream(ks.s)
+			_ = ks.s.Close()
+			ks.s = nil
+		}
+		ks.turn <- struct{}{}
+	}
+}
+
 // StreamsConfigured reports whether the data plane can carry frames over libp2p streams.
 func (d *Plane) StreamsConfigured() bool { return d.cfg.OpenStream != nil }
 

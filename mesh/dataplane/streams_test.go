@@ -91,6 +91,25 @@ func TestStreamPath(t *testing.T) {
 	if b.Connected(a.Self()) || a.Connected(b.Self()) {
 		t.Fatal("a QUIC connection was opened")
 	}
+
+	// After a hole punch the node renews its streams: frames written before still arrive,
+	// the next ones go on new streams.
+	old := a.routes[b.Self()].out[frame.KindActivation].s
+	if err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindActivation, 2, 0, payload[:100])); err != nil {
+		t.Fatal(err)
+	}
+	a.RenewStreams(b.Self())
+	if err := a.Send(ctx, b.Self(), dpTestFrame(frame.KindActivation, 3, 0, payload[:100])); err != nil {
+		t.Fatal(err)
+	}
+	for step := uint32(2); step <= 3; step++ {
+		if _, err := b.Recv(ctx, a.Self(), dpTestFrame(frame.KindActivation, step, 0, nil).Key()); err != nil {
+			t.Fatalf("step %d after RenewStreams: %v", step, err)
+		}
+	}
+	if a.routes[b.Self()].out[frame.KindActivation].s == old {
+		t.Fatal("RenewStreams kept the old stream")
+	}
 }
 
 // TestStreamPathBadFrame: a frame that claims more than MaxPayload on a libp2p stream is
