@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/api"
+	"github.com/meshnode/meshnode/node"
 )
 
 // Config is how to run a testnet.
@@ -258,7 +259,7 @@ func (t *Testnet) env() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "MESHNODE_JOIN_SECRET="+t.secret)
+	return append(env, "MESHNODE_JOIN_SECRET="+t.secret, node.PartitionHookEnv+"=1")
 }
 
 // Kill sends SIGKILL to a node and waits until it is gone. Its relay stays up.
@@ -268,22 +269,6 @@ func (t *Testnet) Kill(name string) error {
 		return err
 	}
 	n.kill()
-	return t.SaveState()
-}
-
-// Partition drops data-plane traffic between a and b (nodes or regions) in the relays.
-func (t *Testnet) Partition(a, b string) error {
-	if err := t.net.Partition(a, b); err != nil {
-		return err
-	}
-	return t.SaveState()
-}
-
-// Heal ends a partition.
-func (t *Testnet) Heal(a, b string) error {
-	if err := t.net.Heal(a, b); err != nil {
-		return err
-	}
 	return t.SaveState()
 }
 
