@@ -80,7 +80,7 @@ func (n *Node) isolate(ctx context.Context, peers []string) error {
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("node %s: partition hook at %s: %w", n.Spec.Name, sock, err)
+		return fmt.Errorf("node %s: partition hook at %s: %w (see %s)", n.Spec.Name, sock, err, n.LogPath())
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
