@@ -25,7 +25,7 @@ bandwidth cap, loss). No root is needed.
   testnet up         start one and leave it running (a detached supervisor owns it)
   testnet status     show a running testnet
   testnet kill NODE  SIGKILL one node
-  testnet partition A B   drop data-plane traffic between two nodes or regions
+  testnet partition A B   cut the control and data planes between two nodes or regions
   testnet down       stop it; no process is left behind`,
 	}
 	cmd.AddCommand(newTestnetRunCmd(), newTestnetUpCmd(), newTestnetSuperviseCmd(), newTestnetStatusCmd(),
