@@ -47,6 +47,7 @@ func (m Model) validate(v *validator) {
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
+	m.validateFamily(v)
 }
 
 func (d Data) validate(v *validator) {
