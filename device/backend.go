@@ -54,10 +54,12 @@ type Backend interface {
 	MatmulBackward(dx, dw, db, dy, x, w Tensor, rows, in, out int)
 
 	// EmbeddingForward sets out[r] = wte[tokens[r]] + wpe[r mod T] for each of the
-	// len(tokens) rows of d columns; wte is V×d, wpe at least T×d, tokens in [0, V).
+	// len(tokens) rows of d columns; wte is V×d, wpe at least T×d, tokens in [0, V). An
+	// empty wpe is no position table (Llama's): out[r] = wte[tokens[r]].
 	EmbeddingForward(out, wte, wpe Tensor, tokens []int32, T, d int)
 	// EmbeddingBackward accumulates dwte[tokens[r]] += dy[r] and dwpe[r mod T] += dy[r],
-	// each table row summing its contributions in row order r = 0, 1, ….
+	// each table row summing its contributions in row order r = 0, 1, …; an empty dwpe is
+	// skipped.
 	EmbeddingBackward(dwte, dwpe, dy Tensor, tokens []int32, T, d, V int)
 
 	// LayerNormForward normalises each row of the rows×n matrix x:

@@ -23,15 +23,17 @@ type recomputeScratch struct{ a, b Workspace }
 // recomputeSaved is what a recomputed layer keeps between its passes: its input.
 type recomputeSaved struct{ x []float32 }
 
-// WithRecompute returns layers with every Block and the Head wrapped in Recomputed, all
-// sharing one scratch (a stage runs its passes one at a time). The embedding, which saves
+// WithRecompute returns layers with every block (Block, LlamaBlock) and the Head wrapped
+// in Recomputed, all
+// sharing one scratch (a stage runs its passes one at a time). A LlamaBlock is recomputed
+// whole in one scratch workspace (a Block in two halves). The embedding, which saves
 // nothing, is returned as it is. The parameters are the same *Param values.
 func WithRecompute(layers []Layer) []Layer {
 	scratch := &recomputeScratch{}
 	out := make([]Layer, len(layers))
 	for i, l := range layers {
 		switch l.(type) {
-		case *Block, *Head:
+		case *Block, *LlamaBlock, *Head:
 			l = &Recomputed{Layer: l, scratch: scratch}
 		}
 		out[i] = l

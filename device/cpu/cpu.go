@@ -81,11 +81,19 @@ func (Backend) MatmulBackward(dx, dw, db, dy, x, w device.Tensor, rows, in, out 
 }
 
 func (Backend) EmbeddingForward(out, wte, wpe device.Tensor, tokens []int32, T, d int) {
-	kernels.EmbeddingForward(f32(out), f32(wte), f32(wpe), tokens, T, d)
+	kernels.EmbeddingForward(f32(out), f32(wte), orNil(wpe), tokens, T, d)
 }
 
 func (Backend) EmbeddingBackward(dwte, dwpe, dy device.Tensor, tokens []int32, T, d, V int) {
-	kernels.EmbeddingBackward(f32(dwte), f32(dwpe), f32(dy), tokens, T, d, V)
+	kernels.EmbeddingBackward(f32(dwte), orNil(dwpe), f32(dy), tokens, T, d, V)
+}
+
+// orNil is t's host elements, nil for an empty tensor.
+func orNil(t device.Tensor) []float32 {
+	if t.IsEmpty() {
+		return nil
+	}
+	return f32(t)
 }
 
 func (Backend) LayerNormForward(y, mean, rstd, x, w, b device.Tensor, rows, n int, eps float32) {
