@@ -82,6 +82,10 @@ func (l *offloadedLayer) Backward(ws *model.Workspace, mb *model.Batch, saved mo
 // backward passes in micro-batch order), and initialises the weights as model.InitLayer
 // does.
 func newOffloadState(cfg TrainConfig, shells []model.Layer, first int, passes []op) (*offloadState, error) {
+	if cfg.Model.TiedHead() {
+		// The head reads the embedding's table, which the store pins only with the embedding.
+		return nil, fmt.Errorf("memory-budget: a tied %s model cannot be offloaded yet (its head reads the embedding's table)", cfg.Model.FamilyName())
+	}
 	var sizes [][]int
 	st := &offloadState{L: len(shells), M: len(passes) / 2, first: []int{0}}
 	st.fwdPass, st.bwdPass = make([]int, st.M), make([]int, st.M)

@@ -338,6 +338,9 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 // there the store's optimizer holds the moments.
 func (w *Worker) buildStage(st StagePlan) error {
 	t := w.cfg.Train
+	if err := t.Model.CheckStage(st.First, st.Last); err != nil {
+		return fmt.Errorf("stage %d: %w", w.stage, err)
+	}
 	if st.MemoryBudget <= 0 {
 		w.layers = stageLayers(t, st)
 		w.params = model.LayerParams(w.layers)
