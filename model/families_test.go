@@ -1,6 +1,7 @@
 package model
 
 import (
+	"bytes"
 	"math"
 	"strings"
 	"testing"
@@ -204,6 +205,40 @@ func TestFamiliesRunOnADeviceBackend(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestFamilyConfigFromCheckpoint: a checkpoint of each family, written with its
+// metadata, gives back the model's configuration, and its tensors load into a new model.
+func TestFamilyConfigFromCheckpoint(t *testing.T) {
+	for name, cfg := range tinyFamilies {
+		g := New(cfg, 2)
+		var buf bytes.Buffer
+		if err := EncodeSafetensors(&buf, ParamTensors(g.Params()), cfg.Metadata()); err != nil {
+			t.Fatal(err)
+		}
+		tf, err := DecodeSafetensors(buf.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ConfigFromCheckpoint(tf, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		norm := func(c Config) jobspec.Model {
+			m := jobspec.Model(c)
+			m.KVHeads, m.Intermediate, m.RopeTheta, m.NormEps, m.Tied = m.KVHeadCount(), m.Hidden(), 0, m.Eps(), m.TiedHead()
+			if m.Family == "" {
+				m.Family = jobspec.FamilyGPT
+			}
+			return m
+		}
+		if norm(got) != norm(cfg) || (cfg.Family == jobspec.FamilyLlama && got.theta() != cfg.theta()) {
+			t.Fatalf("%s: config %+v from its checkpoint, want %+v", name, got, cfg)
+		}
+		if err := LoadParams(tf, New(got, 9).Params()); err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
 }
