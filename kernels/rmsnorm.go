@@ -11,18 +11,20 @@ func RMSNormForward(y, rstd, x, w []float32, rows, n int, eps float32) {
 	_ = x[rows*n-1]
 	_ = rstd[rows-1]
 	_ = w[n-1]
-	for r := 0; r < rows; r++ {
-		xr, yr := x[r*n:r*n+n], y[r*n:r*n+n]
-		var ss float32
-		for _, v := range xr {
-			ss += v * v
+	ParallelFor(rows, rowGrain, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, yr := x[r*n:r*n+n], y[r*n:r*n+n]
+			var ss float32
+			for _, v := range xr {
+				ss += v * v
+			}
+			rs := float32(1 / math.Sqrt(float64(ss/float32(n)+eps)))
+			rstd[r] = rs
+			for j, v := range xr {
+				yr[j] = w[j] * (v * rs)
+			}
 		}
-		rs := float32(1 / math.Sqrt(float64(ss/float32(n)+eps)))
-		rstd[r] = rs
-		for j, v := range xr {
-			yr[j] = w[j] * (v * rs)
-		}
-	}
+	})
 }
 
 // RMSNormBackward propagates dy through RMSNormForward: it accumulates dx += ∂L/∂x and
@@ -35,18 +37,32 @@ func RMSNormBackward(dx, dw, dy, x, rstd, w []float32, rows, n int) {
 	_ = x[rows*n-1]
 	_ = rstd[rows-1]
 	_, _ = w[n-1], dw[n-1]
-	for r := 0; r < rows; r++ {
-		xr, dyr, dxr := x[r*n:r*n+n], dy[r*n:r*n+n], dx[r*n:r*n+n]
-		rs := rstd[r]
-		var dot float32
-		for j, v := range xr {
-			dot += dyr[j] * w[j] * (v * rs)
+	// dx by rows, dw by columns (each column sums its rows in order): neither depends on
+	// the thread count.
+	ParallelFor(rows, rowGrain, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, dyr, dxr := x[r*n:r*n+n], dy[r*n:r*n+n], dx[r*n:r*n+n]
+			rs := rstd[r]
+			var dot float32
+			for j, v := range xr {
+				dot += dyr[j] * w[j] * (v * rs)
+			}
+			dot /= float32(n)
+			for j, v := range xr {
+				dxr[j] += rs * (dyr[j]*w[j] - (v*rs)*dot)
+			}
 		}
-		dot /= float32(n)
-		for j, v := range xr {
-			xh := v * rs
-			dw[j] += dyr[j] * xh
-			dxr[j] += rs * (dyr[j]*w[j] - xh*dot)
+	})
+	ParallelFor(n, 64, func(lo, hi int) {
+		acc := make([]float32, hi-lo)
+		copy(acc, dw[lo:hi])
+		for r := 0; r < rows; r++ {
+			rs := rstd[r]
+			xr, dyr := x[r*n+lo:r*n+hi], dy[r*n+lo:r*n+hi]
+			for j, v := range xr {
+				acc[j] += dyr[j] * (v * rs)
+			}
 		}
-	}
+		copy(dw[lo:hi], acc)
+	})
 }

@@ -40,17 +40,19 @@ func rope(y, x, cos, sin []float32, rows, T, heads, hd int, sign float32) {
 	half, d := hd/2, heads*hd
 	_ = x[rows*d-1]
 	_ = y[rows*d-1]
-	for r := 0; r < rows; r++ {
-		t := r % T
-		c, s := cos[t*half:t*half+half], sin[t*half:t*half+half]
-		for h := 0; h < heads; h++ {
-			xa, xb := x[r*d+h*hd:r*d+h*hd+half], x[r*d+h*hd+half:r*d+h*hd+hd]
-			ya, yb := y[r*d+h*hd:r*d+h*hd+half], y[r*d+h*hd+half:r*d+h*hd+hd]
-			for i := range half {
-				a, b, si := xa[i], xb[i], sign*s[i]
-				ya[i] = a*c[i] - b*si
-				yb[i] = b*c[i] + a*si
+	ParallelFor(rows, rowGrain, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			t := r % T
+			c, s := cos[t*half:t*half+half], sin[t*half:t*half+half]
+			for h := 0; h < heads; h++ {
+				xa, xb := x[r*d+h*hd:r*d+h*hd+half], x[r*d+h*hd+half:r*d+h*hd+hd]
+				ya, yb := y[r*d+h*hd:r*d+h*hd+half], y[r*d+h*hd+half:r*d+h*hd+hd]
+				for i := range half {
+					a, b, si := xa[i], xb[i], sign*s[i]
+					ya[i] = a*c[i] - b*si
+					yb[i] = b*c[i] + a*si
+				}
 			}
 		}
-	}
+	})
 }

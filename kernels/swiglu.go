@@ -6,10 +6,12 @@ import "math"
 // σ(g) = 1/(1 + e^−g) (Llama's MLP activation); h may be gate or up.
 func SwiGLUForward(h, gate, up []float32) {
 	_, _ = gate[len(h)-1], up[len(h)-1]
-	for i, g := range gate[:len(h)] {
-		s := sigmoid(g)
-		h[i] = g * s * up[i]
-	}
+	ParallelFor(len(h), 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g := gate[i]
+			h[i] = g * sigmoid(g) * up[i]
+		}
+	})
 }
 
 // SwiGLUBackward propagates dh through SwiGLUForward and overwrites dgate and dup:
@@ -17,12 +19,14 @@ func SwiGLUForward(h, gate, up []float32) {
 func SwiGLUBackward(dgate, dup, gate, up, dh []float32) {
 	n := len(dh)
 	_, _, _, _ = dgate[n-1], dup[n-1], gate[n-1], up[n-1]
-	for i := 0; i < n; i++ {
-		g, u, d := gate[i], up[i], dh[i]
-		s := sigmoid(g)
-		dup[i] = d * g * s
-		dgate[i] = d * u * s * (1 + g*(1-s))
-	}
+	ParallelFor(n, 4096, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g, u, d := gate[i], up[i], dh[i]
+			s := sigmoid(g)
+			dup[i] = d * g * s
+			dgate[i] = d * u * s * (1 + g*(1-s))
+		}
+	})
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
