@@ -1,7 +1,5 @@
 package kernels
 
-import "math"
-
 // SwiGLUForward sets h = silu(gate)·up elementwise over h's length, silu(g) = g·σ(g) with
 // σ(g) = 1/(1 + e^−g) (Llama's MLP activation); h may be gate or up.
 func SwiGLUForward(h, gate, up []float32) {
@@ -29,4 +27,5 @@ func SwiGLUBackward(dgate, dup, gate, up, dh []float32) {
 	})
 }
 
-func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+// sigmoid is 1/(1 + e^−x) with Expf, the exponential the other activations use.
+func sigmoid(x float32) float32 { return 1 / (1 + Expf(-x)) }
