@@ -40,13 +40,17 @@ var familyCases = []struct {
 		[]string{"--family", "gpt2"}},
 }
 
-// familyTrain is the recipe both sides run: 20 steps of batch 8, lr 2e-3 with 5 warm-up
-// steps, seed 1 (the reference's defaults).
+// familyTrain is the recipe both sides run: 20 steps of batch 8, lr 5e-3 with 5 warm-up
+// steps, seed 1. The learning rate is high enough that the check has teeth (training
+// Llama with a rotary base of 5000 instead of 10000 moves the losses by 7e-3, beyond the
+// bound: TestFamilyParityDetectsARotaryMismatch) and low enough that float32 rounding
+// stays small (the sides agree within 3e-5; at 1e-2 GPT-2's differ by 2e-3 at one step,
+// and at 3e-2 by 7e-2, rounding amplified by the steep steps).
 func familyTrain(m jobspec.Model) TrainConfig {
 	cfg := DefaultTrainConfig()
 	cfg.Model = model.Config(m)
 	cfg.Data = filepath.Join(familyDir, "corpus.txt")
-	cfg.Batch, cfg.Steps, cfg.LR, cfg.Warmup, cfg.Seed = 8, 20, 2e-3, 5, 1
+	cfg.Batch, cfg.Steps, cfg.LR, cfg.Warmup, cfg.Seed = 8, 20, 5e-3, 5, 1
 	return cfg
 }
 
@@ -89,6 +93,32 @@ func TestFamilyParityWithPyTorchReference(t *testing.T) {
 			compareLosses(t, "recorded reference", trainFamily(t, cfg, init), want)
 		})
 	}
+}
+
+// TestFamilyParityDetectsARotaryMismatch is the check's negative control: Llama trained
+// with a rotary base of 5000 from the reference's weights misses the reference's losses
+// (recorded with 10000) by more than the bound, so a wrong rotation cannot pass.
+func TestFamilyParityDetectsARotaryMismatch(t *testing.T) {
+	c := familyCases[0]
+	cfg := familyTrain(c.model)
+	cfg.Model.RopeTheta = 5000
+	got := trainFamily(t, cfg, filepath.Join(familyDir, c.name+".safetensors"))
+	b, err := os.ReadFile(filepath.Join(familyDir, c.name+".losses.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []float64
+	if err := json.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	var worst float64
+	for i := range got {
+		worst = max(worst, math.Abs(got[i]-want[i]))
+	}
+	if worst <= familyParityTol {
+		t.Fatalf("rotary base 5000 stays within %g of the reference's 10000 (largest |Δ| %.2g): the parity check cannot see the rotation", familyParityTol, worst)
+	}
+	t.Logf("rotary base 5000 against 10000: largest |Δ| %.2g", worst)
 }
 
 // pythonWithTorch is $MESHNODE_PYTHON when set, else /usr/bin/python3, if it imports
