@@ -64,9 +64,16 @@ func (b *LlamaBlock) tables() (cos, sin device.Tensor) {
 }
 
 func (b *LlamaBlock) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
+	s := &llamaSaved{x: ws.input(x)}
+	b.forwardAttn(ws, mb, s)
+	b.forwardMLP(ws, mb, s)
+	return ws.output(b.output(ws, mb, s)), s
+}
+
+// forwardAttn runs the attention half from s.x: s.x2 = x + o_proj(attn(…)).
+func (b *LlamaBlock) forwardAttn(ws *Workspace, mb *Batch, s *llamaSaved) {
 	rows, T, H, KVH, hd, be := mb.Rows(), mb.T, b.cfg.Heads, b.cfg.KVHeadCount(), b.cfg.HeadDim(), ws.backend()
 	cos, sin := b.tables()
-	s := &llamaSaved{x: ws.input(x)}
 	s.h, s.n1 = b.inNorm.forward(ws, s.x, rows)
 	s.q, s.k, s.v = b.q.forward(ws, s.h, rows), b.k.forward(ws, s.h, rows), b.v.forward(ws, s.h, rows)
 	be.RopeForward(s.q, s.q, cos, sin, rows, T, H, hd)
@@ -76,21 +83,34 @@ func (b *LlamaBlock) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, 
 	be.GroupedAttentionForward(s.att, s.save, s.q, s.k, s.v, mb.B, T, H, KVH, hd)
 	s.x2 = b.o.forward(ws, s.att, rows)
 	be.Add(s.x2, s.x2, s.x)
+}
+
+// forwardMLP runs the MLP half from s.x2 up to the SwiGLU product: what its backward pass
+// needs.
+func (b *LlamaBlock) forwardMLP(ws *Workspace, mb *Batch, s *llamaSaved) {
+	rows := mb.Rows()
 	s.m, s.n2 = b.postNorm.forward(ws, s.x2, rows)
 	s.g, s.u = b.gate.forward(ws, s.m, rows), b.up.forward(ws, s.m, rows)
 	s.a = ws.AllocTensor(s.g.Len())
-	be.SwiGLUForward(s.a, s.g, s.u)
-	y := b.down.forward(ws, s.a, rows)
-	be.Add(y, y, s.x2)
-	return ws.output(y), s
+	ws.backend().SwiGLUForward(s.a, s.g, s.u)
 }
 
-func (b *LlamaBlock) Backward(ws *Workspace, mb *Batch, saved Saved, dyHost []float32) []float32 {
+// output is the block's output from the MLP half's activations: x2 + down_proj(a).
+func (b *LlamaBlock) output(ws *Workspace, mb *Batch, s *llamaSaved) device.Tensor {
+	y := b.down.forward(ws, s.a, mb.Rows())
+	ws.backend().Add(y, y, s.x2)
+	return y
+}
+
+func (b *LlamaBlock) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
 	s := saved.(*llamaSaved)
-	rows, T, H, KVH, hd, be := mb.Rows(), mb.T, b.cfg.Heads, b.cfg.KVHeadCount(), b.cfg.HeadDim(), ws.backend()
-	cos, sin := b.tables()
-	dy := ws.input(dyHost)
-	// MLP half: dx2 = dy + ∂/∂x2 of the MLP branch.
+	dx2 := b.backwardMLP(ws, mb, s, ws.input(dy))
+	return ws.output(b.backwardAttn(ws, mb, s, dx2))
+}
+
+// backwardMLP returns the gradient at x2: dy through the MLP branch plus the residual.
+func (b *LlamaBlock) backwardMLP(ws *Workspace, mb *Batch, s *llamaSaved, dy device.Tensor) device.Tensor {
+	rows, be := mb.Rows(), ws.backend()
 	dx2 := ws.AllocTensor(dy.Len())
 	be.Copy(dx2, dy)
 	da := b.down.backward(ws, s.a, dy, rows)
@@ -99,7 +119,14 @@ func (b *LlamaBlock) Backward(ws *Workspace, mb *Batch, saved Saved, dyHost []fl
 	dm := b.gate.backward(ws, s.m, dg, rows)
 	be.Add(dm, dm, b.up.backward(ws, s.m, du, rows))
 	b.postNorm.backward(ws, dx2, dm, s.x2, s.n2, rows)
-	// Attention half: dx = dx2 + ∂/∂x of the attention branch.
+	return dx2
+}
+
+// backwardAttn returns the gradient at x: dx2 through the attention branch plus the
+// residual.
+func (b *LlamaBlock) backwardAttn(ws *Workspace, mb *Batch, s *llamaSaved, dx2 device.Tensor) device.Tensor {
+	rows, T, H, KVH, hd, be := mb.Rows(), mb.T, b.cfg.Heads, b.cfg.KVHeadCount(), b.cfg.HeadDim(), ws.backend()
+	cos, sin := b.tables()
 	dx := ws.AllocTensor(dx2.Len())
 	be.Copy(dx, dx2)
 	datt := b.o.backward(ws, s.att, dx2, rows)
@@ -111,5 +138,5 @@ func (b *LlamaBlock) Backward(ws *Workspace, mb *Batch, saved Saved, dyHost []fl
 	be.Add(dh, dh, b.k.backward(ws, s.h, dk, rows))
 	be.Add(dh, dh, b.v.backward(ws, s.h, dv, rows))
 	b.inNorm.backward(ws, dx, dh, s.x, s.n1, rows)
-	return ws.output(dx)
+	return dx
 }
