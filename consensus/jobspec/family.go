@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -189,4 +190,30 @@ func (m Model) validateFamily(v *validator) {
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads == 0 && (m.DModel/m.Heads)%2 != 0 {
 		v.addf("model.heads", "must leave an even head width (model.d_model/model.heads) for rotary positions, got %d/%d", m.DModel, m.Heads)
 	}
+}
+
+// MarshalJSON writes a model as its fields' tags say, except that a model with a preset
+// writes every family field, zero or not: Parse applies a preset under the fields the
+// document holds, so a zero written beside a preset (tied: false over a tied preset) must
+// stay in the document for the spec to parse back to itself (the CLI parses a spec and
+// the node parses the JSON it sends again).
+func (m Model) MarshalJSON() ([]byte, error) {
+	type plain Model
+	if m.Preset == "" {
+		return json.Marshal(plain(m))
+	}
+	return json.Marshal(struct {
+		Layers       int     `json:"layers"`
+		DModel       int     `json:"d_model"`
+		Heads        int     `json:"heads"`
+		Context      int     `json:"context"`
+		Vocab        int     `json:"vocab"`
+		Family       Family  `json:"family"`
+		Preset       string  `json:"preset"`
+		KVHeads      int     `json:"kv_heads"`
+		Intermediate int     `json:"intermediate"`
+		RopeTheta    float64 `json:"rope_theta"`
+		Tied         bool    `json:"tied"`
+		NormEps      float64 `json:"norm_eps"`
+	}(m))
 }

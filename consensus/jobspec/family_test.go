@@ -74,3 +74,31 @@ func TestParamCountOfPresets(t *testing.T) {
 		}
 	}
 }
+
+// A spec with a preset and fields set to zero beside it parses back to itself from its
+// JSON, as the node parses what the CLI sends; without a preset the zero fields stay out
+// of the JSON.
+func TestPresetSpecRoundTripsThroughJSON(t *testing.T) {
+	s, err := Parse([]byte("model:\n  preset: smollm-135m\n  tied: false\n  intermediate: 0\n  layers: 2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Model.Tied || s.Model.Intermediate != 0 {
+		t.Fatalf("the fields written beside the preset did not override it: %+v", s.Model)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Model != s.Model {
+		t.Fatalf("round trip changed the model: %+v, was %+v\n%s", again.Model, s.Model, b)
+	}
+	plain, _ := json.Marshal(Model{Layers: 1, DModel: 8, Heads: 2, Context: 4, Vocab: 9, Family: FamilyLlama})
+	if strings.Contains(string(plain), "tied") {
+		t.Fatalf("zero fields written without a preset: %s", plain)
+	}
+}
