@@ -242,3 +242,32 @@ func TestFamilyConfigFromCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFamilyStep is one forward and backward pass of batch 16 of the default shape
+// (4 layers, d 128, 4 heads, context 128) in each family, Llama's MLP width chosen for
+// the same parameter count as GPT's (3·352 ≈ 8·128):
+//
+//	go test ./model -run X -bench FamilyStep -cpu 1 -count 6
+func BenchmarkFamilyStep(b *testing.B) {
+	base := Config{Layers: 4, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
+	llama := base
+	llama.Family, llama.KVHeads, llama.Intermediate = jobspec.FamilyLlama, 2, 352
+	gpt2 := base
+	gpt2.Family = jobspec.FamilyGPT2
+	for _, c := range []struct {
+		name string
+		cfg  Config
+	}{{"gpt", base}, {"gpt2", gpt2}, {"llama-gqa", llama}} {
+		b.Run(c.name, func(b *testing.B) {
+			g := New(c.cfg, 1)
+			mb := familyBatch(c.cfg, 16)
+			var ws Workspace
+			b.ReportAllocs()
+			for b.Loop() {
+				ws.Reset()
+				ForwardBackward(&ws, g.Layers, mb, 1)
+			}
+			b.ReportMetric(float64(mb.Rows())*float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+		})
+	}
+}
