@@ -271,3 +271,33 @@ func BenchmarkFamilyStep(b *testing.B) {
 		})
 	}
 }
+
+// TestFamilyStagesHoldTheWholeModelsWeights: a stage built alone (NewLayers of its range)
+// holds exactly the weights of the same layers of a whole model, for every family; a
+// stage chain trains to the whole model's loss.
+func TestFamilyStagesHoldTheWholeModelsWeights(t *testing.T) {
+	for _, name := range []string{"gpt", "llama", "llama-no-gqa"} {
+		cfg := tinyFamilies[name]
+		whole := New(cfg, 4)
+		var stages []Layer
+		for _, r := range [][2]int{{0, 1}, {1, 2}, {2, cfg.NumLayers()}} {
+			stages = append(stages, NewLayers(cfg, 4, r[0], r[1])...)
+		}
+		for i, p := range LayerParams(stages) {
+			q := whole.Params()[i]
+			if p.Name != q.Name {
+				t.Fatalf("%s: parameter %d is %s in stages, %s whole", name, i, p.Name, q.Name)
+			}
+			for k := range p.Value.Data {
+				if math.Float32bits(p.Value.Data[k]) != math.Float32bits(q.Value.Data[k]) {
+					t.Fatalf("%s: %s[%d] differs between a stage and the whole model", name, p.Name, k)
+				}
+			}
+		}
+		mb := familyBatch(cfg, 2)
+		var ws1, ws2 Workspace
+		if a, b := ForwardBackward(&ws1, whole.Layers, mb, 1), ForwardBackward(&ws2, stages, mb, 1); a != b {
+			t.Fatalf("%s: loss %v whole, %v in stages", name, a, b)
+		}
+	}
+}
