@@ -1,9 +1,11 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,12 +14,25 @@ import (
 	"testing"
 )
 
-// server answers every request with handler and records the last request.
+// server answers every request with handler and records the last request. It is a node
+// that holds the token "s3cret": it answers the proof challenge and checks signatures.
 func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
 	t.Helper()
 	last := &http.Request{}
+	v := NewVerifier("s3cret", "n1")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ProofPath {
+			v.ServeProof(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := v.Verify(r, body); err != nil {
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(ErrorBody{Error: err.Error()})
+			return
+		}
 		*last = *r.Clone(context.Background())
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		handler(w, r)
 	}))
 	t.Cleanup(srv.Close)
@@ -28,10 +43,14 @@ func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
 	return c, last
 }
 
-func TestAPIClientSendsTokenAndDecodes(t *testing.T) {
+func TestAPIClientSignsAndDecodes(t *testing.T) {
 	c, last := server(t, func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/jobs":
+			if b, _ := io.ReadAll(r.Body); string(b) != "name: x\n" {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
 			w.WriteHeader(http.StatusCreated)
 			json.NewEncoder(w).Encode(SubmitResult{ID: "j1"})
 		case "/v1/status":
@@ -42,7 +61,8 @@ func TestAPIClientSendsTokenAndDecodes(t *testing.T) {
 	if err != nil || id != "j1" {
 		t.Fatalf("submit: %q %v", id, err)
 	}
-	if last.Header.Get("Authorization") != "Bearer s3cret" || last.Header.Get(DataRootHeader) != "/home/u/proj" || last.Method != http.MethodPost {
+	auth := last.Header.Get("Authorization")
+	if !strings.HasPrefix(auth, AuthScheme+" ") || strings.Contains(auth, "s3cret") || last.Header.Get(DataRootHeader) != "/home/u/proj" || last.Method != http.MethodPost {
 		t.Fatalf("request headers %v", last.Header)
 	}
 	st, err := c.Status(context.Background())

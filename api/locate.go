@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -27,6 +28,9 @@ const (
 // token comes from); an unreadable or unsafe token file is.
 func Locate(addr, dataDir, token string) (Config, error) {
 	cfg := Config{Addr: addr, Token: token}
+	if token != "" {
+		cfg.TokenSource = EnvToken
+	}
 	if dataDir == "" {
 		return cfg, nil
 	}
@@ -40,7 +44,7 @@ func Locate(addr, dataDir, token string) (Config, error) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return cfg, err
 		}
-		cfg.Token = tok
+		cfg.Token, cfg.TokenSource = tok, filepath.Join(dataDir, TokenFile)
 	}
 	return cfg, nil
 }

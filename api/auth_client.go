@@ -1,0 +1,95 @@
+package api
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// maxProofAnswer bounds the answer to a challenge the client reads.
+const maxProofAnswer = 4 << 10
+
+// newNonce returns 16 random bytes, hex-encoded.
+func newNonce() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("API nonce: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// prove makes the process at c's address prove, once per client, that it holds c's token:
+// it sends a fresh nonce (and nothing derived from the token) and checks the MAC of the
+// answer over that nonce, the Host it dialled and the node ID.
+func (c *Client) prove(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proven {
+		return nil
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+ProofPath+"?nonce="+url.QueryEscape(nonce), nil)
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", ProofPath, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return c.unreachable(ctx, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxProofAnswer))
+	if err != nil {
+		return c.notTheNode("its answer to the challenge could not be read: %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return c.notTheNode("it answered %s to the challenge", resp.Status)
+	}
+	var p Proof
+	if err := json.Unmarshal(data, &p); err != nil {
+		return c.notTheNode("its answer to the challenge is not a proof")
+	}
+	got, err := hex.DecodeString(p.MAC)
+	if err != nil || !hmac.Equal(got, proofMAC(c.token, nonce, c.host, p.NodeID)) {
+		return c.notTheNode("it could not prove it holds the token")
+	}
+	if c.nodeID != "" && p.NodeID != c.nodeID {
+		return c.notTheNode("it is node %s, the runtime file names %s", p.NodeID, c.nodeID)
+	}
+	c.proven = true
+	return nil
+}
+
+// notTheNode is the error of a failed proof: it names the address, where the token came
+// from and why, and says that nothing derived from the token was sent.
+func (c *Client) notTheNode(format string, args ...any) error {
+	src := c.tokenSource
+	if src == "" {
+		src = "the API token"
+	}
+	return fmt.Errorf("the process at %s is not the meshnode node of %s: %s; nothing derived from the token was sent to it (is the node running? check --api, --data-dir): %w",
+		c.base, src, fmt.Sprintf(format, args...), ErrNotTheNode)
+}
+
+// sign sets req's Authorization to its AuthScheme signature, body being its whole body.
+func (c *Client) sign(req *http.Request, body []byte) error {
+	nonce, err := newNonce()
+	if err != nil {
+		return err
+	}
+	ts := time.Now().Unix()
+	sig := signature{ts: ts, nonce: nonce,
+		mac: requestMAC(c.token, req.Method, req.URL.RequestURI(), req.Host, ts, nonce, sha256.Sum256(body))}
+	req.Header.Set("Authorization", sig.String())
+	return nil
+}
