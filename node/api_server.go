@@ -55,6 +55,9 @@ func (n *Node) startAPI(ctx context.Context) error {
 		return err
 	}
 	info := api.RuntimeInfo{ID: n.ID().String(), API: n.api.boundAddr(), PID: os.Getpid(), Addrs: n.Status().Addrs}
+	if start, err := api.ProcessStart(info.PID); err == nil {
+		info.Start = start
+	}
 	if dp := n.DataPlane(); dp != nil {
 		info.DataAddr = dp.Addr()
 	}

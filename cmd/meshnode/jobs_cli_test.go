@@ -256,10 +256,7 @@ func TestJobCommandsWithoutNode(t *testing.T) {
 func TestCLIFindsNodeThroughDataDir(t *testing.T) {
 	f, url := startFakeAPI(t)
 	dataDir := t.TempDir()
-	info, _ := json.Marshal(api.RuntimeInfo{API: strings.TrimPrefix(url, "http://")})
-	if err := os.WriteFile(filepath.Join(dataDir, api.RuntimeFile), info, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	writeRuntimeFile(t, dataDir, url, os.Getpid(), true)
 	tok, err := api.LoadOrCreateToken(dataDir)
 	if err != nil {
 		t.Fatal(err)
