@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"time"
 )
 
@@ -70,15 +71,19 @@ func (c *Client) prove(ctx context.Context) error {
 	return nil
 }
 
-// notTheNode is the error of a failed proof: it names the address, where the token came
-// from and why, and says that nothing derived from the token was sent.
+// notTheNode is the error of a failed proof: it names the address, whose node the client
+// expected (the data dir, or where the token came from) and why, and says that nothing
+// derived from the token was sent.
 func (c *Client) notTheNode(format string, args ...any) error {
-	src := c.tokenSource
-	if src == "" {
-		src = "the API token"
+	whose := "that holds the API token"
+	switch {
+	case filepath.Base(c.tokenSource) == TokenFile:
+		whose = "of data dir " + filepath.Dir(c.tokenSource)
+	case c.tokenSource != "":
+		whose = "whose token is in " + c.tokenSource
 	}
-	return fmt.Errorf("the process at %s is not the meshnode node of %s: %s; nothing derived from the token was sent to it (is the node running? check --api, --data-dir): %w",
-		c.base, src, fmt.Sprintf(format, args...), ErrNotTheNode)
+	return fmt.Errorf("the process at %s is not the meshnode node %s: %s; nothing derived from the token was sent to it (is the node running? check --api and --data-dir): %w",
+		c.base, whose, fmt.Sprintf(format, args...), ErrNotTheNode)
 }
 
 // sign sets req's Authorization to its AuthScheme signature, body being its whole body.

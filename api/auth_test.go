@@ -83,12 +83,12 @@ func TestImpostorGetsNoToken(t *testing.T) {
 	for name, answer := range cases {
 		t.Run(name, func(t *testing.T) {
 			im := startImpostor(t, answer)
-			c, err := New(Config{Addr: im.srv.URL, Token: token, TokenSource: "/d/api.token"})
+			c, err := New(Config{Addr: im.srv.URL, Token: token, TokenSource: "/d/" + TokenFile})
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = c.Submit(context.Background(), []byte("name: secret-job\n"), "/home/u")
-			if !errors.Is(err, ErrNotTheNode) || !strings.Contains(err.Error(), "is not the meshnode node of /d/api.token") ||
+			if !errors.Is(err, ErrNotTheNode) || !strings.Contains(err.Error(), "is not the meshnode node of data dir /d:") ||
 				!strings.Contains(err.Error(), strings.TrimPrefix(im.srv.URL, "http://")) {
 				t.Fatalf("submit to an impostor: %v; want ErrNotTheNode naming the address and the token file", err)
 			}

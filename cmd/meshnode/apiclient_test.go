@@ -87,7 +87,7 @@ func TestCLIRefusesAnImpostor(t *testing.T) {
 		{"jobs", "--api", addr, "--data-dir", dataDir}, // an explicit --api is held to the same proof
 	} {
 		code, out, errOut := runJobCLI(t, args...)
-		want := "the process at http://" + addr + " is not the meshnode node of " + filepath.Join(dataDir, api.TokenFile)
+		want := "the process at http://" + addr + " is not the meshnode node of data dir " + dataDir + ":"
 		if code != 1 || out != "" || !strings.Contains(errOut, want) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 1 saying %q", args, code, out, errOut, want)
 		}
