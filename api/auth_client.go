@@ -86,15 +86,30 @@ func (c *Client) notTheNode(format string, args ...any) error {
 		c.base, whose, fmt.Sprintf(format, args...), ErrNotTheNode)
 }
 
-// sign sets req's Authorization to its AuthScheme signature, body being its whole body.
-func (c *Client) sign(req *http.Request, body []byte) error {
+// sign sets req's Authorization to its AuthScheme signature, body being its whole body,
+// and returns the signature's MAC, to which the node's answer is bound.
+func (c *Client) sign(req *http.Request, body []byte) ([]byte, error) {
 	nonce, err := newNonce()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ts := time.Now().Unix()
 	sig := signature{ts: ts, nonce: nonce,
 		mac: requestMAC(c.token, req.Method, req.URL.RequestURI(), req.Host, ts, nonce, sha256.Sum256(body))}
 	req.Header.Set("Authorization", sig.String())
+	// The node signs the bytes it sends; Go's transport would ask for gzip and hand back
+	// other bytes than those (promhttp compresses when asked).
+	req.Header.Set("Accept-Encoding", "identity")
+	return sig.mac, nil
+}
+
+// checkAnswer checks the AnswerTrailer of a successful answer to the request whose MAC is
+// reqMAC: only the node that proved itself can have made it.
+func (c *Client) checkAnswer(resp *http.Response, reqMAC, body []byte) error {
+	got, err := hex.DecodeString(resp.Trailer.Get(AnswerTrailer))
+	if err != nil || !hmac.Equal(got, answerMAC(c.token, reqMAC, resp.StatusCode, sha256.Sum256(body))) {
+		return fmt.Errorf("the answer from %s is not signed by the node that proved it holds the token (did another process take the address?): %w",
+			c.base, ErrNotTheNode)
+	}
 	return nil
 }

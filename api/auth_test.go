@@ -121,7 +121,7 @@ func signedRequest(t *testing.T, token, method, target, body string) *http.Reque
 	}
 	req := httptest.NewRequest(method, target, strings.NewReader(body))
 	req.Host, req.URL.Host = "127.0.0.1:7070", "127.0.0.1:7070"
-	if err := c.sign(req, []byte(body)); err != nil {
+	if _, err := c.sign(req, []byte(body)); err != nil {
 		t.Fatal(err)
 	}
 	return req
@@ -185,4 +185,53 @@ func FuzzSignature(f *testing.F) {
 			t.Fatalf("accepted %q as %+v", h, s)
 		}
 	})
+}
+
+// TestAnswersAreSigned: a process that took the address after the node proved itself (the
+// node died, another user bound the port) answers in its place: an unsigned answer, or a
+// signed answer captured earlier and replayed for another request, is refused.
+func TestAnswersAreSigned(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	v := NewVerifier(token, "n1")
+	var mu sync.Mutex
+	var calls int
+	var captured string
+	honest := v.SignAnswers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"id":"n1"}`))
+	}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == ProofPath {
+			v.ServeProof(w, r)
+			return
+		}
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		switch n {
+		case 1: // the node answers, and the future impostor records its answer
+			rec := httptest.NewRecorder()
+			honest.ServeHTTP(rec, r)
+			captured = rec.Header().Get(AnswerTrailer)
+			w.Header().Set("Trailer", AnswerTrailer)
+			w.Write(rec.Body.Bytes())
+			w.Header().Set(AnswerTrailer, captured)
+		case 2: // the impostor replays it
+			w.Header().Set("Trailer", AnswerTrailer)
+			w.Write([]byte(`{"id":"n1"}`))
+			w.Header().Set(AnswerTrailer, captured)
+		default: // the impostor answers unsigned
+			w.Write([]byte(`{"id":"n1"}`))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	c, _ := New(Config{Addr: srv.URL, Token: token})
+	if st, err := c.Status(context.Background()); err != nil || st.ID != "n1" {
+		t.Fatalf("the node's signed answer: %+v %v", st, err)
+	}
+	for _, what := range []string{"a replayed answer", "an unsigned answer"} {
+		if _, err := c.Status(context.Background()); !errors.Is(err, ErrNotTheNode) || !strings.Contains(err.Error(), "not signed by the node") {
+			t.Errorf("%s: %v; want it refused", what, err)
+		}
+	}
 }

@@ -127,11 +127,12 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, he
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	var reqMAC []byte
 	if c.token != "" {
 		if err := c.prove(ctx); err != nil {
 			return err
 		}
-		if err := c.sign(req, payload); err != nil {
+		if reqMAC, err = c.sign(req, payload); err != nil {
 			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
@@ -149,6 +150,11 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, he
 	}
 	if resp.StatusCode/100 != 2 {
 		return answerError(method, path, resp, data)
+	}
+	if reqMAC != nil {
+		if err := c.checkAnswer(resp, reqMAC, data); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
 	}
 	return decodeAnswer(method, path, data, out)
 }

@@ -22,7 +22,7 @@ func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
 	t.Helper()
 	last := &http.Request{}
 	v := NewVerifier("s3cret", "n1")
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(v.SignAnswers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == ProofPath {
 			v.ServeProof(w, r)
 			return
@@ -36,7 +36,7 @@ func server(t *testing.T, handler http.HandlerFunc) (*Client, *http.Request) {
 		*last = *r.Clone(context.Background())
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		handler(w, r)
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	c, err := New(Config{Addr: srv.URL, Token: "s3cret"})
 	if err != nil {

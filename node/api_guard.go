@@ -35,7 +35,8 @@ const apiMaxBody = jobspec.MaxSpecBytes
 //     token itself; its body is read whole, at most apiMaxBody bytes, to check its hash,
 //     and a replayed signature is refused), or the bearer token, compared in constant
 //     time (the dashboard, which reads it from its URL fragment, and scrapers such as
-//     Prometheus given the token file);
+//     Prometheus given the token file); the answer to a signed request is signed in a
+//     trailer (api.AnswerTrailer), bound to the request;
 //  5. the body is cut at apiMaxBody bytes.
 type apiGuard struct {
 	tokenSum [sha256.Size]byte
@@ -80,6 +81,9 @@ func (g *apiGuard) wrap(next http.Handler) http.Handler {
 			if !g.verifySigned(w, r) {
 				return
 			}
+			r.Body = http.MaxBytesReader(w, r.Body, apiMaxBody)
+			g.verifier.SignAnswers(next).ServeHTTP(w, r)
+			return
 		case !publicPath(r) && !g.authorized(r):
 			g.unauthorized(w, errors.New("missing or wrong API token (sign the request as the meshnode CLI does, or send Authorization: Bearer <token>)"))
 			return

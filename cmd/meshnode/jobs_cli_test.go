@@ -136,9 +136,16 @@ func (f *fakeAPI) check(r *http.Request) string {
 	return "signed"
 }
 
+// startFakeAPI starts a fake node that holds the token "t0ken".
 func startFakeAPI(t *testing.T) (*fakeAPI, string) {
-	f := &fakeAPI{jobs: map[string]consensus.Job{}, verifier: api.NewVerifier("t0ken", "")}
-	srv := httptest.NewServer(f)
+	return startFakeAPIWithToken(t, "t0ken")
+}
+
+// startFakeAPIWithToken starts a fake node that holds token: it proves it, checks the
+// signatures of requests and signs its answers, as a node does.
+func startFakeAPIWithToken(t *testing.T, token string) (*fakeAPI, string) {
+	f := &fakeAPI{jobs: map[string]consensus.Job{}, verifier: api.NewVerifier(token, "")}
+	srv := httptest.NewServer(f.verifier.SignAnswers(f))
 	t.Cleanup(srv.Close)
 	return f, srv.URL
 }
@@ -254,14 +261,13 @@ func TestJobCommandsWithoutNode(t *testing.T) {
 // API address from its runtime file and its token from api.token; a token file others can
 // read is refused; and the default data root is the working directory.
 func TestCLIFindsNodeThroughDataDir(t *testing.T) {
-	f, url := startFakeAPI(t)
 	dataDir := t.TempDir()
-	writeRuntimeFile(t, dataDir, url, os.Getpid(), true)
 	tok, err := api.LoadOrCreateToken(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.verifier = api.NewVerifier(tok, "")
+	f, url := startFakeAPIWithToken(t, tok)
+	writeRuntimeFile(t, dataDir, url, os.Getpid(), true)
 	t.Setenv("MESHNODE_API", "")
 	os.Unsetenv("MESHNODE_API")
 	if code, out, errOut := runJobCLI(t, "jobs", "--data-dir", dataDir, "-o", "json"); code != 0 || len(f.auth) != 1 || f.auth[0] != "signed" {
