@@ -23,7 +23,9 @@ const (
 	// static files: GET ProofPath?nonce=<hex> answers a Proof.
 	ProofPath = "/v1/auth/proof"
 	// AuthScheme is the Authorization scheme of a signed request:
-	// "Meshnode-HMAC ts=<unix seconds>,nonce=<hex>,mac=<hex>".
+	// "Meshnode-HMAC ts=<unix seconds>,nonce=<hex>,body=<hex SHA-256 of the body>,mac=<hex>".
+	// The body's hash is in the header so that a node checks the MAC before it reads the
+	// body: only a holder of the token makes it read one.
 	AuthScheme = "Meshnode-HMAC"
 	// SignatureWindow is how far a signed request's time may be from the node's clock.
 	SignatureWindow = time.Minute
@@ -91,18 +93,20 @@ func validNonce(s string) bool {
 
 // signature is a parsed AuthScheme Authorization header.
 type signature struct {
-	ts    int64
-	nonce string
-	mac   []byte
+	ts      int64
+	nonce   string
+	bodySum [sha256.Size]byte
+	mac     []byte
 }
 
 func (s signature) String() string {
-	return fmt.Sprintf("%s ts=%d,nonce=%s,mac=%s", AuthScheme, s.ts, s.nonce, hex.EncodeToString(s.mac))
+	return fmt.Sprintf("%s ts=%d,nonce=%s,body=%s,mac=%s", AuthScheme, s.ts, s.nonce, hex.EncodeToString(s.bodySum[:]), hex.EncodeToString(s.mac))
 }
 
 // parseSignature parses the value of an Authorization header of scheme AuthScheme.
 func parseSignature(h string) (signature, error) {
 	var s signature
+	hasBody := false
 	scheme, params, ok := strings.Cut(h, " ")
 	if !ok || !strings.EqualFold(scheme, AuthScheme) {
 		return s, fmt.Errorf("not a %s authorization", AuthScheme)
@@ -118,6 +122,13 @@ func parseSignature(h string) (signature, error) {
 			if !validNonce(v) {
 				err = errors.New("bad nonce")
 			}
+		case "body":
+			var sum []byte
+			if sum, err = hex.DecodeString(v); err == nil && len(sum) != sha256.Size {
+				err = errors.New("not a SHA-256")
+			}
+			copy(s.bodySum[:], sum)
+			hasBody = err == nil
 		case "mac":
 			s.mac, err = hex.DecodeString(v)
 		default:
@@ -127,8 +138,8 @@ func parseSignature(h string) (signature, error) {
 			return s, fmt.Errorf("%s authorization: %s: %w", AuthScheme, k, err)
 		}
 	}
-	if s.nonce == "" || len(s.mac) != sha256.Size {
-		return s, fmt.Errorf("%s authorization: needs ts, nonce and mac", AuthScheme)
+	if s.nonce == "" || !hasBody || len(s.mac) != sha256.Size {
+		return s, fmt.Errorf("%s authorization: needs ts, nonce, body and mac", AuthScheme)
 	}
 	return s, nil
 }

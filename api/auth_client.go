@@ -93,9 +93,8 @@ func (c *Client) sign(req *http.Request, body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts := time.Now().Unix()
-	sig := signature{ts: ts, nonce: nonce,
-		mac: requestMAC(c.token, req.Method, req.URL.RequestURI(), req.Host, ts, nonce, sha256.Sum256(body))}
+	sig := signature{ts: time.Now().Unix(), nonce: nonce, bodySum: sha256.Sum256(body)}
+	sig.mac = requestMAC(c.token, req.Method, req.URL.RequestURI(), req.Host, sig.ts, nonce, sig.bodySum)
 	req.Header.Set("Authorization", sig.String())
 	// The node signs the bytes it sends; Go's transport would ask for gzip and hand back
 	// other bytes than those (promhttp compresses when asked).

@@ -177,7 +177,7 @@ func TestVerifierRefusesForgedAndReplayedRequests(t *testing.T) {
 // FuzzSignature: whatever an Authorization header holds, parsing it returns a signature
 // or an error, never panics.
 func FuzzSignature(f *testing.F) {
-	f.Add(AuthScheme + " ts=1700000000,nonce=" + strings.Repeat("ab", 16) + ",mac=" + strings.Repeat("cd", 32))
+	f.Add(AuthScheme + " ts=1700000000,nonce=" + strings.Repeat("ab", 16) + ",body=" + strings.Repeat("ef", 32) + ",mac=" + strings.Repeat("cd", 32))
 	f.Add("Bearer x")
 	f.Add(AuthScheme + " ts=,nonce=,mac=,=,,")
 	f.Fuzz(func(t *testing.T, h string) {

@@ -62,23 +62,38 @@ func IsSigned(r *http.Request) bool {
 	return strings.EqualFold(scheme, AuthScheme)
 }
 
-// Verify checks r's AuthScheme signature, with body the request's whole body: the MAC must
-// match, its time be within SignatureWindow of the node's clock, and its nonce not seen
-// before. A valid request's nonce is remembered, so the same request is refused next time.
+// Verify checks r's AuthScheme signature (VerifyHead) and that body, the request's whole
+// body, is the one it signed.
 func (v *Verifier) Verify(r *http.Request, body []byte) error {
-	sig, err := parseSignature(r.Header.Get("Authorization"))
+	sum, err := v.VerifyHead(r)
 	if err != nil {
 		return err
 	}
+	if sha256.Sum256(body) != sum {
+		return errors.New("the request's body is not the one it signed")
+	}
+	return nil
+}
+
+// VerifyHead checks r's AuthScheme signature before its body is read: the MAC must match,
+// its time be within SignatureWindow of the node's clock, and its nonce not seen before.
+// It returns the SHA-256 the signature claims for the body, which the caller must compare
+// with the body it reads. A valid request's nonce is remembered, so the same request is
+// refused next time.
+func (v *Verifier) VerifyHead(r *http.Request) ([sha256.Size]byte, error) {
+	sig, err := parseSignature(r.Header.Get("Authorization"))
+	if err != nil {
+		return sig.bodySum, err
+	}
 	now := v.now()
 	if d := now.Sub(time.Unix(sig.ts, 0)); d > SignatureWindow || d < -SignatureWindow {
-		return errors.New("signed request out of its time window (check the clock)")
+		return sig.bodySum, errors.New("signed request out of its time window (check the clock)")
 	}
-	want := requestMAC(v.token, r.Method, r.RequestURI, r.Host, sig.ts, sig.nonce, sha256.Sum256(body))
+	want := requestMAC(v.token, r.Method, r.RequestURI, r.Host, sig.ts, sig.nonce, sig.bodySum)
 	if !hmac.Equal(sig.mac, want) {
-		return errors.New("wrong request signature")
+		return sig.bodySum, errors.New("wrong request signature")
 	}
-	return v.remember(sig.nonce, now)
+	return sig.bodySum, v.remember(sig.nonce, now)
 }
 
 // remember records nonce until it can no longer be inside the window, or refuses it when

@@ -32,8 +32,9 @@ const apiMaxBody = jobspec.MaxSpecBytes
 //  4. the token (401 without it), except for the dashboard's static page and assets (GET /
 //     and /ui/), which hold no data. Two schemes carry it: a request signed with the token
 //     (api.AuthScheme: the CLI, the testnet and every api.Client, which never send the
-//     token itself; its body is read whole, at most apiMaxBody bytes, to check its hash,
-//     and a replayed signature is refused), or the bearer token, compared in constant
+//     token itself; the signature is checked before the body is read, then the body,
+//     read whole within apiMaxBody bytes, against the hash it signed; a replayed
+//     signature is refused), or the bearer token, compared in constant
 //     time (the dashboard, which reads it from its URL fragment, and scrapers such as
 //     Prometheus given the token file); the answer to a signed request is signed in a
 //     trailer (api.AnswerTrailer), bound to the request;
@@ -103,15 +104,20 @@ func (g *apiGuard) wrap(next http.Handler) http.Handler {
 	})
 }
 
-// verifySigned reads r's body whole (at most apiMaxBody bytes) and checks r's signature
-// over it; on success r's body is the bytes read, else the answer is written (401, or 413
-// for a body too large) and it returns false.
+// verifySigned checks r's signature, then reads r's body whole (at most apiMaxBody bytes)
+// and checks it is the one signed: only a holder of the token makes the node read a body.
+// On success r's body is the bytes read; else the answer is written (401, or 413 for a
+// body too large) and it returns false.
 func (g *apiGuard) verifySigned(w http.ResponseWriter, r *http.Request) bool {
+	sum, err := g.verifier.VerifyHead(r)
+	if err != nil {
+		g.log.Warn("API: refused a signed request", "method", r.Method, "path", r.URL.Path, "err", err)
+		g.unauthorized(w, err)
+		return false
+	}
 	var body []byte
 	if r.Body != nil {
-		var err error
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, apiMaxBody))
-		if err != nil {
+		if body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, apiMaxBody)); err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
 				replyError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over %d bytes", apiMaxBody))
@@ -121,9 +127,8 @@ func (g *apiGuard) verifySigned(w http.ResponseWriter, r *http.Request) bool {
 			return false
 		}
 	}
-	if err := g.verifier.Verify(r, body); err != nil {
-		g.log.Warn("API: refused a signed request", "method", r.Method, "path", r.URL.Path, "err", err)
-		g.unauthorized(w, err)
+	if sha256.Sum256(body) != sum {
+		g.unauthorized(w, errors.New("the request's body is not the one it signed"))
 		return false
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
