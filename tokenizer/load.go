@@ -1,0 +1,413 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Bounds on what Parse accepts, so that a malformed or hostile file cannot make it allocate
+// without limit.
+const (
+	// MaxFileSize is the largest tokenizer.json Load reads (Llama-3's is 9 MB).
+	MaxFileSize = 256 << 20
+	// MaxVocab is the largest vocabulary (model vocab plus added tokens).
+	MaxVocab = 1 << 22
+	// MaxMerges is the longest merges list.
+	MaxMerges = 1 << 22
+)
+
+// ErrUnsupported is wrapped by a ConfigError for a valid configuration this package does
+// not implement (another model type, a normalizer, another regex).
+var ErrUnsupported = errors.New("not supported")
+
+// ConfigError is a problem with a tokenizer.json: the file, the field (a JSON path such as
+// pre_tokenizer.pretokenizers[0].pattern) and what is wrong.
+type ConfigError struct {
+	File  string
+	Field string
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.File, e.Field, e.Err)
+}
+
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Load reads and parses a tokenizer.json file.
+func Load(path string) (*Tokenizer, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, &ConfigError{File: path, Err: fmt.Errorf("larger than %d MiB", MaxFileSize>>20)}
+	}
+	return Parse(data, path)
+}
+
+// Parse builds a Tokenizer from the bytes of a tokenizer.json; name is used in errors.
+func Parse(data []byte, name string) (*Tokenizer, error) {
+	p := &parser{name: name}
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, p.errf("", "not a tokenizer.json: %v", err)
+	}
+	t := &Tokenizer{name: name}
+	steps := []func() error{
+		func() error { return p.checkNull("truncation", f.Truncation) },
+		func() error { return p.checkNull("padding", f.Padding) },
+		func() error { return p.checkNull("normalizer", f.Normalizer) },
+		func() error { return p.model(t, f.Model) },
+		func() error { return p.addedTokens(t, f.AddedTokens) },
+		func() error { return p.preTokenizer(t, f.PreTokenizer) },
+		func() error { return p.postProcessor("post_processor", f.PostProcessor) },
+		func() error { return p.decoder("decoder", f.Decoder) },
+		func() error { return p.byteSymbols(t, f.Model) },
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return nil, err
+		}
+	}
+	t.buildDecodeTable()
+	t.pool.New = func() any { return newEncoder(t) }
+	return t, nil
+}
+
+type parser struct{ name string }
+
+func (p *parser) errf(field, format string, args ...any) error {
+	return &ConfigError{File: p.name, Field: field, Err: fmt.Errorf(format, args...)}
+}
+
+func (p *parser) unsupported(field, format string, args ...any) error {
+	return &ConfigError{File: p.name, Field: field, Err: fmt.Errorf("%w: %s", ErrUnsupported, fmt.Sprintf(format, args...))}
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func (p *parser) checkNull(field string, raw json.RawMessage) error {
+	if !isNull(raw) {
+		return p.unsupported(field, "must be null (this tokenizer applies no %s)", field)
+	}
+	return nil
+}
+
+// model reads the BPE model: vocab, merges and options.
+func (p *parser) model(t *Tokenizer, m *modelJSON) error {
+	switch {
+	case m == nil:
+		return p.errf("model", "missing")
+	case m.Type != "BPE" && !(m.Type == "" && m.Merges != nil):
+		return p.unsupported("model.type", "%q (only byte-level BPE is implemented)", m.Type)
+	case m.Dropout != nil && *m.Dropout != 0:
+		return p.unsupported("model.dropout", "%g (BPE dropout is random; set it to null)", *m.Dropout)
+	case m.ContinuingSubwordPrefix != nil && *m.ContinuingSubwordPrefix != "":
+		return p.unsupported("model.continuing_subword_prefix", "%q", *m.ContinuingSubwordPrefix)
+	case m.EndOfWordSuffix != nil && *m.EndOfWordSuffix != "":
+		return p.unsupported("model.end_of_word_suffix", "%q", *m.EndOfWordSuffix)
+	case len(m.Vocab) == 0:
+		return p.errf("model.vocab", "empty")
+	case len(m.Vocab) > MaxVocab:
+		return p.errf("model.vocab", "%d entries (at most %d)", len(m.Vocab), MaxVocab)
+	case len(m.Merges) > MaxMerges:
+		return p.errf("model.merges", "%d entries (at most %d)", len(m.Merges), MaxMerges)
+	}
+	t.ignoreMerges = m.IgnoreMerges
+	t.byteFallback = m.ByteFallback
+	if m.UnkToken != nil {
+		t.unk = *m.UnkToken
+	}
+	if err := p.vocab(t, m.Vocab); err != nil {
+		return err
+	}
+	return p.merges(t, m)
+}
+
+func (p *parser) vocab(t *Tokenizer, vocab map[string]int64) error {
+	limit := int64(len(vocab)) + 1<<16 // ids may have holes, not arbitrarily many
+	t.vocab = make(map[string]uint32, len(vocab))
+	for tok, id := range vocab {
+		if id < 0 || id >= limit {
+			return p.errf("model.vocab", "token %q has id %d (ids run from 0 to about the vocabulary's size, %d)", tok, id, len(vocab))
+		}
+		t.vocab[tok] = uint32(id)
+		t.grow(int(id))
+		if t.strs[id] != "" || t.present[id] {
+			return p.errf("model.vocab", "id %d is given to both %q and %q", id, t.strs[id], tok)
+		}
+		t.strs[id], t.present[id] = tok, true
+	}
+	return nil
+}
+
+func (p *parser) merges(t *Tokenizer, m *modelJSON) error {
+	t.merges = make(map[uint64]merge, len(m.Merges))
+	for rank, raw := range m.Merges {
+		field := fmt.Sprintf("model.merges[%d]", rank)
+		a, b, err := parseMerge(raw)
+		if err != nil {
+			return p.errf(field, "%v", err)
+		}
+		ia, oka := t.vocab[a]
+		ib, okb := t.vocab[b]
+		ic, okc := t.vocab[a+b]
+		switch {
+		case !oka:
+			return p.errf(field, "%q is not in model.vocab", a)
+		case !okb:
+			return p.errf(field, "%q is not in model.vocab", b)
+		case !okc:
+			return p.errf(field, "the merged token %q is not in model.vocab", a+b)
+		}
+		key := pairKey(ia, ib)
+		if _, dup := t.merges[key]; !dup { // the first (lowest) rank wins, as in tokenizers
+			t.merges[key] = merge{rank: uint32(rank), id: ic}
+		}
+	}
+	return nil
+}
+
+// parseMerge reads a merge in either form: "a b" or ["a", "b"].
+func parseMerge(raw json.RawMessage) (string, string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", "", err
+		}
+		a, b, ok := strings.Cut(s, " ")
+		if !ok || strings.Contains(b, " ") || a == "" || b == "" {
+			return "", "", fmt.Errorf("%q is not two tokens separated by one space", s)
+		}
+		return a, b, nil
+	}
+	var pair []string
+	if err := json.Unmarshal(raw, &pair); err != nil || len(pair) != 2 || pair[0] == "" || pair[1] == "" {
+		return "", "", fmt.Errorf("%s is neither \"a b\" nor [\"a\", \"b\"]", truncate(raw, 60))
+	}
+	return pair[0], pair[1], nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}
+
+// addedTokens reads added_tokens: matched in the raw text before pre-tokenization.
+func (p *parser) addedTokens(t *Tokenizer, toks []addedTokenJSON) error {
+	if len(toks) > 1<<20 {
+		return p.errf("added_tokens", "%d entries (at most %d)", len(toks), 1<<20)
+	}
+	limit := int64(len(t.strs)) + int64(len(toks)) + 1<<16
+	for i, a := range toks {
+		field := fmt.Sprintf("added_tokens[%d]", i)
+		switch {
+		case a.Content == "":
+			return p.errf(field+".content", "empty")
+		case a.ID < 0 || a.ID >= limit:
+			return p.errf(field+".id", "%d is out of range", a.ID)
+		case a.SingleWord:
+			return p.unsupported(field+".single_word", "true")
+		case a.Lstrip:
+			return p.unsupported(field+".lstrip", "true")
+		case a.Rstrip:
+			return p.unsupported(field+".rstrip", "true")
+		}
+		id := int(a.ID)
+		t.grow(id)
+		if t.present[id] && t.strs[id] != a.Content {
+			return p.errf(field+".id", "%d is %q in model.vocab, not %q", id, t.strs[id], a.Content)
+		}
+		t.strs[id], t.present[id] = a.Content, true
+		t.special[id] = a.Special
+		set := &t.added[0]
+		if a.Normalized && !a.Special {
+			set = &t.added[1] // matched after the others, as tokenizers does
+		}
+		set.add([]byte(a.Content), uint32(id))
+	}
+	return nil
+}
+
+// preTokenizer reads ByteLevel, Split (GPT-2 or Llama-3 regex, Isolated) and Sequence.
+func (p *parser) preTokenizer(t *Tokenizer, raw json.RawMessage) error {
+	if isNull(raw) {
+		return p.unsupported("pre_tokenizer", "null (a byte-level BPE needs the ByteLevel pre-tokenizer)")
+	}
+	var list []componentJSON
+	var fields []string
+	if err := p.flatten("pre_tokenizer", raw, &list, &fields); err != nil {
+		return err
+	}
+	sawByteLevel := false
+	for i, c := range list {
+		field := fields[i]
+		if sawByteLevel {
+			return p.unsupported(field, "%s after ByteLevel (ByteLevel must come last)", c.Type)
+		}
+		switch c.Type {
+		case "ByteLevel":
+			sawByteLevel = true
+			if c.AddPrefixSpace {
+				if i != 0 {
+					return p.unsupported(field+".add_prefix_space", "true after another pre-tokenizer")
+				}
+				t.prefixSpace = true
+			}
+			if c.UseRegex == nil || *c.UseRegex {
+				t.stages = append(t.stages, gpt2Split)
+			}
+		case "Split":
+			s, err := p.split(field, c)
+			if err != nil {
+				return err
+			}
+			t.stages = append(t.stages, s)
+		default:
+			return p.unsupported(field+".type", "%q (ByteLevel, Split and Sequence are implemented)", c.Type)
+		}
+	}
+	if !sawByteLevel {
+		return p.unsupported("pre_tokenizer", "no ByteLevel pre-tokenizer (only byte-level BPE is implemented)")
+	}
+	return nil
+}
+
+func (p *parser) split(field string, c componentJSON) (splitter, error) {
+	switch {
+	case c.Pattern == nil || c.Pattern.Regex == nil:
+		return nil, p.unsupported(field+".pattern", "only a Regex pattern is implemented")
+	case c.Behavior != "Isolated":
+		return nil, p.unsupported(field+".behavior", "%q (Isolated is implemented)", c.Behavior)
+	case c.Invert:
+		return nil, p.unsupported(field+".invert", "true")
+	}
+	switch *c.Pattern.Regex {
+	case GPT2Pattern:
+		return gpt2Split, nil
+	case Llama3Pattern:
+		return llama3Split(3), nil
+	case qwen2Pattern:
+		return llama3Split(1), nil
+	}
+	return nil, p.unsupported(field+".pattern.Regex", "%q (GPT-2's and Llama-3's patterns are implemented)", *c.Pattern.Regex)
+}
+
+// flatten expands nested Sequences into a list of components with their JSON paths.
+func (p *parser) flatten(field string, raw json.RawMessage, out *[]componentJSON, fields *[]string) error {
+	if len(*out) > 64 {
+		return p.errf(field, "more than 64 components")
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return p.errf(field, "%v", err)
+	}
+	if c.Type != "Sequence" {
+		*out, *fields = append(*out, c), append(*fields, field)
+		return nil
+	}
+	kids, name := c.PreTokenizers, "pretokenizers"
+	if c.Processors != nil {
+		kids, name = c.Processors, "processors"
+	} else if c.Decoders != nil {
+		kids, name = c.Decoders, "decoders"
+	}
+	for i, k := range kids {
+		if err := p.flatten(fmt.Sprintf("%s.%s[%d]", field, name, i), k, out, fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// postProcessor accepts the processors that add no ids to Encode's output (Encode is
+// tokenizers' encode with add_special_tokens=False).
+func (p *parser) postProcessor(field string, raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var list []componentJSON
+	var fields []string
+	if err := p.flatten(field, raw, &list, &fields); err != nil {
+		return err
+	}
+	for i, c := range list {
+		switch c.Type {
+		case "ByteLevel", "TemplateProcessing":
+		default:
+			return p.unsupported(fields[i]+".type", "%q (ByteLevel and TemplateProcessing are read)", c.Type)
+		}
+	}
+	return nil
+}
+
+func (p *parser) decoder(field string, raw json.RawMessage) error {
+	if isNull(raw) {
+		return p.unsupported(field, "null (the ByteLevel decoder is implemented)")
+	}
+	var list []componentJSON
+	var fields []string
+	if err := p.flatten(field, raw, &list, &fields); err != nil {
+		return err
+	}
+	if len(list) != 1 || list[0].Type != "ByteLevel" {
+		return p.unsupported(field, "only the ByteLevel decoder alone is implemented")
+	}
+	return nil
+}
+
+// byteSymbols finds each byte's starting symbol: its byte-level rune in the vocab, else
+// byte fallback (<0xXX> tokens of the rune's UTF-8), else the unknown token.
+func (p *parser) byteSymbols(t *Tokenizer, m *modelJSON) error {
+	for b := range 256 {
+		ch := string(byteToRune[b])
+		if id, ok := t.vocab[ch]; ok {
+			t.byteID[b] = id
+			continue
+		}
+		t.byteID[b] = noID
+		var ids []uint32
+		if t.byteFallback {
+			for _, c := range []byte(ch) {
+				if id, ok := t.vocab[fmt.Sprintf("<0x%02X>", c)]; ok {
+					ids = append(ids, id)
+				} else {
+					ids = nil
+					break
+				}
+			}
+		}
+		if ids == nil && t.unk != "" {
+			id, ok := t.vocab[t.unk]
+			if !ok {
+				return p.errf("model.unk_token", "%q is not in model.vocab", t.unk)
+			}
+			ids = []uint32{id}
+		}
+		if ids == nil {
+			return p.errf("model.vocab", "lacks byte 0x%02X (%q), and neither byte_fallback nor unk_token covers it", b, ch)
+		}
+		t.fallback[b] = ids
+	}
+	return nil
+}
