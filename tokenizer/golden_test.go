@@ -1,0 +1,83 @@
+package tokenizer
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// goldenCases are tokenizer.json files learned on builtin:gostd (vocab 2048) and the ids
+// that Hugging Face's tokenizers.js gives for testdata/unicode-sample.txt under each
+// (docs/reference/tokenizer/reference.mjs golden; testdata/README.md).
+var goldenCases = []string{"gpt2-style-2048", "llama3-style-2048"}
+
+func loadTestTokenizer(t testing.TB, name string) *Tokenizer {
+	t.Helper()
+	tok, err := Load(filepath.Join("testdata", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func readGoldenIDs(t testing.TB, name string) []uint32 {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", name+".ids.json.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct{ IDs []uint32 }
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.IDs
+}
+
+func readSample(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "unicode-sample.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestGoldenIDsMatchReference: the ids of a Unicode-heavy sample (emoji with ZWJ and skin
+// tones, CJK, combining marks, RTL, whitespace and digit runs, contractions, special
+// tokens) equal the JavaScript reference's, and decode gives the sample back.
+func TestGoldenIDsMatchReference(t *testing.T) {
+	text := readSample(t)
+	for _, name := range goldenCases {
+		t.Run(name, func(t *testing.T) {
+			tok := loadTestTokenizer(t, name)
+			want := readGoldenIDs(t, name)
+			got := tok.Encode(text)
+			if len(got) != len(want) {
+				t.Errorf("%d ids, reference %d", len(got), len(want))
+			}
+			for i := range min(len(got), len(want)) {
+				if got[i] != want[i] {
+					lo := max(0, i-3)
+					t.Fatalf("id %d: got %v, reference %v", i, got[lo:min(len(got), i+5)], want[lo:min(len(want), i+5)])
+				}
+			}
+			back, err := tok.Decode(got)
+			if err != nil || !bytes.Equal(back, text) {
+				t.Fatalf("decode: %v, equal %v", err, bytes.Equal(back, text))
+			}
+		})
+	}
+}
