@@ -35,9 +35,11 @@ func BenchmarkEncode(b *testing.B) {
 		b.Run(tok.Name(), func(b *testing.B) {
 			ids := make([]uint32, 0, len(text))
 			b.SetBytes(int64(len(text)))
+			cpu := cpuSeconds()
 			for b.Loop() {
 				ids = tok.AppendEncode(ids[:0], text)
 			}
+			reportCPU(b, len(text), cpu)
 			b.ReportMetric(float64(len(text))/float64(len(ids)), "bytes/token")
 		})
 	}
@@ -50,10 +52,20 @@ func BenchmarkDecode(b *testing.B) {
 			ids := tok.Encode(text)
 			out := make([]byte, 0, len(text))
 			b.SetBytes(int64(len(text)))
+			cpu := cpuSeconds()
 			for b.Loop() {
 				out, _ = tok.AppendDecode(out[:0], ids, false)
 			}
+			reportCPU(b, len(text), cpu)
 		})
+	}
+}
+
+// reportCPU adds MB per CPU-second since start, the rate that does not count time the
+// machine gave to other processes.
+func reportCPU(b *testing.B, size int, start float64) {
+	if secs := cpuSeconds() - start; secs > 0 {
+		b.ReportMetric(float64(size)*float64(b.N)/1e6/secs, "MB/cpu-s")
 	}
 }
 

@@ -61,6 +61,7 @@ func Load(path string) (*Tokenizer, error) {
 
 // Parse builds a Tokenizer from the bytes of a tokenizer.json; name is used in errors.
 func Parse(data []byte, name string) (*Tokenizer, error) {
+	loadClasses()
 	p := &parser{name: name}
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sync"
 	"unicode"
 	"unicode/utf8"
 )
@@ -45,6 +46,18 @@ func init() {
 	}
 }
 
+// bmpClass caches runeClass for planes 0-2 (BMP, emoji and CJK extensions); loadClasses fills it before
+// the first pre-tokenization (Parse and Train call it), so that programs importing the
+// package but not tokenizing pay nothing.
+var (
+	bmpClass    [0x30000]uint8
+	loadClasses = sync.OnceFunc(func() {
+		for r := range rune(len(bmpClass)) {
+			bmpClass[r] = runeClass(r)
+		}
+	})
+)
+
 // classAt classifies the rune at s[i] and returns its class, value and width.
 func classAt(s []byte, i int) (uint8, rune, int) {
 	c := s[i]
@@ -55,14 +68,25 @@ func classAt(s []byte, i int) (uint8, rune, int) {
 	switch {
 	case r == utf8.RuneError && n == 1:
 		return clsOther, r, 1
-	case unicode.IsLetter(r):
-		return clsLetter, r, n
-	case unicode.IsNumber(r):
-		return clsNumber, r, n
-	case unicode.IsSpace(r): // White_Space: \t-\r, space, U+0085, U+00A0, Zs, U+2028, U+2029
-		return clsSpace, r, n
+	case r < rune(len(bmpClass)):
+		return bmpClass[r], r, n
 	}
-	return clsOther, r, n
+	return runeClass(r), r, n
+}
+
+// runeClass is the class of r from the unicode tables.
+func runeClass(r rune) uint8 {
+	switch {
+	case r < utf8.RuneSelf:
+		return asciiClass[r]
+	case unicode.IsLetter(r):
+		return clsLetter
+	case unicode.IsNumber(r):
+		return clsNumber
+	case unicode.IsSpace(r): // White_Space: \t-\r, space, U+0085, U+00A0, Zs, U+2028, U+2029
+		return clsSpace
+	}
+	return clsOther
 }
 
 // runOf returns the end of the run of class cls starting at i.

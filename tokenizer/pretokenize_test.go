@@ -6,6 +6,7 @@ import (
 )
 
 func pieces(split splitter, s string) []string {
+	loadClasses()
 	var out []string
 	b := []byte(s)
 	for i := 0; i < len(b); {

@@ -65,6 +65,7 @@ func Train(ctx context.Context, cfg TrainConfig, docs [][]byte) (*BPE, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	loadClasses()
 	if cfg.Pattern == "" {
 		cfg.Pattern = GPT2Pattern
 	}

