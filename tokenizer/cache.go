@@ -1,41 +1,53 @@
 package tokenizer
 
-// wordCache maps a piece's bytes to its ids. The ids live in one arena slice, so a hit
-// allocates nothing; when the cache is full it is emptied (pieces repeat locally, and a
-// bounded cache keeps an encoder's memory bounded).
+import (
+	"bytes"
+	"hash/maphash"
+)
+
+// wordCache maps a piece's bytes to its ids: a direct-mapped table (a piece's hash picks
+// one slot; a new piece evicts the old one). A hit costs one hash and one comparison and
+// allocates nothing; a miss reuses the slot's buffers, so a warm cache allocates nothing
+// either, and its memory is bounded.
 type wordCache struct {
-	index map[string]span
-	arena []uint32
+	seed  maphash.Seed
+	slots []cacheSlot
 }
 
-type span struct{ off, n uint32 }
+type cacheSlot struct {
+	hash uint64
+	key  []byte
+	ids  []uint32
+}
 
 const (
-	cacheMaxWords = 1 << 16
-	cacheMaxIDs   = 1 << 20
+	cacheSlots    = 1 << 15
 	cacheMaxBytes = 256 // longer pieces are not cached
 )
 
 func newWordCache() wordCache {
-	return wordCache{index: make(map[string]span, 1024)}
+	return wordCache{seed: maphash.MakeSeed(), slots: make([]cacheSlot, cacheSlots)}
+}
+
+func (c *wordCache) slot(w []byte) (*cacheSlot, uint64) {
+	h := maphash.Bytes(c.seed, w)
+	return &c.slots[h&(cacheSlots-1)], h
 }
 
 func (c *wordCache) get(w []byte) ([]uint32, bool) {
-	sp, ok := c.index[string(w)]
-	if !ok {
+	s, h := c.slot(w)
+	if s.hash != h || s.key == nil || !bytes.Equal(s.key, w) {
 		return nil, false
 	}
-	return c.arena[sp.off : sp.off+sp.n], true
+	return s.ids, true
 }
 
 func (c *wordCache) put(w []byte, ids []uint32) {
 	if len(w) > cacheMaxBytes {
 		return
 	}
-	if len(c.index) >= cacheMaxWords || len(c.arena)+len(ids) > cacheMaxIDs {
-		clear(c.index)
-		c.arena = c.arena[:0]
-	}
-	c.index[string(w)] = span{uint32(len(c.arena)), uint32(len(ids))}
-	c.arena = append(c.arena, ids...)
+	s, h := c.slot(w)
+	s.hash = h
+	s.key = append(s.key[:0], w...)
+	s.ids = append(s.ids[:0], ids...)
 }

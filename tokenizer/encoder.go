@@ -124,7 +124,7 @@ func (e *encoder) bpe(w []byte) {
 			continue
 		}
 		r := &syms[s.next]
-		m, ok := t.merges[pairKey(s.id, r.id)]
+		m, ok := t.merges.get(pairKey(s.id, r.id))
 		if !ok || m.rank != top.rank || m.id != top.id {
 			continue // stale: one side has merged since
 		}
@@ -150,7 +150,7 @@ func (e *encoder) bpe(w []byte) {
 
 // push queues the merge of symbols a and b if there is one.
 func (e *encoder) push(a, b int32) {
-	if m, ok := e.t.merges[pairKey(e.syms[a].id, e.syms[b].id)]; ok {
+	if m, ok := e.t.merges.get(pairKey(e.syms[a].id, e.syms[b].id)); ok {
 		e.queue.push(mergeItem{rank: m.rank, pos: a, id: m.id})
 	}
 }

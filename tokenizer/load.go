@@ -160,7 +160,7 @@ func (p *parser) vocab(t *Tokenizer, vocab map[string]int64) error {
 }
 
 func (p *parser) merges(t *Tokenizer, m *modelJSON) error {
-	t.merges = make(map[uint64]merge, len(m.Merges))
+	t.merges = newPairTable(len(m.Merges))
 	for rank, raw := range m.Merges {
 		field := fmt.Sprintf("model.merges[%d]", rank)
 		a, b, err := parseMerge(raw)
@@ -178,10 +178,7 @@ func (p *parser) merges(t *Tokenizer, m *modelJSON) error {
 		case !okc:
 			return p.errf(field, "the merged token %q is not in model.vocab", a+b)
 		}
-		key := pairKey(ia, ib)
-		if _, dup := t.merges[key]; !dup { // the first (lowest) rank wins, as in tokenizers
-			t.merges[key] = merge{rank: uint32(rank), id: ic}
-		}
+		t.merges.add(pairKey(ia, ib), merge{rank: uint32(rank), id: ic}) // the first (lowest) rank wins, as in tokenizers
 	}
 	return nil
 }

@@ -24,9 +24,9 @@ type Tokenizer struct {
 	present []bool            // id is assigned
 	special []bool            // id is an added token marked special
 
-	merges       map[uint64]merge // pair of ids → merge
-	byteID       [256]uint32      // each byte's starting symbol, or noID
-	fallback     [256][]uint32    // ids for a byte whose symbol is noID
+	merges       pairTable     // pair of ids → merge
+	byteID       [256]uint32   // each byte's starting symbol, or noID
+	fallback     [256][]uint32 // ids for a byte whose symbol is noID
 	wordID       map[string]uint32
 	ignoreMerges bool
 	byteFallback bool
