@@ -216,14 +216,15 @@ func (p *parser) addedTokens(t *Tokenizer, toks []addedTokenJSON) error {
 	if len(toks) > 1<<20 {
 		return p.errf("added_tokens", "%d entries (at most %d)", len(toks), 1<<20)
 	}
-	limit := int64(len(t.strs)) + int64(len(toks)) + 1<<16
+	seen := make(map[string]bool, len(toks))
+	maxAdded := int64(-1)
 	for i, a := range toks {
 		field := fmt.Sprintf("added_tokens[%d]", i)
 		switch {
 		case a.Content == "":
 			return p.errf(field+".content", "empty")
-		case a.ID < 0 || a.ID >= limit:
-			return p.errf(field+".id", "%d is out of range", a.ID)
+		case seen[a.Content]:
+			return p.errf(field+".content", "%q is listed twice", a.Content)
 		case a.SingleWord:
 			return p.unsupported(field+".single_word", "true")
 		case a.Lstrip:
@@ -231,7 +232,14 @@ func (p *parser) addedTokens(t *Tokenizer, toks []addedTokenJSON) error {
 		case a.Rstrip:
 			return p.unsupported(field+".rstrip", "true")
 		}
-		id := int(a.ID)
+		seen[a.Content] = true
+		want := addedID(t, a.Content, maxAdded)
+		if a.ID != want {
+			return p.errf(field+".id", "%d, but tokenizers gives %q the id %d (a token of model.vocab keeps its id; "+
+				"the others take the next ids after the vocabulary, in list order)", a.ID, a.Content, want)
+		}
+		maxAdded = max(maxAdded, want)
+		id := int(want)
 		t.grow(id)
 		if t.present[id] && t.strs[id] != a.Content {
 			return p.errf(field+".id", "%d is %q in model.vocab, not %q", id, t.strs[id], a.Content)
@@ -239,12 +247,28 @@ func (p *parser) addedTokens(t *Tokenizer, toks []addedTokenJSON) error {
 		t.strs[id], t.present[id] = a.Content, true
 		t.special[id] = a.Special
 		set := &t.added[0]
-		if a.Normalized && !a.Special {
-			set = &t.added[1] // matched after the others, as tokenizers does
+		if a.Normalized {
+			set = &t.added[1] // matched in the gaps the others leave, as tokenizers does
 		}
 		set.add([]byte(a.Content), uint32(id))
 	}
 	return nil
+}
+
+// addedID is the id Hugging Face's tokenizers gives an added token when it loads the file
+// (AddedVocabulary::add_tokens): its model.vocab id if it has one, else the vocabulary's
+// size, or one past the largest added id once that reaches the size. The ids written in
+// the file are only checked against it, so that a file tokenizers would renumber is refused
+// rather than encoded with other ids.
+func addedID(t *Tokenizer, content string, maxAdded int64) int64 {
+	if id, ok := t.vocab[content]; ok {
+		return int64(id)
+	}
+	size := int64(len(t.vocab))
+	if maxAdded >= 0 && (maxAdded >= size || size == 0) {
+		return maxAdded + 1
+	}
+	return size
 }
 
 // byteSymbols finds each byte's starting symbol: its byte-level rune in the vocab, else

@@ -89,7 +89,17 @@ func TestParseErrorsNameTheField(t *testing.T) {
 		{"merge array of 3", func(m map[string]any) { m["model"].(map[string]any)["merges"] = []any{[]any{"h", "e", "l"}} }, "model.merges[0]", false},
 		{"negative id", func(m map[string]any) { m["model"].(map[string]any)["vocab"].(map[string]any)["he"] = -1 }, "model.vocab", false},
 		{"huge id", func(m map[string]any) { m["model"].(map[string]any)["vocab"].(map[string]any)["he"] = 1 << 40 }, "model.vocab", false},
-		{"missing byte", func(m map[string]any) { delete(m["model"].(map[string]any)["vocab"].(map[string]any), "Ā") }, "model.vocab", false},
+		{"missing byte", func(m map[string]any) {
+			delete(m["model"].(map[string]any)["vocab"].(map[string]any), "Ā")
+			m["added_tokens"] = []any{}
+		}, "model.vocab", false},
+		{"added id renumbered", func(m map[string]any) { m["added_tokens"].([]any)[0].(map[string]any)["id"] = 300 }, "added_tokens[0].id", false},
+		{"added id not vocab's", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 260, "content": "he"}}
+		}, "added_tokens[0].id", false},
+		{"added twice", func(m map[string]any) {
+			m["added_tokens"] = []any{map[string]any{"id": 260, "content": "x!"}, map[string]any{"id": 261, "content": "x!"}}
+		}, "added_tokens[1].content", false},
 		{"no model", func(m map[string]any) { delete(m, "model") }, "model", false},
 	}
 	for _, c := range cases {
@@ -160,6 +170,7 @@ func TestIgnoreMerges(t *testing.T) {
 	model["vocab"].(map[string]any)["hel"] = 261
 	model["vocab"].(map[string]any)["hello"] = 262
 	model["vocab"].(map[string]any)["hellhello"] = 263
+	m["added_tokens"] = []any{}
 	for _, ignore := range []bool{false, true} {
 		model["ignore_merges"] = ignore
 		tok, err := parseMap(t, m)
@@ -184,13 +195,14 @@ func TestByteFallback(t *testing.T) {
 	model := m["model"].(map[string]any)
 	vocab := model["vocab"].(map[string]any)
 	delete(vocab, "Ā") // byte 0x00; "Ā" is C4 80 in UTF-8
-	vocab["<0xC4>"], vocab["<0x80>"] = 300, 301
+	vocab["<0xC4>"], vocab["<0x80>"] = 0, 260 // in place of Ā and <|endoftext|>
+	m["added_tokens"] = []any{}
 	model["byte_fallback"] = true
 	tok, err := parseMap(t, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := tok.Encode([]byte("h\x00")), []uint32{'h', 300, 301}; !equalIDs(got, want) {
+	if got, want := tok.Encode([]byte("h\x00")), []uint32{'h', 0, 260}; !equalIDs(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
@@ -203,6 +215,26 @@ func TestPrefixSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got, want := tok.Encode([]byte("w<|endoftext|>w")), []uint32{259, 260, 259}; !equalIDs(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+}
+
+// Non-normalized added tokens are matched first and normalized ones only in the gaps they
+// leave, so "<|end" (normalized: false) cuts "<|endoftext|>" (normalized: true) as Rust
+// tokenizers does (checked with reference.mjs rust; tokenizers.js differs).
+func TestAddedTokensNonNormalizedFirst(t *testing.T) {
+	m := minimalJSON(t)
+	m["added_tokens"] = []any{
+		map[string]any{"id": 260, "content": "<|endoftext|>", "special": true, "normalized": true},
+		map[string]any{"id": 261, "content": "<|end", "special": true, "normalized": false},
+	}
+	tok, err := parseMap(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tok.Encode([]byte("a<|endoftext|>"))
+	want := []uint32{'a', 261, 'o', 'f', 't', 'e', 'x', 't', '|', '>'}
+	if !equalIDs(got, want) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
