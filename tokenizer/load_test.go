@@ -194,7 +194,7 @@ func TestByteFallback(t *testing.T) {
 	m := minimalJSON(t)
 	model := m["model"].(map[string]any)
 	vocab := model["vocab"].(map[string]any)
-	delete(vocab, "Ā") // byte 0x00; "Ā" is C4 80 in UTF-8
+	delete(vocab, "Ā")                        // byte 0x00; "Ā" is C4 80 in UTF-8
 	vocab["<0xC4>"], vocab["<0x80>"] = 0, 260 // in place of Ā and <|endoftext|>
 	m["added_tokens"] = []any{}
 	model["byte_fallback"] = true
