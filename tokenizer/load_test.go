@@ -238,3 +238,21 @@ func TestAddedTokensNonNormalizedFirst(t *testing.T) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
+
+// Two fallback bytes in a row stay two (their pair of missing ids is no merge).
+func TestByteFallbackTwice(t *testing.T) {
+	m := minimalJSON(t)
+	model := m["model"].(map[string]any)
+	vocab := model["vocab"].(map[string]any)
+	delete(vocab, "Ā")
+	vocab["<0xC4>"], vocab["<0x80>"] = 0, 260
+	m["added_tokens"] = []any{}
+	model["byte_fallback"] = true
+	tok, err := parseMap(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode([]byte("\x00\x00")), []uint32{0, 260, 0, 260}; !equalIDs(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+}

@@ -14,7 +14,9 @@ type pairEntry struct {
 	m   merge
 }
 
-// emptyPair marks a free entry: no pair has it, since no id is noID.
+// emptyPair marks a free entry. It is also pairKey(noID, noID), the pair of two bytes
+// without a vocabulary id, which get must therefore refuse by hand; add never sees it,
+// since merges are between vocabulary ids.
 const emptyPair = ^uint64(0)
 
 func newPairTable(n int) pairTable {
@@ -32,6 +34,9 @@ func newPairTable(n int) pairTable {
 func (t *pairTable) index(key uint64) uint64 { return (key * 0x9E3779B97F4A7C15) >> t.shift }
 
 func (t *pairTable) get(key uint64) (merge, bool) {
+	if key == emptyPair { // (noID, noID): two bytes outside the vocabulary never merge
+		return merge{}, false
+	}
 	for i := t.index(key); ; i = (i + 1) & t.mask {
 		e := &t.entries[i]
 		if e.key == key {
