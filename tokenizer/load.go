@@ -294,8 +294,11 @@ func (p *parser) byteSymbols(t *Tokenizer, m *modelJSON) error {
 		}
 		if ids == nil && t.unk != "" {
 			id, ok := t.vocab[t.unk]
-			if !ok {
+			switch {
+			case !ok:
 				return p.errf("model.unk_token", "%q is not in model.vocab", t.unk)
+			case m.FuseUnk:
+				return p.unsupported("model.fuse_unk", "true with bytes that need the unknown token (0x%02X)", b)
 			}
 			ids = []uint32{id}
 		}

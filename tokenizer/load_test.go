@@ -256,3 +256,25 @@ func TestByteFallbackTwice(t *testing.T) {
 		t.Fatalf("%v, want %v", got, want)
 	}
 }
+
+// A byte whose rune is missing takes unk_token without byte_fallback; fusing unknowns is
+// refused rather than done differently.
+func TestUnknownByte(t *testing.T) {
+	m := minimalJSON(t)
+	model := m["model"].(map[string]any)
+	vocab := model["vocab"].(map[string]any)
+	delete(vocab, "Ā")
+	vocab["<unk>"] = 0
+	model["unk_token"] = "<unk>"
+	tok, err := parseMap(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tok.Encode([]byte("h\x00\x00")), []uint32{'h', 0, 0}; !equalIDs(got, want) {
+		t.Fatalf("%v, want %v", got, want)
+	}
+	model["fuse_unk"] = true
+	if _, err := parseMap(t, m); !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "model.fuse_unk") {
+		t.Fatalf("fuse_unk: %v", err)
+	}
+}

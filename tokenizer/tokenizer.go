@@ -55,13 +55,13 @@ func (t *Tokenizer) grow(id int) {
 // index of the model vocab that ignore_merges uses.
 func (t *Tokenizer) buildDecodeTable() {
 	t.decOff = make([]uint32, len(t.strs)+1)
-	t.wordID = make(map[string]uint32, len(t.vocab))
 	for id, s := range t.strs {
 		raw, _ := byteLevelDecode(s)
 		t.decBytes = append(t.decBytes, raw...)
 		t.decOff[id+1] = uint32(len(t.decBytes))
 	}
 	if t.ignoreMerges {
+		t.wordID = make(map[string]uint32, len(t.vocab))
 		for s, id := range t.vocab {
 			if raw, ok := byteLevelDecode(s); ok {
 				t.wordID[string(raw)] = id
