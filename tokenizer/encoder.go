@@ -80,15 +80,22 @@ func (e *encoder) pretokenize(k int, s []byte) {
 }
 
 // word appends the ids of one pre-tokenized piece, from the cache when it was seen before.
+// Pieces of one or two bytes are answered directly (at most one merge applies), which is
+// cheaper than hashing them.
 func (e *encoder) word(w []byte) {
 	t := e.t
-	if len(w) == 1 && t.byteID[w[0]] != noID {
+	switch {
+	case len(w) == 1 && t.byteID[w[0]] != noID:
 		e.out = append(e.out, t.byteID[w[0]])
 		return
-	}
-	if t.ignoreMerges {
-		if id, ok := t.wordID[string(w)]; ok {
-			e.out = append(e.out, id)
+	case len(w) == 2 && !t.ignoreMerges:
+		a, b := t.byteID[w[0]], t.byteID[w[1]]
+		if a != noID && b != noID {
+			if m, ok := t.merges.get(pairKey(a, b)); ok {
+				e.out = append(e.out, m.id)
+			} else {
+				e.out = append(e.out, a, b)
+			}
 			return
 		}
 	}
@@ -97,7 +104,11 @@ func (e *encoder) word(w []byte) {
 		return
 	}
 	n := len(e.out)
-	e.bpe(w)
+	if id, ok := t.wordID[string(w)]; ok && t.ignoreMerges {
+		e.out = append(e.out, id)
+	} else {
+		e.bpe(w)
+	}
 	e.cache.put(w, e.out[n:])
 }
 
