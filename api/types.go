@@ -40,6 +40,10 @@ type Peer struct {
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.
 type SubmitResult struct {
 	ID string `json:"id"`
+	// DatasetHolders are the members besides the submitting node that held the job's
+	// dataset when the answer was sent (node Config.DatasetReplicas of them, fewer on a
+	// small mesh); the job outlives its submitter once there is one.
+	DatasetHolders []string `json:"dataset_holders,omitempty"`
 }
 
 // CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether

@@ -57,6 +57,10 @@ type Config struct {
 	DataRoots []string
 	// MaxDataBytes caps the size of one local data file. Zero means DefaultMaxDataBytes.
 	MaxDataBytes int64
+	// DatasetReplicas is how many live members besides this node must hold the dataset of
+	// a job submitted here before the submit answers, so that the job outlives this node.
+	// Zero means DefaultDatasetReplicas (1); negative, none.
+	DatasetReplicas int
 
 	// Heartbeat, SuspectAfter, DeadAfter and AuthTimeout are passed to the mesh; zero
 	// means the mesh's defaults (2 s, 3 and 5 heartbeats, 5 s).

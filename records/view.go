@@ -81,6 +81,17 @@ func (j *Job) Detail(index uint64) JobDetail {
 	return d
 }
 
+// LastEventMessage is ": " and the newest non-empty event message, or "": what to append
+// to a line saying how a job ended.
+func (d JobDetail) LastEventMessage() string {
+	for i := len(d.Events) - 1; i >= 0; i-- {
+		if m := d.Events[i].Message; m != "" {
+			return ": " + m
+		}
+	}
+	return ""
+}
+
 func nonNil[T any](s []T) []T {
 	if s == nil {
 		return []T{}
