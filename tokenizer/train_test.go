@@ -110,7 +110,7 @@ func TestTrainEqualsRecount(t *testing.T) {
 func TestTrainWriteLoadRoundTrip(t *testing.T) {
 	docs := randomCorpus(7, 5000)
 	for _, pattern := range []string{GPT2Pattern, Llama3Pattern} {
-		bpe, err := Train(context.Background(), TrainConfig{VocabSize: 400, Special: []string{"<|endoftext|>", "<|pad|>"}, Pattern: pattern}, docs)
+		bpe, err := Train(context.Background(), TrainConfig{VocabSize: 401, Special: []string{"<|endoftext|>", "<|pad|>", "<\"q\\\n\u2028>"}, Pattern: pattern}, docs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +118,11 @@ func TestTrainWriteLoadRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tok.VocabSize() != len(bpe.Tokens)+2 {
-			t.Errorf("vocab %d, want %d", tok.VocabSize(), len(bpe.Tokens)+2)
+		if tok.VocabSize() != len(bpe.Tokens)+3 {
+			t.Errorf("vocab %d, want %d", tok.VocabSize(), len(bpe.Tokens)+3)
+		}
+		if id, ok := tok.ID("<\"q\\\n\u2028>"); !ok || int(id) != len(bpe.Tokens)+2 { // escaped in the JSON
+			t.Errorf("the special token with quotes is %d %v", id, ok)
 		}
 		if id, ok := tok.ID("<|pad|>"); !ok || int(id) != len(bpe.Tokens)+1 || !tok.IsSpecial(id) {
 			t.Errorf("<|pad|> is %d %v", id, ok)
