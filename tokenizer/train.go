@@ -39,6 +39,9 @@ func (c TrainConfig) Validate() error {
 	if min := 256 + len(c.Special) + 1; c.VocabSize < min || c.VocabSize > MaxVocab {
 		return fmt.Errorf("vocab must be between %d (256 bytes, %d special tokens and one merge) and %d (got %d)", min, len(c.Special), MaxVocab, c.VocabSize)
 	}
+	if c.MinFrequency < 0 {
+		return fmt.Errorf("min-frequency must be ≥ 0 (got %d)", c.MinFrequency)
+	}
 	for i, s := range c.Special {
 		if s == "" || slices.Contains(c.Special[:i], s) {
 			return fmt.Errorf("special token %d (%q) is empty or repeated", i, s)
@@ -96,7 +99,7 @@ func Train(ctx context.Context, cfg TrainConfig, docs [][]byte) (*BPE, error) {
 			}
 		}
 		pair, count := tr.best()
-		if count < cfg.MinFrequency {
+		if count == 0 || count < cfg.MinFrequency {
 			break
 		}
 		tok := append(slices.Clip(out.Tokens[pair[0]]), out.Tokens[pair[1]]...)

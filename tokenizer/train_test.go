@@ -147,6 +147,7 @@ func TestTrainConfigValidate(t *testing.T) {
 		{VocabSize: 1000, Special: []string{"a", "a"}},
 		{VocabSize: 1000, Pattern: `\w+`},
 		{VocabSize: MaxVocab + 1},
+		{VocabSize: 1000, MinFrequency: -1},
 	}
 	for _, c := range bad {
 		if c.Validate() == nil {
@@ -155,6 +156,18 @@ func TestTrainConfigValidate(t *testing.T) {
 	}
 	if err := DefaultTrainConfig().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A corpus with fewer pairs than the vocabulary asks for ends training early, even when
+// every pair counts (MinFrequency 1).
+func TestTrainRunsOutOfPairs(t *testing.T) {
+	bpe, err := Train(context.Background(), TrainConfig{VocabSize: 1000, MinFrequency: 1}, [][]byte{[]byte("abc abd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bpe.Tokens) >= 1000 || len(bpe.Merges) == 0 {
+		t.Fatalf("%d tokens, %d merges", len(bpe.Tokens), len(bpe.Merges))
 	}
 }
 

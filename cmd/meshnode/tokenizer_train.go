@@ -62,7 +62,7 @@ func (o *tokenizerTrainOptions) run(cmd *cobra.Command, args []string) error {
 		return usagef("name the corpus: builtin:gostd, text files or directories")
 	}
 	if err := o.cfg.Validate(); err != nil {
-		return usagef("--vocab/--special: %v", err)
+		return usagef("--vocab/--special/--min-frequency: %v", err)
 	}
 	if o.out == "" {
 		return usagef("--out must not be empty")
