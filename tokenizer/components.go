@@ -98,9 +98,9 @@ func (p *parser) flatten(field string, raw json.RawMessage, out *[]componentJSON
 	return nil
 }
 
-// postProcessor accepts the processors that add no ids to Encode's output (Encode is
-// tokenizers' encode with add_special_tokens=False).
-func (p *parser) postProcessor(field string, raw json.RawMessage) error {
+// postProcessor reads the processors: ByteLevel (which changes no id) and one
+// TemplateProcessing, whose single-sequence template EncodeAddingSpecial applies.
+func (p *parser) postProcessor(t *Tokenizer, field string, raw json.RawMessage) error {
 	if isNull(raw) {
 		return nil
 	}
@@ -111,12 +111,56 @@ func (p *parser) postProcessor(field string, raw json.RawMessage) error {
 	}
 	for i, c := range list {
 		switch c.Type {
-		case "ByteLevel", "TemplateProcessing":
+		case "ByteLevel":
+		case "TemplateProcessing":
+			if t.template != nil {
+				return p.unsupported(fields[i], "a second TemplateProcessing")
+			}
+			tmpl, err := p.template(t, fields[i], c)
+			if err != nil {
+				return err
+			}
+			t.template = tmpl
 		default:
 			return p.unsupported(fields[i]+".type", "%q (ByteLevel and TemplateProcessing are read)", c.Type)
 		}
 	}
 	return nil
+}
+
+// template reads a TemplateProcessing's single template into its pieces: runs of special
+// ids and the place of the sequence.
+func (p *parser) template(t *Tokenizer, field string, c componentJSON) ([]templatePiece, error) {
+	var out []templatePiece
+	seq := false
+	for i, item := range c.Single {
+		f := fmt.Sprintf("%s.single[%d]", field, i)
+		if st, ok := item["SpecialToken"]; ok && len(item) == 1 {
+			sp, ok := c.SpecialTokens[st.ID]
+			if !ok {
+				return nil, p.errf(f, "special token %q is not in special_tokens", st.ID)
+			}
+			var ids []uint32
+			for _, id := range sp.IDs {
+				if id < 0 || id >= int64(len(t.strs)) || !t.present[id] {
+					return nil, p.errf(field+".special_tokens", "%q has id %d, not in the vocabulary", st.ID, id)
+				}
+				ids = append(ids, uint32(id))
+			}
+			out = append(out, templatePiece{ids: ids})
+			continue
+		}
+		if sq, ok := item["Sequence"]; ok && len(item) == 1 && sq.ID == "A" && !seq {
+			seq = true
+			out = append(out, templatePiece{sequence: true})
+			continue
+		}
+		return nil, p.unsupported(f, "only SpecialToken items and one Sequence A are read")
+	}
+	if !seq {
+		return nil, p.errf(field+".single", "has no Sequence A")
+	}
+	return out, nil
 }
 
 func (p *parser) decoder(field string, raw json.RawMessage) error {

@@ -75,7 +75,7 @@ func Parse(data []byte, name string) (*Tokenizer, error) {
 		func() error { return p.model(t, f.Model) },
 		func() error { return p.addedTokens(t, f.AddedTokens) },
 		func() error { return p.preTokenizer(t, f.PreTokenizer) },
-		func() error { return p.postProcessor("post_processor", f.PostProcessor) },
+		func() error { return p.postProcessor(t, "post_processor", f.PostProcessor) },
 		func() error { return p.decoder("decoder", f.Decoder) },
 		func() error { return p.byteSymbols(t, f.Model) },
 	}

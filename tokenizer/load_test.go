@@ -278,3 +278,31 @@ func TestUnknownByte(t *testing.T) {
 		t.Fatalf("fuse_unk: %v", err)
 	}
 }
+
+// A TemplateProcessing post-processor (Llama-3's BOS) is applied by EncodeAddingSpecial
+// and not by Encode; a template naming an unknown special token is refused by field.
+func TestTemplateProcessing(t *testing.T) {
+	m := minimalJSON(t)
+	m["added_tokens"] = append(m["added_tokens"].([]any), map[string]any{"id": 261, "content": "<s>", "special": true})
+	bos := map[string]any{"SpecialToken": map[string]any{"id": "<s>", "type_id": 0}}
+	m["post_processor"] = map[string]any{"type": "Sequence", "processors": []any{
+		map[string]any{"type": "ByteLevel"},
+		map[string]any{"type": "TemplateProcessing",
+			"single":         []any{bos, map[string]any{"Sequence": map[string]any{"id": "A", "type_id": 0}}},
+			"special_tokens": map[string]any{"<s>": map[string]any{"id": "<s>", "ids": []any{261}}}},
+	}}
+	tok, err := parseMap(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tok.EncodeAddingSpecial([]byte("hello")); !equalIDs(got, []uint32{261, 258, 'o'}) {
+		t.Errorf("with the template: %v", got)
+	}
+	if got := tok.Encode([]byte("hello")); !equalIDs(got, []uint32{258, 'o'}) {
+		t.Errorf("without: %v", got)
+	}
+	m["post_processor"].(map[string]any)["processors"].([]any)[1].(map[string]any)["special_tokens"] = map[string]any{}
+	if _, err := parseMap(t, m); err == nil || !strings.Contains(err.Error(), "post_processor.processors[1].single[0]") {
+		t.Errorf("unknown special token: %v", err)
+	}
+}

@@ -51,6 +51,21 @@ type componentJSON struct {
 	PreTokenizers  []json.RawMessage `json:"pretokenizers"`
 	Processors     []json.RawMessage `json:"processors"`
 	Decoders       []json.RawMessage `json:"decoders"`
+	// TemplateProcessing
+	Single        []map[string]templateItemJSON  `json:"single"`
+	SpecialTokens map[string]templateSpecialJSON `json:"special_tokens"`
+}
+
+// templateItemJSON is one item of a TemplateProcessing template: the value of a
+// {"SpecialToken": …} or {"Sequence": …} object.
+type templateItemJSON struct {
+	ID     string `json:"id"`
+	TypeID int    `json:"type_id"`
+}
+
+type templateSpecialJSON struct {
+	ID  string  `json:"id"`
+	IDs []int64 `json:"ids"`
 }
 
 type patternJSON struct {

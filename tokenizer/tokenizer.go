@@ -32,8 +32,9 @@ type Tokenizer struct {
 	byteFallback bool
 	unk          string
 
-	stages      []splitter // pre-tokenizer regexes, applied in order
-	prefixSpace bool       // ByteLevel add_prefix_space
+	template    []templatePiece // the post-processor's single template; nil: none
+	stages      []splitter      // pre-tokenizer regexes, applied in order
+	prefixSpace bool            // ByteLevel add_prefix_space
 	added       [2]addedSet
 
 	decBytes []byte   // id → decoded bytes, decBytes[decOff[id]:decOff[id+1]]
@@ -104,6 +105,30 @@ func (t *Tokenizer) IsSpecial(id uint32) bool { return int(id) < len(t.special) 
 // post-processor's template (a BOS token, say) is not added.
 func (t *Tokenizer) Encode(text []byte) []uint32 {
 	return t.AppendEncode(make([]uint32, 0, len(text)/3+1), text)
+}
+
+// EncodeAddingSpecial is Encode with the post-processor's template applied around the
+// ids (Llama-3's <|begin_of_text|> before them, say): tokenizers' encode(text,
+// add_special_tokens=True). Without a TemplateProcessing it is Encode.
+func (t *Tokenizer) EncodeAddingSpecial(text []byte) []uint32 {
+	if t.template == nil {
+		return t.Encode(text)
+	}
+	var out []uint32
+	for _, piece := range t.template {
+		if piece.sequence {
+			out = t.AppendEncode(out, text)
+		} else {
+			out = append(out, piece.ids...)
+		}
+	}
+	return out
+}
+
+// templatePiece is a run of special ids of a template, or the place of the text's ids.
+type templatePiece struct {
+	ids      []uint32
+	sequence bool
 }
 
 // AppendEncode appends text's ids to dst.

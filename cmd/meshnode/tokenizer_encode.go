@@ -10,8 +10,9 @@ import (
 )
 
 type tokenizerEncodeOptions struct {
-	tokenizer string
-	output    string
+	tokenizer  string
+	addSpecial bool
+	output     string
 }
 
 func newTokenizerEncodeCmd() *cobra.Command {
@@ -20,14 +21,17 @@ func newTokenizerEncodeCmd() *cobra.Command {
 		Use:   "encode --tokenizer FILE TEXT|-",
 		Short: "Print the token ids of a text",
 		Long: `Print the ids of TEXT (or of standard input, with -) under a tokenizer.json: the ids of
-Hugging Face tokenizers' encode(text, add_special_tokens=False). Text output is the ids
-separated by spaces; -o json prints {"ids": [...], "bytes": N}.`,
+Hugging Face tokenizers' encode(text, add_special_tokens=False), or with
+--add-special-tokens the post-processor's template around them (Llama-3's
+<|begin_of_text|>). Text output is the ids separated by spaces; -o json prints
+{"ids": [...], "bytes": N}.`,
 		Example: `  meshnode tokenizer encode --tokenizer tokenizer.json "func main() {}"
   meshnode tokenizer encode --tokenizer tokenizer.json -o json - < file.txt`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	cmd.Flags().StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (required)")
+	cmd.Flags().BoolVar(&o.addSpecial, "add-special-tokens", false, "apply the post-processor's template (a BOS token, say)")
 	addOutputFlag(cmd, &o.output)
 	return withEnv(cmd)
 }
@@ -47,6 +51,9 @@ func (o *tokenizerEncodeOptions) run(cmd *cobra.Command, arg string) error {
 		}
 	}
 	ids := tok.Encode(text)
+	if o.addSpecial {
+		ids = tok.EncodeAddingSpecial(text)
+	}
 	w := bufio.NewWriterSize(cmd.OutOrStdout(), 1<<16)
 	if o.output == "json" {
 		fmt.Fprintf(w, `{"bytes":%d,"ids":[`, len(text))
