@@ -92,6 +92,13 @@ func runeClass(r rune) uint8 {
 // runOf returns the end of the run of class cls starting at i.
 func runOf(s []byte, i int, cls uint8) int {
 	for i < len(s) {
+		if b := s[i]; b < utf8.RuneSelf { // ASCII without a call: most of code and English
+			if asciiClass[b] != cls {
+				break
+			}
+			i++
+			continue
+		}
 		c, _, n := classAt(s, i)
 		if c != cls {
 			break
