@@ -30,7 +30,17 @@ func newWordCache() wordCache {
 }
 
 func (c *wordCache) slot(w []byte) (*cacheSlot, uint64) {
-	h := maphash.Bytes(c.seed, w)
+	var h uint64
+	if len(w) <= 8 { // most pieces: their bytes in one word, mixed, cheaper than maphash
+		var k uint64
+		for i, b := range w {
+			k |= uint64(b) << (8 * i)
+		}
+		h = (k ^ uint64(len(w))<<59) * 0x9E3779B97F4A7C15
+		h ^= h >> 29
+	} else {
+		h = maphash.Bytes(c.seed, w)
+	}
 	return &c.slots[h&(cacheSlots-1)], h
 }
 
