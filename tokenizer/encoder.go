@@ -23,6 +23,21 @@ func newEncoder(t *Tokenizer) any {
 	return &encoder{t: t, cache: newWordCache()}
 }
 
+// shrink drops buffers that one long piece or stretch grew past 1 MiB, so that a pooled
+// encoder does not keep them.
+func (e *encoder) shrink() {
+	const limit = 1 << 20
+	if cap(e.prefix) > limit {
+		e.prefix = nil
+	}
+	if cap(e.syms)*12 > limit {
+		e.syms = nil
+	}
+	if cap(e.queue.items)*12 > limit {
+		e.queue.items = nil
+	}
+}
+
 // encode splits text by added tokens (the non-normalized ones, then the normalized ones in
 // the gaps) and pre-tokenizes and BPE-encodes the rest.
 func (e *encoder) encode(text []byte) {

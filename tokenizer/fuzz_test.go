@@ -55,3 +55,18 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// One piece of a megabyte (no space in it) merges in O(n log n) and round-trips; the
+// encoder's grown buffers are not kept in the pool.
+func TestLongPiece(t *testing.T) {
+	tok := loadTestTokenizer(t, goldenCases[0])
+	text := bytes.Repeat([]byte("func"), 1<<18)
+	ids := tok.Encode(text)
+	back, err := tok.Decode(ids)
+	if err != nil || !bytes.Equal(back, text) {
+		t.Fatalf("round trip of %d bytes: %v", len(text), err)
+	}
+	if len(ids) >= len(text)/2 {
+		t.Errorf("%d ids for %d bytes", len(ids), len(text))
+	}
+}

@@ -137,6 +137,7 @@ func (t *Tokenizer) AppendEncode(dst []uint32, text []byte) []uint32 {
 	e.out = dst
 	e.encode(text)
 	dst, e.out = e.out, nil
+	e.shrink()
 	t.pool.Put(e)
 	return dst
 }
