@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"math"
@@ -181,7 +182,9 @@ func trainFamily(t *testing.T, cfg TrainConfig, init string) []float64 {
 	}
 	losses := make([]float64, cfg.Steps)
 	for i := range losses {
-		losses[i] = tr.Step()
+		if losses[i], err = tr.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return losses
 }
