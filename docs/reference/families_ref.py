@@ -60,7 +60,11 @@ def write_safetensors(path, tensors, metadata):
     header, blobs, off = {"__metadata__": metadata}, [], 0
     for name in sorted(tensors):
         t = tensors[name].detach().contiguous().to(torch.float32)
-        b = t.numpy().tobytes() if hasattr(t, "numpy") else bytes(t.untyped_storage())
+        try:
+            b = t.numpy().tobytes()
+        except (RuntimeError, ImportError):  # torch built without numpy
+            flat = t.reshape(-1).tolist()
+            b = struct.pack(f"<{len(flat)}f", *flat)
         header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(b)]}
         blobs.append(b)
         off += len(b)
