@@ -9,8 +9,9 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// GPT is the model of docs/gpt.md as its layer list: Layers[0] is the Embedding,
-// Layers[1..cfg.Layers] the Blocks, and the last the Head.
+// GPT is a model of any family (docs/gpt.md, docs/models.md) as its layer list:
+// Layers[0] is the Embedding, Layers[1..cfg.Layers] the blocks (Block, or LlamaBlock for
+// the llama family), and the last the Head.
 type GPT struct {
 	Config Config
 	Layers []Layer

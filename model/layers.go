@@ -168,7 +168,8 @@ type Head struct {
 }
 
 // NewHead returns the head of cfg with its norm's weight 1 and a zero lm_head. A tied
-// head's lm_head is a zero table of its own until TieHead binds it.
+// head has no lm_head of its own: build a tied model with New or NewLayers, which bind it
+// to the embedding's table.
 func NewHead(cfg Config) *Head { return newHead(cfg, false) }
 
 func newHead(cfg Config, shell bool) *Head {
