@@ -160,11 +160,11 @@ func (t *Testnet) Start(ctx context.Context) error {
 	return t.SaveState()
 }
 
-// prepareDir creates the testnet directory and resets node directories an earlier
-// testnet left, refusing if that testnet still runs.
+// prepareDir creates the testnet directory (private: PrivateDir) and resets node
+// directories an earlier testnet left, refusing if that testnet still runs.
 func (t *Testnet) prepareDir() error {
-	if err := os.MkdirAll(t.cfg.Dir, 0o755); err != nil {
-		return fmt.Errorf("testnet dir: %w", err)
+	if err := PrivateDir(t.cfg.Dir); err != nil {
+		return err
 	}
 	if old, err := LoadState(t.cfg.Dir); err == nil {
 		for _, n := range old.Nodes {
