@@ -28,8 +28,9 @@ const minoritySubmitLimit = 25 * time.Second
 // within its timeout; the majority elects (or keeps) a leader and runs a job submitted
 // there on its own nodes; after healing, every node converges on the same jobs with the
 // same statuses and plans, no job has two plans for one epoch, and the minority's
-// rejected job never appears. With `testnet partition` cutting only the data plane the
-// minority's node still reaches the leader and its submit succeeds.
+// rejected job never appears. With `testnet partition` cutting only the data plane it
+// fails in the first round: the majority never elects a leader of its own and keeps
+// seeing the cut-off leader alive.
 func TestControlPlanePartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three processes and two jobs through two partitions: not in -short mode")
