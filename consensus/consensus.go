@@ -104,7 +104,7 @@ func (c *Consensus) open() (err error) {
 		return fmt.Errorf("open raft snapshots in %s: %w", dir, err)
 	}
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: NewStreamLayer(c.host, c, c.cfg.RPCTimeout, func(p peer.ID, err error) { c.logRefusal("raft stream", p, err) }), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
+		Stream: NewStreamLayer(c.host, raftGate{c}, c.cfg.RPCTimeout, func(p peer.ID, err error) { c.logRefusal("raft stream", p, err) }), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
 	})
 	rc := c.raftConfig(hlog)
 	if c.cfg.Bootstrap {

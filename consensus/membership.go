@@ -31,8 +31,9 @@ type JoinArgs struct {
 	Node Node `json:"node"`
 }
 
-// JoinResult tells a joiner which cluster it joined and the servers of the leader's raft
-// configuration, which it trusts until its own configuration names them.
+// JoinResult tells a joiner which cluster it joined and the voters of the leader's raft
+// configuration, which it trusts until its own configuration names them. Non-voters are
+// not named: they never send raft RPCs.
 type JoinResult struct {
 	ClusterID string   `json:"cluster_id"`
 	Servers   []string `json:"servers"`
@@ -234,7 +235,9 @@ func (c *Consensus) handleJoin(ctx context.Context, from peer.ID, body []byte) (
 	}
 	res := JoinResult{ClusterID: c.ClusterID()}
 	for _, s := range servers {
-		res.Servers = append(res.Servers, string(s.ID))
+		if s.Suffrage == raft.Voter {
+			res.Servers = append(res.Servers, string(s.ID))
+		}
 	}
 	if old, ok := c.fsm.Node(n.ID); ok && sameNode(old, n) {
 		return res, nil
