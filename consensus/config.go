@@ -20,6 +20,10 @@ type Config struct {
 	// Voters is the number of voting members the leader maintains; later members join as
 	// non-voters. Must be odd. Zero means 3.
 	Voters int
+	// Probation is how long the leader watches a live non-voter before it promotes it
+	// automatically (an operator may approve or refuse earlier: promotion.go); zero means
+	// DefaultProbation (30 s).
+	Probation time.Duration
 	// Profile is this node's capability summary, announced when it joins.
 	Profile Profile
 	// Logger receives this component's logs and raft's (through an hclog adapter). Nil
@@ -55,6 +59,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Voters:             3,
+		Probation:          DefaultProbation,
 		HeartbeatTimeout:   time.Second,
 		ElectionTimeout:    time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
@@ -73,6 +78,7 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	setIfZero(&c.Voters, d.Voters)
+	setIfZero(&c.Probation, d.Probation)
 	setIfZero(&c.HeartbeatTimeout, d.HeartbeatTimeout)
 	setIfZero(&c.ElectionTimeout, d.ElectionTimeout)
 	setIfZero(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
@@ -105,6 +111,9 @@ func (c Config) Validate() error {
 	}
 	if c.Voters < 0 || (c.Voters > 0 && c.Voters%2 == 0) {
 		errs = append(errs, fmt.Errorf("consensus: Voters must be odd and ≥ 1 (got %d)", c.Voters))
+	}
+	if c.Probation < 0 {
+		errs = append(errs, fmt.Errorf("consensus: Probation must be ≥ 0 (got %s)", c.Probation))
 	}
 	if c.KeepFinishedJobs < 0 || c.KeepFinishedJobs > MaxKeepFinishedJobs {
 		errs = append(errs, fmt.Errorf("consensus: KeepFinishedJobs must be 0 (default) to %d (got %d)", MaxKeepFinishedJobs, c.KeepFinishedJobs))

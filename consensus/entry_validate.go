@@ -159,6 +159,12 @@ func (st *fsmState) validate() error {
 		}
 		errs = append(errs, checkJobID("job id", id))
 	}
+	if len(st.Promotions) > MaxPromotionDecisions {
+		errs = append(errs, fmt.Errorf("%d promotion decisions (max %d)", len(st.Promotions), MaxPromotionDecisions))
+	}
+	for id, d := range st.Promotions {
+		errs = append(errs, PromotionRequest{ID: id, Decision: d}.validate())
+	}
 	if st.ClusterID != "" && !clusterIDPattern.MatchString(st.ClusterID) {
 		errs = append(errs, fmt.Errorf("cluster id %q: not 32 hex digits", st.ClusterID))
 	}

@@ -287,7 +287,9 @@ func (c *Consensus) promoteAlive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.fillVoters(ctx, servers, c.aliveInFSM(servers))
+	alive := c.aliveInFSM(servers)
+	c.probation.observe(servers, alive, time.Now())
+	return c.fillVoters(ctx, servers, alive)
 }
 
 // Leave removes this node from the group cleanly and shuts it down: a leader first hands
