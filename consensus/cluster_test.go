@@ -401,7 +401,7 @@ func replaceDeadVoter(t *testing.T, tc *testCluster, dead, a, b *testNode, voter
 				return fmt.Errorf("reconcile on %s: %w", n.name, err)
 			}
 		}
-		st, err := tc.waitLeader(5*time.Second).c.Status(ctx)
+		st, err := tc.waitLeader(5 * time.Second).c.Status(ctx)
 		if err != nil || !slices.Equal(st.Voters, want) {
 			return fmt.Errorf("voters %v (%v), want %v", st.Voters, err, want)
 		}
