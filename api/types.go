@@ -67,4 +67,6 @@ type (
 	JobDetail = consensus.JobDetail
 	// RaftStatus is GET /v1/raft.
 	RaftStatus = consensus.RaftStatus
+	// PromotionResult is POST /v1/raft/promote/{id} and /v1/raft/refuse/{id}.
+	PromotionResult = consensus.PromotionResult
 )

@@ -25,6 +25,9 @@ type ConsensusConfig struct {
 	// Voters (--voters) is the number of voting members the leader keeps; later nodes are
 	// non-voters. Zero means 3; it must be odd.
 	Voters int
+	// Probation (--raft-probation) is how long the leader watches a live non-voter before
+	// promoting it automatically; zero means consensus.DefaultProbation.
+	Probation time.Duration
 	// ReconcileInterval is how often the mesh's live and dead members are fed to the
 	// leader. Zero means the heartbeat interval.
 	ReconcileInterval time.Duration
@@ -83,6 +86,7 @@ func (s *consensusService) config() consensus.Config {
 		DataDir:   cfg.DataDir,
 		Bootstrap: cc.Bootstrap || len(cfg.Bootstrap) == 0,
 		Voters:    cc.Voters,
+		Probation: cc.Probation,
 		Profile:   profileSummary(s.n.mesh.Profile()),
 		Logger:    s.n.log.With("component", "consensus"),
 
