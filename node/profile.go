@@ -97,8 +97,10 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 		Slowdown:         p.cfg.slowdown(),
 		Cores:            runtime.GOMAXPROCS(0),
 		MemoryTotalBytes: total, MemoryAvailableBytes: avail,
-		MemoryBudgetBytes: p.budget,
-		DiskFreeBytes:     p.disk(p.dataDir),
+		// Clamped to what peers accept (mesh.Profile.Validate): a filesystem that reports
+		// an absurd free size must not get the node's own heartbeats refused.
+		MemoryBudgetBytes: min(p.budget, mesh.MaxProfileMemoryBytes),
+		DiskFreeBytes:     min(p.disk(p.dataDir), mesh.MaxProfileDiskBytes),
 		DiskReadBps:       p.lastDiskRead, DiskWriteBps: p.lastDiskWrite,
 		OS: runtime.GOOS, Arch: runtime.GOARCH, Version: p.version,
 		GPUs: []mesh.GPU{},
