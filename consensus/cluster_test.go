@@ -40,6 +40,8 @@ type testCluster struct {
 	keep int
 	// probation, when set, is every node's Config.Probation (100 ms otherwise).
 	probation time.Duration
+	// quota, when set, is every node's Config.MaxLiveJobsPerMember.
+	quota int
 }
 
 type testNode struct {
@@ -112,7 +114,7 @@ func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
 	if probation == 0 {
 		probation = 100 * time.Millisecond
 	}
-	return Config{KeepFinishedJobs: tc.keep, Probation: probation,
+	return Config{KeepFinishedJobs: tc.keep, Probation: probation, MaxLiveJobsPerMember: tc.quota,
 		DataDir: n.dir, Bootstrap: bootstrap, Voters: 3, Logger: tc.log.With("node", n.name),
 		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,

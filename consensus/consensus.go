@@ -45,6 +45,8 @@ type Consensus struct {
 	// cid is this node's cluster ID ("" until a fresh node joins a cluster).
 	cidMu sync.Mutex
 	cid   string
+	// submits serialises submits on the leader for the quota (quota.go).
+	submits submitGate
 	// probation watches non-voters on the leader (promotion.go).
 	probation probationClock
 	// trusted are the peers this node asked to be let in by (access.go).

@@ -89,7 +89,13 @@ func (r NodeStatusRequest) validate() error {
 	return errors.Join(checkNodeID("node id", r.ID), checkNodeStatus(r.Status))
 }
 
-func (r JobSubmitRequest) validate() error { return checkJobID("job id", r.ID) }
+func (r JobSubmitRequest) validate() error {
+	err := checkJobID("job id", r.ID)
+	if r.SubmittedBy != "" {
+		err = errors.Join(err, checkNodeID("submitted_by", r.SubmittedBy))
+	}
+	return err
+}
 
 func (r JobStatusRequest) validate() error {
 	var err error

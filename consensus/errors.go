@@ -38,6 +38,8 @@ var (
 	// ErrForeignCluster means the peer belongs to another, independently bootstrapped
 	// cluster.
 	ErrForeignCluster = errors.New("peer of a foreign cluster")
+	// ErrQuota means the calling member already has as many live jobs as it may.
+	ErrQuota = errors.New("quota exceeded")
 	// ErrBadEntry means a raft log entry could not be applied: unknown type, corrupt or
 	// invalid payload. Every replica returns the same error for it.
 	ErrBadEntry = errors.New("bad log entry")
@@ -61,6 +63,7 @@ var errorCodes = map[string]error{
 	"not_voter":       ErrNotVoter,
 	"foreign_cluster": ErrForeignCluster,
 	"bad_entry":       ErrBadEntry,
+	"quota_exceeded":  ErrQuota,
 }
 
 func codeOf(err error) string {

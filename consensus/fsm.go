@@ -140,7 +140,7 @@ func (f *FSM) applyJobSubmit(req JobSubmitRequest) any {
 		return fmt.Errorf("job %s already exists: %w", req.ID, ErrBadTransition)
 	}
 	j := &Job{ID: req.ID, Name: req.Spec.Name, Spec: req.Spec, Status: JobSubmitted,
-		SubmittedAt: req.Time, UpdatedAt: req.Time}
+		SubmittedAt: req.Time, SubmittedBy: req.SubmittedBy, UpdatedAt: req.Time}
 	j.addEvent(Event{Time: req.Time, Kind: EventSubmitted, Message: "job submitted"})
 	f.state.Jobs[req.ID] = j
 	return nil

@@ -47,11 +47,14 @@ type NodeStatusRequest struct {
 	Time   time.Time  `json:"time"`
 }
 
-// JobSubmitRequest records a new job; the leader chose ID and Time.
+// JobSubmitRequest records a new job; the leader chose ID and Time. SubmittedBy is the
+// member that submitted it (the authenticated caller; empty in entries written before
+// quotas), whose live jobs are counted against its quota (quota.go).
 type JobSubmitRequest struct {
-	ID   string       `json:"id"`
-	Spec jobspec.Spec `json:"spec"`
-	Time time.Time    `json:"time"`
+	ID          string       `json:"id"`
+	Spec        jobspec.Spec `json:"spec"`
+	Time        time.Time    `json:"time"`
+	SubmittedBy string       `json:"submitted_by,omitempty"`
 }
 
 // JobStatusRequest moves a job to a new status (cancellation is Status = cancelled).

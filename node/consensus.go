@@ -36,6 +36,9 @@ type ConsensusConfig struct {
 	// KeepFinishedJobs (jobs.keep) is how many finished jobs the control plane keeps; the
 	// leader commits it for the whole cluster. Zero means consensus.DefaultKeepFinishedJobs.
 	KeepFinishedJobs int
+	// MaxLiveJobsPerMember (--max-live-jobs) is how many live jobs the leader lets one
+	// member have. Zero means consensus.DefaultMaxLiveJobsPerMember.
+	MaxLiveJobsPerMember int
 }
 
 // addConsensus adds the control plane's service (before the API, which New appends last)
@@ -90,10 +93,11 @@ func (s *consensusService) config() consensus.Config {
 		Profile:   profileSummary(s.n.mesh.Profile()),
 		Logger:    s.n.log.With("component", "consensus"),
 
-		HeartbeatTimeout:   cc.HeartbeatTimeout,
-		ElectionTimeout:    cc.ElectionTimeout,
-		LeaderLeaseTimeout: cc.LeaderLeaseTimeout,
-		KeepFinishedJobs:   cc.KeepFinishedJobs,
+		HeartbeatTimeout:     cc.HeartbeatTimeout,
+		ElectionTimeout:      cc.ElectionTimeout,
+		LeaderLeaseTimeout:   cc.LeaderLeaseTimeout,
+		KeepFinishedJobs:     cc.KeepFinishedJobs,
+		MaxLiveJobsPerMember: cc.MaxLiveJobsPerMember,
 	}
 }
 

@@ -173,6 +173,8 @@ func statusOf(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, consensus.ErrForbidden):
 		return http.StatusForbidden
+	case errors.Is(err, consensus.ErrQuota):
+		return http.StatusTooManyRequests
 	case errors.Is(err, consensus.ErrJobFinished), errors.Is(err, consensus.ErrStaleEpoch):
 		return http.StatusConflict
 	case errors.Is(err, consensus.ErrTooLarge):
