@@ -117,6 +117,7 @@ func (c *Consensus) AdmitRaft(p peer.ID, cluster string) error {
 	if p == c.host.ID() || c.isVoter(p) || c.trusted.has(p, time.Now()) {
 		return nil
 	}
+	c.rejoinIfStale()
 	if c.isMember(p) {
 		return fmt.Errorf("%w: peer %s is a non-voter of this node's raft configuration; non-voters receive raft RPCs, they do not send them", ErrNotVoter, p)
 	}

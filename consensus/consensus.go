@@ -45,6 +45,8 @@ type Consensus struct {
 	// cid is this node's cluster ID ("" until a fresh node joins a cluster).
 	cidMu sync.Mutex
 	cid   string
+	// rejoin asks announceLoop to announce again when this node's configuration is stale.
+	rejoin rejoinSignal
 	// submits serialises submits on the leader for the quota (quota.go).
 	submits submitGate
 	// probation watches non-voters on the leader (promotion.go).
@@ -73,6 +75,7 @@ func New(cfg Config, h host.Host) (*Consensus, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus"), refusedAt: map[string]time.Time{}}
+	c.rejoin.ask = make(chan struct{}, 1)
 	c.baseCtx, c.stop = context.WithCancel(context.Background())
 	c.shutdownCh = c.baseCtx.Done()
 	c.fsm = NewFSM(c.log)

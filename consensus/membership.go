@@ -46,9 +46,22 @@ type LeaveArgs struct {
 }
 
 // announceLoop tells the leader this node exists, retrying until it succeeds or the
-// component shuts down. The leader adds it to the raft group and records it as alive.
+// component shuts down, and again whenever rejoin asks (rejoin.go). The leader adds it to
+// the raft group and records it as alive.
 func (c *Consensus) announceLoop() {
 	defer c.wg.Done()
+	for {
+		c.announce()
+		select {
+		case <-c.rejoin.ask:
+		case <-c.shutdownCh:
+			return
+		}
+	}
+}
+
+// announce sends one join, retried until it succeeds or the component shuts down.
+func (c *Consensus) announce() {
 	self := Node{ID: c.host.ID().String(), Addrs: addrStrings(c.host.Addrs()), Profile: c.cfg.Profile, Status: NodeAlive}
 	var res JoinResult
 	err := c.do(c.baseCtx, "join", JoinArgs{Node: self}, &res)
