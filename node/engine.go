@@ -125,6 +125,9 @@ func (e *engine) pass(c *consensus.Consensus) {
 	}
 	e.reconciled = time.Now()
 	e.runner.Reconcile(jobs)
+	if e.n.train != nil {
+		e.n.train.forgetJobsExcept(jobs)
+	}
 }
 
 // publishLinks copies the peer table's link measurements into the announced profile, so
