@@ -229,7 +229,8 @@ var submissions atomic.Int64
 func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 	speeds := []float64{120, 120, 60, 40}
 	regions := []string{"eu", "us", "eu", "us"}
-	ids := []string{"fast-eu", "fast-us", "slow2-eu", "slow3-us"}
+	// fast-eu, fast-us, slow2-eu, slow3-us: links name real peer IDs (mesh.Profile.Validate)
+	ids := []string{newPeerID(t), newPeerID(t), newPeerID(t), newPeerID(t)}
 	var cands []scheduler.Member
 	for i, id := range ids {
 		p := &mesh.Profile{GemmGFLOPS: 3 * speeds[i], TrainGFLOPS: speeds[i], MemoryBudgetBytes: 20 << 20, DataAddr: "127.0.0.1:1"}
@@ -266,7 +267,7 @@ func TestDefaultTestnetJobIsCutBySpeed(t *testing.T) {
 			}
 		}
 	}
-	if layers["slow3-us"] > layers["slow2-eu"] && layers["slow2-eu"] > 0 {
-		t.Errorf("the slowest node holds more layers (%d) than the slowdown-2 one (%d)", layers["slow3-us"], layers["slow2-eu"])
+	if layers[ids[3]] > layers[ids[2]] && layers[ids[2]] > 0 {
+		t.Errorf("the slowest node holds more layers (%d) than the slowdown-2 one (%d)", layers[ids[3]], layers[ids[2]])
 	}
 }
