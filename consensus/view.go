@@ -19,17 +19,19 @@ type JobSummary struct {
 // JobDetail is `meshnode job status -o json`: the job, its current plan (null before the
 // first), its progress and its event log.
 type JobDetail struct {
-	ID           string               `json:"id"`
-	Name         string               `json:"name"`
-	Status       JobStatus            `json:"status"`
-	Spec         jobspec.Spec         `json:"spec"`
-	Plan         *PlanEpoch           `json:"plan"`
-	Progress     ProgressView         `json:"progress"`
-	Events       []Event              `json:"events"`
-	Checkpoints  []CheckpointManifest `json:"checkpoints"`
-	SubmittedAt  time.Time            `json:"submitted_at"`
-	UpdatedAt    time.Time            `json:"updated_at"`
-	AppliedIndex uint64               `json:"applied_index"`
+	ID          string               `json:"id"`
+	Name        string               `json:"name"`
+	Status      JobStatus            `json:"status"`
+	Spec        jobspec.Spec         `json:"spec"`
+	Plan        *PlanEpoch           `json:"plan"`
+	Progress    ProgressView         `json:"progress"`
+	Events      []Event              `json:"events"`
+	Checkpoints []CheckpointManifest `json:"checkpoints"`
+	SubmittedAt time.Time            `json:"submitted_at"`
+	// SubmittedBy is the member the job counts against (its live-job quota).
+	SubmittedBy  string    `json:"submitted_by,omitempty"`
+	UpdatedAt    time.Time `json:"updated_at"`
+	AppliedIndex uint64    `json:"applied_index"`
 }
 
 // ProgressView is the latest progress sample and the bounded history behind it. Before the
@@ -61,7 +63,7 @@ func (j *Job) Detail(index uint64) JobDetail {
 	d := JobDetail{
 		ID: j.ID, Name: j.Name, Status: j.Status, Spec: j.Spec, Plan: j.CurrentPlan(),
 		Events: nonNil(j.Events), Checkpoints: nonNil(j.Checkpoints),
-		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, AppliedIndex: index,
+		SubmittedAt: j.SubmittedAt, SubmittedBy: j.SubmittedBy, UpdatedAt: j.UpdatedAt, AppliedIndex: index,
 		Progress: ProgressView{Steps: j.Spec.Train.Steps, Samples: nonNil(j.Progress)},
 	}
 	if n := len(j.Progress); n > 0 {
