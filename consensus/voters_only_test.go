@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -67,9 +68,10 @@ func forgedAppend(t *testing.T, from peer.ID, target *testNode, term uint64, job
 }
 
 // TestNonVoterRaftRefused: a joined non-voter sends AppendEntries with term+1000 carrying a
-// job submission and a plan naming only itself, and RequestVote and TimeoutNow (before:
+// job submission and a plan naming only itself, RequestVote (before:
 // every voter answered success and applied the entries; the re-elected leader kept the
-// forged plan). Every voter refuses it with ErrNotVoter; terms, logs and FSMs do not change.
+// forged plan), and RequestPreVote, InstallSnapshot of an empty state and TimeoutNow. Every
+// voter refuses each with ErrNotVoter; terms, logs and FSMs do not change.
 func TestNonVoterRaftRefused(t *testing.T) {
 	tc := newMockCluster(t)
 	leader, a, b := threeVoters(t, tc)
@@ -91,6 +93,18 @@ func TestNonVoterRaftRefused(t *testing.T) {
 		rv := &raft.RequestVoteRequest{RPCHeader: hdr, Term: term + 1000, LastLogIndex: 1 << 40, LastLogTerm: term + 1000}
 		if err := trans.RequestVote(id, addr, rv, &rvResp); !errors.Is(err, ErrNotVoter) {
 			t.Fatalf("non-voter RequestVote to %s: err %v, response %+v", n.name, err, rvResp)
+		}
+		var pvResp raft.RequestPreVoteResponse
+		pv := &raft.RequestPreVoteRequest{RPCHeader: hdr, Term: term + 1000, LastLogIndex: 1 << 40, LastLogTerm: term + 1000}
+		if err := trans.RequestPreVote(id, addr, pv, &pvResp); !errors.Is(err, ErrNotVoter) {
+			t.Fatalf("non-voter RequestPreVote to %s: err %v, response %+v", n.name, err, pvResp)
+		}
+		snap := []byte(`{"index":1,"nodes":{},"jobs":{}}`) // an empty state: every job gone
+		is := &raft.InstallSnapshotRequest{RPCHeader: hdr, SnapshotVersion: raft.SnapshotVersionMax, Term: term + 1000,
+			LastLogIndex: 1 << 40, LastLogTerm: term + 1000, Size: int64(len(snap))}
+		var isResp raft.InstallSnapshotResponse
+		if err := trans.InstallSnapshot(id, addr, is, &isResp, bytes.NewReader(snap)); !errors.Is(err, ErrNotVoter) {
+			t.Fatalf("non-voter InstallSnapshot to %s: err %v, response %+v", n.name, err, isResp)
 		}
 		var tnResp raft.TimeoutNowResponse
 		if err := trans.TimeoutNow(id, addr, &raft.TimeoutNowRequest{RPCHeader: hdr}, &tnResp); !errors.Is(err, ErrNotVoter) {
