@@ -163,13 +163,16 @@ func startEngineMesh(t *testing.T, n int) []*Node {
 	for range n - 1 {
 		nodes = append(nodes, startNode(t, testConfig(t, first.Status().Addrs...)))
 	}
-	testutil.WaitFor(t, 30*time.Second, "nodes alive with data-plane addresses and a leader", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "nodes alive with data-plane addresses, a leader and min(n, 3) voters", func() bool {
 		for _, nd := range nodes {
 			if nd.Consensus() == nil || nd.Consensus().Leader() == "" || plannable(nd) != n {
 				return false
 			}
 		}
-		return true
+		// Joiners are promoted after their probation; a test that stops the leader needs
+		// the others to be voters by then.
+		st, err := nodes[0].Consensus().Status(context.Background())
+		return err == nil && len(st.Voters) == min(n, 3)
 	})
 	return nodes
 }
