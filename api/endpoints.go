@@ -58,12 +58,19 @@ func (c *Client) Job(ctx context.Context, id string, consistent bool) (JobDetail
 // node's configured roots). It returns the new job's ID; a bad spec is an *Error with
 // status 400 naming the field.
 func (c *Client) Submit(ctx context.Context, spec []byte, dataRoot string) (string, error) {
+	res, err := c.SubmitJob(ctx, spec, dataRoot)
+	return res.ID, err
+}
+
+// SubmitJob is Submit returning the whole answer: the ID and the members that held the
+// job's dataset when the node answered.
+func (c *Client) SubmitJob(ctx context.Context, spec []byte, dataRoot string) (SubmitResult, error) {
 	h := http.Header{"Content-Type": {"application/yaml"}}
 	if dataRoot != "" {
 		h.Set(DataRootHeader, dataRoot)
 	}
 	var out SubmitResult
-	return out.ID, c.send(ctx, http.MethodPost, "/v1/jobs", spec, h, &out)
+	return out, c.send(ctx, http.MethodPost, "/v1/jobs", spec, h, &out)
 }
 
 // Cancel is DELETE /v1/jobs/{id}: it cancels the job and returns its summary; 404 when

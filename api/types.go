@@ -3,8 +3,8 @@ package api
 import (
 	"time"
 
-	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/records"
 )
 
 // Status is the body of GET /v1/status, a stable contract (`meshnode status -o json`).
@@ -40,13 +40,17 @@ type Peer struct {
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.
 type SubmitResult struct {
 	ID string `json:"id"`
+	// DatasetHolders are the members besides the submitting node that held the job's
+	// dataset when the answer was sent (node Config.DatasetReplicas of them, fewer on a
+	// small mesh); the job outlives its submitter once there is one.
+	DatasetHolders []string `json:"dataset_holders,omitempty"`
 }
 
 // CheckpointView is one element of GET /v1/jobs/{id}/checkpoints: a manifest and whether
 // its files hold every layer (weights and moments), i.e. whether a job can resume from it
 // and `meshnode export` can assemble it.
 type CheckpointView struct {
-	consensus.CheckpointManifest
+	records.CheckpointManifest
 	Complete bool `json:"complete"`
 	// Pruned says the nodes delete its files: it is older than the job's newest
 	// checkpoint.keep and is not its latest complete checkpoint.
@@ -58,15 +62,15 @@ type ErrorBody struct {
 	Error string `json:"error"`
 }
 
-// The job views are consensus's: they are built from FSM state, which the API serves
+// The job views are package records': built from FSM state, which the API serves
 // as it is.
 type (
 	// JobSummary is one element of GET /v1/jobs.
-	JobSummary = consensus.JobSummary
+	JobSummary = records.JobSummary
 	// JobDetail is GET /v1/jobs/{id}.
-	JobDetail = consensus.JobDetail
+	JobDetail = records.JobDetail
 	// RaftStatus is GET /v1/raft.
-	RaftStatus = consensus.RaftStatus
+	RaftStatus = records.RaftStatus
 	// PromotionResult is POST /v1/raft/promote/{id} and /v1/raft/refuse/{id}.
-	PromotionResult = consensus.PromotionResult
+	PromotionResult = records.PromotionResult
 )

@@ -55,8 +55,12 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 	if in.smallInstance() {
 		keep = 12
 	}
+	var stagesNote string
+	if opts.Stages > 0 {
+		cands, stagesNote = in.withStages(cands, opts.Stages)
+	}
 	pool := cands[:min(len(cands), keep)]
-	if !in.forcedReplicas(opts, cands) {
+	if opts.Stages == 0 && !in.forcedReplicas(opts, cands) {
 		if in.smallInstance() {
 			pool = append(pool, in.perStageCount()...)
 		}
@@ -73,9 +77,52 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 		return draft{}, firstErr
 	}
 	best := in.judge(pool)
-	best.d.note = fmt.Sprintf("%s; chosen among %d candidates (%d judged by %s, time to loss: a step worth %.2f steps on the whole batch)",
-		best.d.note, len(cands)+2, len(pool), in.judgeName(pool), in.worth(best.d))
+	best.d.note = fmt.Sprintf("%s%s; chosen among %d candidates (%d judged by %s, time to loss: a step worth %.2f steps on the whole batch)",
+		best.d.note, stagesNote, len(cands)+2, len(pool), in.judgeName(pool), in.worth(best.d))
 	return best.d, nil
+}
+
+// withStages keeps the candidates whose every replica has exactly n stages, adding the
+// best single pipeline of n stages (perStageCount) to those auto's groupings found. When
+// none has n stages (fewer nodes can hold a layer), it keeps those with the most stages
+// below n, and the note says so; the order of cands is kept.
+func (in *instance) withStages(cands []candidate, n int) ([]candidate, string) {
+	for _, c := range in.perStageCount() {
+		if len(c.d.replicas[0].nodes) == n {
+			cands = append(cands, c)
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		return in.timeToLoss(cands[i].d, cands[i].est) < in.timeToLoss(cands[j].d, cands[j].est)
+	})
+	most := 0
+	for _, c := range cands {
+		if k, ok := uniformStages(c.d); ok && k <= n {
+			most = max(most, k)
+		}
+	}
+	var out []candidate
+	for _, c := range cands {
+		if k, ok := uniformStages(c.d); ok && k == most {
+			out = append(out, c)
+		}
+	}
+	if most == n {
+		return out, fmt.Sprintf("; parallel.stages fixes %d stages per replica", n)
+	}
+	return out, fmt.Sprintf("; parallel.stages asks for %d stages per replica, but no plan of %d fits the nodes: %d", n, n, most)
+}
+
+// uniformStages is the stage count of d's replicas, false when they differ.
+func uniformStages(d draft) (int, bool) {
+	k := -1
+	for _, r := range d.replicas {
+		if k >= 0 && len(r.nodes) != k {
+			return 0, false
+		}
+		k = len(r.nodes)
+	}
+	return k, k > 0
 }
 
 // forcedReplicas reports whether the job fixes a replica count above one that some

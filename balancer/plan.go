@@ -54,7 +54,7 @@ func (in *instance) plan(opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
-	if strategy != jobspec.StrategyEven && !(opts.MaxReplicas > 1 && len(d.replicas) == opts.MaxReplicas) {
+	if strategy != jobspec.StrategyEven && opts.Stages == 0 && !(opts.MaxReplicas > 1 && len(d.replicas) == opts.MaxReplicas) {
 		d = in.noWorseThanEven(d)
 	}
 	return in.toPlan(strategy, d), nil

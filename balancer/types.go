@@ -139,6 +139,11 @@ type Options struct {
 	Strategy jobspec.Strategy
 	// MaxReplicas bounds the number of replicas auto may form; 0 means no bound.
 	MaxReplicas int
+	// Stages is the job's fixed number of pipeline stages per replica (parallel.stages);
+	// 0 means auto chooses. Auto then keeps only plans whose every replica has exactly
+	// that many stages when any exists, else those with the most stages below it (fewer
+	// nodes can hold the model than asked for), and says so in the plan's Reason.
+	Stages int
 	// Margin is Replan's hysteresis: a new plan must be predicted faster by this fraction,
 	// after the cost of moving layers; 0 means 0.10.
 	Margin float64

@@ -26,6 +26,3 @@ const (
 func NewEvent(kind EventKind, epoch uint64, step int, message string) Event {
 	return Event{Kind: kind, Epoch: epoch, Step: step, Message: message}
 }
-
-// Is reports whether e is of kind.
-func (e Event) Is(kind EventKind) bool { return e.Kind == kind }

@@ -141,7 +141,7 @@ func (f *FSM) applyJobSubmit(req JobSubmitRequest) any {
 	}
 	j := &Job{ID: req.ID, Name: req.Spec.Name, Spec: req.Spec, Status: JobSubmitted,
 		SubmittedAt: req.Time, SubmittedBy: req.SubmittedBy, UpdatedAt: req.Time}
-	j.addEvent(Event{Time: req.Time, Kind: EventSubmitted, Message: "job submitted"})
+	addEvent(j, Event{Time: req.Time, Kind: EventSubmitted, Message: "job submitted"})
 	f.state.Jobs[req.ID] = j
 	return nil
 }
@@ -159,7 +159,7 @@ func (f *FSM) applyJobStatus(req JobStatusRequest) any {
 		msg += ": " + req.Message
 	}
 	j.Status, j.UpdatedAt = req.Status, req.Time
-	j.addEvent(Event{Time: req.Time, Kind: EventStatus, Epoch: j.Epoch(), Message: msg})
+	addEvent(j, Event{Time: req.Time, Kind: EventStatus, Epoch: j.Epoch(), Message: msg})
 	if j.Status.Terminal() {
 		j.FinishedIndex = f.applied
 		f.dropFinished()
@@ -177,7 +177,7 @@ func (f *FSM) applyPlanSet(req PlanSetRequest) any {
 	}
 	j.Plans = appendBounded(j.Plans, MaxPlansPerJob, PlanEpoch{Epoch: req.Epoch, Plan: req.Plan, Reason: req.Reason, SetAt: req.Time})
 	j.UpdatedAt = req.Time
-	j.addEvent(Event{Time: req.Time, Kind: EventPlan, Epoch: req.Epoch, Message: strings.TrimSpace("plan set " + req.Reason)})
+	addEvent(j, Event{Time: req.Time, Kind: EventPlan, Epoch: req.Epoch, Message: strings.TrimSpace("plan set " + req.Reason)})
 	return nil
 }
 
@@ -204,11 +204,11 @@ func (f *FSM) applyCheckpoint(req CheckpointRequest) any {
 	// further holders: files of the same epoch and step join one manifest.
 	for i := range j.Checkpoints {
 		if c := &j.Checkpoints[i]; c.Epoch == m.Epoch && c.Step == m.Step {
-			return c.addFiles(m.Files)
+			return addFiles(c, m.Files)
 		}
 	}
 	j.Checkpoints = appendBounded(j.Checkpoints, MaxCheckpointsPerJob, m)
-	j.addEvent(Event{Time: m.Time, Kind: EventCheckpoint, Epoch: m.Epoch, Step: m.Step,
+	addEvent(j, Event{Time: m.Time, Kind: EventCheckpoint, Epoch: m.Epoch, Step: m.Step,
 		Message: fmt.Sprintf("checkpoint at step %d", m.Step)})
 	return nil
 }
@@ -218,7 +218,7 @@ func (f *FSM) applyJobEvent(req JobEventRequest) any {
 	if err != nil {
 		return err
 	}
-	j.addEvent(req.Event)
+	addEvent(j, req.Event)
 	return nil
 }
 
@@ -251,7 +251,7 @@ func (f *FSM) Job(id string) (Job, uint64, error) {
 	if !ok {
 		return Job{}, f.applied, fmt.Errorf("job %s: %w", id, ErrJobNotFound)
 	}
-	return j.clone(), f.applied, nil
+	return cloneJob(j), f.applied, nil
 }
 
 // Jobs returns copies of all jobs, oldest submission first, and the applied index.
@@ -260,7 +260,7 @@ func (f *FSM) Jobs() ([]Job, uint64) {
 	defer f.mu.RUnlock()
 	out := make([]Job, 0, len(f.state.Jobs))
 	for _, j := range f.state.Jobs {
-		out = append(out, j.clone())
+		out = append(out, cloneJob(j))
 	}
 	sort.Slice(out, func(a, b int) bool {
 		if !out[a].SubmittedAt.Equal(out[b].SubmittedAt) {

@@ -66,7 +66,7 @@ func (f *FSM) JobsPage(cursor string, limit int) (JobPage, uint64) {
 			page.Next = cursorOf(sel[i-1])
 			break
 		}
-		page.Jobs = append(page.Jobs, j.clone())
+		page.Jobs = append(page.Jobs, cloneJob(j))
 	}
 	return page, f.applied
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/records"
 )
 
 // Promotion of a non-voter is earned, not granted at join: the leader promotes a live,
@@ -21,7 +23,7 @@ import (
 // non-voter cannot approve itself.
 
 // PromotionDecision is an operator's decision on a non-voter's promotion.
-type PromotionDecision string
+type PromotionDecision = records.PromotionDecision
 
 // Promotion decisions. The empty decision is the default: promoted after probation.
 const (
@@ -69,14 +71,7 @@ type PromotionArgs struct {
 }
 
 // PromotionResult says what the decision did.
-type PromotionResult struct {
-	ID       string            `json:"id"`
-	Decision PromotionDecision `json:"decision"`
-	// Suffrage is the node's suffrage after the decision: "voter" or "nonvoter".
-	Suffrage string `json:"suffrage"`
-	// Note explains a promotion that did not happen yet (no free seat, not caught up).
-	Note string `json:"note,omitempty"`
-}
+type PromotionResult = records.PromotionResult
 
 // Promote approves non-voter id: it is promoted now if it is caught up and a voter seat is
 // free, otherwise at the next free seat, without waiting for its probation. It must be

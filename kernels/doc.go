@@ -37,5 +37,8 @@
 // Results do not depend on the number of threads: parallel splits only partition outputs,
 // never a reduction, so a run with GOMAXPROCS=1 and one with 2 produce the same bits.
 //
+// The model does not call these operations directly: it computes through the device
+// layer (package device), whose CPU backend (device/cpu) is these kernels, call for call.
+//
 // The package imports nothing of meshnode's and does no I/O.
 package kernels

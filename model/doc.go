@@ -5,6 +5,12 @@
 // token files) with the deterministic batch sampler and validation windows of docs/gpt.md;
 // and the safetensors checkpoint format.
 //
-// The package computes through kernels, takes the model's shape from the job spec
-// (Config is jobspec.Model) and does no networking.
+// Every layer computes through the device layer: the device.Backend of the Workspace it
+// runs with (nil: the CPU backend, device/cpu), so one definition of each layer serves
+// every backend. Layers must not call kernels' operations directly nor touch an
+// activation's host memory except through the workspace's boundary helpers; parameters
+// are host-resident kernels.Tensors (docs/engine.md, "The device layer").
+//
+// The package takes the model's shape from the job spec (Config is jobspec.Model) and
+// does no networking.
 package model

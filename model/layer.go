@@ -1,12 +1,18 @@
 package model
 
-import "github.com/meshnode/meshnode/kernels"
+import (
+	"github.com/meshnode/meshnode/device"
+	"github.com/meshnode/meshnode/kernels"
+)
 
 // Param is one named tensor of the model with its gradient.
 type Param struct {
 	// Name is the GPT-2 name, e.g. "transformer.h.0.attn.c_attn.weight".
 	Name string
-	// Value holds the weights; Grad accumulates their gradient (same shape).
+	// Value holds the weights; Grad accumulates their gradient (same shape). Both are in
+	// host memory, and layers hand them to their backend as host tensors (device.Host):
+	// the CPU backend computes on them in place. (A device backend's parameters will be
+	// device tensors beside these; see docs/engine.md.)
 	Value, Grad *kernels.Tensor
 	// Decay says whether AdamW's weight decay applies: tensors of two or more dimensions.
 	Decay bool
@@ -21,6 +27,12 @@ func newParam(shell bool, name string, shape ...int) *Param {
 	}
 	return &Param{Name: name, Value: kernels.NewTensor(shape...), Grad: kernels.NewTensor(shape...), Decay: len(shape) >= 2}
 }
+
+// value is the weights as a tensor of the layer's backend.
+func (p *Param) value() device.Tensor { return device.Host(p.Value.Data) }
+
+// grad is the gradient as a tensor of the layer's backend.
+func (p *Param) grad() device.Tensor { return device.Host(p.Grad.Data) }
 
 // Batch is one micro-batch: B sequences of T positions, row r = b·T + t.
 type Batch struct {

@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 
-	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/device"
 )
 
 // Embedding is layer 0: token plus position embedding, wte[token] + wpe[position].
@@ -25,13 +25,13 @@ func (e *Embedding) Name() string     { return "embed" }
 func (e *Embedding) Params() []*Param { return []*Param{e.wte, e.wpe} }
 
 func (e *Embedding) Forward(ws *Workspace, mb *Batch, _ []float32) ([]float32, Saved) {
-	y := ws.AllocDirty(mb.Rows() * e.cfg.DModel)
-	kernels.EmbeddingForward(y, e.wte.Value.Data, e.wpe.Value.Data, mb.Inputs, mb.T, e.cfg.DModel)
-	return y, nil
+	y := ws.AllocTensor(mb.Rows() * e.cfg.DModel)
+	ws.backend().EmbeddingForward(y, e.wte.value(), e.wpe.value(), mb.Inputs, mb.T, e.cfg.DModel)
+	return ws.output(y), nil
 }
 
-func (e *Embedding) Backward(_ *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
-	kernels.EmbeddingBackward(e.wte.Grad.Data, e.wpe.Grad.Data, dy, mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
+func (e *Embedding) Backward(ws *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
+	ws.backend().EmbeddingBackward(e.wte.grad(), e.wpe.grad(), ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
 	return nil
 }
 
@@ -62,35 +62,37 @@ func newBlock(cfg Config, i int, shell bool) *Block {
 func (b *Block) Name() string     { return fmt.Sprintf("block.%d", b.index) }
 func (b *Block) Params() []*Param { return b.paramsInOrder }
 
+// blockSaved is what a block's forward pass keeps: its input, the attention's saved state
+// (save) and every intermediate activation.
 type blockSaved struct {
-	x, ln1, qkv, probs, att, x2, ln2, h, g []float32
-	n1, n2                                 layerNormSaved
+	x, ln1, qkv, save, att, x2, ln2, h, g device.Tensor
+	n1, n2                                layerNormSaved
 }
 
 func (b *Block) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
-	s := &blockSaved{x: x}
+	s := &blockSaved{x: ws.input(x)}
 	b.forwardAttn(ws, mb, s)
 	b.forwardMLP(ws, mb, s)
-	return b.output(ws, mb, s), s
+	return ws.output(b.output(ws, mb, s)), s
 }
 
 // output is the block's output from the MLP half's activations: x2 + mlp_proj(g).
-func (b *Block) output(ws *Workspace, mb *Batch, s *blockSaved) []float32 {
+func (b *Block) output(ws *Workspace, mb *Batch, s *blockSaved) device.Tensor {
 	y := b.mlpProj.forward(ws, s.g, mb.Rows())
-	kernels.AddTo(y, s.x2)
+	ws.backend().Add(y, y, s.x2)
 	return y
 }
 
 // forwardAttn runs the attention half from s.x: s.x2 = x + attn(ln_1(x)).
 func (b *Block) forwardAttn(ws *Workspace, mb *Batch, s *blockSaved) {
-	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
+	rows, d, H, be := mb.Rows(), b.cfg.DModel, b.cfg.Heads, ws.backend()
 	s.ln1, s.n1 = b.ln1.forward(ws, s.x, rows)
 	s.qkv = b.attn.forward(ws, s.ln1, rows)
-	s.probs = ws.AllocDirty(mb.B * H * mb.T * mb.T)
-	s.att = ws.AllocDirty(rows * d)
-	kernels.AttentionForward(s.att, s.probs, s.qkv, mb.B, mb.T, H, d/H)
+	s.save = ws.AllocTensor(be.AttentionSaveLen(mb.B, mb.T, H))
+	s.att = ws.AllocTensor(rows * d)
+	be.AttentionForward(s.att, s.save, s.qkv, mb.B, mb.T, H, d/H)
 	s.x2 = b.proj.forward(ws, s.att, rows)
-	kernels.AddTo(s.x2, s.x)
+	be.Add(s.x2, s.x2, s.x)
 }
 
 // forwardMLP runs the MLP half from s.x2 up to the GELU: what its backward pass needs.
@@ -98,39 +100,39 @@ func (b *Block) forwardMLP(ws *Workspace, mb *Batch, s *blockSaved) {
 	rows := mb.Rows()
 	s.ln2, s.n2 = b.ln2.forward(ws, s.x2, rows)
 	s.h = b.fc.forward(ws, s.ln2, rows)
-	s.g = ws.AllocDirty(len(s.h))
-	kernels.GeluForward(s.g, s.h)
+	s.g = ws.AllocTensor(s.h.Len())
+	ws.backend().GeluForward(s.g, s.h)
 }
 
 func (b *Block) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
 	s := saved.(*blockSaved)
-	dx2 := b.backwardMLP(ws, mb, s, dy)
-	return b.backwardAttn(ws, mb, s, dx2)
+	dx2 := b.backwardMLP(ws, mb, s, ws.input(dy))
+	return ws.output(b.backwardAttn(ws, mb, s, dx2))
 }
 
 // backwardMLP returns the gradient at x2: dy through the MLP branch plus the residual.
-func (b *Block) backwardMLP(ws *Workspace, mb *Batch, s *blockSaved, dy []float32) []float32 {
-	rows := mb.Rows()
-	dx2 := ws.AllocDirty(len(dy))
-	copy(dx2, dy)
+func (b *Block) backwardMLP(ws *Workspace, mb *Batch, s *blockSaved, dy device.Tensor) device.Tensor {
+	rows, be := mb.Rows(), ws.backend()
+	dx2 := ws.AllocTensor(dy.Len())
+	be.Copy(dx2, dy)
 	dg := b.mlpProj.backward(ws, s.g, dy, rows)
-	kernels.GeluBackward(dg, s.h, dg)
+	be.GeluBackward(dg, s.h, dg)
 	dln2 := b.fc.backward(ws, s.ln2, dg, rows)
-	b.ln2.backward(dx2, dln2, s.x2, s.n2, rows)
+	b.ln2.backward(ws, dx2, dln2, s.x2, s.n2, rows)
 	return dx2
 }
 
 // backwardAttn returns the gradient at x: dx2 through the attention branch plus the
 // residual.
-func (b *Block) backwardAttn(ws *Workspace, mb *Batch, s *blockSaved, dx2 []float32) []float32 {
-	rows, d, H := mb.Rows(), b.cfg.DModel, b.cfg.Heads
-	dx := ws.AllocDirty(len(dx2))
-	copy(dx, dx2)
+func (b *Block) backwardAttn(ws *Workspace, mb *Batch, s *blockSaved, dx2 device.Tensor) device.Tensor {
+	rows, d, H, be := mb.Rows(), b.cfg.DModel, b.cfg.Heads, ws.backend()
+	dx := ws.AllocTensor(dx2.Len())
+	be.Copy(dx, dx2)
 	datt := b.proj.backward(ws, s.att, dx2, rows)
-	dqkv := ws.AllocDirty(len(s.qkv))
-	kernels.AttentionBackward(dqkv, datt, s.probs, s.qkv, mb.B, mb.T, H, d/H)
+	dqkv := ws.AllocTensor(s.qkv.Len())
+	be.AttentionBackward(dqkv, datt, s.save, s.qkv, mb.B, mb.T, H, d/H)
 	dln1 := b.attn.backward(ws, s.ln1, dqkv, rows)
-	b.ln1.backward(dx, dln1, s.x, s.n1, rows)
+	b.ln1.backward(ws, dx, dln1, s.x, s.n1, rows)
 	return dx
 }
 
@@ -154,38 +156,39 @@ func (h *Head) Name() string     { return "head" }
 func (h *Head) Params() []*Param { return []*Param{h.lnf.w, h.lnf.b, h.lmHead} }
 
 type headSaved struct {
-	x, lnf, logits []float32
+	x, lnf, logits device.Tensor
 	n              layerNormSaved
 }
 
 // Logits returns the rows×V logits of x without computing a loss (for sampling).
 func (h *Head) Logits(ws *Workspace, x []float32, rows int) []float32 {
-	lnf, _ := h.lnf.forward(ws, x, rows)
-	return h.logits(ws, lnf, rows)
+	lnf, _ := h.lnf.forward(ws, ws.input(x), rows)
+	return ws.output(h.logits(ws, lnf, rows))
 }
 
-func (h *Head) logits(ws *Workspace, lnf []float32, rows int) []float32 {
+func (h *Head) logits(ws *Workspace, lnf device.Tensor, rows int) device.Tensor {
 	d, V := h.cfg.DModel, h.cfg.Vocab
-	logits := ws.AllocDirty(rows * V)
-	kernels.Gemm(false, true, rows, V, d, 1, lnf, d, h.lmHead.Value.Data, d, 0, logits, V)
+	logits := ws.AllocTensor(rows * V)
+	ws.backend().Gemm(false, true, rows, V, d, 1, lnf, d, h.lmHead.value(), d, 0, logits, V)
 	return logits
 }
 
 func (h *Head) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
 	rows := mb.Rows()
-	s := &headSaved{x: x}
-	s.lnf, s.n = h.lnf.forward(ws, x, rows)
+	s := &headSaved{x: ws.input(x)}
+	s.lnf, s.n = h.lnf.forward(ws, s.x, rows)
 	s.logits = h.logits(ws, s.lnf, rows)
 	losses := mb.RowLoss
 	if losses == nil {
 		losses = make([]float64, rows)
 	}
-	kernels.CrossEntropy(losses, nil, s.logits, mb.Targets, h.cfg.Vocab, 0)
+	ws.backend().CrossEntropy(losses, device.Tensor{}, s.logits, mb.Targets, h.cfg.Vocab, 0)
 	var sum float64
 	for _, l := range losses {
 		sum += l
 	}
-	y := ws.AllocDirty(1)
+	// The loss is computed on the host; the output is its one-element host view.
+	y := ws.output(ws.AllocTensor(1))
 	y[0] = float32(sum / float64(rows))
 	return y, s
 }
@@ -193,14 +196,15 @@ func (h *Head) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved)
 func (h *Head) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
 	s := saved.(*headSaved)
 	rows, d, V := mb.Rows(), h.cfg.DModel, h.cfg.Vocab
+	be := ws.backend()
 	// The logits buffer becomes dlogits: the gradient of dy[0]·mean(loss).
 	scratch := make([]float64, rows)
-	kernels.CrossEntropy(scratch, s.logits, s.logits, mb.Targets, V, dy[0]/float32(rows))
+	be.CrossEntropy(scratch, s.logits, s.logits, mb.Targets, V, dy[0]/float32(rows))
 	dlogits := s.logits
-	kernels.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.Grad.Data, d)
-	dlnf := ws.AllocDirty(rows * d)
-	kernels.Gemm(false, false, rows, d, V, 1, dlogits, V, h.lmHead.Value.Data, d, 0, dlnf, d)
-	dx := ws.Alloc(rows * d)
-	h.lnf.backward(dx, dlnf, s.x, s.n, rows)
-	return dx
+	be.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.grad(), d)
+	dlnf := ws.AllocTensor(rows * d)
+	be.Gemm(false, false, rows, d, V, 1, dlogits, V, h.lmHead.value(), d, 0, dlnf, d)
+	dx := ws.allocZero(rows * d)
+	h.lnf.backward(ws, dx, dlnf, s.x, s.n, rows)
+	return ws.output(dx)
 }

@@ -1,6 +1,9 @@
 package model
 
-import "github.com/meshnode/meshnode/kernels"
+import (
+	"github.com/meshnode/meshnode/device"
+	"github.com/meshnode/meshnode/kernels"
+)
 
 // linear is y = x·W + b with W stored [in, out] (GPT-2's Conv1D layout).
 type linear struct {
@@ -12,19 +15,16 @@ func newLinear(shell bool, prefix string, in, out int) linear {
 	return linear{w: newParam(shell, prefix+".weight", in, out), b: newParam(shell, prefix+".bias", out), in: in, out: out}
 }
 
-func (l *linear) forward(ws *Workspace, x []float32, rows int) []float32 {
-	y := ws.AllocDirty(rows * l.out)
-	kernels.Gemm(false, false, rows, l.out, l.in, 1, x, l.in, l.w.Value.Data, l.out, 0, y, l.out)
-	kernels.AddBias(y, rows, l.out, l.b.Value.Data)
+func (l *linear) forward(ws *Workspace, x device.Tensor, rows int) device.Tensor {
+	y := ws.AllocTensor(rows * l.out)
+	ws.backend().MatmulForward(y, x, l.w.value(), l.b.value(), rows, l.in, l.out)
 	return y
 }
 
 // backward accumulates dW += xᵀ·dy and db += Σ dy, and returns dx = dy·Wᵀ.
-func (l *linear) backward(ws *Workspace, x, dy []float32, rows int) []float32 {
-	kernels.Gemm(true, false, l.in, l.out, rows, 1, x, l.in, dy, l.out, 1, l.w.Grad.Data, l.out)
-	kernels.BiasGrad(l.b.Grad.Data, dy, rows, l.out)
-	dx := ws.AllocDirty(rows * l.in)
-	kernels.Gemm(false, true, rows, l.in, l.out, 1, dy, l.out, l.w.Value.Data, l.out, 0, dx, l.in)
+func (l *linear) backward(ws *Workspace, x, dy device.Tensor, rows int) device.Tensor {
+	dx := ws.AllocTensor(rows * l.in)
+	ws.backend().MatmulBackward(dx, l.w.grad(), l.b.grad(), dy, x, l.w.value(), rows, l.in, l.out)
 	return dx
 }
 
@@ -42,16 +42,16 @@ func newLayerNorm(shell bool, prefix string, n int) layerNorm {
 	return ln
 }
 
-type layerNormSaved struct{ mean, rstd []float32 }
+type layerNormSaved struct{ mean, rstd device.Tensor }
 
-func (l *layerNorm) forward(ws *Workspace, x []float32, rows int) ([]float32, layerNormSaved) {
-	y := ws.AllocDirty(rows * l.n)
-	s := layerNormSaved{mean: ws.AllocDirty(rows), rstd: ws.AllocDirty(rows)}
-	kernels.LayerNormForward(y, s.mean, s.rstd, x, l.w.Value.Data, l.b.Value.Data, rows, l.n, kernels.LayerNormEps)
+func (l *layerNorm) forward(ws *Workspace, x device.Tensor, rows int) (device.Tensor, layerNormSaved) {
+	y := ws.AllocTensor(rows * l.n)
+	s := layerNormSaved{mean: ws.AllocTensor(rows), rstd: ws.AllocTensor(rows)}
+	ws.backend().LayerNormForward(y, s.mean, s.rstd, x, l.w.value(), l.b.value(), rows, l.n, kernels.LayerNormEps)
 	return y, s
 }
 
 // backward accumulates the gradient with respect to x into dx.
-func (l *layerNorm) backward(dx, dy, x []float32, s layerNormSaved, rows int) {
-	kernels.LayerNormBackward(dx, l.w.Grad.Data, l.b.Grad.Data, dy, x, s.mean, s.rstd, l.w.Value.Data, rows, l.n)
+func (l *layerNorm) backward(ws *Workspace, dx, dy, x device.Tensor, s layerNormSaved, rows int) {
+	ws.backend().LayerNormBackward(dx, l.w.grad(), l.b.grad(), dy, x, s.mean, s.rstd, l.w.value(), rows, l.n)
 }

@@ -39,6 +39,13 @@ func WithRecompute(layers []Layer) []Layer {
 	return out
 }
 
+// scratchFor returns the scratch workspaces, computing on ws's backend.
+func (r *Recomputed) scratchFor(ws *Workspace) (a, b *Workspace) {
+	a, b = &r.scratch.a, &r.scratch.b
+	a.Backend, b.Backend = ws.Backend, ws.Backend
+	return a, b
+}
+
 // ScratchPeakBytes is the most the stage's scratch workspaces have held, summed (an upper
 // bound of their peak together).
 func (r *Recomputed) ScratchPeakBytes() int64 {
@@ -48,47 +55,43 @@ func (r *Recomputed) ScratchPeakBytes() int64 {
 // Forward runs the inner layer's forward pass in scratch and copies its output to ws;
 // only the input is kept for Backward.
 func (r *Recomputed) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, Saved) {
-	sa, sb := &r.scratch.a, &r.scratch.b
+	sa, sb := r.scratchFor(ws)
 	sa.Reset()
 	var y []float32
 	if blk, ok := r.Layer.(*Block); ok {
 		// The block's halves in a and b, as Backward recomputes them: the scratch peak is
 		// the backward pass's, not one block's whole forward pass.
-		s := &blockSaved{x: x}
+		s := &blockSaved{x: sa.input(x)}
 		blk.forwardAttn(sa, mb, s)
 		sb.Reset()
 		blk.forwardMLP(sb, mb, s)
-		y = blk.output(sb, mb, s)
+		y = sb.output(blk.output(sb, mb, s))
 	} else {
 		y, _ = r.Layer.Forward(sa, mb, x)
 	}
-	out := ws.AllocDirty(len(y))
-	copy(out, y)
-	return out, recomputeSaved{x: x}
+	return ws.keep(y), recomputeSaved{x: x}
 }
 
 // Backward recomputes the inner layer's forward pass from the kept input and runs its
 // backward pass, both in scratch, and copies the input's gradient to ws.
 func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []float32 {
 	x := saved.(recomputeSaved).x
-	sa, sb := &r.scratch.a, &r.scratch.b
+	sa, sb := r.scratchFor(ws)
 	sa.Reset()
 	var dx []float32
 	if blk, ok := r.Layer.(*Block); ok {
-		s := &blockSaved{x: x}
+		s := &blockSaved{x: sa.input(x)}
 		blk.forwardAttn(sa, mb, s)
 		sb.Reset()
 		blk.forwardMLP(sb, mb, s)
-		dx2 := blk.backwardMLP(sb, mb, s, dy)
-		kept := sa.AllocDirty(len(dx2))
-		copy(kept, dx2)
+		dx2 := blk.backwardMLP(sb, mb, s, sb.input(dy))
+		kept := sa.AllocTensor(dx2.Len())
+		sa.backend().Copy(kept, dx2)
 		sb.Reset()
-		dx = blk.backwardAttn(sb, mb, s, kept)
+		dx = sb.output(blk.backwardAttn(sb, mb, s, kept))
 	} else {
 		_, inner := r.Layer.Forward(sa, mb, x)
 		dx = r.Layer.Backward(sa, mb, inner, dy)
 	}
-	out := ws.AllocDirty(len(dx))
-	copy(out, dx)
-	return out
+	return ws.keep(dx)
 }

@@ -21,9 +21,9 @@ import (
 const (
 	apiReadHeaderTimeout = 10 * time.Second
 	apiReadTimeout       = time.Minute
-	// apiWriteTimeout covers the slowest handler: packing a submitted corpus
-	// (datasetPublishTimeout) or assembling an export.
-	apiWriteTimeout  = datasetPublishTimeout + 2*time.Minute
+	// apiWriteTimeout covers the slowest handler: packing a submitted corpus and
+	// replicating it (datasetPublishTimeout, datasetReplicaTimeout) or assembling an export.
+	apiWriteTimeout  = datasetPublishTimeout + datasetReplicaTimeout + 2*time.Minute
 	apiIdleTimeout   = 2 * time.Minute
 	apiMaxHeaderSize = 64 << 10
 )

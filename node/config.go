@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -55,6 +57,10 @@ type Config struct {
 	DataRoots []string
 	// MaxDataBytes caps the size of one local data file. Zero means DefaultMaxDataBytes.
 	MaxDataBytes int64
+	// DatasetReplicas is how many live members besides this node must hold the dataset of
+	// a job submitted here before the submit answers, so that the job outlives this node.
+	// Zero means DefaultDatasetReplicas (1); negative, none.
+	DatasetReplicas int
 
 	// Heartbeat, SuspectAfter, DeadAfter and AuthTimeout are passed to the mesh; zero
 	// means the mesh's defaults (2 s, 3 and 5 heartbeats, 5 s).
@@ -95,25 +101,12 @@ type Config struct {
 	Logger *slog.Logger
 
 	// profilerHook, set by this package's tests, adjusts the profiler New creates.
-	profilerHook func(*Profiler)
+	profilerHook func(*fingerprint.Profiler)
 }
 
-// ProfileConfig configures the GEMM measurement of the device profile.
-type ProfileConfig struct {
-	// GemmM, GemmN and GemmK give the measured shape C(M×N) = A(M×K)·B(K×N): M tokens
-	// through a d_model×d_model linear layer. Zero means 2048×512×512.
-	GemmM, GemmN, GemmK int
-	// BatchDuration is the minimum length of each of the three timed batches (the
-	// median is kept). Zero means 300 ms, about one second of work in all.
-	BatchDuration time.Duration
-	// Threads is the number of goroutines the GEMM may use. Zero means kernels.Threads().
-	Threads int
-	// Slowdown is the emulated device's slowdown (a testnet's --slowdown): the profile
-	// reports the rates of a device this much slower. The kernels' emulation of it
-	// (kernels.SetSlowdown) is process-wide and set by the process (meshnode join), not by
-	// the node. Zero means 1 (no slowdown); it must be ≥ 1 otherwise.
-	Slowdown float64
-}
+// ProfileConfig configures the GEMM and training-step measurements of the device profile
+// (package fingerprint measures it).
+type ProfileConfig = fingerprint.ComputeConfig
 
 // DefaultConfig returns the configuration `meshnode join` starts from.
 func DefaultConfig() Config {
@@ -165,20 +158,7 @@ func (c Config) Validate() error {
 	if c.MemoryBudgetFraction < 0 || c.MemoryBudgetFraction > 1 {
 		return fmt.Errorf("memory budget fraction must be in (0, 1] (got %v)", c.MemoryBudgetFraction)
 	}
-	return c.Profile.validate()
-}
-
-func (p ProfileConfig) validate() error {
-	if p.GemmM < 0 || p.GemmN < 0 || p.GemmK < 0 {
-		return fmt.Errorf("GEMM shape %dx%dx%d: sizes must be ≥ 0", p.GemmM, p.GemmN, p.GemmK)
-	}
-	if p.BatchDuration < 0 || p.Threads < 0 {
-		return errors.New("profile batch duration and threads must be ≥ 0")
-	}
-	if p.Slowdown != 0 && !(p.Slowdown >= 1) {
-		return fmt.Errorf("slowdown must be ≥ 1 (got %v)", p.Slowdown)
-	}
-	return nil
+	return c.Profile.Validate()
 }
 
 func validateAPIAddr(addr string) error {
@@ -208,34 +188,6 @@ func (c Config) allowPeers() ([]peer.ID, error) {
 		out = append(out, id)
 	}
 	return out, nil
-}
-
-func (p ProfileConfig) shape() (m, n, k int) {
-	m, n, k = p.GemmM, p.GemmN, p.GemmK
-	if m == 0 {
-		m = 2048
-	}
-	if n == 0 {
-		n = 512
-	}
-	if k == 0 {
-		k = 512
-	}
-	return m, n, k
-}
-
-func (p ProfileConfig) batchDuration() time.Duration {
-	if p.BatchDuration == 0 {
-		return 300 * time.Millisecond
-	}
-	return p.BatchDuration
-}
-
-func (p ProfileConfig) slowdown() float64 {
-	if p.Slowdown == 0 {
-		return 1
-	}
-	return p.Slowdown
 }
 
 func (c Config) reprofile() time.Duration {

@@ -150,7 +150,9 @@ func (d nodeDatasets) LoadDataset(ctx context.Context, blob string) (*model.Data
 }
 
 // acceptReplica is the blob service's policy for peers asking this node to hold a blob:
-// only a node that shares a running job with this one may.
+// the dataset of a job the control plane holds and that has not ended (replicated at
+// submit, so that the job outlives its submitter), or any blob from a node that shares a
+// running job with this one (checkpoint files).
 func (n *Node) acceptReplica(from peer.ID, hash string) error {
 	c := n.Consensus()
 	if c == nil || n.engine == nil {
@@ -161,6 +163,9 @@ func (n *Node) acceptReplica(from peer.ID, hash string) error {
 	jobs, _, err := c.Jobs(ctx, false)
 	if err != nil {
 		return fmt.Errorf("read jobs: %w", err)
+	}
+	if datasetOfLiveJob(jobs, hash) {
+		return nil
 	}
 	self := n.ID().String()
 	for _, j := range jobs {

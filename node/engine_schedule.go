@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
@@ -68,7 +70,7 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" || p.Validate() != nil {
 		return nil
 	}
-	out := &scheduler.Profile{GFLOPS: ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
+	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
 		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})

@@ -94,7 +94,15 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 		replyError(w, statusOf(err), err)
 		return
 	}
-	replyJSON(w, http.StatusCreated, api.SubmitResult{ID: id})
+	// The dataset reaches other members before the answer, so that the submitter may
+	// leave once it has it: a job the control plane holds is what makes them accept it.
+	rctx, rcancel := context.WithTimeout(r.Context(), datasetReplicaTimeout)
+	holders, err := h.s.n.replicateDataset(rctx, id, spec.Data.Blob)
+	rcancel()
+	if err != nil {
+		h.s.n.log.Warn("replicate dataset", "job", id, "err", err)
+	}
+	replyJSON(w, http.StatusCreated, api.SubmitResult{ID: id, DatasetHolders: holders})
 }
 
 func (h jobHandlers) list(w http.ResponseWriter, r *http.Request) {

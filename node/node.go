@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -26,7 +28,7 @@ type Node struct {
 	cfg      Config
 	log      *slog.Logger
 	mesh     *mesh.Mesh
-	profiler *Profiler
+	profiler *fingerprint.Profiler
 	reg      *prometheus.Registry
 	mux      *http.ServeMux
 	api      *apiServer
@@ -82,8 +84,9 @@ func New(cfg Config) (*Node, error) {
 	if created {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
 	}
-	n.profiler = NewProfiler(cfg)
-	n.profiler.busy = func() bool { return n.engine != nil && n.engine.training() }
+	n.profiler = fingerprint.New(fingerprint.Config{Compute: cfg.Profile, DataDir: cfg.DataDir,
+		MemoryBudget: cfg.MemoryBudget, MemoryBudgetFraction: cfg.MemoryBudgetFraction, Version: cfg.Version})
+	n.profiler.SetBusy(func() bool { return n.engine != nil && n.engine.training() })
 	if cfg.profilerHook != nil {
 		cfg.profilerHook(n.profiler)
 	}

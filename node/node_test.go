@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/mesh"
@@ -76,18 +78,22 @@ var firstMeasurement struct {
 // cannot tell a node's measurement from another node's training: a node that joins a
 // training mesh would otherwise measure as slow as its share of the two cores, and plans
 // would follow that noise instead of the devices, which are one and the same.
-func shareFirstMeasurement(p *Profiler) {
-	gemm, train := p.gemm, p.train
-	p.gemm = func(m, n, k, threads int, batch time.Duration) float64 {
-		firstMeasurement.gemm.Do(func() { firstMeasurement.gemmRate = gemm(m, n, k, threads, batch) })
-		return firstMeasurement.gemmRate
-	}
-	p.train = func(batch time.Duration) float64 {
-		firstMeasurement.train.Do(func() { firstMeasurement.trainRate = train(batch) })
-		return firstMeasurement.trainRate
-	}
-	// The shared rates are wall-clock rates of a quiet process: nothing to normalise.
-	p.cpuTime = func() time.Duration { return 0 }
+func shareFirstMeasurement(p *fingerprint.Profiler) {
+	p.WrapCompute(func(h fingerprint.ComputeHooks) fingerprint.ComputeHooks {
+		gemm, train := h.Gemm, h.Train
+		return fingerprint.ComputeHooks{
+			Gemm: func(m, n, k, threads int, batch time.Duration) float64 {
+				firstMeasurement.gemm.Do(func() { firstMeasurement.gemmRate = gemm(m, n, k, threads, batch) })
+				return firstMeasurement.gemmRate
+			},
+			Train: func(batch time.Duration) float64 {
+				firstMeasurement.train.Do(func() { firstMeasurement.trainRate = train(batch) })
+				return firstMeasurement.trainRate
+			},
+			// The shared rates are wall-clock rates of a quiet process: nothing to normalise.
+			CPUTime: func() time.Duration { return 0 },
+		}
+	})
 }
 
 func startNode(t testing.TB, cfg Config) *Node {

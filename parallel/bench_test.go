@@ -29,10 +29,10 @@ func benchTrainStepOf(b *testing.B, cfg model.Config, recompute bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr.Step() // warm the workspace
+	step(b, tr) // warm the workspace
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		tr.Step()
+		step(b, tr)
 	}
 	tokens := float64(b.N * tc.Batch * cfg.Context)
 	b.ReportMetric(tokens/b.Elapsed().Seconds(), "tokens/s")

@@ -3,14 +3,12 @@ package parallel
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/meshnode/meshnode/model"
-	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // A checkpoint of a single-process run is a directory step-N holding:
@@ -35,31 +33,24 @@ func StepDir(n int) string { return "step-" + strconv.Itoa(n) }
 // SaveCheckpoint writes the current state to outDir/step-N (created if needed) and
 // returns that directory. Each file is written atomically.
 func (t *Trainer) SaveCheckpoint(outDir string) (string, error) {
-	if t.off != nil && t.off.store.Err() != nil {
-		return "", fmt.Errorf("checkpoint: the offloaded state is lost: %w", t.off.store.Err())
+	snap, err := t.w.Snapshot()
+	if err != nil {
+		return "", fmt.Errorf("checkpoint: the offloaded state is lost: %w", err)
 	}
-	dir := filepath.Join(outDir, StepDir(t.step))
+	step, params, opt, optMeta := snap.Step, snap.Model, snap.Optimizer, snap.OptimizerMeta
+	dir := filepath.Join(outDir, StepDir(step))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
 	meta := t.cfg.Model.Metadata()
-	meta["step"] = strconv.Itoa(t.step)
-	params := model.ParamTensors(t.gpt.Params())
-	if t.off != nil {
-		params = t.off.snapshot(offload.Value)
-	}
+	meta["step"] = strconv.Itoa(step)
 	if err := model.WriteSafetensors(filepath.Join(dir, ModelFile), params, meta); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
-	}
-	opt, optMeta := t.opt.State()
-	if t.off != nil {
-		opt = t.off.snapshot(offload.ExpAvg)
-		maps.Copy(opt, t.off.snapshot(offload.ExpAvgSq))
 	}
 	if err := model.WriteSafetensors(filepath.Join(dir, OptimizerFile), opt, optMeta); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
-	b, _ := json.MarshalIndent(trainerFile{Step: t.step, Config: t.cfg}, "", "  ")
+	b, _ := json.MarshalIndent(trainerFile{Step: step, Config: t.cfg}, "", "  ")
 	if err := model.WriteFileAtomic(filepath.Join(dir, TrainerFile), append(b, '\n')); err != nil {
 		return "", fmt.Errorf("checkpoint: %w", err)
 	}
@@ -127,20 +118,8 @@ func (t *Trainer) Restore(ck *Checkpoint) error {
 	if ck.Step > t.cfg.Steps {
 		return fmt.Errorf("checkpoint %s is at step %d, beyond steps = %d", ck.Dir, ck.Step, t.cfg.Steps)
 	}
-	if t.off != nil {
-		if err := t.off.restore(ck); err != nil {
-			return fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		t.step = ck.Step
-		return nil
-	}
-	probe := NewOptimizer(t.gpt.Params(), t.opt.Hyper, t.opt.ClipNorm)
-	if err := probe.Restore(ck.Optimizer); err != nil {
+	if err := t.w.Restore(ck.Model, ck.Optimizer, ck.Step); err != nil {
 		return fmt.Errorf("%s: %w", ck.Dir, err)
 	}
-	if err := model.LoadParams(ck.Model, t.gpt.Params()); err != nil {
-		return fmt.Errorf("%s: %w", ck.Dir, err)
-	}
-	t.opt, t.step = probe, ck.Step
 	return nil
 }

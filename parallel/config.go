@@ -35,13 +35,16 @@ type TrainConfig struct {
 	Eps         float64 `json:"eps"`
 	WeightDecay float64 `json:"weight_decay"`
 	ClipNorm    float64 `json:"clip_norm"`
-	// Recompute trains with activation recomputation (model.WithRecompute) in every stage:
-	// less activation memory for one more forward pass; the same losses and gradients.
+	// Recompute trains with activation recomputation (model.WithRecompute): less activation
+	// memory for one more forward pass; the same losses and gradients. It reaches a
+	// worker only through its plan entry (StagePlan.Recompute): SingleProcessPlan and
+	// `meshnode train --stages` copy it into every stage's.
 	Recompute bool `json:"recompute,omitempty"`
 	// MemoryBudget, when > 0, is the bytes of training state (weights, gradients, AdamW
 	// moments) a single-process run keeps resident; the rest lives in chunks in a file in
-	// OffloadDir (docs/memory.md, Knob 4). Same losses. Neither is part of a checkpoint:
-	// they describe the machine, not the run.
+	// OffloadDir (docs/memory.md, Knob 4). Same losses. Like Recompute it reaches a worker
+	// only through its plan entry (StagePlan.MemoryBudget, set by SingleProcessPlan).
+	// Neither is part of a checkpoint: they describe the machine, not the run.
 	MemoryBudget int64  `json:"-"`
 	OffloadDir   string `json:"-"`
 }

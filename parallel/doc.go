@@ -4,15 +4,22 @@
 // and error feedback, or Streaming DiLoCo's outer steps per fragment of layers, staggered
 // and overlapped with training), evaluates, and snapshots and restores stage state for checkpoints.
 //
-// One training loop, TrainLoop, drives every way of training through hooks (checkpoint,
-// evaluation, progress): a whole model in one process (Trainer, `meshnode train`), every
-// worker of a plan in one process (LocalRun, split runs and the engine's tests), and a
-// node's worker of a distributed job (node/runner).
+// One step path, Worker.Step, serves every way of training: a whole model in one process
+// (Trainer, `meshnode train`) is a plan of one stage and one replica of the same Worker over
+// a transport without peers, every worker of a plan in one process (LocalRun, split runs
+// and the engine's tests) and a node's worker of a distributed job (node/runner) are the
+// others. One training loop, TrainLoop, drives them through hooks (checkpoint,
+// evaluation, progress).
 //
-// Under a memory budget (TrainConfig.MemoryBudget) the Trainer keeps its weights,
-// gradients and AdamW moments in the chunk store of package offload, with the same losses;
-// so does a pipeline stage's Worker whose StagePlan has a MemoryBudget, in a plan of one
-// replica (its store's schedule is the stage's 1F1B or GPipe passes).
+// A stage's weights, gradients and AdamW moments are behind one interface
+// (trainingState), chosen when the stage is built: resident in memory, or, when its
+// StagePlan has a MemoryBudget (a plan of one replica), in the chunk store of package
+// offload, with the same losses (its store's schedule is the stage's 1F1B or GPipe passes).
+// The plan entry is the one road by which a memory budget and recomputation reach a
+// worker. The store's I/O errors are returned, never panicked.
+//
+// How replicas synchronise (every step, ZeRO, DiLoCo, streaming) is a syncStrategy,
+// one file each, chosen once when the worker is built: the step has no mode branch.
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -34,11 +35,16 @@ func MeasureTraining(cfg model.Config, batch, micro int, minDur time.Duration) (
 	if err != nil {
 		return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
 	}
-	tr.Step()
+	defer tr.Close()
+	if _, err := tr.Step(context.Background()); err != nil {
+		return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
+	}
 	start := time.Now()
 	steps := 0
 	for steps == 0 || time.Since(start) < minDur {
-		tr.Step()
+		if _, err := tr.Step(context.Background()); err != nil {
+			return TrainingMeasurement{}, fmt.Errorf("measure training: %w", err)
+		}
 		steps++
 	}
 	el := time.Since(start)

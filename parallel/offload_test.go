@@ -50,12 +50,12 @@ func TestOffloadTrainsBitIdentically(t *testing.T) {
 			t.Fatal(err)
 		}
 		for s := 0; s < cfg.Steps; s++ {
-			a, b := ref.Step(), tr.Step()
+			a, b := step(t, ref), step(t, tr)
 			if math.Float64bits(a) != math.Float64bits(b) {
 				t.Fatalf("recompute=%v step %d: loss %v in memory, %v offloaded", recompute, s, a, b)
 			}
 		}
-		if a, b := ref.Evaluate(), tr.Evaluate(); a != b {
+		if a, b := evaluate(t, ref), evaluate(t, tr); a != b {
 			t.Errorf("recompute=%v: validation loss %v in memory, %v offloaded", recompute, a, b)
 		}
 		st, _ := tr.OffloadStats()
@@ -86,11 +86,11 @@ func TestOffloadCheckpointRoundTrip(t *testing.T) {
 	defer tr.Close()
 	var want []float64
 	for s := 0; s < cfg.Steps; s++ {
-		l := ref.Step()
+		l := step(t, ref)
 		if s >= 4 {
 			want = append(want, l)
 		} else {
-			tr.Step()
+			step(t, tr)
 		}
 	}
 	out := t.TempDir()
@@ -110,7 +110,7 @@ func TestOffloadCheckpointRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, w := range want {
-			if got := r.Step(); got != w {
+			if got := step(t, r); got != w {
 				t.Fatalf("budget %d: resumed step %d loss %v, want %v", c.MemoryBudget, 4+i, got, w)
 			}
 		}
@@ -172,9 +172,9 @@ func TestOffloadLargeModel(t *testing.T) {
 	var inMem, offloaded time.Duration
 	for s := 0; s < cfg.Steps; s++ {
 		start := time.Now()
-		a := ref.Step()
+		a := step(t, ref)
 		mid := time.Now()
-		b := tr.Step()
+		b := step(t, tr)
 		inMem, offloaded = inMem+mid.Sub(start), offloaded+time.Since(mid)
 		if math.Float64bits(a) != math.Float64bits(b) {
 			t.Fatalf("step %d: loss %v in memory, %v offloaded", s, a, b)

@@ -35,7 +35,7 @@ func singleProcessLosses(t *testing.T, cfg TrainConfig) []float64 {
 	}
 	var out []float64
 	for tr.StepsDone() < cfg.Steps {
-		out = append(out, tr.Step())
+		out = append(out, step(t, tr))
 	}
 	return out
 }

@@ -44,7 +44,10 @@ func snapshots(run *LocalRun) (*model.TensorFile, map[int]*model.TensorFile) {
 	weights := &model.TensorFile{Tensors: map[string]*kernels.Tensor{}}
 	moments := map[int]*model.TensorFile{}
 	for _, w := range run.Workers() {
-		s := w.Snapshot()
+		s, err := w.Snapshot()
+		if err != nil {
+			panic(err)
+		}
 		for k, v := range s.Model {
 			weights.Tensors[k] = v
 		}

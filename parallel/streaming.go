@@ -3,9 +3,9 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"sync/atomic"
 
-	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
@@ -24,11 +24,11 @@ import (
 // step is DiLoCo's own (syncRun, applyOuter), run on the fragment's runs of layers.
 
 // validateStreaming names streaming's bad fields; the bound by the model's layers is
-// checked where the model is known (NewWorker, the job spec).
+// checked where the model is known (checkFragments, from NewWorker).
 func (c SyncConfig) validateStreaming() []error {
 	var errs []error
-	if c.Fragments < 0 || (c.InnerSteps >= 1 && c.Fragments > c.InnerSteps) {
-		errs = append(errs, fmt.Errorf("fragments must be between 1 and inner-steps (%d) (got %d)", c.InnerSteps, c.Fragments))
+	if err := c.checkFragments(0); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Overlap < 0 || (c.InnerSteps >= 1 && c.Overlap >= c.InnerSteps) {
 		errs = append(errs, fmt.Errorf("overlap must be ≥ 0 and < inner-steps (%d) (got %d)", c.InnerSteps, c.Overlap))
@@ -37,6 +37,16 @@ func (c SyncConfig) validateStreaming() []error {
 		errs = append(errs, fmt.Errorf("mix-local must be in [0, 1) (got %g)", c.MixLocal))
 	}
 	return errs
+}
+
+// checkFragments validates Fragments (0 meaning 1) by the job spec's rule, against the
+// model's blocks where known (> 0).
+func (c SyncConfig) checkFragments(blocks int) error {
+	f := c.Fragments
+	if f == 0 {
+		f = 1
+	}
+	return jobspec.CheckFragments(f, blocks, c.InnerSteps, engineNames)
 }
 
 // fragments is F, with 0 meaning 1.
@@ -100,9 +110,26 @@ func splitByFragment(runs []syncRun, frag []int) []syncRun {
 	return out
 }
 
-// streaming reports whether the worker runs streaming outer steps (across replicas).
-func (w *Worker) streaming() bool {
-	return w.cfg.Sync.Mode == jobspec.SyncStreaming && w.numReplicas > 1
+// streamingSync is Streaming DiLoCo (Douillard et al. 2025): DiLoCo's outer step per
+// fragment of layers, the fragments' turns staggered across the InnerSteps, each
+// fragment's all-reduce overlapped with Overlap inner steps and its update mixed with
+// the local weights (MixLocal). It is DiLoCo with a schedule: the outer state and the
+// outer step are dilocoSync's.
+type streamingSync struct {
+	*dilocoSync
+	pending  []*pendingSync // fragments' all-reduces in flight
+	fragment []int          // each layer's fragment
+}
+
+func newStreamingSync(b baseSync) *streamingSync {
+	c := b.w.cfg
+	return &streamingSync{dilocoSync: newDiLoCoSync(b), fragment: layerFragments(c.Train.Model, c.Sync.fragments())}
+}
+
+// consistent: no fragment of the model is in flight.
+func (s *streamingSync) consistent() bool {
+	w := s.w
+	return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, s.fragment)
 }
 
 // pendingSync is one run's all-reduce in flight: the pseudo-gradient sent at step sent,
@@ -129,10 +156,11 @@ func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error 
 
 // launchSync starts the all-reduce of run i's pseudo-gradient. With an overlap it runs
 // beside the next steps, so it must outlive ctx (the step's): it ends when it completes,
-// when a failed step abandons it (abandonPending), or when a Recv runs into the stall
+// when a failed step abandons it (streamingSync.abandon), or when a Recv runs into the stall
 // timeout or a retired epoch.
-func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
-	p := &pendingSync{run: i, sent: w.step, due: w.step + w.cfg.Sync.Overlap, delta: w.pseudoGradient(i), done: make(chan error, 1)}
+func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
+	w := s.w
+	p := &pendingSync{run: i, sent: w.step, due: w.step + w.cfg.Sync.Overlap, delta: s.pseudoGradient(i), done: make(chan error, 1)}
 	if w.cfg.Sync.Overlap > 0 {
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -145,7 +173,8 @@ func (w *Worker) launchSync(ctx context.Context, i int) *pendingSync {
 }
 
 // finishSync waits for p, or for ctx to end, and applies its averaged pseudo-gradient.
-func (w *Worker) finishSync(ctx context.Context, p *pendingSync) error {
+func (s *streamingSync) finishSync(ctx context.Context, p *pendingSync) error {
+	w := s.w
 	var err error
 	select {
 	case err = <-p.done:
@@ -162,77 +191,86 @@ func (w *Worker) finishSync(ctx context.Context, p *pendingSync) error {
 	if w.cfg.Sync.Overlap > 0 {
 		mix = float32(w.cfg.Sync.MixLocal)
 	}
-	w.applyOuter(p.run, p.delta, mix)
+	s.applyOuter(p.run, p.delta, mix)
 	return nil
 }
 
-// streamingStep runs after step w.step: it applies the updates that are due, starts the
+// afterStep runs after step w.step: it applies the updates that are due, starts the
 // synchronisation of the fragments whose turn it is and, after the last step, completes
 // every fragment. It reports whether any fragment was synchronised or started.
-func (w *Worker) streamingStep(ctx context.Context) (bool, error) {
+func (s *streamingSync) afterStep(ctx context.Context) (bool, error) {
+	w := s.w
 	final := w.step == w.cfg.Train.Steps
 	synced := false
 	var kept []*pendingSync
-	for _, p := range w.pending {
+	for _, p := range s.pending {
 		if p.due > w.step && !final {
 			kept = append(kept, p)
 			continue
 		}
-		if err := w.finishSync(ctx, p); err != nil {
+		if err := s.finishSync(ctx, p); err != nil {
 			return false, err
 		}
 		synced = true
 	}
-	w.pending = kept
+	s.pending = kept
 	if final {
-		return true, w.outerStep(ctx)
+		return true, s.outerStep(ctx)
 	}
 	H, F := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments()
 	for i, run := range w.runs {
-		if w.step%H != fragmentOffset(w.fragment[run.first], H, F) {
+		if w.step%H != fragmentOffset(s.fragment[run.first], H, F) {
 			continue
 		}
 		synced = true
-		p := w.launchSync(ctx, i)
+		p := s.launchSync(ctx, i)
 		if w.cfg.Sync.Overlap > 0 {
-			w.pending = append(w.pending, p)
-		} else if err := w.finishSync(ctx, p); err != nil {
+			s.pending = append(s.pending, p)
+		} else if err := s.finishSync(ctx, p); err != nil {
 			return false, err
 		}
 	}
 	return synced, nil
 }
 
-// abandonPending cancels the all-reduces in flight: after a failed step the worker is
-// not consistent any more and will not apply them.
-func (w *Worker) abandonPending() {
-	for _, p := range w.pending {
+// abandon cancels the all-reduces in flight: after a failed step the worker is not
+// consistent any more and will not apply them.
+func (s *streamingSync) abandon() {
+	for _, p := range s.pending {
 		p.cancel()
 	}
-	w.pending = nil
+	s.pending = nil
 }
 
 // localSuffix names a replica's own weights of a parameter in a streaming checkpoint,
 // whose model tensors are the global weights (the anchors, the same on every replica).
 func localSuffix(replica int) string { return fmt.Sprintf(".streaming_local.r%d", replica) }
 
-// snapshotStreaming makes s's model the global weights and adds the replica's own.
-func (w *Worker) snapshotStreaming(s *StageState) {
-	for i, o := range w.outer {
+// snapshot makes st's model the global weights and adds the replica's own, and the
+// outer momentum.
+func (s *streamingSync) snapshot(st *StageState) {
+	w := s.w
+	for i, o := range s.outer {
 		off := 0
 		for _, p := range w.runParams[i] {
-			s.Optimizer[p.Name+localSuffix(w.replica)] = s.Model[p.Name]
+			st.Optimizer[p.Name+localSuffix(w.replica)] = st.Model[p.Name]
 			g := p.Value.Clone()
 			off += copy(g.Data, o.anchor[off:])
-			s.Model[p.Name] = g
+			st.Model[p.Name] = g
 		}
 	}
+	s.dilocoSync.snapshot(st)
 }
 
-// restoreLocal sets the replica's own weights from a streaming checkpoint where it has
-// them; the anchors stay the restored global weights. Without them (another plan's
-// replica, a DiLoCo checkpoint) the replica starts from the global weights.
-func (w *Worker) restoreLocal(moments *model.TensorFile) {
+// restore is DiLoCo's, then sets the replica's own weights from a streaming checkpoint
+// where it has them; the anchors stay the restored global weights. Without them (another
+// plan's replica, a DiLoCo checkpoint) the replica starts from the global weights.
+func (s *streamingSync) restore(weights, moments *model.TensorFile, step int) error {
+	if err := s.dilocoSync.restore(weights, moments, step); err != nil {
+		return err
+	}
+	s.pending = nil
+	w := s.w
 	for _, ps := range w.runParams {
 		for _, p := range ps {
 			if t, ok := moments.Tensors[p.Name+localSuffix(w.replica)]; ok && t.SameShape(p.Value.Shape) {
@@ -240,4 +278,5 @@ func (w *Worker) restoreLocal(moments *model.TensorFile) {
 			}
 		}
 	}
+	return nil
 }

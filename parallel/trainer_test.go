@@ -32,7 +32,7 @@ func runLosses(t *testing.T, threads int) ([]float64, *Trainer) {
 		t.Fatal(err)
 	}
 	var losses []float64
-	if err := tr.Run(context.Background(), 0, func(ev Event) {
+	if err := tr.Run(context.Background(), 0, nil, func(ev Event) {
 		if ev.Kind == "step" {
 			losses = append(losses, ev.TrainLoss)
 		}
@@ -71,7 +71,7 @@ func TestCheckpointRestoreIsExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tr.Run(context.Background(), 3, func(Event) {}); err != nil {
+	if err := tr.Run(context.Background(), 3, nil, func(Event) {}); err != nil {
 		t.Fatal(err)
 	}
 	dir, err := tr.SaveCheckpoint(t.TempDir())
@@ -90,7 +90,7 @@ func TestCheckpointRestoreIsExact(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []float64
-	resumed.Run(context.Background(), 0, func(ev Event) {
+	resumed.Run(context.Background(), 0, nil, func(ev Event) {
 		if ev.Kind == "step" {
 			got = append(got, ev.TrainLoss)
 		}
@@ -123,4 +123,24 @@ func TestTrainConfigValidateNamesEveryBadField(t *testing.T) {
 			t.Errorf("error %v lacks %q", err, want)
 		}
 	}
+}
+
+// step runs one step of tr and returns its loss, failing the test on an error.
+func step(t testing.TB, tr *Trainer) float64 {
+	t.Helper()
+	loss, err := tr.Step(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
+}
+
+// evaluate returns tr's validation loss, failing the test on an error.
+func evaluate(t testing.TB, tr *Trainer) float64 {
+	t.Helper()
+	loss, err := tr.Evaluate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
 }

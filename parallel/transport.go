@@ -82,3 +82,16 @@ func (p *inMemoryPeer) Recv(ctx context.Context, from string, k frame.Key) (*fra
 	p.net.mu.Unlock()
 	return box.Receive(ctx, from, k)
 }
+
+// soloTransport is the transport of a plan of one worker (one stage, one replica): there
+// is no peer to send to or receive from. Such a worker exchanges nothing (its collectives
+// have one member), so a call is a bug, reported as an error.
+type soloTransport struct{}
+
+func (soloTransport) Self() string { return soloNode }
+func (soloTransport) Send(_ context.Context, to string, f *frame.Frame) error {
+	return fmt.Errorf("a single-process run has no peer %q to send a frame of kind %d to", to, f.Kind)
+}
+func (soloTransport) Recv(_ context.Context, from string, k frame.Key) (*frame.Frame, error) {
+	return nil, fmt.Errorf("a single-process run has no peer %q to receive a frame of kind %d from", from, k.Kind)
+}

@@ -135,12 +135,8 @@ type Worker struct {
 	numStages       int // stages of this worker's replica
 	numReplicas     int // replicas of the plan
 	prev, next      string
-	layers          []model.Layer
-	params          []*model.Param
-	opt             *Optimizer    // nil under ZeRO; off's under a memory budget
-	off             *offloadState // the stage's training state under StagePlan.MemoryBudget
-	zero            []*zeroShard  // per run, under ZeRO
-	zeroSteps       int           // AdamW updates applied under ZeRO
+	state           trainingState  // the stage's weights, gradients and moments (not ZeRO's)
+	params          []*model.Param // state's
 	ws              model.Workspace
 	sampler         model.Sampler
 	data            *model.Dataset
@@ -148,9 +144,7 @@ type Worker struct {
 	runs            []syncRun
 	runParams       [][]*model.Param
 	feedback        []*ErrorFeedback
-	outer           []*outerRun    // DiLoCo state per run
-	pending         []*pendingSync // streaming: fragments' all-reduces in flight
-	fragment        []int          // streaming: each layer's fragment
+	sync            syncStrategy // every step, ZeRO, DiLoCo or streaming: chosen by newSyncStrategy
 	stageGroup      Group
 	batch, micro    int     // this replica's sequences and micro-batches per step
 	syncWeight      float32 // numReplicas·batch/global: scales contributions so a mean is weighted by batch
@@ -223,30 +217,22 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	w.stageGroup.Self = s
 	w.runs = plan.syncRuns(r, s)
 	if cfg.Sync.Mode == jobspec.SyncStreaming {
-		if F, L := cfg.Sync.fragments(), cfg.Train.Model.NumLayers(); F > L {
-			return nil, fmt.Errorf("fragments must be ≤ the model's %d layers (embedding, blocks, head) (got %d)", L, F)
+		if err := cfg.Sync.checkFragments(cfg.Train.Model.Layers); err != nil {
+			return nil, err
 		}
-		w.fragment = layerFragments(cfg.Train.Model, cfg.Sync.fragments())
-		w.runs = splitByFragment(w.runs, w.fragment)
+		w.runs = splitByFragment(w.runs, layerFragments(cfg.Train.Model, cfg.Sync.fragments()))
 	}
+	offloaded := st.MemoryBudget > 0 // one replica: nothing to synchronise, compress or shard
 	for _, run := range w.runs {
-		ps := model.LayerParams(w.layers[run.first-st.First : run.last-st.First])
+		ps := model.LayerParams(w.state.Layers()[run.first-st.First : run.last-st.First])
 		w.runParams = append(w.runParams, ps)
-		if w.off != nil {
-			continue // one replica: nothing to synchronise, compress or shard
-		}
 		var ef *ErrorFeedback
-		if codec.Name() != jobspec.CodecNone {
+		if codec.Name() != jobspec.CodecNone && !offloaded {
 			ef = NewErrorFeedback(codec, countParams(ps))
 		}
 		w.feedback = append(w.feedback, ef)
-		if cfg.Sync.Zero > 0 {
-			w.zero = append(w.zero, newZeroShard(ps, run.group.Self, len(run.group.Members)))
-		}
-		if cfg.Sync.Mode == jobspec.SyncDiLoCo || cfg.Sync.Mode == jobspec.SyncStreaming {
-			w.outer = append(w.outer, newOuterRun(ps))
-		}
 	}
+	w.sync = newSyncStrategy(w, offloaded)
 	return w, nil
 }
 
@@ -258,7 +244,7 @@ func (w *Worker) IsLast() bool { return w.stage == w.numStages-1 }
 func (w *Worker) Replica() int { return w.replica }
 
 // Layers are the worker's layers.
-func (w *Worker) Layers() []model.Layer { return w.layers }
+func (w *Worker) Layers() []model.Layer { return w.state.Layers() }
 
 // StepsDone is the number of completed steps.
 func (w *Worker) StepsDone() int { return w.step }
@@ -330,60 +316,45 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 	return x, nil
 }
 
-// buildStage builds the stage's layers, parameters and optimizer: in memory, or, when
-// the stage has a memory budget, in an offload store in cfg.Train.OffloadDir whose
-// schedule is the stage's passes. Only a plan of one replica offloads: synchronising
-// replicas (every-step averaging, DiLoCo, streaming, ZeRO) keep full-size gradient and
-// parameter buffers beside the store. ZeRO across a single replica shards nothing, so
-// there the store's optimizer holds the moments.
+// buildStage builds the stage's training state: in memory, or, when the stage has a
+// memory budget, in an offload store in cfg.Train.OffloadDir whose schedule is the
+// stage's passes. Only a plan of one replica offloads: synchronising replicas (every-step
+// averaging, DiLoCo, streaming, ZeRO) keep full-size gradient and parameter buffers beside
+// the store. ZeRO across a single replica shards nothing, so there the store's optimizer
+// holds the moments.
 func (w *Worker) buildStage(st StagePlan) error {
 	t := w.cfg.Train
-	if st.MemoryBudget <= 0 {
-		w.layers = stageLayers(t, st)
-		w.params = model.LayerParams(w.layers)
-		if w.cfg.Sync.Zero == 0 {
-			w.opt = NewOptimizer(w.params, t.adamW(), t.ClipNorm)
+	if st.MemoryBudget > 0 {
+		switch {
+		case w.numReplicas > 1:
+			return fmt.Errorf("stage %d memory_budget: offload needs a plan of one replica, this one has %d (synchronising replicas keep full-size buffers)", w.stage, w.numReplicas)
+		case t.OffloadDir == "":
+			return fmt.Errorf("stage %d memory_budget: no offload directory (JobConfig.Train.OffloadDir) for the store", w.stage)
 		}
-		return nil
 	}
-	switch {
-	case w.numReplicas > 1:
-		return fmt.Errorf("stage %d memory_budget: offload needs a plan of one replica, this one has %d (synchronising replicas keep full-size buffers)", w.stage, w.numReplicas)
-	case t.OffloadDir == "":
-		return fmt.Errorf("stage %d memory_budget: no offload directory (JobConfig.Train.OffloadDir) for the store", w.stage)
+	state, err := newTrainingState(t, st, w.cfg.Sync.Zero == 0, stageOps(w.cfg.Schedule, w.stage, w.numStages, w.micro))
+	if err != nil && w.numStages*w.numReplicas == 1 {
+		return err // a single process: no stage to name
 	}
-	t.MemoryBudget = st.MemoryBudget
-	shells := model.NewLayerShells(t.Model, st.First, st.Last)
-	off, err := newOffloadState(t, shells, st.First, stageOps(w.cfg.Schedule, w.stage, w.numStages, w.micro))
 	if err != nil {
 		return fmt.Errorf("stage %d %w", w.stage, err)
 	}
-	inner := shells
-	if st.Recompute || t.Recompute {
-		inner = model.WithRecompute(inner)
-	}
-	for i, l := range inner {
-		w.layers = append(w.layers, &offloadedLayer{Layer: l, st: off, index: i})
-	}
-	w.params, w.off, w.opt = model.LayerParams(shells), off, off.opt
+	w.state, w.params = state, state.Params()
 	return nil
 }
 
-// Close releases the worker's offload store (its file is already unlinked); a worker
-// without a memory budget holds nothing to release.
-func (w *Worker) Close() error { return w.off.close() }
+// ActivationPeakBytes is the most activation memory a step or an evaluation has held: the
+// peak of the worker's workspace, plus the recomputation scratch's when it recomputes.
+func (w *Worker) ActivationPeakBytes() int64 {
+	return w.ws.PeakBytes() + model.ScratchPeakBytes(w.state.Layers())
+}
+
+// Close releases the worker's training state (an offload store; its file is already
+// unlinked).
+func (w *Worker) Close() error { return w.state.Close() }
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
-func (w *Worker) OffloadStats() (offload.Stats, bool) { return w.off.stats() }
-
-// stageLayers builds the layers of stage st, recomputed when the stage or the run asks.
-func stageLayers(t TrainConfig, st StagePlan) []model.Layer {
-	layers := model.NewLayers(t.Model, t.Seed, st.First, st.Last)
-	if st.Recompute || t.Recompute {
-		layers = model.WithRecompute(layers)
-	}
-	return layers
-}
+func (w *Worker) OffloadStats() (offload.Stats, bool) { return w.state.Stats() }
 
 // policy is how this worker's collectives aggregate, reporting what they drop.
 func (w *Worker) policy() policy {

@@ -2,13 +2,9 @@ package parallel
 
 import (
 	"fmt"
-	"maps"
-	"strconv"
 
-	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
-	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StageState is a copy of a worker's weights and optimizer state at the end of a step,
@@ -30,43 +26,16 @@ type StageState struct {
 }
 
 // Snapshot copies the worker's layers and optimizer state (an offloading stage's chunk
-// by chunk; it panics with an *offload.IOError if the store's file failed: see
-// CheckedSnapshot).
-func (w *Worker) Snapshot() StageState {
+// by chunk; an error means its store's file failed and the state is lost), with its sync
+// strategy's state and its error-feedback residuals.
+func (w *Worker) Snapshot() (StageState, error) {
 	st := w.plan.Replicas[w.replica][w.stage]
-	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last, Model: map[string]*kernels.Tensor{}, Optimizer: map[string]*kernels.Tensor{}}
-	if w.off != nil { // one replica: no outer state, residuals or shards beside the store
-		s.Model = w.off.snapshot(offload.Value)
-		s.Optimizer = w.off.snapshot(offload.ExpAvg)
-		maps.Copy(s.Optimizer, w.off.snapshot(offload.ExpAvgSq))
-		s.OptimizerMeta = map[string]string{"step": strconv.Itoa(w.off.opt.Steps)}
-		return s
+	s := StageState{Step: w.step, Replica: w.replica, First: st.First, Last: st.Last}
+	var err error
+	if s.Model, s.Optimizer, s.OptimizerMeta, err = w.state.Snapshot(); err != nil {
+		return s, err
 	}
-	for _, p := range w.params {
-		s.Model[p.Name] = p.Value.Clone()
-	}
-	if w.zero != nil {
-		s.Optimizer, s.OptimizerMeta = w.zeroState()
-	} else {
-		opt, meta := w.opt.State()
-		for k, t := range opt {
-			s.Optimizer[k] = t.Clone()
-		}
-		s.OptimizerMeta = meta
-	}
-	if w.streaming() {
-		w.snapshotStreaming(&s)
-	}
-	if w.diloco() || w.streaming() {
-		for i, o := range w.outer {
-			off := 0
-			for _, p := range w.runParams[i] {
-				t := kernels.NewTensor(p.Value.Shape...)
-				off += copy(t.Data, o.momentum[off:])
-				s.Optimizer[p.Name+outerMomentumSuffix] = t
-			}
-		}
-	}
+	w.sync.snapshot(&s)
 	for i, ef := range w.feedback {
 		if ef == nil || len(w.runs[i].group.Members) < 2 {
 			continue
@@ -78,14 +47,7 @@ func (w *Worker) Snapshot() StageState {
 			s.Optimizer[p.Name+residualSuffix(w.replica)] = t
 		}
 	}
-	return s
-}
-
-// CheckedSnapshot is Snapshot with an offloading stage's store failure (its state is
-// lost) returned as an error instead of a panic.
-func (w *Worker) CheckedSnapshot() (s StageState, err error) {
-	defer recoverIO(&err)
-	return w.Snapshot(), nil
+	return s, nil
 }
 
 // residualSuffix names a replica's error-feedback residual of a parameter in a checkpoint.
@@ -93,9 +55,6 @@ func residualSuffix(replica int) string { return fmt.Sprintf(".ef_residual.r%d",
 
 // outerMomentumSuffix names DiLoCo's outer momentum of a parameter in a checkpoint.
 const outerMomentumSuffix = ".outer_momentum"
-
-// diloco reports whether the worker runs DiLoCo's outer steps (across replicas).
-func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo && w.numReplicas > 1 }
 
 // Consistent reports whether every replica holds the same weights after the steps done so
 // far: always in sync mode, only right after an outer step in DiLoCo. Checkpoints are
@@ -105,13 +64,8 @@ func (w *Worker) diloco() bool { return w.cfg.Sync.Mode == jobspec.SyncDiLoCo &&
 // (every fragment's anchor) do: it is consistent where no fragment of the model is in
 // flight (the same steps on every worker, whichever fragments it holds), where the
 // snapshot's model is the global weights and each replica's own weights travel with its
-// optimizer state (snapshotStreaming).
-func (w *Worker) Consistent() bool {
-	if w.streaming() {
-		return !w.cfg.Sync.fragmentInFlight(w.step, w.cfg.Train.Steps, w.fragment)
-	}
-	return !w.diloco() || w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps
-}
+// optimizer state (streamingSync.snapshot).
+func (w *Worker) Consistent() bool { return w.sync.consistent() }
 
 // Restore sets the worker's layers, optimizer state and step from checkpoint tensors that
 // cover at least its layers (they may come from several files of another plan's stages).
@@ -121,57 +75,16 @@ func (w *Worker) Consistent() bool {
 // checkpoint has them, and are zero otherwise (another replica's residual is not this
 // one's to send). Nothing changes unless every tensor is present with its shape.
 func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, step int) error {
-	if w.zero != nil {
-		return w.restoreZero(weights, moments, step)
+	if err := w.sync.restore(weights, moments, step); err != nil {
+		return err
 	}
-	if w.off != nil {
-		return w.restoreOffloaded(weights, moments, step)
-	}
-	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
-	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
-		return fmt.Errorf("restore optimizer: %w", err)
-	}
-	if opt.Steps != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", opt.Steps, step)
-	}
-	if err := model.LoadParams(weights, w.params); err != nil {
-		return fmt.Errorf("restore weights: %w", err)
-	}
-	w.opt, w.step, w.pending = opt, step, nil
-	w.restoreAside(moments)
+	w.step = step
+	w.restoreResiduals(moments)
 	return nil
 }
 
-// restoreOffloaded is Restore into the offload store, chunk by chunk (one replica: no
-// outer state or residuals). An I/O failure of the store is returned.
-func (w *Worker) restoreOffloaded(weights, moments *model.TensorFile, step int) (err error) {
-	defer recoverIO(&err)
-	moments = assembleMoments(moments, w.params)
-	if got, err := strconv.Atoi(moments.Metadata["step"]); err == nil && got != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", got, step)
-	}
-	if err := w.off.restore(&Checkpoint{Model: weights, Optimizer: moments}); err != nil {
-		return fmt.Errorf("restore: %w", err)
-	}
-	w.step, w.pending = step, nil
-	return nil
-}
-
-// restoreAside restores DiLoCo's outer state and the error-feedback residuals.
-func (w *Worker) restoreAside(moments *model.TensorFile) {
-	for i := range w.outer {
-		w.outer[i] = newOuterRun(w.runParams[i])
-		off := 0
-		for _, p := range w.runParams[i] {
-			if t, ok := moments.Tensors[p.Name+outerMomentumSuffix]; ok && t.SameShape(p.Value.Shape) {
-				copy(w.outer[i].momentum[off:], t.Data)
-			}
-			off += p.Value.Size()
-		}
-	}
-	if w.streaming() {
-		w.restoreLocal(moments)
-	}
+// restoreResiduals restores the error-feedback residuals.
+func (w *Worker) restoreResiduals(moments *model.TensorFile) {
 	for i, ef := range w.feedback {
 		if ef == nil {
 			continue

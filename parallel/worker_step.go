@@ -3,13 +3,10 @@ package parallel
 import (
 	"context"
 	"fmt"
-	"math"
 	"time"
 
-	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
-	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // StepResult is what one worker learned from one step.
@@ -43,147 +40,66 @@ type inflight struct {
 func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	start := time.Now()
 	w.times = StepTimes{}
-	res, err := w.guardedStep(ctx)
+	res, err := w.runStep(ctx)
 	if err != nil {
-		w.abandonPending()
+		w.sync.abandon()
 	}
 	res.Times = w.times
 	res.Times.Compute = time.Since(start) - w.times.Transfer - w.times.Bubble - w.times.Sync
 	return res, err
 }
 
-// guardedStep is runStep, with an offload store's I/O failure (a pin's panic) returned
-// as the step's error.
-func (w *Worker) guardedStep(ctx context.Context) (res StepResult, err error) {
-	defer recoverIO(&err)
-	return w.runStep(ctx)
-}
-
-// recoverIO, deferred, turns an offload store's *offload.IOError panic into *err; other
-// panics go on.
-func recoverIO(err *error) {
-	if r := recover(); r != nil {
-		ioErr, ok := r.(*offload.IOError)
-		if !ok {
-			panic(r)
-		}
-		*err = ioErr
-	}
-}
-
-// beginStep zeroes the gradients and, under a memory budget, starts the store's scheduled
-// step (the stage's passes, then the optimizer); the returned func ends it.
-func (w *Worker) beginStep() (end func()) {
-	if w.off == nil {
-		model.ZeroGrads(w.layers)
-		return func() {}
-	}
-	st := w.off
-	st.zeroGrads()
-	st.store.BeginStep()
-	st.inStep = true
-	return func() {
-		st.inStep = false
-		st.store.EndStep()
-	}
-}
-
 // runStep is Step without its timing.
 func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	w.ws.Reset()
-	end := w.beginStep()
-	defer end()
+	res := StepResult{}
+	if err := w.state.BeginStep(); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
+	defer w.state.EndStep()
 	M := w.micro
 	flight := make([]inflight, M)
-	res := StepResult{}
+	inFlight := 0
 	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
-		if w.off != nil {
-			w.off.micro = o.micro // the pass's ops in the store's schedule
-		}
 		if !o.backward {
 			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
 			if err != nil {
 				return res, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
 			}
 			res.Loss += float64(loss) * float64(flight[o.micro].mb.B) / float64(w.batch)
+			inFlight++
 			continue
 		}
 		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
 			return res, fmt.Errorf("step %d backward micro-batch %d: %w", w.step+1, o.micro, err)
 		}
+		if inFlight--; inFlight == 0 {
+			// No micro-batch holds activations: the next reuses the workspace, so a
+			// single stage's activations are one micro-batch's (its 1F1B is F B F B …).
+			w.ws.Reset()
+		}
 	}
 	res.HasLoss = w.IsLast()
-	if w.zero == nil && w.off == nil && w.cfg.Sync.Mode == jobspec.SyncEveryStep {
-		if err := timed(&w.times.Sync, func() error { return w.syncGradients(ctx) }); err != nil {
-			return res, err
-		}
+	if err := w.sync.reduce(ctx); err != nil {
+		return res, err
 	}
 	if w.updateGate != nil {
 		if err := timed(&w.times.Sync, func() error { return w.updateGate(ctx, w.step+1) }); err != nil {
 			return res, fmt.Errorf("step %d: %w", w.step+1, err)
 		}
 	}
-	skipped, err := w.update(ctx)
+	lr := LearningRate(w.step, w.cfg.Train.LR, w.cfg.Train.Warmup, w.cfg.Train.Steps)
+	skipped, err := w.sync.update(ctx, lr)
 	if err != nil {
 		return res, err
 	}
 	res.Skipped = skipped
 	w.step++
-	// With one replica there is nothing to synchronise: DiLoCo's outer step would only turn
-	// the optimiser into a lookahead one, and a split model must train like one process.
-	if w.diloco() && (w.step%w.cfg.Sync.InnerSteps == 0 || w.step == w.cfg.Train.Steps) {
-		if err := timed(&w.times.Sync, func() error { return w.outerStep(ctx) }); err != nil {
-			return res, err
-		}
-		res.Synced = true
-	}
-	if w.streaming() {
-		if res.Synced, err = w.streamingStep(ctx); err != nil {
-			return res, err
-		}
+	if res.Synced, err = w.sync.afterStep(ctx); err != nil {
+		return res, err
 	}
 	res.Step, res.Rejected = w.step, w.takeRejected()
 	return res, nil
-}
-
-// update clips the gradients by the global norm across stages and applies AdamW (under
-// ZeRO, to this replica's shard). A step whose norm is not finite is skipped (true): no
-// parameter moves and the optimizer's state stays, instead of NaN spreading through AdamW.
-func (w *Worker) update(ctx context.Context) (skipped bool, err error) {
-	t := w.cfg.Train
-	lr := LearningRate(w.step, t.LR, t.Warmup, t.Steps)
-	if w.zero != nil {
-		return false, timed(&w.times.Sync, func() error { return w.zeroStep(ctx, lr) })
-	}
-	var norms []float64
-	err = timed(&w.times.Sync, func() (err error) {
-		norms, err = allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), w.gradSumSquares())
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
-	}
-	var total float64
-	for _, n := range norms {
-		total += n
-	}
-	if math.IsNaN(total) || math.IsInf(total, 0) {
-		return true, nil // every stage of the replica gathered the same total: all skip
-	}
-	if w.off != nil {
-		w.off.optimizerStep(lr, total)
-	} else {
-		w.opt.Step(lr, total)
-	}
-	return false, nil
-}
-
-// gradSumSquares is the stage's Σg², from the offload store's record under a budget.
-func (w *Worker) gradSumSquares() float64 {
-	if w.off != nil {
-		return w.off.gradSumSquares()
-	}
-	return w.opt.GradSumSquares()
 }
 
 func (w *Worker) roundKey(index int) roundKey {
@@ -205,9 +121,12 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 		w.pipelineStarved += int64(time.Since(start))
 		w.times.Bubble += time.Since(start)
 	}
-	fl.saved = make([]model.Saved, len(w.layers))
-	for i, l := range w.layers {
-		x, fl.saved[i] = l.Forward(&w.ws, fl.mb, x)
+	fl.saved = make([]model.Saved, len(w.state.Layers()))
+	for i := range w.state.Layers() {
+		var err error
+		if x, fl.saved[i], err = w.state.Forward(&w.ws, fl.mb, m, i, x); err != nil {
+			return 0, err
+		}
 	}
 	if w.IsLast() {
 		return x[0], nil
@@ -231,8 +150,11 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 		w.pipelineStarved += int64(time.Since(start))
 		w.times.Bubble += time.Since(start)
 	}
-	for i := len(w.layers) - 1; i >= 0; i-- {
-		dy = w.layers[i].Backward(&w.ws, fl.mb, fl.saved[i], dy)
+	for i := len(w.state.Layers()) - 1; i >= 0; i-- {
+		var err error
+		if dy, err = w.state.Backward(&w.ws, fl.mb, m, i, fl.saved[i], dy); err != nil {
+			return err
+		}
 	}
 	fl.saved = nil
 	if w.stage == 0 {
@@ -241,121 +163,10 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 	return w.send(ctx, w.prev, w.activationFrame(frame.KindGradient, m, w.stage-1, dy, rows))
 }
 
-// syncGradients averages every run's gradients across the replicas.
-func (w *Worker) syncGradients(ctx context.Context) error {
-	for i, run := range w.runs {
-		g := flattenGrads(w.runParams[i])
-		w.weigh(g)
-		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], w.policy()); err != nil {
-			return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
-		}
-		unflattenGrads(w.runParams[i], g)
-	}
-	return nil
-}
-
-// weigh scales a contribution by R·batch/global, so that the replicas' plain mean is the
-// mean weighted by their batches (a no-op when they are equal).
-func (w *Worker) weigh(x []float32) {
-	if w.syncWeight == 1 {
-		return
-	}
-	for i := range x {
-		x[i] *= w.syncWeight
-	}
-}
-
-func flattenGrads(ps []*model.Param) []float32 {
-	out := make([]float32, 0, countParams(ps))
-	for _, p := range ps {
-		out = append(out, p.Grad.Data...)
-	}
-	return out
-}
-
-func unflattenGrads(ps []*model.Param, g []float32) {
-	for _, p := range ps {
-		g = g[copy(p.Grad.Data, g):]
-	}
-}
-
-// outerRun is DiLoCo's state for one run of layers: the parameters at the last
-// synchronisation and the outer Nesterov momentum.
-type outerRun struct {
-	anchor   []float32
-	momentum []float32
-}
-
-func newOuterRun(ps []*model.Param) *outerRun {
-	o := &outerRun{momentum: make([]float32, countParams(ps))}
-	for _, p := range ps {
-		o.anchor = append(o.anchor, p.Value.Data...)
-	}
-	return o
-}
-
-// outerStep is DiLoCo's outer step for every run: Δ = anchor − θ averaged across the
-// replicas (compressed with error feedback), then Nesterov as torch.optim.SGD does it:
-// u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor.
-func (w *Worker) outerStep(ctx context.Context) error {
-	for i, run := range w.runs {
-		delta := w.pseudoGradient(i)
-		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i], w.policy()); err != nil {
-			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
-		}
-		w.applyOuter(i, delta, 0)
-	}
-	return nil
-}
-
-// pseudoGradient is run i's Δ = anchor − θ, weighed by the replica's batch share.
-func (w *Worker) pseudoGradient(i int) []float32 {
-	o := w.outer[i]
-	delta := make([]float32, len(o.anchor))
-	off := 0
-	for _, p := range w.runParams[i] {
-		for j, v := range p.Value.Data {
-			delta[off+j] = o.anchor[off+j] - v
-		}
-		off += p.Value.Size()
-	}
-	w.weigh(delta)
-	return delta
-}
-
-// applyOuter applies run i's averaged pseudo-gradient: the Nesterov step moves the
-// anchor, and the parameters become mix·θ + (1−mix)·anchor (the anchor when mix is 0).
-func (w *Worker) applyOuter(i int, delta []float32, mix float32) {
-	o := w.outer[i]
-	nesterovStep(o.anchor, o.momentum, delta, float32(w.cfg.Sync.OuterLR), float32(w.cfg.Sync.OuterMomentum))
-	off := 0
-	for _, p := range w.runParams[i] {
-		if mix == 0 {
-			off += copy(p.Value.Data, o.anchor[off:])
-			continue
-		}
-		for j, v := range p.Value.Data {
-			p.Value.Data[j] = mix*v + (1-mix)*o.anchor[off+j]
-		}
-		off += p.Value.Size()
-	}
-}
-
-// nesterovStep is one step of torch.optim.SGD(lr, momentum=mu, nesterov=True, dampening=0)
-// on params with gradient g and momentum buffer u (zero before the first step, where torch's
-// u ← g is the same): u ← mu·u + g; params ← params − lr·(g + mu·u).
-func nesterovStep(params, u, g []float32, lr, mu float32) {
-	for j, d := range g {
-		u[j] = mu*u[j] + d
-		params[j] -= lr * (d + mu*u[j])
-	}
-}
-
 // Evaluate computes the validation loss of the replica's current weights through its
 // pipeline. Every stage of the replica must call it; the last stage returns the loss
 // (ok), the others return ok = false.
 func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
-	defer recoverIO(&err) // an offloaded stage's layers pin their weights per pass
 	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
 	var total float64
 	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {
@@ -371,8 +182,10 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 		if w.IsLast() {
 			mb.RowLoss = make([]float64, mb.Rows())
 		}
-		for _, l := range w.layers {
-			x, _ = l.Forward(&w.ws, mb, x)
+		for i := range w.state.Layers() {
+			if x, err = w.state.EvalForward(&w.ws, mb, i, x); err != nil {
+				return 0, false, fmt.Errorf("evaluation: %w", err)
+			}
 		}
 		if !w.IsLast() {
 			if err := w.send(ctx, w.next, w.activationFrame(frame.KindActivation, evalMicro+c, w.stage+1, x, mb.Rows())); err != nil {

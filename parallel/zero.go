@@ -60,28 +60,55 @@ func (z *zeroShard) update(h kernels.AdamW, c float32, step int) {
 	}
 }
 
+// zeroSync is ZeRO 1 and 2 (Rajbhandari et al. 2020) in sync mode: per run, the
+// replicas reduce-scatter the gradients, each updates the chunk it owns with the AdamW
+// moments of that chunk only, and they all-gather the parameters. ZeRO-2 also keeps only
+// its chunk of the reduced gradient. It replaces every-step averaging and the whole
+// optimizer: the training state holds no moments.
+type zeroSync struct {
+	baseSync
+	shards []*zeroShard // per run
+	steps  int          // AdamW updates applied
+}
+
+func newZeroSync(b baseSync) *zeroSync {
+	s := &zeroSync{baseSync: b}
+	for i, run := range b.w.runs {
+		s.shards = append(s.shards, newZeroShard(b.w.runParams[i], run.group.Self, len(run.group.Members)))
+	}
+	return s
+}
+
 // MomentElements is the number of AdamW moment elements (m and v together) the worker holds:
 // 2·n for n parameters unsharded, 2·(its shards) under ZeRO.
-func (w *Worker) MomentElements() int {
-	if w.zero == nil {
-		return 2 * countParams(w.params)
-	}
+func (w *Worker) MomentElements() int { return w.sync.momentElements() }
+
+func (s *zeroSync) momentElements() int {
 	n := 0
-	for _, z := range w.zero {
+	for _, z := range s.shards {
 		n += len(z.m) + len(z.v)
 	}
 	return n
 }
+
+// update is the sharded step, zeroStep.
+func (s *zeroSync) update(ctx context.Context, lr float64) (bool, error) {
+	return false, timed(&s.w.times.Sync, func() error { return s.zeroStep(ctx, lr) })
+}
+
+// snapshot replaces the optimizer tensors with this member's pieces of the moments.
+func (s *zeroSync) snapshot(st *StageState) { st.Optimizer, st.OptimizerMeta = s.zeroState() }
 
 // zeroStep is a sync step under ZeRO: per run, reduce-scatter the weighted gradients (each
 // member keeps the mean of its chunk), the global norm from every shard's Σg² summed over
 // the run's replicas and then the stage's pipeline, each member's AdamW on its chunk, and
 // an all-gather of the updated parameters. The ring is the one allReduceMean uses, so each
 // chunk is summed in the same order as without ZeRO.
-func (w *Worker) zeroStep(ctx context.Context, lr float64) error {
+func (s *zeroSync) zeroStep(ctx context.Context, lr float64) error {
+	w := s.w
 	var local float64
 	for i, run := range w.runs {
-		z := w.zero[i]
+		z := s.shards[i]
 		g := flattenGrads(w.runParams[i])
 		w.weigh(g)
 		if err := ringReduceScatter(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g); err != nil {
@@ -115,12 +142,12 @@ func (w *Worker) zeroStep(ctx context.Context, lr float64) error {
 	if w.cfg.Train.ClipNorm > 0 {
 		c = kernels.ClipCoefficient(total, w.cfg.Train.ClipNorm)
 	}
-	w.zeroSteps++
+	s.steps++
 	h := w.cfg.Train.adamW()
 	h.LR = lr
 	for i, run := range w.runs {
-		z := w.zero[i]
-		z.update(h, c, w.zeroSteps)
+		z := s.shards[i]
+		z.update(h, c, s.steps)
 		z.grad = nil
 		if err := w.gatherParams(ctx, run, i); err != nil {
 			return err
@@ -157,18 +184,18 @@ const zeroPieceSuffix = ".zero"
 
 // zeroState is the optimizer part of a snapshot under ZeRO: this member's pieces of the
 // moments and the step count.
-func (w *Worker) zeroState() (map[string]*kernels.Tensor, map[string]string) {
+func (s *zeroSync) zeroState() (map[string]*kernels.Tensor, map[string]string) {
 	out := map[string]*kernels.Tensor{}
-	for _, z := range w.zero {
-		for _, s := range z.segs {
+	for _, z := range s.shards {
+		for _, g := range z.segs {
 			for name, buf := range map[string][]float32{".exp_avg": z.m, ".exp_avg_sq": z.v} {
-				t := kernels.NewTensor(s.n)
-				copy(t.Data, buf[s.at:s.at+s.n])
-				out[fmt.Sprintf("%s%s%s%d", s.p.Name, name, zeroPieceSuffix, s.off)] = t
+				t := kernels.NewTensor(g.n)
+				copy(t.Data, buf[g.at:g.at+g.n])
+				out[fmt.Sprintf("%s%s%s%d", g.p.Name, name, zeroPieceSuffix, g.off)] = t
 			}
 		}
 	}
-	return out, map[string]string{"step": strconv.Itoa(w.zeroSteps)}
+	return out, map[string]string{"step": strconv.Itoa(s.steps)}
 }
 
 // assembleMoments returns moments with every parameter's moments whole, joined from the
@@ -204,10 +231,11 @@ func assembleMoments(moments *model.TensorFile, ps []*model.Param) *model.Tensor
 	return out
 }
 
-// restoreZero restores weights and this member's chunks of the moments from a checkpoint
+// restore restores weights and this member's chunks of the moments from a checkpoint
 // of any sharding: whole moments, or the pieces of every replica's ZeRO snapshot. Nothing
 // changes unless every moment is there.
-func (w *Worker) restoreZero(weights, moments *model.TensorFile, step int) error {
+func (s *zeroSync) restore(weights, moments *model.TensorFile, step int) error {
+	w := s.w
 	opt := NewOptimizer(w.params, w.cfg.Train.adamW(), w.cfg.Train.ClipNorm)
 	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
 		return fmt.Errorf("restore optimizer: %w", err)
@@ -218,25 +246,26 @@ func (w *Worker) restoreZero(weights, moments *model.TensorFile, step int) error
 	if err := model.LoadParams(weights, w.params); err != nil {
 		return fmt.Errorf("restore weights: %w", err)
 	}
-	for _, z := range w.zero {
-		for _, s := range z.segs {
-			copy(z.m[s.at:s.at+s.n], opt.m[s.p.Name].Data[s.off:s.off+s.n])
-			copy(z.v[s.at:s.at+s.n], opt.v[s.p.Name].Data[s.off:s.off+s.n])
+	for _, z := range s.shards {
+		for _, g := range z.segs {
+			copy(z.m[g.at:g.at+g.n], opt.m[g.p.Name].Data[g.off:g.off+g.n])
+			copy(z.v[g.at:g.at+g.n], opt.v[g.p.Name].Data[g.off:g.off+g.n])
 		}
 	}
-	w.zeroSteps, w.step = opt.Steps, step
+	s.steps = opt.Steps
 	return nil
 }
 
-// checkZero validates Zero: 0, 1 or 2, and sharding only in sync mode without a codec.
+// engineNames spell the sync settings in the engine's errors (SyncConfig's fields, as
+// the train command's flags name them).
+var engineNames = jobspec.Names{Zero: "zero", Sync: "sync", Codec: "codec", Fragments: "fragments",
+	InnerSteps: "inner-steps", Layers: "the model's blocks", Is: " "}
+
+// checkZero validates Zero by the job spec's rule (an empty codec is none).
 func (c SyncConfig) checkZero() error {
-	switch {
-	case c.Zero < 0 || c.Zero > 2:
-		return fmt.Errorf("zero must be 0, 1 or 2 (got %d)", c.Zero)
-	case c.Zero > 0 && c.Mode != jobspec.SyncEveryStep:
-		return fmt.Errorf("zero %d needs sync mode %q (got %q)", c.Zero, jobspec.SyncEveryStep, c.Mode)
-	case c.Zero > 0 && c.Codec != "" && c.Codec != jobspec.CodecNone:
-		return fmt.Errorf("zero %d needs codec %q (got %q): shards are reduced uncompressed", c.Zero, jobspec.CodecNone, c.Codec)
+	codec := c.Codec
+	if codec == "" {
+		codec = jobspec.CodecNone
 	}
-	return nil
+	return jobspec.CheckZero(c.Zero, c.Mode, codec, engineNames)
 }

@@ -38,6 +38,8 @@ type PlanInputs struct {
 	Strategy jobspec.Strategy  `json:"strategy"`
 	// MaxReplicas is the job's fixed replica count, 0 when the balancer chooses.
 	MaxReplicas int `json:"max_replicas,omitempty"`
+	// Stages is the job's fixed stage count per replica, 0 when the balancer chooses.
+	Stages int `json:"stages,omitempty"`
 }
 
 // Replan runs the balancer again on the recorded inputs.
@@ -47,7 +49,7 @@ func (in PlanInputs) Replan() (balancer.Plan, error) {
 
 // options are the balancer options the inputs record.
 func (in PlanInputs) options() balancer.Options {
-	return balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas}
+	return balancer.Options{Strategy: in.Strategy, MaxReplicas: in.MaxReplicas, Stages: in.Stages}
 }
 
 // Nodes lists the plan's nodes, replica by replica, stage by stage.
@@ -125,6 +127,9 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 	in := PlanInputs{Snapshot: snapshot(cands), Job: job, Strategy: spec.Placement.Strategy}
 	if !spec.Parallel.Replicas.IsAuto {
 		in.MaxReplicas = spec.Parallel.Replicas.N
+	}
+	if !spec.Parallel.Stages.IsAuto {
+		in.Stages = spec.Parallel.Stages.N
 	}
 	return in, nil
 }

@@ -79,8 +79,9 @@ type LossPoint struct {
 	Loss float64 `json:"val_loss"`
 }
 
-// Run is one variant's job on a fresh testnet, cut at the wall-clock budget.
-type Run struct {
+// Trial is one variant's job on a fresh testnet, cut at the wall-clock budget: one point of
+// a time-to-loss comparison.
+type Trial struct {
 	Variant string `json:"variant"`
 	Round   int    `json:"round"`
 	// Plan describes the plan the job ran: replicas × stages and the sync mode.
@@ -94,11 +95,11 @@ type Run struct {
 	Status string `json:"status"`
 }
 
-// RunFromJob extracts a Run from a job's detail and the progress samples collected while
+// TrialFromJob extracts a Trial from a job's detail and the progress samples collected while
 // it ran (the detail's history is bounded; samples may repeat it): its evaluations within
 // budget of submitted, its plan, and its step time (Summarize's, over the latest epoch).
-func RunFromJob(variant string, round int, job consensus.JobDetail, samples []consensus.ProgressSample, submitted time.Time, budget time.Duration) Run {
-	r := Run{Variant: variant, Round: round, Status: string(job.Status), Curve: []LossPoint{}}
+func TrialFromJob(variant string, round int, job consensus.JobDetail, samples []consensus.ProgressSample, submitted time.Time, budget time.Duration) Trial {
+	r := Trial{Variant: variant, Round: round, Status: string(job.Status), Curve: []LossPoint{}}
 	var within []consensus.ProgressSample
 	for _, s := range samples {
 		if s.Time.Sub(submitted) <= budget {
@@ -143,7 +144,7 @@ func describePlan(job consensus.JobDetail) string {
 }
 
 // FinalLoss is the last evaluation's loss, NaN without one.
-func (r Run) FinalLoss() float64 {
+func (r Trial) FinalLoss() float64 {
 	if len(r.Curve) == 0 {
 		return math.NaN()
 	}
@@ -151,7 +152,7 @@ func (r Run) FinalLoss() float64 {
 }
 
 // BestLoss is the lowest evaluation's loss, NaN without one.
-func (r Run) BestLoss() float64 {
+func (r Trial) BestLoss() float64 {
 	best := math.NaN()
 	for _, p := range r.Curve {
 		if math.IsNaN(best) || p.Loss < best {
@@ -163,7 +164,7 @@ func (r Run) BestLoss() float64 {
 
 // TimeTo is the wall time of the first evaluation at or below loss (NaN if none), read
 // off the evaluations themselves: no interpolation between them.
-func (r Run) TimeTo(loss float64) float64 {
+func (r Trial) TimeTo(loss float64) float64 {
 	for _, p := range r.Curve {
 		if p.Loss <= loss {
 			return p.T
@@ -174,7 +175,7 @@ func (r Run) TimeTo(loss float64) float64 {
 
 // CommonTarget is the default target loss of a comparison: the highest of the runs' best
 // losses, the lowest loss every run reached (NaN when a run has no evaluation).
-func CommonTarget(runs []Run) float64 {
+func CommonTarget(runs []Trial) float64 {
 	t := math.Inf(-1)
 	for _, r := range runs {
 		b := r.BestLoss()

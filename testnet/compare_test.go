@@ -40,7 +40,7 @@ func TestVariantsForceTheParallelSection(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
-func TestRunFromJob(t *testing.T) {
+func TestTrialFromJob(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	val := func(v float64) *float64 { return &v }
 	samples := []consensus.ProgressSample{
@@ -54,7 +54,7 @@ func TestRunFromJob(t *testing.T) {
 	plan, _ := json.Marshal(node.JobPlan{Replicas: [][]parallel.StagePlan{{{Node: "a"}, {Node: "b"}}, {{Node: "c"}, {Node: "d"}}}})
 	job := consensus.JobDetail{Status: consensus.JobRunning, Plan: &consensus.PlanEpoch{Epoch: 1, Plan: plan}}
 	job.Spec.Parallel.Sync = jobspec.SyncDiLoCo
-	r := RunFromJob("diloco", 1, job, samples, t0, 20*time.Second)
+	r := TrialFromJob("diloco", 1, job, samples, t0, 20*time.Second)
 	if r.Plan != "2×2+2 diloco" || r.Steps != 30 || len(r.Curve) != 4 || r.Round != 1 {
 		t.Fatalf("run %+v", r)
 	}
@@ -64,17 +64,17 @@ func TestRunFromJob(t *testing.T) {
 	if got := r.StepTimeS; math.Abs(got-0.5) > 1e-9 {
 		t.Fatalf("step time %g, want 0.5 (the samples' 10 steps per 5 s)", got)
 	}
-	other := Run{Curve: []LossPoint{{T: 5, Loss: 4}, {T: 9, Loss: 3.4}}}
-	if got := CommonTarget([]Run{r, other}); got != 3.4 {
+	other := Trial{Curve: []LossPoint{{T: 5, Loss: 4}, {T: 9, Loss: 3.4}}}
+	if got := CommonTarget([]Trial{r, other}); got != 3.4 {
 		t.Fatalf("common target %g, want 3.4 (the highest best loss)", got)
 	}
-	if !math.IsNaN(CommonTarget([]Run{r, {}})) {
+	if !math.IsNaN(CommonTarget([]Trial{r, {}})) {
 		t.Fatal("a run without evaluations must leave no common target")
 	}
 }
 
 func TestWritePlot(t *testing.T) {
-	runs := []Run{
+	runs := []Trial{
 		{Variant: "planner", Curve: []LossPoint{{T: 3, Loss: 5.5}, {T: 30, Loss: 3}, {T: 60, Loss: 2.7}}},
 		{Variant: "diloco", Curve: []LossPoint{{T: 4, Loss: 5.5}, {T: 40, Loss: 2.9}}},
 		{Variant: "planner", Round: 1, Curve: []LossPoint{{T: 3, Loss: 5.5}, {T: 50, Loss: 2.8}}},

@@ -404,3 +404,29 @@ func waitRejoined(t *testing.T, tn *Testnet, back *Node, jobID string, peers int
 		t.Fatalf("restarted node %s does not see job %s done and %d live peers: %v", back.Spec.Name, jobID, peers, err)
 	}
 }
+
+// TestSubmitterKilledRightAfterSubmit (issue 26, part 3): the node a job is submitted
+// through packs the local corpus into the dataset blob; it is SIGKILLed as soon as the
+// submit answers. The submit answered only once another member held the dataset, so the
+// surviving nodes fetch it from that member, the leader plans the job on them, and it
+// finishes done. Without the replication at submit the dataset lives only on the dead
+// node and every epoch fails fetching it.
+func TestSubmitterKilledRightAfterSubmit(t *testing.T) {
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	tn := startTestnet(t, slowRegion(3, 2))
+	nodes := tn.Nodes()
+	submitter, observer := nodes[0], nodes[1]
+	w := submitJob(t, tn, submitter, faultJob(t, 60))
+	if err := tn.Kill(submitter.Spec.Name); err != nil {
+		t.Fatal(err)
+	}
+	w.api = observer.Client()
+	d := w.waitDone(4 * time.Minute)
+	for _, id := range planOf(d).Nodes() {
+		if id == submitter.ID {
+			t.Fatalf("the final plan still names the killed submitter: %+v", planOf(d).Replicas)
+		}
+	}
+}

@@ -15,7 +15,7 @@ var plotColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
 // run (a variant's rounds share its colour, later rounds dashed), axes with ticks, a
 // legend, and the title. The y axis spans the losses after the first evaluation (the
 // untrained model's loss would flatten everything else); points above it are clipped.
-func WritePlot(w io.Writer, title string, runs []Run, budgetS float64) error {
+func WritePlot(w io.Writer, title string, runs []Trial, budgetS float64) error {
 	const W, H, left, right, top, bottom = 760.0, 460.0, 64.0, 170.0, 36.0, 48.0
 	pw, ph := W-left-right, H-top-bottom
 	lo, hi := plotRange(runs)
@@ -67,7 +67,7 @@ func WritePlot(w io.Writer, title string, runs []Run, budgetS float64) error {
 
 // plotRange is the y range: from just below the lowest loss to the highest loss of any
 // evaluation after each run's first, at most 1.2 above the lowest, rounded out to 0.1.
-func plotRange(runs []Run) (lo, hi float64) {
+func plotRange(runs []Trial) (lo, hi float64) {
 	lo, hi = math.Inf(1), math.Inf(-1)
 	for _, r := range runs {
 		for i, p := range r.Curve {

@@ -16,11 +16,13 @@ func envName(flag string) string {
 }
 
 // withEnv gives every flag of cmd a MESHNODE_* environment variable: the variable's name is
-// added to the flag's help, and before the command runs each flag not given on the command
+// added to the flag's help once, and before the command runs each flag not given on the command
 // line takes the variable's value when it is set. A flag on the command line wins.
 func withEnv(cmd *cobra.Command) *cobra.Command {
 	cmd.Flags().VisitAll(func(f *pflag.Flag) {
-		f.Usage += fmt.Sprintf(" [$%s]", envName(f.Name))
+		if mark := fmt.Sprintf("[$%s]", envName(f.Name)); !strings.Contains(f.Usage, mark) {
+			f.Usage += " " + mark // flags shared by the client commands name it already
+		}
 	})
 	prev := cmd.PreRunE
 	cmd.PreRunE = func(c *cobra.Command, args []string) error {

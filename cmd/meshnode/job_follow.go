@@ -23,7 +23,7 @@ const followUnreachable = 30
 func followJob(ctx context.Context, c *api.Client, id string, rep *testnetReporter) (consensus.JobDetail, error) {
 	tick := time.NewTicker(followInterval)
 	defer tick.Stop()
-	defer rep.endBar()
+	defer rep.End()
 	var last consensus.JobDetail
 	failures, started := 0, false
 	for {
@@ -31,11 +31,11 @@ func followJob(ctx context.Context, c *api.Client, id string, rep *testnetReport
 		switch {
 		case err == nil:
 			if !started {
-				rep.startBar(d.Progress.Steps)
+				rep.Begin(d.Progress.Steps)
 				started = true
 			}
 			last, failures = d, 0
-			rep.progress(d)
+			rep.Progress(d)
 			if d.Status.Terminal() {
 				return d, nil
 			}
@@ -60,5 +60,5 @@ func jobEndErr(d consensus.JobDetail) error {
 	if d.Status == consensus.JobDone {
 		return nil
 	}
-	return fmt.Errorf("job %s %s at step %d/%d%s", d.ID, d.Status, d.Progress.Step, d.Progress.Steps, lastEventMessage(d))
+	return fmt.Errorf("job %s %s at step %d/%d%s", d.ID, d.Status, d.Progress.Step, d.Progress.Steps, d.LastEventMessage())
 }

@@ -59,6 +59,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringSliceVar(&c.APIHosts, "api-host", nil, "extra host:port names the API answers to (default: 127.0.0.1, localhost and [::1] with its port)")
 	f.StringSliceVar(&c.DataRoots, "data-root", nil, "directories whose files jobs submitted here may use as local data, besides the submitter's working directory")
 	f.StringVar(&o.maxData, "max-data-bytes", "1GiB", "largest local data file a submitted job may name")
+	f.IntVar(&c.DatasetReplicas, "dataset-replicas", node.DefaultDatasetReplicas, "members besides this node that hold a job's dataset before a submit here answers, so the job outlives this node (0: none)")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
 	f.BoolVar(&c.DHT, "dht", c.DHT, "advertise and find members through the mesh's Kademlia DHT")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "NAT traversal: UPnP/NAT-PMP port mapping, AutoNAT, hole punching, relay v2")
@@ -175,6 +176,12 @@ func (o *joinOptions) finish() error {
 		return usagef("--max-data-bytes %q: want a size such as 1GiB", o.maxData)
 	}
 	c.MaxDataBytes = int64(min(maxData, 1<<50))
+	switch {
+	case c.DatasetReplicas < 0:
+		return usagef("--dataset-replicas: must be ≥ 0 (got %d)", c.DatasetReplicas)
+	case c.DatasetReplicas == 0:
+		c.DatasetReplicas = -1 // the flag's 0 is "none"; the configuration's 0 is the default
+	}
 	if _, err := fmt.Sscanf(o.gemmShape, "%dx%dx%d", &c.Profile.GemmM, &c.Profile.GemmN, &c.Profile.GemmK); err != nil ||
 		c.Profile.GemmM <= 0 || c.Profile.GemmN <= 0 || c.Profile.GemmK <= 0 {
 		return usagef("--gemm-shape %q: want MxNxK with positive sizes, e.g. 2048x512x512", o.gemmShape)

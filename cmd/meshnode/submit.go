@@ -46,7 +46,7 @@ With --wait, the command follows the job until it is done (exit 0), failed or ca
 (exit 1). Until the training engine runs jobs, a job stays "submitted".`,
 		Example: `  meshnode submit job.yaml
   meshnode submit job.yaml --wait
-  meshnode submit job.yaml -o json   # {"id":"..."}`,
+  meshnode submit job.yaml -o json   # {"id":"...","dataset_holders":["12D3Koo…"]}`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
@@ -78,21 +78,24 @@ func (o *submitOptions) run(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	id, err := c.Submit(cmd.Context(), body, root)
+	res, err := c.SubmitJob(cmd.Context(), body, root)
 	if err != nil {
 		if api.StatusCode(err) == http.StatusBadRequest {
 			return usagef("%s: %w", path, err)
 		}
 		return fmt.Errorf("submit %s: %w", path, err)
 	}
-	res := api.SubmitResult{ID: id}
 	w := cmd.OutOrStdout()
 	if o.output == "json" {
 		if err := writeJSON(w, res); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(w, "submitted job %s (%s)\n", res.ID, spec.Name)
+		fmt.Fprintf(w, "submitted job %s (%s)", res.ID, spec.Name)
+		if n := len(res.DatasetHolders); n > 0 {
+			fmt.Fprintf(w, "; its dataset is on %d other member(s)", n)
+		}
+		fmt.Fprintln(w)
 	}
 	if !o.wait {
 		return nil

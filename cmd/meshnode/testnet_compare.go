@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/testnet"
 )
@@ -132,7 +130,11 @@ func (o *testnetRunOptions) compareSpec(cmd *cobra.Command, nodes int) (jobspec.
 // then prints the table and writes the plot.
 func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Variant, spec jobspec.Spec, nodes int, dir string) error {
 	rep := newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json")
-	var runs []testnet.Run
+	wd, err := os.Getwd() // local data paths lie under the working directory, as with submit
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	var runs []testnet.Trial
 	for round := range o.cmp.repeat {
 		for i := range variants {
 			v := variants[(i+round)%len(variants)]
@@ -141,7 +143,15 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 			if err := s.Validate(); err != nil {
 				return fmt.Errorf("variant %s: %w", v.Name, err)
 			}
-			r, err := o.compareOne(cmd, v.Name, round, s, filepath.Join(dir, fmt.Sprintf("%s-%d", v.Name, round)), rep)
+			cfg, err := o.topo.config(cmd, filepath.Join(dir, fmt.Sprintf("%s-%d", v.Name, round)))
+			if err != nil {
+				return err
+			}
+			if o.cmp.wan != "" {
+				wan, _ := parseWAN(o.cmp.wan) // checked before
+				cfg.Topology = withWAN(cfg.Topology, wan)
+			}
+			r, err := testnet.Compare(cmd.Context(), cfg, v.Name, round, s, wd, o.cmp.budget, rep)
 			if err != nil {
 				return fmt.Errorf("variant %s (round %d): %w", v.Name, round, err)
 			}
@@ -151,99 +161,9 @@ func (o *testnetRunOptions) runCompare(cmd *cobra.Command, variants []testnet.Va
 	return o.reportCompare(rep, runs, nodes)
 }
 
-// compareOne runs one variant's job on a fresh testnet until the budget ends, then cancels
-// it and stops the testnet.
-func (o *testnetRunOptions) compareOne(cmd *cobra.Command, variant string, round int, spec jobspec.Spec, dir string, rep *testnetReporter) (run testnet.Run, err error) {
-	cfg, err := o.topo.config(cmd, dir)
-	if err != nil {
-		return run, err
-	}
-	if o.cmp.wan != "" {
-		wan, _ := parseWAN(o.cmp.wan) // checked before
-		cfg.Topology = withWAN(cfg.Topology, wan)
-	}
-	tn, err := testnet.New(cfg)
-	if err != nil {
-		return run, err
-	}
-	defer func() {
-		if serr := tn.Stop(); err == nil && serr != nil {
-			err = serr
-		}
-	}()
-	ctx := cmd.Context()
-	rep.info("variant %s, round %d", variant, round)
-	if err := o.start(ctx, tn, len(cfg.Topology.Nodes), rep); err != nil {
-		return run, err
-	}
-	body, err := json.Marshal(spec)
-	if err != nil {
-		return run, err
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		return run, err
-	}
-	id, err := tn.Nodes()[0].Client().Submit(ctx, body, wd)
-	if err != nil {
-		return run, fmt.Errorf("submit the job: %w", err)
-	}
-	submitted := time.Now()
-	job, samples, err := o.followFor(ctx, tn, id, submitted, rep)
-	if err != nil {
-		return run, err
-	}
-	return testnet.RunFromJob(variant, round, job, samples, submitted, o.cmp.budget), nil
-}
-
-// followFor polls the job until the budget since submitted ends (or the job does),
-// collecting its progress samples, then cancels it.
-func (o *testnetRunOptions) followFor(ctx context.Context, tn *testnet.Testnet, id string, submitted time.Time, rep *testnetReporter) (consensus.JobDetail, []consensus.ProgressSample, error) {
-	var job consensus.JobDetail
-	var samples []consensus.ProgressSample
-	seen := map[[2]int]bool{}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		j, err := jobFromAnyNode(ctx, tn, id)
-		if err == nil {
-			job = j
-			for _, s := range j.Progress.Samples {
-				if k := [2]int{int(s.Epoch), s.Step}; !seen[k] {
-					seen[k] = true
-					samples = append(samples, s)
-					if s.ValLoss != nil {
-						rep.info("  %5.1f s  step %-5d val loss %.4f", s.Time.Sub(submitted).Seconds(), s.Step, *s.ValLoss)
-					}
-				}
-			}
-			if j.Status.Terminal() {
-				break
-			}
-		}
-		if time.Since(submitted) >= o.cmp.budget {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return job, samples, ctx.Err()
-		case <-tick.C:
-		}
-	}
-	if !job.Status.Terminal() {
-		if _, err := tn.Nodes()[0].Client().Cancel(ctx, id); err != nil {
-			rep.info("  cancel job %s: %v", id, err)
-		}
-	}
-	if len(samples) == 0 {
-		return job, samples, fmt.Errorf("job %s reported no progress within %s (status %s%s)", id, o.cmp.budget, job.Status, lastEventMessage(job))
-	}
-	return job, samples, nil
-}
-
 // loadCompareRuns reads the compare_run lines of earlier `-o json` outputs, numbering each
 // file's rounds after the previous file's, and the first file's title and budget.
-func loadCompareRuns(files string) (runs []testnet.Run, title string, budget time.Duration, err error) {
+func loadCompareRuns(files string) (runs []testnet.Trial, title string, budget time.Duration, err error) {
 	offset := 0
 	for _, path := range strings.Split(files, ",") {
 		b, err := os.ReadFile(path)
@@ -256,7 +176,7 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 				Event   string  `json:"event"`
 				Title   string  `json:"title"`
 				BudgetS float64 `json:"budget_s"`
-				testnet.Run
+				testnet.Trial
 			}
 			if strings.TrimSpace(line) == "" {
 				continue
@@ -266,9 +186,9 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 			}
 			switch ev.Event {
 			case "compare_run":
-				ev.Run.Round += offset
-				rounds = max(rounds, ev.Run.Round-offset+1)
-				runs = append(runs, ev.Run)
+				ev.Trial.Round += offset
+				rounds = max(rounds, ev.Trial.Round-offset+1)
+				runs = append(runs, ev.Trial)
 			case "compare":
 				if title == "" {
 					title, budget = ev.Title, time.Duration(ev.BudgetS*float64(time.Second))
@@ -284,7 +204,7 @@ func loadCompareRuns(files string) (runs []testnet.Run, title string, budget tim
 }
 
 // reportCompare prints the runs (a table and each curve, or JSON lines) and writes the plot.
-func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.Run, nodes int) error {
+func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.Trial, nodes int) error {
 	wan := o.cmp.wan
 	if wan == "" {
 		wan = "topology default"
@@ -294,7 +214,7 @@ func (o *testnetRunOptions) reportCompare(rep *testnetReporter, runs []testnet.R
 }
 
 // printCompare prints the runs as reportCompare says and writes the plot.
-func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Run, title string, budget time.Duration) error {
+func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Trial, title string, budget time.Duration) error {
 	target := o.cmp.target
 	if target == 0 {
 		target = testnet.CommonTarget(runs)
@@ -308,7 +228,7 @@ func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Ru
 		for _, r := range runs {
 			writeJSONLine(rep.w, struct {
 				Event string `json:"event"`
-				testnet.Run
+				testnet.Trial
 				TimeToTarget *float64 `json:"time_to_target_s"`
 			}{"compare_run", r, finiteOrNil(r.TimeTo(target))})
 		}
@@ -319,7 +239,7 @@ func (o *testnetRunOptions) printCompare(rep *testnetReporter, runs []testnet.Ru
 	return nil
 }
 
-func printCompareTable(w io.Writer, title string, runs []testnet.Run, target float64) {
+func printCompareTable(w io.Writer, title string, runs []testnet.Trial, target float64) {
 	fmt.Fprintf(w, "\n%s; target loss %s\n", title, fmtF(target, "%.4f"))
 	fmt.Fprintf(w, "%-10s %-5s %-16s %-7s %-6s %-11s %-7s %s\n", "VARIANT", "ROUND", "PLAN", "S/STEP", "STEPS", "VAL@BUDGET", "BEST", "T→TARGET")
 	for _, r := range runs {
@@ -336,7 +256,7 @@ func printCompareTable(w io.Writer, title string, runs []testnet.Run, target flo
 	}
 }
 
-func writePlotFile(path, title string, runs []testnet.Run, budgetS float64) error {
+func writePlotFile(path, title string, runs []testnet.Trial, budgetS float64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("--plot: %w", err)

@@ -74,7 +74,7 @@ func TestTestnetCompareEndToEnd(t *testing.T) {
 	}
 	var run struct {
 		Event string `json:"event"`
-		testnet.Run
+		testnet.Trial
 	}
 	var last map[string]any
 	sc := bufio.NewScanner(bytes.NewReader(out))

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,9 +10,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/meshnode/meshnode/api"
-	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/records"
 	"github.com/meshnode/meshnode/testnet"
 )
 
@@ -132,10 +128,19 @@ func (o *testnetRunOptions) run(cmd *cobra.Command) (err error) {
 	}()
 	rep := newTestnetReporter(cmd.OutOrStdout(), cmd.ErrOrStderr(), o.output == "json")
 	ctx := cmd.Context()
-	if err := o.start(ctx, tn, len(cfg.Topology.Nodes), rep); err != nil {
+	if err := tn.Launch(ctx, rep); err != nil {
 		return err
 	}
-	return o.train(ctx, tn, spec, rep)
+	// A data path given to testnet run lies under the working directory, as with submit.
+	wd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	sum, err := tn.Train(ctx, spec, wd, o.timeout, rep)
+	if sum.Job != "" {
+		rep.summary(sum)
+	}
+	return err
 }
 
 // spec is --job, or the default job: the default model on builtin:gostd for --steps.
@@ -170,140 +175,8 @@ func defaultTestnetJob(steps int) jobspec.Spec {
 	return s
 }
 
-// start runs the nodes and waits until the testnet is ready.
-func (o *testnetRunOptions) start(ctx context.Context, tn *testnet.Testnet, nodes int, rep *testnetReporter) error {
-	rep.info("starting %d nodes in %s", nodes, tn.Dir())
-	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-	if err := tn.Start(sctx); err != nil {
-		return err
-	}
-	for _, n := range tn.Nodes() {
-		rep.info("  %-8s region %-6s slowdown %-4g pid %-7d api %s", n.Spec.Name, n.Spec.Region, n.Spec.Slowdown, n.PID(), n.API)
-	}
-	rep.info("waiting for the nodes to meet, probe their links and elect a leader")
-	return tn.WaitReady(sctx)
-}
-
-// train submits the job, follows it to the end and prints the summary.
-func (o *testnetRunOptions) train(ctx context.Context, tn *testnet.Testnet, spec jobspec.Spec, rep *testnetReporter) error {
-	body, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	// A data path given to testnet run lies under the working directory, as with submit.
-	wd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
-	id, err := tn.Nodes()[0].Client().Submit(ctx, body, wd)
-	if err != nil {
-		return fmt.Errorf("submit the job: %w", err)
-	}
-	rep.info("submitted job %s (%d steps)", id, spec.Train.Steps)
-	wire0 := wireBytes(tn)
-	job, err := o.follow(ctx, tn, id, spec.Train.Steps, rep)
-	if err != nil {
-		return err
-	}
-	sum := testnet.Summarize(job, tn.State().Nodes, profiles(ctx, tn))
-	if steps := job.Progress.Step; steps > 0 {
-		sum.WireBytesPerStep = float64(wireBytes(tn)-wire0) / float64(steps)
-	}
-	rep.summary(sum)
-	if job.Status != consensus.JobDone {
-		return fmt.Errorf("job %s ended %s%s", id, job.Status, lastEventMessage(job))
-	}
-	return nil
-}
-
-// follow polls the job until it ends, reporting progress; any live node's API will do.
-func (o *testnetRunOptions) follow(ctx context.Context, tn *testnet.Testnet, id string, steps int, rep *testnetReporter) (consensus.JobDetail, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	rep.startBar(steps)
-	defer rep.endBar()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	var last consensus.JobDetail
-	var lastErr error
-	for {
-		job, err := jobFromAnyNode(ctx, tn, id)
-		if err == nil {
-			last, lastErr = job, nil
-			rep.progress(job)
-			if job.Status.Terminal() {
-				return job, nil
-			}
-		} else {
-			lastErr = err
-		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return last, fmt.Errorf("job %s not finished after %s (at step %d; last error: %v)", id, o.timeout, last.Progress.Step, lastErr)
-			}
-			return last, ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-func jobFromAnyNode(ctx context.Context, tn *testnet.Testnet, id string) (consensus.JobDetail, error) {
-	err := errors.New("no node is running")
-	for _, n := range tn.Nodes() {
-		if !n.Alive() {
-			continue
-		}
-		var job consensus.JobDetail
-		if job, err = n.Client().Job(ctx, id, false); err == nil {
-			return job, nil
-		}
-	}
-	return consensus.JobDetail{}, err
-}
-
-// profiles collects every node's view of itself and of its peers, by node ID.
-func profiles(ctx context.Context, tn *testnet.Testnet) map[string]api.Peer {
-	out := map[string]api.Peer{}
-	for _, n := range tn.Nodes() {
-		if !n.Alive() {
-			continue
-		}
-		a := n.Client()
-		if st, err := a.Status(ctx); err == nil {
-			out[st.ID] = api.Peer{ID: st.ID, Profile: st.Profile}
-		}
-		if peers, err := a.Peers(ctx); err == nil {
-			for _, p := range peers {
-				if _, ok := out[p.ID]; !ok && p.Profile != nil {
-					out[p.ID] = p
-				}
-			}
-		}
-	}
-	return out
-}
-
-func wireBytes(tn *testnet.Testnet) uint64 {
-	var sum uint64
-	for _, l := range tn.Network().Stats() {
-		sum += l.Bytes
-	}
-	return sum
-}
-
-func lastEventMessage(job consensus.JobDetail) string {
-	for i := len(job.Events) - 1; i >= 0; i-- {
-		if m := job.Events[i].Message; m != "" {
-			return ": " + m
-		}
-	}
-	return ""
-}
-
-// testnetReporter prints what `testnet run` does: lines (text or JSON) and, on a
-// terminal, a progress bar.
+// testnetReporter prints what `testnet run` does (a testnet.Reporter): lines (text or
+// JSON) and, on a terminal, a progress bar.
 type testnetReporter struct {
 	w, errw  io.Writer
 	json     bool
@@ -317,7 +190,8 @@ func newTestnetReporter(w, errw io.Writer, asJSON bool) *testnetReporter {
 	return &testnetReporter{w: w, errw: errw, json: asJSON, step: -1}
 }
 
-func (r *testnetReporter) info(format string, args ...any) {
+// Info prints a line (a JSON info event with -o json).
+func (r *testnetReporter) Info(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if r.json {
 		writeJSONLine(r.w, map[string]string{"event": "info", "message": msg})
@@ -329,14 +203,16 @@ func (r *testnetReporter) info(format string, args ...any) {
 	fmt.Fprintln(r.w, msg)
 }
 
-func (r *testnetReporter) startBar(steps int) {
+// Begin shows a progress bar of steps on a terminal.
+func (r *testnetReporter) Begin(steps int) {
 	if f, ok := r.w.(*os.File); ok && !r.json && term.IsTerminal(int(f.Fd())) {
 		r.bar = progressbar.NewOptions(steps, progressbar.OptionSetWriter(r.w), progressbar.OptionSetDescription("training"),
 			progressbar.OptionShowCount(), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}
 }
 
-func (r *testnetReporter) endBar() {
+// End removes the progress bar.
+func (r *testnetReporter) End() {
 	if r.bar != nil {
 		r.bar.Clear()
 		r.bar = nil
@@ -355,14 +231,14 @@ type progressJSON struct {
 	BytesSent    uint64   `json:"bytes_sent"`
 }
 
-// progress reports new job events, and the step when it changed.
-func (r *testnetReporter) progress(job consensus.JobDetail) {
+// Progress reports new job events, and the step when it changed.
+func (r *testnetReporter) Progress(job records.JobDetail) {
 	for ; r.events < len(job.Events); r.events++ {
 		ev := job.Events[r.events]
 		if r.json {
 			writeJSONLine(r.w, map[string]any{"event": "job_event", "kind": ev.Kind, "epoch": ev.Epoch, "step": ev.Step, "message": ev.Message})
 		} else {
-			r.info("event %s (epoch %d, step %d): %s", ev.Kind, ev.Epoch, ev.Step, ev.Message)
+			r.Info("event %s (epoch %d, step %d): %s", ev.Kind, ev.Epoch, ev.Step, ev.Message)
 		}
 	}
 	p := job.Progress
@@ -382,7 +258,7 @@ func (r *testnetReporter) progress(job consensus.JobDetail) {
 		r.bar.Describe(fmt.Sprintf("training (loss %.3f, %.0f tok/s)", p.Loss, p.TokensPerSec))
 		r.bar.Set(p.Step)
 		if rec.ValLoss != nil {
-			r.info("step %d: val loss %.4f", p.Step, *rec.ValLoss)
+			r.Info("step %d: val loss %.4f", p.Step, *rec.ValLoss)
 		}
 	case rec.ValLoss != nil || p.Step > 0 && time.Since(r.lastLine) >= 10*time.Second:
 		line := fmt.Sprintf("step %d/%d  loss %.4f  %.0f tok/s", p.Step, p.Steps, p.Loss, p.TokensPerSec)
@@ -390,13 +266,13 @@ func (r *testnetReporter) progress(job consensus.JobDetail) {
 			line += fmt.Sprintf("  val loss %.4f", *rec.ValLoss)
 		}
 		r.lastLine = time.Now()
-		r.info("%s", line)
+		r.Info("%s", line)
 	}
 }
 
 // summary prints the summary: the last line with -o json, a table for people.
 func (r *testnetReporter) summary(s testnet.Summary) {
-	r.endBar()
+	r.End()
 	if r.json {
 		writeJSONLine(r.w, s)
 		return

@@ -252,18 +252,7 @@ func checkWritableDir(dir string) error {
 func (o *trainOptions) train(ctx context.Context, w io.Writer, tr *parallel.Trainer) error {
 	rep := newTrainReporter(w, o.output == "json", o.cfg.Steps, tr.StepsDone())
 	rep.memory = func() *memoryJSON { return memoryReport(tr, o.cfg.MemoryBudget) }
-	var saveErr error
-	err := tr.Run(ctx, o.stopAt, func(ev parallel.Event) {
-		rep.event(ev)
-		if ev.Kind == "step" && o.checkpointEvery > 0 && ev.Step%o.checkpointEvery == 0 && ev.Step != o.cfg.Steps {
-			if _, err := tr.SaveCheckpoint(o.out); err != nil && saveErr == nil {
-				saveErr = err
-			}
-		}
-	})
-	if saveErr != nil {
-		return saveErr
-	}
+	err := tr.Run(ctx, o.stopAt, o.checkpointHook(tr), rep.event)
 	if o.out != "" {
 		dir, serr := tr.SaveCheckpoint(o.out)
 		if serr != nil {
@@ -275,6 +264,22 @@ func (o *trainOptions) train(ctx context.Context, w io.Writer, tr *parallel.Trai
 		return fmt.Errorf("training stopped at step %d: %w", tr.StepsDone(), err)
 	}
 	return nil
+}
+
+// checkpointHook is the training loop's checkpoint hook: a checkpoint in --out every
+// --checkpoint-every steps, except at the schedule's last step (train saves the final
+// state once the run ends); nil without --checkpoint-every.
+func (o *trainOptions) checkpointHook(tr *parallel.Trainer) func(context.Context, int) error {
+	if o.checkpointEvery <= 0 {
+		return nil
+	}
+	return func(_ context.Context, step int) error {
+		if step%o.checkpointEvery != 0 || step == o.cfg.Steps {
+			return nil
+		}
+		_, err := tr.SaveCheckpoint(o.out)
+		return err
+	}
 }
 
 // trainReporter prints training progress: JSON lines, or for people a progress bar (on a

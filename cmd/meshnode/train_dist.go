@@ -85,6 +85,15 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if err := d.resolveOuter(o.cfg.Steps); err != nil {
 		return err
 	}
+	if d.sync.Mode == jobspec.SyncStreaming {
+		f := d.sync.Fragments
+		if f == 0 {
+			f = 1 // as the engine reads it
+		}
+		if err := jobspec.CheckFragments(f, o.cfg.Model.Layers, d.sync.InnerSteps, trainFlagNames); err != nil {
+			return usageError{err: err}
+		}
+	}
 	if err := d.sync.Validate(); err != nil {
 		return usageError{err: err}
 	}
@@ -95,18 +104,17 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 }
 
 // checkZero reports a --zero that is not 0, 1 or 2, or given with DiLoCo or a codec, as
-// one usage error naming the flag.
+// one usage error naming the flag (the job spec's rule, jobspec.CheckZero).
 func (d *distOptions) checkZero() error {
-	switch z := d.sync.Zero; {
-	case z < 0 || z > 2:
-		return usagef("--zero must be 0, 1 or 2 (got %d)", z)
-	case z > 0 && d.sync.Mode != jobspec.SyncEveryStep:
-		return usagef("--zero %d shards what replicas synchronise every step: it needs --sync sync (got --sync %s)", z, d.sync.Mode)
-	case z > 0 && d.sync.Codec != jobspec.CodecNone:
-		return usagef("--zero %d reduces shards uncompressed: it needs --codec none (got --codec %s)", z, d.sync.Codec)
+	if err := jobspec.CheckZero(d.sync.Zero, d.sync.Mode, d.sync.Codec, trainFlagNames); err != nil {
+		return usageError{err: err}
 	}
 	return nil
 }
+
+// trainFlagNames spell the sync settings in train's errors as its flags.
+var trainFlagNames = jobspec.Names{Zero: "--zero", Sync: "--sync", Codec: "--codec", Fragments: "--fragments",
+	InnerSteps: "--inner-steps", Layers: "--layers", Is: " "}
 
 // resolveOuter sets the outer step from --outer-lr and --outer-momentum: a number as
 // given, auto as jobspec.AutoOuter chooses for the run's outer steps.
@@ -142,8 +150,13 @@ func (d *distOptions) run(ctx context.Context, w io.Writer, o *trainOptions, dat
 	}
 	cfg := parallel.JobConfig{Train: o.cfg, Schedule: d.pipeline, Sync: d.sync, Job: 1}
 	plan := parallel.EvenPlan(o.cfg.Model.NumLayers(), nodes...)
-	for s := range plan.Replicas[0] { // --memory-budget (one replica): each stage's own
-		plan.Replicas[0][s].MemoryBudget = o.cfg.MemoryBudget
+	for r := range plan.Replicas { // the plan is the one road of --recompute and --memory-budget
+		for s := range plan.Replicas[r] {
+			plan.Replicas[r][s].Recompute = o.cfg.Recompute
+			if r == 0 { // --memory-budget (one replica): each stage's own
+				plan.Replicas[r][s].MemoryBudget = o.cfg.MemoryBudget
+			}
+		}
 	}
 	run, err := parallel.NewLocalRun(cfg, plan, data,
 		func(n string) parallel.Transport { return endpoints[n] })

@@ -6,10 +6,11 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/spf13/cobra"
 
 	"github.com/meshnode/meshnode/kernels"
-	"github.com/meshnode/meshnode/node"
 )
 
 // Version is meshnode's release, set at link time with -ldflags "-X main.Version=…".
@@ -61,7 +62,7 @@ func newVersionCmd() *cobra.Command {
 func currentVersion(bi *debug.BuildInfo, ok bool) versionInfo {
 	info := versionInfo{
 		Version: Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Commit: "unknown", Kernels: kernels.GemmName(), GPU: node.GPUDetection(),
+		Commit: "unknown", Kernels: kernels.GemmName(), GPU: fingerprint.GPUDetection(),
 	}
 	if !ok || bi == nil {
 		return info

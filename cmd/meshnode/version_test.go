@@ -7,8 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/node/fingerprint"
+
 	"github.com/meshnode/meshnode/kernels"
-	"github.com/meshnode/meshnode/node"
 )
 
 func TestVersionJSON(t *testing.T) {
@@ -22,7 +23,7 @@ func TestVersionJSON(t *testing.T) {
 	}
 	// A test binary records no VCS revision.
 	want := versionInfo{Version: Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Commit: "unknown", Kernels: kernels.GemmName(), GPU: node.GPUDetection()}
+		Commit: "unknown", Kernels: kernels.GemmName(), GPU: fingerprint.GPUDetection()}
 	if got != want {
 		t.Errorf("version -o json = %+v, want %+v", got, want)
 	}
@@ -37,7 +38,7 @@ func TestVersionText(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"meshnode " + Version, runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH,
-		"commit:  unknown", "kernels: " + kernels.GemmName(), "gpu:     " + node.GPUDetection()} {
+		"commit:  unknown", "kernels: " + kernels.GemmName(), "gpu:     " + fingerprint.GPUDetection()} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("version output lacks %q:\n%s", want, stdout)
 		}

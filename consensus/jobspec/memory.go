@@ -53,14 +53,8 @@ func (m Memory) validate(v *validator) {
 // validateZero checks memory.zero: 0, 1 or 2, and sharding only where replicas reduce
 // uncompressed gradients every step (parallel.sync: sync, parallel.codec: none).
 func (s Spec) validateZero(v *validator) {
-	z := s.Memory.Zero
-	switch {
-	case z < 0 || z > 2:
-		v.addf("memory.zero", "must be 0, 1 or 2, got %d", z)
-	case z > 0 && s.Parallel.Sync != SyncEveryStep:
-		v.addf("memory.zero", "%d shards what replicas synchronise every step: it needs parallel.sync: %s, got %q", z, SyncEveryStep, s.Parallel.Sync)
-	case z > 0 && s.Parallel.Codec != CodecNone:
-		v.addf("memory.zero", "%d reduces shards uncompressed: it needs parallel.codec: %s, got %q", z, CodecNone, s.Parallel.Codec)
+	if err := CheckZero(s.Memory.Zero, s.Parallel.Sync, s.Parallel.Codec, SpecNames); err != nil {
+		v.errs = append(v.errs, err)
 	}
 }
 

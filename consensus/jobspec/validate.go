@@ -146,14 +146,8 @@ func (p Parallel) validateStreaming(v *validator, m Model) {
 		v.min("parallel.overlap_steps", p.OverlapSteps, 0)
 		return
 	}
-	maxFragments := min(m.Layers, MaxLayers) + 2
-	switch {
-	case p.Fragments < 1:
-		v.addf("parallel.fragments", "must be ≥ 1, got %d", p.Fragments)
-	case m.Layers >= 1 && p.Fragments > maxFragments:
-		v.addf("parallel.fragments", "must be ≤ model.layers + 2 (%d: embedding, blocks, head), got %d", maxFragments, p.Fragments)
-	case p.InnerSteps >= 1 && p.Fragments > p.InnerSteps:
-		v.addf("parallel.fragments", "must be ≤ parallel.inner_steps (%d): each fragment syncs on its own step, got %d", p.InnerSteps, p.Fragments)
+	if err := CheckFragments(p.Fragments, m.Layers, p.InnerSteps, SpecNames); err != nil {
+		v.errs = append(v.errs, err)
 	}
 	if p.OverlapSteps < 0 || (p.InnerSteps >= 1 && p.OverlapSteps >= p.InnerSteps) {
 		v.addf("parallel.overlap_steps", "must be ≥ 0 and < parallel.inner_steps (%d), got %d", p.InnerSteps, p.OverlapSteps)

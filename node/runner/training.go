@@ -98,7 +98,7 @@ func (t *training) checkpoint(ctx context.Context, step int) error {
 		return nil
 	}
 	t.lastCkpt = step
-	snap, err := t.w.CheckedSnapshot() // a copy: the write runs beside training
+	snap, err := t.w.Snapshot() // a copy: the write runs beside training
 	if err != nil {
 		return fmt.Errorf("checkpoint at step %d: %w", step, err)
 	}

@@ -182,14 +182,14 @@ func (s *Store) Stats() Stats {
 	return s.stats
 }
 
-// Err is the first I/O error the store met (pins panic with it as an *IOError).
+// Err is the first I/O error the store met (every later pin returns it as an *IOError).
 func (s *Store) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
 }
 
-// IOError is the panic value of a pin after the store's file failed.
+// IOError is the error of a pin after the store's file failed: the state it held is lost.
 type IOError struct{ Err error }
 
 func (e *IOError) Error() string { return "offload store: " + e.Err.Error() }
@@ -213,8 +213,9 @@ func (s *Store) EndStep() {
 }
 
 // Enter pins op i's chunks (waiting for them to be loaded) and binds their tensors; the
-// schedule's cursor moves to i. Exit releases them.
-func (s *Store) Enter(i int) {
+// schedule's cursor moves to i. Exit releases them. An error (*IOError) means the store's
+// file failed and nothing is pinned.
+func (s *Store) Enter(i int) error {
 	op := s.ops[i]
 	s.mu.Lock()
 	if s.scheduled {
@@ -222,7 +223,7 @@ func (s *Store) Enter(i int) {
 		s.cond.Broadcast()
 	}
 	s.mu.Unlock()
-	s.Pin(op.Chunks, op.Writes)
+	return s.Pin(op.Chunks, op.Writes)
 }
 
 // Exit releases op i's chunks, discarding those the op lists, and moves the cursor on.
@@ -248,8 +249,9 @@ func (s *Store) Exit(i int) {
 }
 
 // Pin makes chunks resident and pins them (their tensors bound) until Unpin; writes
-// marks those the caller will modify. It panics with an *IOError if the file failed.
-func (s *Store) Pin(chunks []int, writes []bool) {
+// marks those the caller will modify. It returns an *IOError, with nothing pinned, if the
+// file failed.
+func (s *Store) Pin(chunks []int, writes []bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range chunks {
@@ -261,20 +263,27 @@ func (s *Store) Pin(chunks []int, writes []bool) {
 		}
 	}()
 	for i, c := range chunks {
-		s.pinOne(c)
+		if err := s.pinOne(c); err != nil {
+			for _, p := range chunks[:i] {
+				s.chunks[p].pins--
+			}
+			s.cond.Broadcast()
+			return err
+		}
 		if writes != nil && writes[i] {
 			s.chunks[c].dirty, s.chunks[c].zero = true, false
 		}
 	}
+	return nil
 }
 
 // pinOne makes chunk c resident and pins it; s.mu is held.
-func (s *Store) pinOne(c int) {
+func (s *Store) pinOne(c int) error {
 	ch := &s.chunks[c]
 	var start time.Time
 	for {
 		if s.err != nil {
-			panic(&IOError{Err: s.err})
+			return &IOError{Err: s.err}
 		}
 		if ch.buf >= 0 && ch.state == idle {
 			ch.pins++
@@ -284,7 +293,7 @@ func (s *Store) pinOne(c int) {
 				s.stats.Misses++
 				s.stats.WaitTime += time.Since(start)
 			}
-			return
+			return nil
 		}
 		if start.IsZero() {
 			start = time.Now()

@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"errors"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -61,7 +62,9 @@ func checkStoreAgainstMirror(t *testing.T, seed uint64, chunks, buffers, maxPin 
 	for step := 0; step < 3; step++ {
 		s.BeginStep()
 		for i, op := range s.ops {
-			s.Enter(i)
+			if err := s.Enter(i); err != nil {
+				t.Fatal(err)
+			}
 			for j, c := range op.Chunks {
 				check(c, "pin")
 				if op.Writes[j] {
@@ -77,7 +80,7 @@ func checkStoreAgainstMirror(t *testing.T, seed uint64, chunks, buffers, maxPin 
 		}
 		s.EndStep()
 		cs := rng.Perm(chunks)[:min(buffers, chunks)]
-		s.Pin(cs, nil)
+		mustPin(t, s, cs, nil)
 		for _, c := range cs {
 			check(c, "unscheduled pin")
 		}
@@ -173,9 +176,9 @@ func TestChooseBudget(t *testing.T) {
 	}
 }
 
-// TestIOErrorPanicsWithIOError: once the file fails, pinning a chunk that must be read
-// panics with an *IOError and Err reports it (the trainer turns it into an error).
-func TestIOErrorPanicsWithIOError(t *testing.T) {
+// TestIOErrorIsReturned: once the file fails, pinning a chunk that must be read returns
+// an *IOError, pins nothing, and Err reports it.
+func TestIOErrorIsReturned(t *testing.T) {
 	a, b := &kernels.Tensor{Shape: []int{4}}, &kernels.Tensor{Shape: []int{4}}
 	s, err := Open(Config{Dir: t.TempDir(), ChunkBytes: Align, Buffers: 1,
 		Bindings: [][]Binding{{{Tensor: a, N: 4}}, {{Tensor: b, N: 4}}}})
@@ -183,18 +186,25 @@ func TestIOErrorPanicsWithIOError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.Pin([]int{0}, []bool{true})
+	mustPin(t, s, []int{0}, []bool{true})
 	a.Data[0] = 1
 	s.Unpin([]int{0})
-	s.Pin([]int{1}, nil) // evicts chunk 0, written back
+	mustPin(t, s, []int{1}, nil) // evicts chunk 0, written back
 	s.Unpin([]int{1})
 	s.file.Close()
-	defer func() {
-		r := recover()
-		if _, ok := r.(*IOError); !ok || s.Err() == nil {
-			t.Errorf("recovered %v, Err %v", r, s.Err())
-		}
-	}()
-	s.Pin([]int{0}, nil)
-	t.Error("pinning after the file failed did not panic")
+	err = s.Pin([]int{0}, nil)
+	var ioErr *IOError
+	if !errors.As(err, &ioErr) || s.Err() == nil {
+		t.Fatalf("pin after the file failed: %v, Err %v", err, s.Err())
+	}
+	if s.chunks[0].pins != 0 {
+		t.Errorf("chunk 0 left with %d pins after a failed pin", s.chunks[0].pins)
+	}
+}
+
+func mustPin(t *testing.T, s *Store, chunks []int, writes []bool) {
+	t.Helper()
+	if err := s.Pin(chunks, writes); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"testing"
+
+	"github.com/meshnode/meshnode/mesh"
+)
+
+func TestConfigValidate(t *testing.T) {
+	good := testConfig(t)
+	if err := good.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for name, mut := range map[string]func(*Config){
+		"no data dir":       func(c *Config) { c.DataDir = "" },
+		"public API":        func(c *Config) { c.API = "0.0.0.0:7070" },
+		"API without port":  func(c *Config) { c.API = "127.0.0.1" },
+		"bad listen":        func(c *Config) { c.Listen = []string{"tcp/1"} },
+		"bootstrap w/o id":  func(c *Config) { c.Bootstrap = []string{"/ip4/1.2.3.4/tcp/1"} },
+		"bad allow":         func(c *Config) { c.Allow = []string{"nope"} },
+		"slowdown below 1":  func(c *Config) { c.Profile.Slowdown = 0.5 },
+		"budget fraction 2": func(c *Config) { c.MemoryBudgetFraction = 2 },
+	} {
+		c := good
+		mut(&c)
+		if err := c.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	c := good
+	c.JoinSecret = ""
+	if _, err := New(c); err == nil {
+		t.Error("node without join secret or allowlist started")
+	}
+}
+
+// TestPlanProfileCarriesDiskBandwidths: the balancer's view of a profile keeps the
+// measured disk bandwidths, which price offloaded training state.
+func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
+	prof := mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40, MemoryBudgetBytes: 1 << 30,
+		DiskReadBps: 500e6, DiskWriteBps: 250e6, DataAddr: "127.0.0.1:1"}
+	pp := planProfile(&prof)
+	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 {
+		t.Errorf("the balancer's profile %+v does not carry the training rate and disk bandwidths", pp)
+	}
+}

@@ -1,0 +1,133 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/mesh"
+)
+
+// DefaultDatasetReplicas is how many members besides the submitting node hold a job's
+// dataset before `submit` answers (Config.DatasetReplicas).
+const DefaultDatasetReplicas = 1
+
+// datasetReplicaTimeout bounds replicating one dataset at submit; a peer whose control
+// plane has not applied the job yet refuses the pull and is asked again within it.
+const datasetReplicaTimeout = 2 * time.Minute
+
+// datasetOfLiveJob reports whether hash is the dataset blob of a job that has not ended.
+func datasetOfLiveJob(jobs []consensus.Job, hash string) bool {
+	for _, j := range jobs {
+		if j.Spec.Data.Blob == hash && !j.Status.Terminal() {
+			return true
+		}
+	}
+	return false
+}
+
+// datasetReplicas is Config.DatasetReplicas: 0 means DefaultDatasetReplicas, negative none.
+func (c Config) datasetReplicas() int {
+	switch {
+	case c.DatasetReplicas == 0:
+		return DefaultDatasetReplicas
+	case c.DatasetReplicas < 0:
+		return 0
+	}
+	return c.DatasetReplicas
+}
+
+// replicateDataset has up to Config.DatasetReplicas live members besides this node fetch
+// blob, the dataset of job (which the control plane already holds, so they accept it:
+// acceptReplica), and returns the members that hold it. Members with the most free disk
+// are asked first; a member that refuses because its control plane has not applied the
+// job yet is asked again until ctx ends. Fewer holders than asked for (a mesh of one, a
+// full disk) is not an error: the job runs, its dataset only on this node.
+func (n *Node) replicateDataset(ctx context.Context, job, blob string) ([]string, error) {
+	want := n.cfg.datasetReplicas()
+	if want == 0 || blob == "" {
+		return nil, nil
+	}
+	m, err := n.data.blobs.Store().Manifest(blob)
+	if err != nil {
+		return nil, fmt.Errorf("dataset of job %s: %w", job, err)
+	}
+	size := m.Size
+	var holders []string
+	var errs []error
+	for _, p := range replicaCandidates(n.mesh.Peers(), uint64(size)) {
+		if len(holders) == want {
+			break
+		}
+		if err := n.replicateTo(ctx, p, blob); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		holders = append(holders, p.String())
+	}
+	if len(holders) < want {
+		n.log.Warn("dataset held by fewer members than asked", "job", job, "blob", blob, "holders", len(holders)+1,
+			"want", want+1, "err", errors.Join(errs...))
+	}
+	return holders, nil
+}
+
+// replicateTo asks p to pull blob, again after a refusal while ctx allows (p's control
+// plane may lag the commit that made the job, and with it the dataset, known).
+func (n *Node) replicateTo(ctx context.Context, p peer.ID, blob string) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := n.data.blobs.Replicate(ctx, p, blob)
+		if err == nil || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// replicaCandidates are the live peers whose announced free disk holds size bytes, most
+// free disk first (ties by ID, so the choice is stable).
+func replicaCandidates(peers []mesh.PeerInfo, size uint64) []peer.ID {
+	var ok []mesh.PeerInfo
+	for _, pi := range peers {
+		if pi.State == mesh.StateAlive && pi.Profile != nil && pi.Profile.DiskFreeBytes > size {
+			ok = append(ok, pi)
+		}
+	}
+	slices.SortStableFunc(ok, func(a, b mesh.PeerInfo) int {
+		if a.Profile.DiskFreeBytes != b.Profile.DiskFreeBytes {
+			if a.Profile.DiskFreeBytes > b.Profile.DiskFreeBytes {
+				return -1
+			}
+			return 1
+		}
+		return compareIDs(a.ID, b.ID)
+	})
+	out := make([]peer.ID, len(ok))
+	for i, pi := range ok {
+		out[i] = pi.ID
+	}
+	return out
+}
+
+func compareIDs(a, b peer.ID) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,103 @@
+package fingerprint
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// computeDetector times the engine's own kernels: GEMM at the training shape and whole
+// training steps of a reference model, each normalised by the CPU time the process got.
+// Its function fields are the measurement hooks, replaceable in tests.
+type computeDetector struct {
+	cfg   ComputeConfig
+	gemm  func(m, n, k, threads int, batch time.Duration) float64
+	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
+	// cpuTime reads the process's CPU time (processCPUTime); tests replace it.
+	cpuTime func() time.Duration
+	// busy reports whether this node's workers are training; nil means never.
+	busy func() bool
+
+	// The compute rates of the last measurement, kept while the node is busy.
+	measured            bool
+	lastGemm, lastTrain float64
+}
+
+func newComputeDetector(cfg ComputeConfig) *computeDetector {
+	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining, cpuTime: processCPUTime}
+}
+
+func (c *computeDetector) Name() string { return "compute measurement" }
+
+// Detect fills the GEMM and training rates, the shape, the slowdown and the cores.
+func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
+	m, n, k := c.cfg.shape()
+	threads := c.cfg.Threads
+	if threads <= 0 {
+		threads = kernels.Threads()
+	}
+	// A node that trains does not time its kernels again: its workers share the CPU with
+	// the measurement, in this process, so the CPU-time normalisation cannot take them out;
+	// the node would look slower than it is, the leader would plan with that, and the
+	// measurement would slow the training. It keeps the rates it measured last.
+	if !c.measured || c.busy == nil || !c.busy() {
+		wall0, cpu0 := time.Now(), c.cpuTime()
+		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
+		gflops = cpuNormalisedRate(gflops, time.Since(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
+		train := 0.0
+		if c.train != nil {
+			wall0, cpu0 = time.Now(), c.cpuTime()
+			train = c.train(c.cfg.batchDuration())
+			train = cpuNormalisedRate(train, time.Since(wall0), c.cpuTime()-cpu0, kernels.Threads(), c.cfg.slowdown())
+		}
+		c.measured, c.lastGemm, c.lastTrain = true, gflops, train
+	}
+	p.GemmGFLOPS, p.TrainGFLOPS = c.lastGemm, c.lastTrain
+	p.GemmShape = fmt.Sprintf("%dx%dx%d", m, n, k)
+	p.Slowdown = c.cfg.slowdown()
+	p.Cores = runtime.GOMAXPROCS(0)
+	return nil
+}
+
+// cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
+// threads would reach with the CPU to themselves (other processes on a shared machine
+// take time that says nothing about this device), divided by the emulated slowdown. The
+// kernels' slowdown emulation sleeps, which the CPU time leaves out too, so dividing by the
+// factor here counts it exactly once. Without a CPU reading the wall rate is divided.
+func cpuNormalisedRate(wallRate float64, wall, cpu time.Duration, threads int, slowdown float64) float64 {
+	if wall <= 0 || cpu <= 0 || threads < 1 {
+		return wallRate / slowdown
+	}
+	share := min(1, float64(cpu)/(float64(wall)*float64(threads)))
+	return wallRate / share / slowdown
+}
+
+// trainReference is the model whose training steps the profile times: the default job's
+// block shape (d_model 128, 4 heads, context 128), two blocks, 8 sequences a step. Small
+// models reach a fraction of the GEMM rate (attention, LayerNorm, GELU, AdamW and small
+// matrices), so planning their compute with the GEMM rate alone underestimates step times
+// several-fold and makes any communication look dear.
+var trainReference = model.Config{Layers: 2, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
+
+const trainReferenceBatch = 8
+
+// measureTraining times training steps of trainReference for at least d and returns their
+// rate in GFLOP/s, counted with the cost model the balancer plans with. It returns 0 if the
+// reference cannot train (it always can; the profile then falls back to the GEMM rate).
+func measureTraining(d time.Duration) float64 {
+	m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, 1, d)
+	if err != nil {
+		return 0
+	}
+	var perToken float64
+	for _, l := range trainReference.LayerCosts() {
+		perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
+	}
+	return m.TokensPerSec * perToken / 1e9
+}

@@ -1,0 +1,10 @@
+// Package fingerprint measures the device a node offers the mesh: the compute rates of
+// the engine's own kernels (GEMM and whole training steps), host memory and the training
+// budget, the data directory's free space and bandwidth, and the GPUs NVML reports. Each
+// measurement is a Detector in a file of its own (as nomad's client/fingerprint keeps one
+// fingerprinter per file); a Profiler runs them in order into one mesh.Profile.
+//
+// The profile is a measurement, never a claim: the balancer plans with it. This package
+// must not import the daemon (node), the control plane or any network package: it only
+// measures this machine.
+package fingerprint
