@@ -33,8 +33,13 @@ type Peer struct {
 	ProbeError    string     `json:"probe_error,omitempty"`
 	// LinkSource is the probe behind the numbers: "dataplane" (over the tensor data
 	// plane, preferred) or "libp2p".
-	LinkSource string        `json:"link_source,omitempty"`
-	Profile    *mesh.Profile `json:"profile"`
+	LinkSource string `json:"link_source,omitempty"`
+	// DataAddr is where this node's data plane reached the peer: the candidate of the
+	// peer's profile.data_addrs that a handshake confirmed, or "inbound" when none
+	// answered and tensors go over the connection the peer opened (it is behind a NAT).
+	// Empty until a data-plane probe reached it.
+	DataAddr string        `json:"data_addr,omitempty"`
+	Profile  *mesh.Profile `json:"profile"`
 }
 
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.

@@ -20,7 +20,8 @@ func validHeartbeat(t testing.TB) *heartbeat {
 		ID: testPeerID(t).String(), Mesh: "test", Seq: 7, SentAt: 1700000000000,
 		Addrs: []string{"/ip4/10.0.0.1/tcp/4242", "/ip4/10.0.0.1/udp/4242/quic-v1"},
 		Profile: &Profile{GemmGFLOPS: 42.5, GemmShape: "2048x512x512", Cores: 8, MemoryBudgetBytes: 1 << 30,
-			GPUs: []GPU{{Name: "A100", MemoryTotalBytes: 40 << 30, Multiprocessors: 108}}, OS: "linux", Arch: "amd64"},
+			GPUs: []GPU{{Name: "A100", MemoryTotalBytes: 40 << 30, Multiprocessors: 108}}, OS: "linux", Arch: "amd64",
+			DataAddr: "10.0.0.1:4243", DataAddrs: []string{"10.0.0.1:4243", "[2001:db8::1]:4243", "127.0.0.1:4243"}},
 	}
 }
 

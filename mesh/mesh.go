@@ -42,9 +42,10 @@ type Mesh struct {
 	kad   *dht.IpfsDHT
 	mdns  mdns.Service
 
-	profile atomic.Pointer[Profile]
-	seq     atomic.Uint64
-	probeQ  chan peer.ID
+	profile  atomic.Pointer[Profile]
+	observed observations // observed.go: where peers see this host
+	seq      atomic.Uint64
+	probeQ   chan peer.ID
 
 	malformedCount atomic.Uint64
 	// unadmittedSigners counts heartbeats dropped for a signer not admitted here.
@@ -149,6 +150,7 @@ func (m *Mesh) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	m.startObserving() // observed.go
 	if m.cfg.MDNS {
 		m.mdns = mdns.NewMdnsService(m.host, "_meshnode-"+m.cfg.meshName()+"._udp", mdnsNotifee{m})
 		if err := m.mdns.Start(); err != nil {

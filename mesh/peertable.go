@@ -32,6 +32,10 @@ type Link struct {
 	Err string
 	// Source is the probe that measured the link.
 	Source LinkSource
+	// Addr is where a data-plane probe reached the peer: the candidate of its DataAddrs
+	// that a handshake confirmed, or "inbound" when none did and the probe went over a
+	// connection the peer opened (it is behind a NAT). Empty for libp2p probes.
+	Addr string
 }
 
 // LinkSource names a link probe.

@@ -45,8 +45,14 @@ type Profile struct {
 	// MeasuredAt is when the measurement finished.
 	MeasuredAt time.Time `json:"measured_at"`
 	// DataAddr is the UDP host:port where peers reach this node's tensor data plane (what
-	// it advertises: on a testnet, the address of the WAN relay in front of it).
+	// it advertises: on a testnet, the address of the WAN relay in front of it): the
+	// first of DataAddrs, kept for readers that know one address only.
 	DataAddr string `json:"data_addr,omitempty"`
+	// DataAddrs are the candidate data-plane addresses, most preferred first: its
+	// interface addresses, the addresses peers observe it at, loopback last; or only
+	// --data-advertise. Peers try them in order and keep the first whose handshake proves
+	// this node's identity. At most MaxDataAddrs, each valid for ValidDataAddr.
+	DataAddrs []string `json:"data_addrs,omitempty"`
 	// Region is an operator-given label of where the node is (a testnet's emulated region).
 	Region string `json:"region,omitempty"`
 	// Links are this node's latest measurements of its paths to peers, so that every node,
@@ -100,6 +106,9 @@ func (p *Profile) Validate() error {
 	if p.Cores < 0 {
 		return fmt.Errorf("profile: cores %d < 0", p.Cores)
 	}
+	if err := p.validateDataAddrs(); err != nil {
+		return err
+	}
 	if len(p.GPUs) > maxProfileGPUs {
 		return fmt.Errorf("profile: %d GPUs exceeds %d", len(p.GPUs), maxProfileGPUs)
 	}
@@ -126,5 +135,6 @@ func (p *Profile) Clone() *Profile {
 	c := *p
 	c.GPUs = append([]GPU{}, p.GPUs...)
 	c.Links = append([]ProfileLink(nil), p.Links...)
+	c.DataAddrs = append([]string(nil), p.DataAddrs...)
 	return &c
 }

@@ -34,6 +34,11 @@ func (n *Node) Peers() []api.Peer {
 		for _, a := range p.Addrs {
 			v.Addrs = append(v.Addrs, a.String())
 		}
+		for _, l := range p.Links {
+			if l.Source == mesh.LinkDataPlane {
+				v.DataAddr = l.Addr
+			}
+		}
 		if p.Link.RTT > 0 {
 			ms := float64(p.Link.RTT.Microseconds()) / 1000
 			v.RTTMs = &ms

@@ -88,9 +88,10 @@ type Config struct {
 	// DataListen is the UDP host:port of the tensor data plane. Empty means
 	// dataplane.DefaultPort on every interface; port 0 picks a free port.
 	DataListen string
-	// DataAdvertise is the data-plane address announced to peers. Empty means the bound
-	// listen address (with 127.0.0.1 for an unspecified host); a testnet points it at the
-	// WAN relay in front of the node.
+	// DataAdvertise is the only data-plane address announced to peers (host:port).
+	// Empty means the bound address, or for an unspecified host every up interface's
+	// addresses and those peers observe, loopback last (DataAddrs); a testnet points it at
+	// the WAN relay in front of the node.
 	DataAdvertise string
 	// Region labels where the node is; it travels in the profile.
 	Region string
@@ -154,6 +155,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.validateAPIAccess(); err != nil {
 		return err
+	}
+	if c.DataAdvertise != "" {
+		if err := mesh.ValidDataAddr(c.DataAdvertise); err != nil {
+			return fmt.Errorf("--data-advertise: %w (want host:port, e.g. 203.0.113.7:4243)", err)
+		}
 	}
 	if c.MemoryBudgetFraction < 0 || c.MemoryBudgetFraction > 1 {
 		return fmt.Errorf("memory budget fraction must be in (0, 1] (got %v)", c.MemoryBudgetFraction)

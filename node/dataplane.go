@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -48,25 +47,4 @@ func (n *Node) DataPlane() *dataplane.Plane {
 	n.dpMu.Lock()
 	defer n.dpMu.Unlock()
 	return n.dp
-}
-
-// DataAddr is the data-plane address the node announces: DataAdvertise, or the bound
-// address with a loopback host in place of an unspecified one. Empty before Start.
-func (n *Node) DataAddr() string {
-	if n.cfg.DataAdvertise != "" {
-		return n.cfg.DataAdvertise
-	}
-	dp := n.DataPlane()
-	if dp == nil {
-		return ""
-	}
-	addr := dp.Addr()
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return addr
-	}
-	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
-		return net.JoinHostPort("127.0.0.1", port)
-	}
-	return addr
 }

@@ -136,10 +136,12 @@ func (w nodeNetwork) DataPlane() runner.DataPlane {
 	return nil
 }
 
+// DataAddr is where the node sends node's tensors: the data-plane address its link probe
+// confirmed, else the first the peer announces.
 func (w nodeNetwork) DataAddr(node string) (string, bool) {
 	for _, pi := range w.n.mesh.Peers() {
-		if pi.ID.String() == node && pi.Profile != nil && pi.Profile.DataAddr != "" {
-			return pi.Profile.DataAddr, true
+		if pi.ID.String() == node {
+			return w.n.prober.dataAddr(pi.ID, pi.Profile.DataCandidates())
 		}
 	}
 	return "", false

@@ -138,6 +138,9 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 		if len(served) != 1 || served[0].LinkSource != "dataplane" || served[0].RTTMs == nil {
 			t.Fatalf("GET /v1/peers: %+v", served)
 		}
+		if want := pair[1].cfg.DataAdvertise; served[0].DataAddr != want {
+			t.Errorf("GET /v1/peers: data_addr %q, want the relay the peer advertises, %s", served[0].DataAddr, want)
+		}
 		if rtt := *served[0].RTTMs; rtt < 2*float64(delay.Milliseconds()) {
 			t.Errorf("measured %.2f ms over the data plane; a relay adds %v each way", rtt, delay)
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,9 @@ type Node struct {
 
 	dpMu sync.Mutex
 	dp   *dataplane.Plane
+
+	profMu sync.Mutex  // serialises writes of the announced profile (measure, refreshDataAddrs)
+	prober *linkProber // linkprobe.go: which data-plane address each peer was reached at
 
 	data   *datasets // dataset.go: blobs and decoded datasets
 	engine *engine   // nil when consensus is disabled
@@ -95,11 +99,15 @@ func New(cfg Config) (*Node, error) {
 	n.train = newTrainingMetrics(n.reg)
 	n.routes()
 	n.dashboardRoutes()
+	n.prober = newLinkProber(n) // linkprobe.go
 	n.services = []Service{
 		&dataPlaneService{n: n, key: key},
 		&profilerService{n: n, done: make(chan struct{})},
 		funcService{"mesh", n.mesh.Start, n.mesh.Close},
-		newLinkProber(n), // linkprobe.go
+		n.prober,
+	}
+	if os.Getenv(PartitionHookEnv) == "1" {
+		n.services = append(n.services, &partitionHook{n: n})
 	}
 	if n.data, err = newDatasets(n); err != nil {
 		n.mesh.Close()
@@ -271,8 +279,13 @@ func (n *Node) measure(ctx context.Context) error {
 	if prof.MemoryBudgetBytes > prof.MemoryAvailableBytes && prof.MemoryAvailableBytes > 0 {
 		n.log.Warn("memory budget exceeds available memory", "budget", prof.MemoryBudgetBytes, "available", prof.MemoryAvailableBytes)
 	}
-	prof.DataAddr, prof.Region = n.DataAddr(), n.cfg.Region
+	n.profMu.Lock()
+	prof.DataAddrs, prof.Region = n.DataAddrs(), n.cfg.Region
+	if len(prof.DataAddrs) > 0 {
+		prof.DataAddr = prof.DataAddrs[0]
+	}
 	n.mesh.SetProfile(prof)
+	n.profMu.Unlock()
 	n.log.Info("device profile measured", "gemm_gflops", fmt.Sprintf("%.1f", prof.GemmGFLOPS), "shape", prof.GemmShape,
 		"train_gflops", fmt.Sprintf("%.1f", prof.TrainGFLOPS),
 		"cores", prof.Cores, "memory_budget", prof.MemoryBudgetBytes, "gpus", len(prof.GPUs), "took", time.Since(start).Round(time.Millisecond))

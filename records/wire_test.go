@@ -25,6 +25,7 @@ func sampleJob() Job {
 	spec := jobspec.DefaultSpec()
 	spec.Name, spec.Data.Blob = "gostd-small", "b1a2"
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
+	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set
 	return Job{
 		ID: "j-1", Name: "gostd-small", Spec: spec, Status: jobspec.JobRunning,
 		SubmittedAt: at, SubmittedBy: "n9", UpdatedAt: at.Add(time.Minute),

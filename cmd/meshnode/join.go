@@ -77,7 +77,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.DurationVar(&c.Profile.BatchDuration, "profile-batch", c.Profile.BatchDuration, "length of each of the three timed GEMM batches")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: all cores)")
 	f.StringVar(&c.DataListen, "data-listen", c.DataListen, "UDP host:port of the tensor data plane (QUIC); port 0: any free port")
-	f.StringVar(&c.DataAdvertise, "data-advertise", "", "data-plane address announced to peers (default: the bound address)")
+	f.StringVar(&c.DataAdvertise, "data-advertise", "", "the only data-plane address (host:port) announced to peers, for when none of the defaults is reachable, e.g. a forwarded port (default: every interface's address, the address peers observe, loopback last; peers keep the first that answers)")
 	f.StringVar(&c.Region, "region", "", "label of where this node is, carried in its profile")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&c.Consensus.Bootstrap, "bootstrap-raft", false, "found a new Raft control plane even with --bootstrap peers (default: only without them)")

@@ -20,7 +20,7 @@ func newPeersCmd() *cobra.Command {
 	o := peersOptions{}
 	cmd := &cobra.Command{
 		Use:   "peers",
-		Short: "List the mesh's other nodes: state, last heartbeat, link RTT and bandwidth, profile",
+		Short: "List the mesh's other nodes: state, last heartbeat, data-plane address reached, link RTT and bandwidth, profile",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutputFormat(o.output); err != nil {
@@ -52,9 +52,12 @@ func printPeers(w io.Writer, peers []api.Peer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tRTT\tBANDWIDTH\tGFLOP/S\tMEM BUDGET\tGPUS")
+	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tDATA ADDR\tRTT\tBANDWIDTH\tGFLOP/S\tMEM BUDGET\tGPUS")
 	for _, p := range peers {
-		rtt, bw, gflops, budget, gpus := "-", "-", "-", "-", "-"
+		rtt, bw, gflops, budget, gpus, data := "-", "-", "-", "-", "-", "-"
+		if p.DataAddr != "" {
+			data = p.DataAddr
+		}
 		if p.RTTMs != nil {
 			rtt = fmt.Sprintf("%.2f ms", *p.RTTMs)
 		}
@@ -66,8 +69,8 @@ func printPeers(w io.Writer, peers []api.Peer) {
 			budget = meshBytes(pr.MemoryBudgetBytes)
 			gpus = fmt.Sprint(len(pr.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
-			time.Since(p.LastSeen).Round(100*time.Millisecond), rtt, bw, gflops, budget, gpus)
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
+			time.Since(p.LastSeen).Round(100*time.Millisecond), data, rtt, bw, gflops, budget, gpus)
 	}
 	tw.Flush()
 }

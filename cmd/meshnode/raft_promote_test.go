@@ -2,18 +2,31 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/api"
 )
 
-// TestRaftPromoteRefuseCLI: `raft promote|refuse ID` POST to the node's API with the
-// token and print the decision (as JSON with -o json); the API's 400 is the command's error.
+// TestRaftPromoteRefuseCLI: `raft promote|refuse ID` POST to the node's API, signed with
+// the token, and print the decision (as JSON with -o json); the API's 400 is the command's error.
 func TestRaftPromoteRefuseCLI(t *testing.T) {
 	var paths, auth []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paths, auth = append(paths, r.Method+" "+r.URL.Path), append(auth, r.Header.Get("Authorization"))
+	v := api.NewVerifier("t0ken", "") // a fake node that holds the token: it proves it and checks signatures
+	srv := httptest.NewServer(v.SignAnswers(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.ProofPath {
+			v.ServeProof(w, r)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		verdict := "signed"
+		if err := v.Verify(r, body); err != nil {
+			verdict = err.Error()
+		}
+		paths, auth = append(paths, r.Method+" "+r.URL.Path), append(auth, verdict)
 		w.Header().Set("Content-Type", "application/json")
 		verb, id, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/v1/raft/"), "/")
 		if id == "voter" {
@@ -26,7 +39,7 @@ func TestRaftPromoteRefuseCLI(t *testing.T) {
 			decision, suffrage = "refused", "nonvoter"
 		}
 		_ = json.NewEncoder(w).Encode(map[string]string{"id": id, "decision": decision, "suffrage": suffrage})
-	}))
+	})))
 	t.Cleanup(srv.Close)
 	t.Setenv("MESHNODE_API", srv.URL)
 	t.Setenv("MESHNODE_TOKEN", "t0ken")
@@ -42,7 +55,7 @@ func TestRaftPromoteRefuseCLI(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "already a voter") {
 		t.Fatalf("refuse a voter: exit %d err %q", code, errOut)
 	}
-	if want := "POST /v1/raft/promote/n1 POST /v1/raft/refuse/n2 POST /v1/raft/refuse/voter"; strings.Join(paths, " ") != want || auth[0] != "Bearer t0ken" {
-		t.Fatalf("requests %v with %v; want %s with the token", paths, auth, want)
+	if want := "POST /v1/raft/promote/n1 POST /v1/raft/refuse/n2 POST /v1/raft/refuse/voter"; strings.Join(paths, " ") != want || auth[0] != "signed" {
+		t.Fatalf("requests %v with %v; want %s signed with the token", paths, auth, want)
 	}
 }

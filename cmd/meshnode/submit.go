@@ -168,10 +168,33 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 }
 
 // follow polls the job until it reaches a terminal status, printing each change.
+// submitApplyGrace is how long --wait takes "not found" for a job that this node's
+// replica has not applied yet (submitted through a follower).
+const submitApplyGrace = 15 * time.Second
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 func (o *submitOptions) follow(ctx context.Context, c *api.Client, id string, w io.Writer) error {
 	var last string
+	// The write went to the Raft leader; this node's replica applies it a moment later.
+	applied := time.Now().Add(submitApplyGrace)
 	for {
 		d, err := c.Job(ctx, id, false)
+		if api.StatusCode(err) == http.StatusNotFound && time.Now().Before(applied) {
+			if err := sleepCtx(ctx, o.poll); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return jobErr(id, err)
 		}

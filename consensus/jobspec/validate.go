@@ -30,6 +30,7 @@ func (s Spec) Validate() error {
 	v.between("checkpoint.every", s.Checkpoint.Every, 0, MaxSteps)
 	v.between("checkpoint.keep", s.Checkpoint.Keep, 1, MaxCheckpointsKept)
 	s.Memory.validate(&v)
+	s.validateTied(&v)
 	s.validateZero(&v)
 	s.validateMemory(&v)
 	if err := v.err(); err != nil {
@@ -54,6 +55,7 @@ func (m Model) validate(v *validator) {
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
+	m.validateFamily(v)
 }
 
 func (d Data) validate(v *validator) {
@@ -201,3 +203,18 @@ func (v *validator) add(err error) {
 }
 
 func (v *validator) err() error { return errors.Join(v.errs...) }
+
+// validateTied refuses what a tied model cannot do yet: its head shares the embedding's
+// table, so both sit in one pipeline stage, and the offload store pins the table only with
+// the embedding.
+func (s Spec) validateTied(v *validator) {
+	if !s.Model.TiedHead() {
+		return
+	}
+	if st := s.Parallel.Stages; !st.IsAuto && st.N > 1 {
+		v.addf("parallel.stages", "a tied %s model trains in one stage per replica (its head shares the embedding's table), got %d", s.Model.FamilyName(), st.N)
+	}
+	if s.Memory.Offload == OffloadOn {
+		v.addf("memory.offload", "a tied %s model cannot be offloaded yet (its head shares the embedding's table)", s.Model.FamilyName())
+	}
+}

@@ -78,6 +78,24 @@ type sendPeer struct {
 	open    []*peerConn
 }
 
+// sendConn returns the connection frames go out on: the current one while it is alive,
+// else the newest other open connection that is (one the peer dialled: behind a NAT the
+// peer may be reachable no other way), which becomes the current one; nil when none is.
+// Called with Plane.mu held.
+func (p *sendPeer) sendConn() *peerConn {
+	if p.conn != nil && p.conn.alive() {
+		return p.conn
+	}
+	p.conn = nil
+	for i := len(p.open) - 1; i >= 0; i-- {
+		if p.open[i].alive() {
+			p.conn = p.open[i]
+			return p.conn
+		}
+	}
+	return nil
+}
+
 // peerConn is one authenticated QUIC connection and its outgoing streams, one per kind.
 type peerConn struct {
 	qc   *quic.Conn
@@ -306,8 +324,7 @@ func (d *Plane) connTo(ctx context.Context, to string) (*peerConn, error) {
 			d.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if p.conn != nil && p.conn.alive() {
-			c := p.conn
+		if c := p.sendConn(); c != nil {
 			d.mu.Unlock()
 			return c, nil
 		}
@@ -340,9 +357,20 @@ func (d *Plane) connTo(ctx context.Context, to string) (*peerConn, error) {
 	return c, err
 }
 
-// dial connects to peer `to` at addr. The TLS configuration from ConfigForPeer fails the
-// handshake unless the server's certificate is bound to `to`.
+// dial connects to peer `to` at addr and adopts the connection.
 func (d *Plane) dial(ctx context.Context, to, addr string) (*peerConn, error) {
+	qc, err := d.handshake(ctx, to, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.log.Debug("dialled", "peer", to, "remote", addr)
+	return d.adopt(qc, to)
+}
+
+// handshake opens a QUIC connection to peer `to` at addr, bounded by DialTimeout on top of
+// ctx. The TLS configuration from ConfigForPeer fails the handshake unless the server's
+// certificate is bound to `to`.
+func (d *Plane) handshake(ctx context.Context, to, addr string) (*quic.Conn, error) {
 	pid, err := peer.Decode(to)
 	if err != nil {
 		return nil, fmt.Errorf("data plane: %q is not a peer ID: %w", to, err)
@@ -367,6 +395,5 @@ func (d *Plane) dial(ctx context.Context, to, addr string) (*peerConn, error) {
 		qc.CloseWithError(ConnBadIdentity, "bad identity")
 		return nil, fmt.Errorf("data plane: dial %s at %s: %w", to, addr, err)
 	}
-	d.log.Debug("dialled", "peer", to, "remote", addr)
-	return d.adopt(qc, to)
+	return qc, nil
 }

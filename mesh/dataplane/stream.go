@@ -49,6 +49,9 @@ const (
 	// ConnTooMany closes a peer's oldest connection when it opened more than
 	// MaxConnsPerPeer.
 	ConnTooMany quic.ApplicationErrorCode = 0x205
+	// ConnConfirmed closes the connection Confirm opened once its handshake proved the
+	// peer's identity at the address tried: nothing is sent on it.
+	ConnConfirmed quic.ApplicationErrorCode = 0x206
 )
 
 // frameResetCode maps a frame.Read error to the code that resets the stream; bad is false

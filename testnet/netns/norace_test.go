@@ -1,0 +1,5 @@
+//go:build !race
+
+package netns_test
+
+const raceEnabled = false
