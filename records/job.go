@@ -70,14 +70,12 @@ type Event struct {
 
 // Job is one submitted job and everything the control plane knows about it.
 type Job struct {
-	ID          string       `json:"id"`
-	Name        string       `json:"name"`
-	Spec        jobspec.Spec `json:"spec"`
-	Status      JobStatus    `json:"status"`
-	SubmittedAt time.Time    `json:"submitted_at"`
-	// SubmittedBy is the member that submitted the job, whose live-job quota it counts
-	// against ("" for jobs from before quotas).
-	SubmittedBy string               `json:"submitted_by,omitempty"`
+	ID          string               `json:"id"`
+	Name        string               `json:"name"`
+	Spec        jobspec.Spec         `json:"spec"`
+	Status      JobStatus            `json:"status"`
+	SubmittedAt time.Time            `json:"submitted_at"`
+	SubmittedBy string               `json:"submitted_by,omitempty"` // the member that submitted it, whose live-job quota it counts against ("" before quotas)
 	UpdatedAt   time.Time            `json:"updated_at"`
 	Plans       []PlanEpoch          `json:"plans"`
 	Progress    []ProgressSample     `json:"progress"`

@@ -19,19 +19,18 @@ type JobSummary struct {
 // JobDetail is `meshnode job status -o json`: the job, its current plan (null before the
 // first), its progress and its event log.
 type JobDetail struct {
-	ID          string               `json:"id"`
-	Name        string               `json:"name"`
-	Status      JobStatus            `json:"status"`
-	Spec        jobspec.Spec         `json:"spec"`
-	Plan        *PlanEpoch           `json:"plan"`
-	Progress    ProgressView         `json:"progress"`
-	Events      []Event              `json:"events"`
-	Checkpoints []CheckpointManifest `json:"checkpoints"`
-	SubmittedAt time.Time            `json:"submitted_at"`
-	// SubmittedBy is the member the job counts against (its live-job quota).
-	SubmittedBy  string    `json:"submitted_by,omitempty"`
-	UpdatedAt    time.Time `json:"updated_at"`
-	AppliedIndex uint64    `json:"applied_index"`
+	ID           string               `json:"id"`
+	Name         string               `json:"name"`
+	Status       JobStatus            `json:"status"`
+	Spec         jobspec.Spec         `json:"spec"`
+	Plan         *PlanEpoch           `json:"plan"`
+	Progress     ProgressView         `json:"progress"`
+	Events       []Event              `json:"events"`
+	Checkpoints  []CheckpointManifest `json:"checkpoints"`
+	SubmittedAt  time.Time            `json:"submitted_at"`
+	SubmittedBy  string               `json:"submitted_by,omitempty"` // the member whose live-job quota it counts against
+	UpdatedAt    time.Time            `json:"updated_at"`
+	AppliedIndex uint64               `json:"applied_index"`
 }
 
 // ProgressView is the latest progress sample and the bounded history behind it. Before the
