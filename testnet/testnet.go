@@ -231,6 +231,7 @@ func (t *Testnet) joinArgs(n *Node, bootstrap []string) []string {
 		"--heartbeat", t.cfg.Heartbeat.String(),
 		"--dead-after", t.cfg.DeadAfter.String(),
 		"--discovery-interval", "2s",
+		"--raft-probation", "2s", // a local testnet's voters within seconds
 		"--reprofile=-1s",
 		"--slowdown", fmt.Sprint(s.Slowdown),
 		"--region", s.Region,

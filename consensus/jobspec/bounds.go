@@ -22,6 +22,15 @@ const (
 	// MaxTrainingBytes bounds EstimatedTrainingBytes: 4 TiB for the whole job, summed over
 	// every node that holds a part of it.
 	MaxTrainingBytes = 4 << 40
+	// MaxOuterLR bounds parallel.outer_lr: DiLoCo's outer steps are near 1 ("auto" picks
+	// 0.7 or 1.0); ten times that only overshoots.
+	MaxOuterLR = 10
+	// MaxDataPathBytes bounds data.source, data.train and data.val (a path on the
+	// submitting node): every spec is kept by every replica and listed to every client.
+	MaxDataPathBytes = 1024
+	// MaxEncodedSpecBytes bounds a spec's JSON encoding, what the FSM stores and every job
+	// listing carries; the field bounds keep a real spec far below it.
+	MaxEncodedSpecBytes = 16 << 10
 )
 
 // EstimatedTrainingBytes is a lower estimate of the memory one replica of the job needs to

@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -32,6 +33,12 @@ func (s Spec) Validate() error {
 	s.validateTied(&v)
 	s.validateZero(&v)
 	s.validateMemory(&v)
+	if err := v.err(); err != nil {
+		return err
+	}
+	if b, err := json.Marshal(s); err != nil || len(b) > MaxEncodedSpecBytes {
+		v.addf("spec", "must encode to at most %d bytes of JSON, got %d (%v)", MaxEncodedSpecBytes, len(b), err)
+	}
 	return v.err()
 }
 
@@ -52,6 +59,11 @@ func (m Model) validate(v *validator) {
 }
 
 func (d Data) validate(v *validator) {
+	for _, f := range []struct{ name, path string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}} {
+		if len(f.path) > MaxDataPathBytes {
+			v.addf(f.name, "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(f.path))
+		}
+	}
 	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
 	}
