@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,18 +28,30 @@ const maxAnswer = 1 << 30
 type Config struct {
 	// Addr is the API's host:port or http:// URL. Empty means DefaultAddr.
 	Addr string
-	// Token is the node's bearer token (TokenFile). Empty sends none: the node then answers
-	// 401 to everything.
+	// Token is the node's API token (TokenFile). It is never sent: the client makes the
+	// node prove it holds it, then signs each request with it (auth.go). Empty signs
+	// nothing: the node then answers 401 to everything.
 	Token string
+	// TokenSource says where Token came from (a token file's path, EnvToken), for errors.
+	// Empty means "the API token".
+	TokenSource string
+	// NodeID, if not empty, is the ID the node must prove it has (the runtime file's).
+	NodeID string
 	// Timeout bounds one request. Zero means 30 s; negative means no bound but ctx's.
 	Timeout time.Duration
 }
 
 // Client is a client of one node's HTTP API. It is safe for concurrent use.
 type Client struct {
-	base  string
-	token string
-	http  *http.Client
+	base        string
+	host        string // the Host the client sends, which the node's proof covers
+	token       string
+	tokenSource string
+	nodeID      string
+	http        *http.Client
+
+	mu     sync.Mutex
+	proven bool // the process at base proved it holds token
 }
 
 // New returns a client of the API cfg names, or an error naming --api when the address is
@@ -63,7 +76,8 @@ func New(cfg Config) (*Client, error) {
 	case timeout < 0:
 		timeout = 0
 	}
-	return &Client{base: base, token: cfg.Token, http: &http.Client{Timeout: timeout}}, nil
+	return &Client{base: base, host: u.Host, token: cfg.Token, tokenSource: cfg.TokenSource, nodeID: cfg.NodeID,
+		http: &http.Client{Timeout: timeout}}, nil
 }
 
 // Addr is the base URL the client sends to.
@@ -95,24 +109,36 @@ func StatusCode(err error) int {
 
 // Do sends one request to path (with its query) and, for a 2xx answer, decodes its JSON
 // body into out (nil: discard it; *[]byte: the raw body). header, if not nil, is added to
-// the request. A non-2xx answer is an *Error.
+// the request. With a token, the first request makes the node prove it holds the token
+// (an error wrapping ErrNotTheNode if it cannot; nothing else is sent then), and every
+// request is signed with it. A non-2xx answer is an *Error.
 func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, header http.Header, out any) error {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	var payload []byte
+	if body != nil {
+		var err error
+		if payload, err = io.ReadAll(body); err != nil {
+			return fmt.Errorf("%s %s: read request body: %w", method, path, err)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, bytes.NewReader(payload))
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	var reqMAC []byte
 	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+		if err := c.prove(ctx); err != nil {
+			return err
+		}
+		if reqMAC, err = c.sign(req, payload); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		return fmt.Errorf("cannot reach the meshnode API at %s (is `meshnode join` running here? set --api or MESHNODE_API): %w", c.base, err)
+		return c.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
@@ -125,7 +151,20 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, he
 	if resp.StatusCode/100 != 2 {
 		return answerError(method, path, resp, data)
 	}
+	if reqMAC != nil {
+		if err := c.checkAnswer(resp, reqMAC, data); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+	}
 	return decodeAnswer(method, path, data, out)
+}
+
+// unreachable is the error of a request that got no answer.
+func (c *Client) unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("cannot reach the meshnode API at %s (is `meshnode join` running here? set --api or MESHNODE_API): %w", c.base, err)
 }
 
 func answerError(method, path string, resp *http.Response, data []byte) error {

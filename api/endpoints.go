@@ -25,6 +25,21 @@ func (c *Client) Raft(ctx context.Context) (RaftStatus, error) {
 	return out, c.get(ctx, "/v1/raft", &out)
 }
 
+// Promote is POST /v1/raft/promote/{id}: approve non-voter id's promotion (now when it is
+// caught up and a voter seat is free, else at the next free seat). The node must be a
+// voter (403 otherwise); an unknown id or a voter is an *Error with status 400.
+func (c *Client) Promote(ctx context.Context, id string) (PromotionResult, error) {
+	var out PromotionResult
+	return out, c.Do(ctx, http.MethodPost, "/v1/raft/promote/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// Refuse is POST /v1/raft/refuse/{id}: non-voter id is never promoted automatically until
+// an operator promotes it. The same statuses as Promote.
+func (c *Client) Refuse(ctx context.Context, id string) (PromotionResult, error) {
+	var out PromotionResult
+	return out, c.Do(ctx, http.MethodPost, "/v1/raft/refuse/"+url.PathEscape(id), nil, nil, &out)
+}
+
 // Jobs is GET /v1/jobs, oldest first; consistent reads through the leader.
 func (c *Client) Jobs(ctx context.Context, consistent bool) ([]JobSummary, error) {
 	var out []JobSummary

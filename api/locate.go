@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -20,19 +21,35 @@ const (
 )
 
 // Locate builds the Config of a client of the node that owns dataDir: addr when given,
-// else the address in the running node's RuntimeFile, else DefaultAddr; token when given,
-// else the node's TokenFile, which is only sent to a loopback address: the token of a local
-// node never leaves the machine because of a mistyped --api. A missing data directory or
-// token file is not an error (the node will answer 401 and the message says where the
-// token comes from); an unreadable or unsafe token file is.
+// else the address in the RuntimeFile of the node running there (whose ID the node must
+// then prove); token when given (MESHNODE_TOKEN), else the node's TokenFile, which is only
+// used with a loopback address: the token of a local node is not used for another machine
+// because of a mistyped --api. Whatever the address, the client makes the process there
+// prove it holds the token before sending anything (auth.go).
+//
+// Without addr, a RuntimeFile whose process is gone is a *StaleError, and no RuntimeFile
+// at all an error wrapping ErrNoNode: the data dir's token is never used for DefaultAddr,
+// where any local user may listen. Only a token given directly goes to DefaultAddr then
+// (a container whose data dir is elsewhere). A missing token file is not an error (the
+// node will answer 401 and the message says where the token comes from); an unreadable
+// or unsafe token file is.
 func Locate(addr, dataDir, token string) (Config, error) {
 	cfg := Config{Addr: addr, Token: token}
+	if token != "" {
+		cfg.TokenSource = EnvToken
+	}
 	if dataDir == "" {
 		return cfg, nil
 	}
 	if cfg.Addr == "" {
-		if info, err := ReadRuntimeFile(dataDir); err == nil && info.API != "" {
-			cfg.Addr = info.API
+		info, err := RunningNode(dataDir)
+		switch {
+		case err == nil:
+			cfg.Addr, cfg.NodeID = info.API, info.ID
+		case token != "" && !isStale(err):
+			return cfg, nil // the data dir is not this client's to read (a container)
+		default:
+			return cfg, err
 		}
 	}
 	if cfg.Token == "" && isLoopback(cfg.Addr) {
@@ -40,9 +57,14 @@ func Locate(addr, dataDir, token string) (Config, error) {
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return cfg, err
 		}
-		cfg.Token = tok
+		cfg.Token, cfg.TokenSource = tok, filepath.Join(dataDir, TokenFile)
 	}
 	return cfg, nil
+}
+
+func isStale(err error) bool {
+	var stale *StaleError
+	return errors.As(err, &stale)
 }
 
 // isLoopback reports whether addr (host:port or URL; empty is DefaultAddr) names this

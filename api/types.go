@@ -83,4 +83,6 @@ type (
 	JobDetail = records.JobDetail
 	// RaftStatus is GET /v1/raft.
 	RaftStatus = records.RaftStatus
+	// PromotionResult is POST /v1/raft/promote/{id} and /v1/raft/refuse/{id}.
+	PromotionResult = records.PromotionResult
 )

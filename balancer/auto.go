@@ -57,7 +57,7 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 	}
 	var stagesNote string
 	if opts.Stages > 0 {
-		cands, stagesNote = in.withStages(cands, opts.Stages)
+		cands, stagesNote = in.withStages(cands, opts.Stages, opts.MaxReplicas <= 1)
 	}
 	pool := cands[:min(len(cands), keep)]
 	if opts.Stages == 0 && !in.forcedReplicas(opts, cands) {
@@ -82,14 +82,17 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 	return best.d, nil
 }
 
-// withStages keeps the candidates whose every replica has exactly n stages, adding the
-// best single pipeline of n stages (perStageCount) to those auto's groupings found. When
-// none has n stages (fewer nodes can hold a layer), it keeps those with the most stages
-// below n, and the note says so; the order of cands is kept.
-func (in *instance) withStages(cands []candidate, n int) ([]candidate, string) {
-	for _, c := range in.perStageCount() {
-		if len(c.d.replicas[0].nodes) == n {
-			cands = append(cands, c)
+// withStages keeps the candidates whose every replica has exactly n stages, adding, when
+// single pipelines may compete (no replica count above one is fixed), the best single
+// pipeline of n stages (perStageCount) to those auto's groupings found. When none has n
+// stages (fewer nodes can hold a layer), it keeps those with the most stages below n, and
+// the note says so; candidates are ordered by time to loss.
+func (in *instance) withStages(cands []candidate, n int, single bool) ([]candidate, string) {
+	if single {
+		for _, c := range in.perStageCount() {
+			if len(c.d.replicas[0].nodes) == n {
+				cands = append(cands, c)
+			}
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool {

@@ -51,3 +51,28 @@ func TestFixedStageCountAppliesToEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// A fixed replica count with one stage each is that many single-node replicas: the single
+// pipelines the stage search adds must not displace the replicas the job fixed (the
+// namespace test's replicas: 2, stages: 1 job ran on one node).
+func TestFixedStagesKeepFixedReplicas(t *testing.T) {
+	snap, job := testnetLike(100, 20e-3, jobspec.SyncEveryStep)
+	for i := range snap.Nodes {
+		snap.Nodes[i].MemoryBytes = 1 << 30 // each node holds the whole model
+	}
+	for _, r := range []int{2, 4} {
+		p, err := NewPlan(snap, job, Options{Strategy: jobspec.StrategyAuto, MaxReplicas: r, Stages: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkPlan(t, snap, job, p)
+		if len(p.Replicas) != r {
+			t.Fatalf("replicas %d, stages 1 gave %d replicas: %s", r, len(p.Replicas), p.Reason)
+		}
+		for i, rep := range p.Replicas {
+			if len(rep.Stages) != 1 {
+				t.Fatalf("replica %d has %d stages, want 1: %s", i, len(rep.Stages), p.Reason)
+			}
+		}
+	}
+}

@@ -13,9 +13,10 @@ import (
 // Promotion of non-voters, as etcd's learners and Consul's autopilot do it: every server
 // joins as a non-voter and becomes a voter only once it holds the log (it has applied the
 // configuration that added it and trails the leader's commit index by at most
-// maxPromoteLag entries) and a voter seat is free (fewer than Config.Voters). A joiner
-// therefore never weakens the quorum while it catches up, and a peer that joins and then
-// does not replicate never gets a vote.
+// maxPromoteLag entries), has passed its probation or been approved by an operator and not
+// refused (promotion.go), and a voter seat is free (fewer than Config.Voters). A joiner
+// therefore never weakens the quorum while it catches up, a peer that joins and then does
+// not replicate never gets a vote, and one that does must behave for a while first.
 
 // maxPromoteLag is how far behind the leader's commit index a non-voter may be and still
 // count as caught up.
@@ -33,6 +34,7 @@ func (c *Consensus) autopilotLoop() {
 		case <-t.C:
 		}
 		if !c.IsLeader() {
+			c.probation.reset()
 			continue
 		}
 		c.autopilotTick()
@@ -74,7 +76,7 @@ func (c *Consensus) fillVoters(ctx context.Context, servers []raft.Server, live 
 func (c *Consensus) promotable(ctx context.Context, servers []raft.Server, live map[raft.ServerID]bool) (raft.ServerID, bool) {
 	cfgIndex := c.raft.GetConfiguration().Index()
 	for _, id := range sortedIDs(live) {
-		if !live[id] || !isNonvoter(servers, id) {
+		if !live[id] || !isNonvoter(servers, id) || !c.mayPromote(id) {
 			continue
 		}
 		if c.caughtUp(ctx, id, cfgIndex) {

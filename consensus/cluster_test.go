@@ -38,6 +38,10 @@ type testCluster struct {
 	mn mocknet.Mocknet
 	// keep, when set, is every node's Config.KeepFinishedJobs.
 	keep int
+	// probation, when set, is every node's Config.Probation (100 ms otherwise).
+	probation time.Duration
+	// quota, when set, is every node's Config.MaxLiveJobsPerMember.
+	quota int
 }
 
 type testNode struct {
@@ -106,7 +110,11 @@ func newMockCluster(t *testing.T) *testCluster {
 }
 
 func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
-	return Config{KeepFinishedJobs: tc.keep,
+	probation := tc.probation
+	if probation == 0 {
+		probation = 100 * time.Millisecond
+	}
+	return Config{KeepFinishedJobs: tc.keep, Probation: probation, MaxLiveJobsPerMember: tc.quota,
 		DataDir: n.dir, Bootstrap: bootstrap, Voters: 3, Logger: tc.log.With("node", n.name),
 		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
 		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
@@ -238,14 +246,6 @@ func (tc *testCluster) waitLeader(timeout time.Duration) *testNode {
 // non-voters.
 func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*testNode) {
 	tc.t.Helper()
-	ids := func(ns []*testNode) []string {
-		out := []string{}
-		for _, n := range ns {
-			out = append(out, n.id.String())
-		}
-		slices.Sort(out)
-		return out
-	}
 	testutil.WaitForErr(tc.t, timeout, func() error {
 		l := tc.waitLeader(timeout)
 		st, err := l.c.Status(context.Background())
@@ -257,6 +257,16 @@ func (tc *testCluster) waitMembers(timeout time.Duration, voters, nonvoters []*t
 		}
 		return nil
 	})
+}
+
+// ids are the nodes' peer IDs, sorted.
+func ids(ns []*testNode) []string {
+	out := []string{}
+	for _, n := range ns {
+		out = append(out, n.id.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // waitJob waits until n's local FSM has job id in status want.
@@ -380,15 +390,25 @@ func replaceDeadVoter(t *testing.T, tc *testCluster, dead, a, b *testNode, voter
 	for _, n := range tc.nodes {
 		members = append(members, Member{ID: n.id, Live: n.running()})
 	}
-	for _, n := range tc.running() { // every node calls it; only the leader acts
-		if err := n.c.Reconcile(ctx, members); err != nil {
-			t.Fatalf("reconcile on %s: %v", n.name, err)
-		}
-	}
 	promoted, spare := a, b // the live non-voter with the smallest id takes the seat
 	if b.id < a.id {
 		promoted, spare = b, a
 	}
+	// Nodes reconcile periodically; the new leader promotes once it has watched the
+	// non-voters for their probation.
+	want := ids(append(voters, promoted))
+	testutil.WaitForErr(t, 10*time.Second, func() error {
+		for _, n := range tc.running() { // every node calls it; only the leader acts
+			if err := n.c.Reconcile(ctx, members); err != nil {
+				return fmt.Errorf("reconcile on %s: %w", n.name, err)
+			}
+		}
+		st, err := tc.waitLeader(5 * time.Second).c.Status(ctx)
+		if err != nil || !slices.Equal(st.Voters, want) {
+			return fmt.Errorf("voters %v (%v), want %v", st.Voters, err, want)
+		}
+		return nil
+	})
 	tc.waitMembers(10*time.Second, append(voters, promoted), []*testNode{spare})
 	testutil.WaitForErr(t, 5*time.Second, func() error {
 		if nd, ok := b.c.FSM().Node(dead.id.String()); !ok || nd.Status != NodeDead {

@@ -20,6 +20,10 @@ type Config struct {
 	// Voters is the number of voting members the leader maintains; later members join as
 	// non-voters. Must be odd. Zero means 3.
 	Voters int
+	// Probation is how long the leader watches a live non-voter before it promotes it
+	// automatically (an operator may approve or refuse earlier: promotion.go); zero means
+	// DefaultProbation (30 s).
+	Probation time.Duration
 	// Profile is this node's capability summary, announced when it joins.
 	Profile Profile
 	// Logger receives this component's logs and raft's (through an hclog adapter). Nil
@@ -49,23 +53,29 @@ type Config struct {
 	// older ones are dropped, oldest first. The leader commits it, so every replica drops
 	// the same jobs. Zero means 100.
 	KeepFinishedJobs int
+	// MaxLiveJobsPerMember is how many live (not finished) jobs the leader lets one member
+	// have; a submit beyond it fails with ErrQuota. Zero means
+	// DefaultMaxLiveJobsPerMember (16).
+	MaxLiveJobsPerMember int
 }
 
 // DefaultConfig returns the production defaults with an empty DataDir.
 func DefaultConfig() Config {
 	return Config{
-		Voters:             3,
-		HeartbeatTimeout:   time.Second,
-		ElectionTimeout:    time.Second,
-		LeaderLeaseTimeout: 500 * time.Millisecond,
-		CommitTimeout:      50 * time.Millisecond,
-		SnapshotThreshold:  1024,
-		SnapshotInterval:   30 * time.Second,
-		TrailingLogs:       1024,
-		SnapshotRetain:     2,
-		RPCTimeout:         10 * time.Second,
-		WALSegmentSize:     16 << 20,
-		KeepFinishedJobs:   DefaultKeepFinishedJobs,
+		Voters:               3,
+		Probation:            DefaultProbation,
+		HeartbeatTimeout:     time.Second,
+		ElectionTimeout:      time.Second,
+		LeaderLeaseTimeout:   500 * time.Millisecond,
+		CommitTimeout:        50 * time.Millisecond,
+		SnapshotThreshold:    1024,
+		SnapshotInterval:     30 * time.Second,
+		TrailingLogs:         1024,
+		SnapshotRetain:       2,
+		RPCTimeout:           10 * time.Second,
+		WALSegmentSize:       16 << 20,
+		KeepFinishedJobs:     DefaultKeepFinishedJobs,
+		MaxLiveJobsPerMember: DefaultMaxLiveJobsPerMember,
 	}
 }
 
@@ -73,6 +83,7 @@ func DefaultConfig() Config {
 func (c Config) withDefaults() Config {
 	d := DefaultConfig()
 	setIfZero(&c.Voters, d.Voters)
+	setIfZero(&c.Probation, d.Probation)
 	setIfZero(&c.HeartbeatTimeout, d.HeartbeatTimeout)
 	setIfZero(&c.ElectionTimeout, d.ElectionTimeout)
 	setIfZero(&c.LeaderLeaseTimeout, d.LeaderLeaseTimeout)
@@ -84,6 +95,7 @@ func (c Config) withDefaults() Config {
 	setIfZero(&c.RPCTimeout, d.RPCTimeout)
 	setIfZero(&c.WALSegmentSize, d.WALSegmentSize)
 	setIfZero(&c.KeepFinishedJobs, d.KeepFinishedJobs)
+	setIfZero(&c.MaxLiveJobsPerMember, d.MaxLiveJobsPerMember)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -106,8 +118,14 @@ func (c Config) Validate() error {
 	if c.Voters < 0 || (c.Voters > 0 && c.Voters%2 == 0) {
 		errs = append(errs, fmt.Errorf("consensus: Voters must be odd and ≥ 1 (got %d)", c.Voters))
 	}
+	if c.Probation < 0 {
+		errs = append(errs, fmt.Errorf("consensus: Probation must be ≥ 0 (got %s)", c.Probation))
+	}
 	if c.KeepFinishedJobs < 0 || c.KeepFinishedJobs > MaxKeepFinishedJobs {
 		errs = append(errs, fmt.Errorf("consensus: KeepFinishedJobs must be 0 (default) to %d (got %d)", MaxKeepFinishedJobs, c.KeepFinishedJobs))
+	}
+	if c.MaxLiveJobsPerMember < 0 || c.MaxLiveJobsPerMember > MaxMaxLiveJobsPerMember {
+		errs = append(errs, fmt.Errorf("consensus: MaxLiveJobsPerMember must be 0 (default) to %d (got %d)", MaxMaxLiveJobsPerMember, c.MaxLiveJobsPerMember))
 	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout && c.HeartbeatTimeout > 0 {
 		errs = append(errs, fmt.Errorf("consensus: LeaderLeaseTimeout (%s) must not exceed HeartbeatTimeout (%s)", c.LeaderLeaseTimeout, c.HeartbeatTimeout))

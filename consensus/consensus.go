@@ -45,6 +45,12 @@ type Consensus struct {
 	// cid is this node's cluster ID ("" until a fresh node joins a cluster).
 	cidMu sync.Mutex
 	cid   string
+	// rejoin asks announceLoop to announce again when this node's configuration is stale.
+	rejoin rejoinSignal
+	// submits serialises submits on the leader for the quota (quota.go).
+	submits submitGate
+	// probation watches non-voters on the leader (promotion.go).
+	probation probationClock
 	// trusted are the peers this node asked to be let in by (access.go).
 	trusted trustSet
 	// refusedAt rate-limits refusal logs per peer.
@@ -69,6 +75,7 @@ func New(cfg Config, h host.Host) (*Consensus, error) {
 	}
 	cfg = cfg.withDefaults()
 	c := &Consensus{cfg: cfg, host: h, log: cfg.Logger.With("component", "consensus"), refusedAt: map[string]time.Time{}}
+	c.rejoin.ask = make(chan struct{}, 1)
 	c.baseCtx, c.stop = context.WithCancel(context.Background())
 	c.shutdownCh = c.baseCtx.Done()
 	c.fsm = NewFSM(c.log)
@@ -104,7 +111,7 @@ func (c *Consensus) open() (err error) {
 		return fmt.Errorf("open raft snapshots in %s: %w", dir, err)
 	}
 	c.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: NewStreamLayer(c.host, c, c.cfg.RPCTimeout, func(p peer.ID, err error) { c.logRefusal("raft stream", p, err) }), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
+		Stream: NewStreamLayer(c.host, raftGate{c}, c.cfg.RPCTimeout, func(p peer.ID, err error) { c.logRefusal("raft stream", p, err) }), MaxPool: 3, Timeout: c.cfg.RPCTimeout, Logger: hlog.Named("transport"),
 	})
 	rc := c.raftConfig(hlog)
 	if c.cfg.Bootstrap {

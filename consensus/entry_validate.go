@@ -89,7 +89,13 @@ func (r NodeStatusRequest) validate() error {
 	return errors.Join(checkNodeID("node id", r.ID), checkNodeStatus(r.Status))
 }
 
-func (r JobSubmitRequest) validate() error { return checkJobID("job id", r.ID) }
+func (r JobSubmitRequest) validate() error {
+	err := checkJobID("job id", r.ID)
+	if r.SubmittedBy != "" {
+		err = errors.Join(err, checkNodeID("submitted_by", r.SubmittedBy))
+	}
+	return err
+}
 
 func (r JobStatusRequest) validate() error {
 	var err error
@@ -158,6 +164,12 @@ func (st *fsmState) validate() error {
 			continue
 		}
 		errs = append(errs, checkJobID("job id", id))
+	}
+	if len(st.Promotions) > MaxPromotionDecisions {
+		errs = append(errs, fmt.Errorf("%d promotion decisions (max %d)", len(st.Promotions), MaxPromotionDecisions))
+	}
+	for id, d := range st.Promotions {
+		errs = append(errs, PromotionRequest{ID: id, Decision: d}.validate())
 	}
 	if st.ClusterID != "" && !clusterIDPattern.MatchString(st.ClusterID) {
 		errs = append(errs, fmt.Errorf("cluster id %q: not 32 hex digits", st.ClusterID))

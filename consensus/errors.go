@@ -32,9 +32,14 @@ var (
 	ErrForbidden = errors.New("operation not allowed for this peer")
 	// ErrNotMember means the peer is not in the raft configuration.
 	ErrNotMember = errors.New("not a member of the raft group")
+	// ErrNotVoter means the peer is a non-voter of the raft configuration and sent what
+	// only voters may send (raft RPCs).
+	ErrNotVoter = errors.New("not a voter of the raft group")
 	// ErrForeignCluster means the peer belongs to another, independently bootstrapped
 	// cluster.
 	ErrForeignCluster = errors.New("peer of a foreign cluster")
+	// ErrQuota means the calling member already has as many live jobs as it may.
+	ErrQuota = errors.New("quota exceeded")
 	// ErrBadEntry means a raft log entry could not be applied: unknown type, corrupt or
 	// invalid payload. Every replica returns the same error for it.
 	ErrBadEntry = errors.New("bad log entry")
@@ -55,8 +60,10 @@ var errorCodes = map[string]error{
 	"invalid_spec":    ErrInvalidSpec,
 	"forbidden":       ErrForbidden,
 	"not_member":      ErrNotMember,
+	"not_voter":       ErrNotVoter,
 	"foreign_cluster": ErrForeignCluster,
 	"bad_entry":       ErrBadEntry,
+	"quota_exceeded":  ErrQuota,
 }
 
 func codeOf(err error) string {

@@ -35,6 +35,8 @@ type fsmState struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// KeepFinished is how many finished jobs are kept; 0 means DefaultKeepFinishedJobs.
 	KeepFinished int `json:"keep_finished,omitempty"`
+	// Promotions are the operators' decisions on non-voters' promotion, by node ID.
+	Promotions map[string]PromotionDecision `json:"promotions,omitempty"`
 }
 
 func newState() fsmState {
@@ -93,6 +95,8 @@ func (f *FSM) apply(data []byte, index uint64) any {
 		return applyAs(buf, index, f.applyJobEvent)
 	case ClusterMetaType:
 		return applyAs(buf, index, f.applyClusterMeta)
+	case PromotionType:
+		return applyAs(buf, index, f.applyPromotion)
 	}
 	if t&IgnoreUnknownTypeFlag != 0 {
 		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", index)
@@ -136,7 +140,7 @@ func (f *FSM) applyJobSubmit(req JobSubmitRequest) any {
 		return fmt.Errorf("job %s already exists: %w", req.ID, ErrBadTransition)
 	}
 	j := &Job{ID: req.ID, Name: req.Spec.Name, Spec: req.Spec, Status: JobSubmitted,
-		SubmittedAt: req.Time, UpdatedAt: req.Time}
+		SubmittedAt: req.Time, SubmittedBy: req.SubmittedBy, UpdatedAt: req.Time}
 	addEvent(j, Event{Time: req.Time, Kind: EventSubmitted, Message: "job submitted"})
 	f.state.Jobs[req.ID] = j
 	return nil

@@ -169,7 +169,7 @@ func newJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (c *Consensus) handleSubmit(ctx context.Context, _ peer.ID, body []byte) (any, error) {
+func (c *Consensus) handleSubmit(ctx context.Context, from peer.ID, body []byte) (any, error) {
 	args, err := decodeArgs[SubmitArgs](body)
 	if err != nil {
 		return nil, err
@@ -177,8 +177,14 @@ func (c *Consensus) handleSubmit(ctx context.Context, _ peer.ID, body []byte) (a
 	if err := args.Spec.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, err)
 	}
+	c.submits.mu.Lock()
+	defer c.submits.mu.Unlock()
+	if err := c.checkQuota(from.String()); err != nil {
+		return nil, err
+	}
 	id := newJobID()
-	if _, err := c.propose(ctx, JobSubmitType, JobSubmitRequest{ID: id, Spec: args.Spec, Time: now()}); err != nil {
+	req := JobSubmitRequest{ID: id, Spec: args.Spec, Time: now(), SubmittedBy: from.String()}
+	if _, err := c.propose(ctx, JobSubmitType, req); err != nil {
 		return nil, err
 	}
 	return SubmitResult{ID: id}, nil

@@ -31,8 +31,9 @@ type JoinArgs struct {
 	Node Node `json:"node"`
 }
 
-// JoinResult tells a joiner which cluster it joined and the servers of the leader's raft
-// configuration, which it trusts until its own configuration names them.
+// JoinResult tells a joiner which cluster it joined and the voters of the leader's raft
+// configuration, which it trusts until its own configuration names them. Non-voters are
+// not named: they never send raft RPCs.
 type JoinResult struct {
 	ClusterID string   `json:"cluster_id"`
 	Servers   []string `json:"servers"`
@@ -45,9 +46,22 @@ type LeaveArgs struct {
 }
 
 // announceLoop tells the leader this node exists, retrying until it succeeds or the
-// component shuts down. The leader adds it to the raft group and records it as alive.
+// component shuts down, and again whenever rejoin asks (rejoin.go). The leader adds it to
+// the raft group and records it as alive.
 func (c *Consensus) announceLoop() {
 	defer c.wg.Done()
+	for {
+		c.announce()
+		select {
+		case <-c.rejoin.ask:
+		case <-c.shutdownCh:
+			return
+		}
+	}
+}
+
+// announce sends one join, retried until it succeeds or the component shuts down.
+func (c *Consensus) announce() {
 	self := Node{ID: c.host.ID().String(), Addrs: addrStrings(c.host.Addrs()), Profile: c.cfg.Profile, Status: NodeAlive}
 	var res JoinResult
 	err := c.do(c.baseCtx, "join", JoinArgs{Node: self}, &res)
@@ -234,7 +248,9 @@ func (c *Consensus) handleJoin(ctx context.Context, from peer.ID, body []byte) (
 	}
 	res := JoinResult{ClusterID: c.ClusterID()}
 	for _, s := range servers {
-		res.Servers = append(res.Servers, string(s.ID))
+		if s.Suffrage == raft.Voter {
+			res.Servers = append(res.Servers, string(s.ID))
+		}
 	}
 	if old, ok := c.fsm.Node(n.ID); ok && sameNode(old, n) {
 		return res, nil
@@ -284,7 +300,9 @@ func (c *Consensus) promoteAlive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.fillVoters(ctx, servers, c.aliveInFSM(servers))
+	alive := c.aliveInFSM(servers)
+	c.probation.observe(servers, alive, time.Now())
+	return c.fillVoters(ctx, servers, alive)
 }
 
 // Leave removes this node from the group cleanly and shuts it down: a leader first hands

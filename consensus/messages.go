@@ -25,6 +25,9 @@ const (
 	// ClusterMetaType sets the cluster ID and retention. It is proposed with
 	// IgnoreUnknownTypeFlag so that older binaries skip it.
 	ClusterMetaType MessageType = 9 // ClusterMetaRequest
+	// PromotionType records an operator's decision on a non-voter's promotion. It is
+	// proposed with IgnoreUnknownTypeFlag so that older binaries skip it.
+	PromotionType MessageType = 10 // PromotionRequest
 )
 
 // IgnoreUnknownTypeFlag, set on a message type, tells a replica that does not know the type
@@ -44,11 +47,14 @@ type NodeStatusRequest struct {
 	Time   time.Time  `json:"time"`
 }
 
-// JobSubmitRequest records a new job; the leader chose ID and Time.
+// JobSubmitRequest records a new job; the leader chose ID and Time. SubmittedBy is the
+// member that submitted it (the authenticated caller; empty in entries written before
+// quotas), whose live jobs are counted against its quota (quota.go).
 type JobSubmitRequest struct {
-	ID   string       `json:"id"`
-	Spec jobspec.Spec `json:"spec"`
-	Time time.Time    `json:"time"`
+	ID          string       `json:"id"`
+	Spec        jobspec.Spec `json:"spec"`
+	Time        time.Time    `json:"time"`
+	SubmittedBy string       `json:"submitted_by,omitempty"`
 }
 
 // JobStatusRequest moves a job to a new status (cancellation is Status = cancelled).
@@ -91,6 +97,12 @@ type JobEventRequest struct {
 type ClusterMetaRequest struct {
 	ClusterID        string `json:"cluster_id"`
 	KeepFinishedJobs int    `json:"keep_finished_jobs"`
+}
+
+// PromotionRequest records an operator's decision on whether node ID may become a voter.
+type PromotionRequest struct {
+	ID       string            `json:"id"`
+	Decision PromotionDecision `json:"decision"`
 }
 
 // Encode builds a log entry: the type byte followed by msg as JSON.

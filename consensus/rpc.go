@@ -40,6 +40,7 @@ var ops = map[string]op{
 	"event":      {leaderOnly: true, fn: (*Consensus).handleEvent},
 	"get_job":    {leaderOnly: true, idempotent: true, fn: (*Consensus).handleGetJob},
 	"list_jobs":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handleListJobs},
+	"promotion":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handlePromotion},
 }
 
 // handle runs one operation here for caller from, whose request named cluster, and

@@ -38,7 +38,7 @@ type StreamLayer struct {
 	// refused is called with every peer the gate refuses.
 	refused func(peer.ID, error)
 
-	incoming  chan network.Stream
+	incoming  chan inbound
 	closeOnce sync.Once
 	closed    chan struct{}
 }
@@ -53,13 +53,20 @@ func NewStreamLayer(h host.Host, gate StreamGate, timeout time.Duration, refused
 		refused = func(peer.ID, error) {}
 	}
 	s := &StreamLayer{host: h, proto: ProtocolRaft, gate: gate, timeout: timeout, refused: refused,
-		incoming: make(chan network.Stream), closed: make(chan struct{})}
+		incoming: make(chan inbound), closed: make(chan struct{})}
 	h.SetStreamHandler(s.proto, s.handle)
 	return s
 }
 
+// inbound is an admitted stream and the cluster its hello named.
+type inbound struct {
+	st      network.Stream
+	cluster string
+}
+
 func (s *StreamLayer) handle(st network.Stream) {
-	if err := s.serverHandshake(st); err != nil {
+	cluster, err := s.serverHandshake(st)
+	if err != nil {
 		if errors.Is(err, errRefused) {
 			_ = st.Close() // the verdict is written: let it reach the dialer
 		} else {
@@ -68,36 +75,38 @@ func (s *StreamLayer) handle(st network.Stream) {
 		return
 	}
 	select {
-	case s.incoming <- st:
+	case s.incoming <- inbound{st: st, cluster: cluster}:
 	case <-s.closed:
 		_ = st.Reset()
 	}
 }
 
-// serverHandshake reads the dialer's hello, asks the gate, and sends the verdict.
-func (s *StreamLayer) serverHandshake(st network.Stream) error {
+// serverHandshake reads the dialer's hello, asks the gate, and sends the verdict. It
+// returns the cluster the hello named.
+func (s *StreamLayer) serverHandshake(st network.Stream) (string, error) {
 	_ = st.SetDeadline(time.Now().Add(s.timeout))
 	defer st.SetDeadline(time.Time{})
 	var h hello
 	if err := readJSONFrame(st, &h); err != nil {
-		return err
+		return "", err
 	}
 	p := st.Conn().RemotePeer()
 	if err := s.gate.Admit(p, h.Cluster); err != nil {
 		s.refused(p, err)
 		if werr := writeJSONFrame(st, verdict{Code: codeOf(err), Error: err.Error()}); werr != nil {
-			return werr
+			return "", werr
 		}
-		return fmt.Errorf("%w: %w", errRefused, err)
+		return "", fmt.Errorf("%w: %w", errRefused, err)
 	}
-	return writeJSONFrame(st, verdict{})
+	return h.Cluster, writeJSONFrame(st, verdict{})
 }
 
-// Accept returns the next inbound raft stream as a net.Conn.
+// Accept returns the next inbound raft stream as a net.Conn whose every read is admitted
+// again (gatedConn).
 func (s *StreamLayer) Accept() (net.Conn, error) {
 	select {
-	case st := <-s.incoming:
-		return &streamConn{Stream: st}, nil
+	case in := <-s.incoming:
+		return &gatedConn{streamConn: streamConn{Stream: in.st}, gate: s.gate, cluster: in.cluster, refused: s.refused}, nil
 	case <-s.closed:
 		return nil, net.ErrClosed
 	}
@@ -155,6 +164,31 @@ func (c *streamConn) Close() error {
 		}
 	}
 	return nil
+}
+
+// gatedConn is an accepted raft stream that asks the gate again after every read: bytes
+// that arrive once the peer is no longer admitted (a voter removed or demoted since the
+// stream opened) are dropped and the stream is reset, so raft never decodes an RPC that its
+// sender was not allowed to send when it arrived.
+type gatedConn struct {
+	streamConn
+	gate    StreamGate
+	cluster string
+	refused func(peer.ID, error)
+}
+
+func (c *gatedConn) Read(b []byte) (int, error) {
+	n, err := c.streamConn.Read(b)
+	if n == 0 {
+		return n, err
+	}
+	p := c.Conn().RemotePeer()
+	if aerr := c.gate.Admit(p, c.cluster); aerr != nil {
+		c.refused(p, aerr)
+		_ = c.Reset()
+		return 0, fmt.Errorf("raft stream from %s: %w", p, aerr)
+	}
+	return n, err
 }
 
 // peerAddr is a peer ID as a net.Addr.

@@ -54,10 +54,12 @@ type Backend interface {
 	MatmulBackward(dx, dw, db, dy, x, w Tensor, rows, in, out int)
 
 	// EmbeddingForward sets out[r] = wte[tokens[r]] + wpe[r mod T] for each of the
-	// len(tokens) rows of d columns; wte is V×d, wpe at least T×d, tokens in [0, V).
+	// len(tokens) rows of d columns; wte is V×d, wpe at least T×d, tokens in [0, V). An
+	// empty wpe is no position table (Llama's): out[r] = wte[tokens[r]].
 	EmbeddingForward(out, wte, wpe Tensor, tokens []int32, T, d int)
 	// EmbeddingBackward accumulates dwte[tokens[r]] += dy[r] and dwpe[r mod T] += dy[r],
-	// each table row summing its contributions in row order r = 0, 1, ….
+	// each table row summing its contributions in row order r = 0, 1, …; an empty dwpe is
+	// skipped.
 	EmbeddingBackward(dwte, dwpe, dy Tensor, tokens []int32, T, d, V int)
 
 	// LayerNormForward normalises each row of the rows×n matrix x:
@@ -87,6 +89,42 @@ type Backend interface {
 	// AttentionBackward propagates dout (B·T×d) through AttentionForward, given its save and
 	// qkv, and overwrites dqkv (B·T×3d).
 	AttentionBackward(dqkv, dout, save, qkv Tensor, B, T, H, hd int)
+
+	// GroupedAttentionForward is causal grouped-query attention (Llama's) over separate
+	// projections: q is B·T×(H·hd), k and v B·T×(KVH·hd), KVH dividing H; query head h
+	// reads key/value head h/(H/KVH) (the key/value heads repeated, Hugging Face's
+	// repeat_kv). Otherwise as AttentionForward: s[i][j] = q_i·k_j/√hd for j ≤ i,
+	// p[i] = softmax(s[i][0..i]), out_i = Σ_j p[i][j]·v_j, out B·T×(H·hd). save holds
+	// AttentionSaveLen(B, T, H) elements.
+	GroupedAttentionForward(out, save, q, k, v Tensor, B, T, H, KVH, hd int)
+	// GroupedAttentionBackward propagates dout through GroupedAttentionForward, given its
+	// save, q, k and v, and overwrites dq, dk and dv; a key/value head's gradient sums the
+	// query heads that read it.
+	GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v Tensor, B, T, H, KVH, hd int)
+
+	// RMSNormForward normalises each row of the rows×n matrix x by its root mean square
+	// (Llama's RMSNorm): rstd = 1/√(Σx²/n + eps), y = x·rstd·w; it keeps each row's rstd
+	// (rows elements) for the backward pass.
+	RMSNormForward(y, rstd, x, w Tensor, rows, n int, eps float32)
+	// RMSNormBackward propagates dy through RMSNormForward: it accumulates the input's
+	// gradient into dx (dx += ∂L/∂x) and the weight's into dw.
+	RMSNormBackward(dx, dw, dy, x, rstd, w Tensor, rows, n int)
+
+	// RopeForward applies rotary position embeddings to x (rows×(heads·hd), row r at
+	// position r mod T) in Hugging Face's rotate_half convention: for each head and
+	// i < hd/2, with c = cos[t][i] and s = sin[t][i] (T×hd/2 tables),
+	// y[i] = x[i]·c − x[i+hd/2]·s and y[i+hd/2] = x[i+hd/2]·c + x[i]·s. y may be x.
+	RopeForward(y, x, cos, sin Tensor, rows, T, heads, hd int)
+	// RopeBackward propagates dy through RopeForward (the inverse rotation) and
+	// overwrites dx; dx may be dy.
+	RopeBackward(dx, dy, cos, sin Tensor, rows, T, heads, hd int)
+
+	// SwiGLUForward sets h = silu(gate)·up elementwise over h.Len() elements, with
+	// silu(g) = g/(1 + e^−g) (Llama's MLP); h may be gate or up.
+	SwiGLUForward(h, gate, up Tensor)
+	// SwiGLUBackward propagates dh through SwiGLUForward and overwrites dgate and dup;
+	// dgate may be dh.
+	SwiGLUBackward(dgate, dup, gate, up, dh Tensor)
 
 	// CrossEntropy computes, for each row r of the N×V matrix logits (N = len(targets)),
 	// losses[r] = log Σ_j exp(logits[r][j]) − logits[r][targets[r]]. When dlogits is not

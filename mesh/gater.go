@@ -37,8 +37,9 @@ type gater struct {
 	// addresses it returns false for.
 	addrFilter func(peer.ID, ma.Multiaddr) bool
 
-	mu      sync.Mutex
-	refused map[peer.ID]time.Time // value: end of the refusal
+	mu       sync.Mutex
+	refused  map[peer.ID]time.Time // value: end of the refusal
+	isolated map[peer.ID]bool      // Mesh.Isolate: refused until the set is replaced
 }
 
 func newGater(allow []peer.ID, banFor time.Duration) *gater {
@@ -113,7 +114,24 @@ func (g *gater) permits(p peer.ID) bool {
 	if g.allow != nil && !g.allow[p] {
 		return false
 	}
-	return !g.isBanned(p)
+	return !g.isIsolated(p) && !g.isBanned(p)
+}
+
+// isolate replaces the set of peers refused by Mesh.Isolate.
+func (g *gater) isolate(peers []peer.ID) {
+	set := make(map[peer.ID]bool, len(peers))
+	for _, p := range peers {
+		set[p] = true
+	}
+	g.mu.Lock()
+	g.isolated = set
+	g.mu.Unlock()
+}
+
+func (g *gater) isIsolated(p peer.ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.isolated[p]
 }
 
 func (g *gater) InterceptPeerDial(p peer.ID) bool { return g.permits(p) }

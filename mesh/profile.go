@@ -86,8 +86,8 @@ const (
 	maxProfileString = 256
 )
 
-// Validate checks a profile received from the network: finite, non-negative numbers,
-// bounded strings and GPU count.
+// Validate checks a profile received from the network: finite, non-negative numbers
+// within physical bounds, bounded strings, GPU and link counts, parseable link peers.
 func (p *Profile) Validate() error {
 	if math.IsNaN(p.GemmGFLOPS) || math.IsInf(p.GemmGFLOPS, 0) || p.GemmGFLOPS < 0 {
 		return fmt.Errorf("profile: gemm_gflops %v is not a rate", p.GemmGFLOPS)
@@ -124,7 +124,7 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile: a %d-byte string exceeds %d", len(s), maxProfileString)
 		}
 	}
-	return nil
+	return p.checkBounds() // profile_bounds.go
 }
 
 // Clone returns a deep copy of p.

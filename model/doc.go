@@ -1,5 +1,6 @@
-// Package model defines the GPT that meshnode trains (docs/gpt.md: GPT-2 architecture,
-// names and layouts) as an ordered list of layers with explicit Forward and Backward, so
+// Package model defines the models meshnode trains — the byte-level GPT (docs/gpt.md),
+// GPT-2 with its tied head and Llama (docs/models.md), with Hugging Face's names and
+// layouts — each as an ordered list of layers with explicit Forward and Backward, so
 // that any contiguous slice of the list is a pipeline stage; the per-layer cost model the
 // balancer plans with; the datasets (the builtin:gostd corpus, text files, nanoGPT uint16
 // token files) with the deterministic batch sampler and validation windows of docs/gpt.md;

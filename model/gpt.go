@@ -1,13 +1,17 @@
 package model
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
-// GPT is the model of docs/gpt.md as its layer list: Layers[0] is the Embedding,
-// Layers[1..cfg.Layers] the Blocks, and the last the Head.
+// GPT is a model of any family (docs/gpt.md, docs/models.md) as its layer list:
+// Layers[0] is the Embedding, Layers[1..cfg.Layers] the blocks (Block, or LlamaBlock for
+// the llama family), and the last the Head.
 type GPT struct {
 	Config Config
 	Layers []Layer
@@ -21,49 +25,94 @@ func New(cfg Config, seed uint64) *GPT {
 // NewLayers builds layers [first, last) of cfg's layer list, initialised from seed exactly
 // as New initialises them: layer i draws from its own random stream (seed, i), so a
 // pipeline stage can build its slice alone and hold the same weights as a whole model.
+// A tied model's embedding and head must be in the same slice (CheckStage).
 func NewLayers(cfg Config, seed uint64, first, last int) []Layer {
+	b := layerBuilder{cfg: cfg}
 	layers := make([]Layer, 0, last-first)
 	for i := first; i < last; i++ {
-		l := newLayer(cfg, i, false)
+		l := b.layer(i)
 		InitLayer(cfg, l, seed, i)
 		layers = append(layers, l)
 	}
-	return layers
+	return tie(cfg, layers, first, last)
 }
 
 // NewLayerShells builds layers [first, last) of cfg's layer list whose parameters have
 // their shapes but no data: the caller binds every Value.Data and Grad.Data (a chunked
 // offload store does, to slices of its resident chunks) and initialises them with
-// InitLayer. Nothing of the parameters' size is allocated.
+// InitLayer. Nothing of the parameters' size is allocated. A tied head shares the
+// embedding's parameter, so binding that binds both.
 func NewLayerShells(cfg Config, first, last int) []Layer {
+	b := layerBuilder{cfg: cfg, shell: true}
 	layers := make([]Layer, 0, last-first)
 	for i := first; i < last; i++ {
-		layers = append(layers, newLayer(cfg, i, true))
+		layers = append(layers, b.layer(i))
 	}
+	return tie(cfg, layers, first, last)
+}
+
+// CheckStage reports whether layers [first, last) can be built as one stage: a tied
+// model's head reads the embedding's token table, so a stage that holds one of them must
+// hold the other. (Sending the head's gradient to the embedding's stage is not
+// implemented: a tied model trains in one pipeline stage per replica.)
+func (c Config) CheckStage(first, last int) error {
+	if !c.TiedHead() {
+		return nil
+	}
+	if hasEmbed, hasHead := first == 0, last == c.NumLayers(); hasEmbed != hasHead {
+		return fmt.Errorf("model: layers [%d, %d) of a tied %s model: the embedding and the head share lm_head and must be in one stage", first, last, c.FamilyName())
+	}
+	return nil
+}
+
+// tie binds a tied model's head to the embedding's token table (both are in layers, which
+// hold [first, last) of cfg's list; CheckStage's condition).
+func tie(cfg Config, layers []Layer, first, last int) []Layer {
+	if err := cfg.CheckStage(first, last); err != nil {
+		panic(err)
+	}
+	if !cfg.TiedHead() || first != 0 || last != cfg.NumLayers() {
+		return layers
+	}
+	layers[len(layers)-1].(*Head).lmHead = layers[0].(*Embedding).wte
 	return layers
 }
 
-func newLayer(cfg Config, i int, shell bool) Layer {
+// layerBuilder builds the layers of one model, sharing what its blocks may share (Llama's
+// rotary tables).
+type layerBuilder struct {
+	cfg   Config
+	shell bool
+	rope  *ropeTables
+}
+
+func (b *layerBuilder) layer(i int) Layer {
 	switch {
 	case i == 0:
-		return newEmbedding(cfg, shell)
-	case i == cfg.NumLayers()-1:
-		return newHead(cfg, shell)
+		return newEmbedding(b.cfg, b.shell)
+	case i == b.cfg.NumLayers()-1:
+		return newHead(b.cfg, b.shell)
+	case b.cfg.FamilyName() == jobspec.FamilyLlama:
+		if b.rope == nil {
+			b.rope = newRopeTables(b.cfg)
+		}
+		return newLlamaBlock(b.cfg, i-1, b.shell, b.rope)
 	default:
-		return newBlock(cfg, i-1, shell)
+		return newBlock(b.cfg, i-1, b.shell)
 	}
 }
 
 // InitLayer sets layer index's parameters to docs/gpt.md's initial values: weights
-// N(0, 0.02), the residual projections (attn.c_proj.weight, mlp.c_proj.weight)
-// N(0, 0.02/√(2·layers)), biases 0, LayerNorm weights 1 and biases 0.
+// N(0, 0.02), the projections into the residual stream (GPT-2's attn.c_proj.weight and
+// mlp.c_proj.weight, Llama's o_proj and down_proj) N(0, 0.02/√(2·layers)), biases 0,
+// norm weights 1 and biases 0.
 func InitLayer(cfg Config, l Layer, seed uint64, index int) {
 	rng := rand.New(rand.NewPCG(seed, uint64(index)))
 	resid := 0.02 / math.Sqrt(2*float64(cfg.Layers))
 	for _, p := range l.Params() {
 		data := p.Value.Data
 		switch {
-		case strings.Contains(p.Name, "ln_"):
+		case isNorm(p.Name):
 			if strings.HasSuffix(p.Name, ".weight") {
 				fill(data, 1)
 			} else {
@@ -73,7 +122,7 @@ func InitLayer(cfg Config, l Layer, seed uint64, index int) {
 			fill(data, 0)
 		default:
 			std := 0.02
-			if strings.HasSuffix(p.Name, "c_proj.weight") {
+			if isResidualProjection(p.Name) {
 				std = resid
 			}
 			for i := range data {
@@ -81,6 +130,18 @@ func InitLayer(cfg Config, l Layer, seed uint64, index int) {
 			}
 		}
 	}
+}
+
+// isNorm reports whether name is a LayerNorm or RMSNorm parameter.
+func isNorm(name string) bool {
+	return strings.Contains(name, "ln_") || strings.Contains(name, "layernorm") || name == "model.norm.weight"
+}
+
+// isResidualProjection reports whether name is a weight that writes into the residual
+// stream.
+func isResidualProjection(name string) bool {
+	return strings.HasSuffix(name, "c_proj.weight") || strings.HasSuffix(name, "o_proj.weight") ||
+		strings.HasSuffix(name, "down_proj.weight")
 }
 
 func fill(x []float32, v float32) {

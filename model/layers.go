@@ -3,35 +3,55 @@ package model
 import (
 	"fmt"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/device"
 )
 
-// Embedding is layer 0: token plus position embedding, wte[token] + wpe[position].
+// Embedding is layer 0: token plus position embedding, wte[token] + wpe[position]; Llama's
+// has no position table (its positions are rotary, in the blocks): wte[token].
 type Embedding struct {
 	cfg      Config
-	wte, wpe *Param
+	wte, wpe *Param // wpe nil for llama
 }
 
 // NewEmbedding returns the embedding layer of cfg, zero-initialised.
 func NewEmbedding(cfg Config) *Embedding { return newEmbedding(cfg, false) }
 
 func newEmbedding(cfg Config, shell bool) *Embedding {
+	if cfg.FamilyName() == jobspec.FamilyLlama {
+		return &Embedding{cfg: cfg, wte: newParam(shell, "model.embed_tokens.weight", cfg.Vocab, cfg.DModel)}
+	}
 	return &Embedding{cfg: cfg,
 		wte: newParam(shell, "transformer.wte.weight", cfg.Vocab, cfg.DModel),
 		wpe: newParam(shell, "transformer.wpe.weight", cfg.Context, cfg.DModel)}
 }
 
-func (e *Embedding) Name() string     { return "embed" }
-func (e *Embedding) Params() []*Param { return []*Param{e.wte, e.wpe} }
+func (e *Embedding) Name() string { return "embed" }
+func (e *Embedding) Params() []*Param {
+	if e.wpe == nil {
+		return []*Param{e.wte}
+	}
+	return []*Param{e.wte, e.wpe}
+}
+
+// positions is the position table's value and gradient, empty tensors when there is none.
+func (e *Embedding) positions() (value, grad device.Tensor) {
+	if e.wpe == nil {
+		return device.Tensor{}, device.Tensor{}
+	}
+	return e.wpe.value(), e.wpe.grad()
+}
 
 func (e *Embedding) Forward(ws *Workspace, mb *Batch, _ []float32) ([]float32, Saved) {
 	y := ws.AllocTensor(mb.Rows() * e.cfg.DModel)
-	ws.backend().EmbeddingForward(y, e.wte.value(), e.wpe.value(), mb.Inputs, mb.T, e.cfg.DModel)
+	wpe, _ := e.positions()
+	ws.backend().EmbeddingForward(y, e.wte.value(), wpe, mb.Inputs, mb.T, e.cfg.DModel)
 	return ws.output(y), nil
 }
 
 func (e *Embedding) Backward(ws *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
-	ws.backend().EmbeddingBackward(e.wte.grad(), e.wpe.grad(), ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
+	_, dwpe := e.positions()
+	ws.backend().EmbeddingBackward(e.wte.grad(), dwpe, ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
 	return nil
 }
 
@@ -49,11 +69,11 @@ type Block struct {
 func NewBlock(cfg Config, i int) *Block { return newBlock(cfg, i, false) }
 
 func newBlock(cfg Config, i int, shell bool) *Block {
-	d, p := cfg.DModel, fmt.Sprintf("transformer.h.%d.", i)
+	d, hid, eps, p := cfg.DModel, cfg.Hidden(), cfg.normEps(), fmt.Sprintf("transformer.h.%d.", i)
 	b := &Block{cfg: cfg, index: i,
-		ln1: newLayerNorm(shell, p+"ln_1", d), attn: newLinear(shell, p+"attn.c_attn", d, 3*d),
-		proj: newLinear(shell, p+"attn.c_proj", d, d), ln2: newLayerNorm(shell, p+"ln_2", d),
-		fc: newLinear(shell, p+"mlp.c_fc", d, 4*d), mlpProj: newLinear(shell, p+"mlp.c_proj", 4*d, d)}
+		ln1: newLayerNorm(shell, p+"ln_1", d, eps), attn: newLinear(shell, p+"attn.c_attn", d, 3*d),
+		proj: newLinear(shell, p+"attn.c_proj", d, d), ln2: newLayerNorm(shell, p+"ln_2", d, eps),
+		fc: newLinear(shell, p+"mlp.c_fc", d, hid), mlpProj: newLinear(shell, p+"mlp.c_proj", hid, d)}
 	b.paramsInOrder = []*Param{b.ln1.w, b.ln1.b, b.attn.w, b.attn.b, b.proj.w, b.proj.b,
 		b.ln2.w, b.ln2.b, b.fc.w, b.fc.b, b.mlpProj.w, b.mlpProj.b}
 	return b
@@ -136,24 +156,45 @@ func (b *Block) backwardAttn(ws *Workspace, mb *Batch, s *blockSaved, dx2 device
 	return dx
 }
 
-// Head is the last layer: final LayerNorm, the untied lm_head projection and the mean
-// cross-entropy against the batch's targets.
+// Head is the last layer: the final normalisation (GPT-2's ln_f, Llama's model.norm), the
+// lm_head projection and the mean cross-entropy against the batch's targets. A tied head's
+// lm_head is the embedding's token table (the same *Param, listed by the embedding only):
+// its gradient accumulates there from both uses.
 type Head struct {
 	cfg    Config
-	lnf    layerNorm
+	lnf    norm
 	lmHead *Param
+	tied   bool
 }
 
-// NewHead returns the head of cfg with LayerNorm weight 1 and a zero lm_head.
+// NewHead returns the head of cfg with its norm's weight 1 and a zero lm_head. A tied
+// head has no lm_head of its own: build a tied model with New or NewLayers, which bind it
+// to the embedding's table.
 func NewHead(cfg Config) *Head { return newHead(cfg, false) }
 
 func newHead(cfg Config, shell bool) *Head {
-	return &Head{cfg: cfg, lnf: newLayerNorm(shell, "transformer.ln_f", cfg.DModel),
-		lmHead: newParam(shell, "lm_head.weight", cfg.Vocab, cfg.DModel)}
+	h := &Head{cfg: cfg, tied: cfg.TiedHead()}
+	if cfg.FamilyName() == jobspec.FamilyLlama {
+		h.lnf = newRMSNorm(shell, "model.norm.weight", cfg.DModel, cfg.normEps())
+	} else {
+		ln := newLayerNorm(shell, "transformer.ln_f", cfg.DModel, cfg.normEps())
+		h.lnf = &ln
+	}
+	if !h.tied {
+		h.lmHead = newParam(shell, "lm_head.weight", cfg.Vocab, cfg.DModel)
+	}
+	return h
 }
 
-func (h *Head) Name() string     { return "head" }
-func (h *Head) Params() []*Param { return []*Param{h.lnf.w, h.lnf.b, h.lmHead} }
+func (h *Head) Name() string { return "head" }
+
+// Params lists the norm's parameters and, unless the head is tied, lm_head.
+func (h *Head) Params() []*Param {
+	if h.tied {
+		return h.lnf.params()
+	}
+	return append(h.lnf.params(), h.lmHead)
+}
 
 type headSaved struct {
 	x, lnf, logits device.Tensor

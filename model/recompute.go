@@ -15,15 +15,17 @@ type Recomputed struct {
 }
 
 // recomputeScratch are the two workspaces a stage's recomputed layers share. A block's
-// backward pass keeps its recomputed attention half in a while its MLP half is recomputed
-// and differentiated in b, then differentiates the attention half in b: the MLP's
-// activations are gone before the attention's gradients need room.
+// (a Block's or a LlamaBlock's) backward pass keeps its recomputed attention half in a
+// while its MLP half is recomputed and differentiated in b, then differentiates the
+// attention half in b: the MLP's activations are gone before the attention's gradients
+// need room.
 type recomputeScratch struct{ a, b Workspace }
 
 // recomputeSaved is what a recomputed layer keeps between its passes: its input.
 type recomputeSaved struct{ x []float32 }
 
-// WithRecompute returns layers with every Block and the Head wrapped in Recomputed, all
+// WithRecompute returns layers with every block (Block, LlamaBlock) and the Head wrapped
+// in Recomputed, all
 // sharing one scratch (a stage runs its passes one at a time). The embedding, which saves
 // nothing, is returned as it is. The parameters are the same *Param values.
 func WithRecompute(layers []Layer) []Layer {
@@ -31,7 +33,7 @@ func WithRecompute(layers []Layer) []Layer {
 	out := make([]Layer, len(layers))
 	for i, l := range layers {
 		switch l.(type) {
-		case *Block, *Head:
+		case *Block, *LlamaBlock, *Head:
 			l = &Recomputed{Layer: l, scratch: scratch}
 		}
 		out[i] = l
@@ -58,7 +60,8 @@ func (r *Recomputed) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, 
 	sa, sb := r.scratchFor(ws)
 	sa.Reset()
 	var y []float32
-	if blk, ok := r.Layer.(*Block); ok {
+	switch blk := r.Layer.(type) {
+	case *Block:
 		// The block's halves in a and b, as Backward recomputes them: the scratch peak is
 		// the backward pass's, not one block's whole forward pass.
 		s := &blockSaved{x: sa.input(x)}
@@ -66,7 +69,13 @@ func (r *Recomputed) Forward(ws *Workspace, mb *Batch, x []float32) ([]float32, 
 		sb.Reset()
 		blk.forwardMLP(sb, mb, s)
 		y = sb.output(blk.output(sb, mb, s))
-	} else {
+	case *LlamaBlock:
+		s := &llamaSaved{x: sa.input(x)}
+		blk.forwardAttn(sa, mb, s)
+		sb.Reset()
+		blk.forwardMLP(sb, mb, s)
+		y = sb.output(blk.output(sb, mb, s))
+	default:
 		y, _ = r.Layer.Forward(sa, mb, x)
 	}
 	return ws.keep(y), recomputeSaved{x: x}
@@ -79,7 +88,8 @@ func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float3
 	sa, sb := r.scratchFor(ws)
 	sa.Reset()
 	var dx []float32
-	if blk, ok := r.Layer.(*Block); ok {
+	switch blk := r.Layer.(type) {
+	case *Block:
 		s := &blockSaved{x: sa.input(x)}
 		blk.forwardAttn(sa, mb, s)
 		sb.Reset()
@@ -89,7 +99,17 @@ func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float3
 		sa.backend().Copy(kept, dx2)
 		sb.Reset()
 		dx = sb.output(blk.backwardAttn(sb, mb, s, kept))
-	} else {
+	case *LlamaBlock:
+		s := &llamaSaved{x: sa.input(x)}
+		blk.forwardAttn(sa, mb, s)
+		sb.Reset()
+		blk.forwardMLP(sb, mb, s)
+		dx2 := blk.backwardMLP(sb, mb, s, sb.input(dy))
+		kept := sa.AllocTensor(dx2.Len())
+		sa.backend().Copy(kept, dx2)
+		sb.Reset()
+		dx = sb.output(blk.backwardAttn(sb, mb, s, kept))
+	default:
 		_, inner := r.Layer.Forward(sa, mb, x)
 		dx = r.Layer.Backward(sa, mb, inner, dy)
 	}

@@ -51,10 +51,13 @@ func newAPIServer(cfg Config, handler http.Handler, log *slog.Logger) *apiServer
 }
 
 func (n *Node) startAPI(ctx context.Context) error {
-	if err := n.api.start(ctx); err != nil {
+	if err := n.api.start(ctx, n.ID().String()); err != nil {
 		return err
 	}
 	info := api.RuntimeInfo{ID: n.ID().String(), API: n.api.boundAddr(), PID: os.Getpid(), Addrs: n.Status().Addrs}
+	if start, err := api.ProcessStart(info.PID); err == nil {
+		info.Start = start
+	}
 	if dp := n.DataPlane(); dp != nil {
 		info.DataAddr = dp.Addr()
 	}
@@ -64,7 +67,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	return nil
 }
 
-func (a *apiServer) start(ctx context.Context) error {
+func (a *apiServer) start(ctx context.Context, nodeID string) error {
 	token, err := api.LoadOrCreateToken(a.dataDir)
 	if err != nil {
 		return fmt.Errorf("API: %w", err)
@@ -75,7 +78,7 @@ func (a *apiServer) start(ctx context.Context) error {
 		return addrInUse(ListenerAPI, a.addr, fmt.Errorf("API: %w", err))
 	}
 	bound := ln.Addr().String()
-	g := newAPIGuard(token, allowedHosts(bound, a.hosts), a.log)
+	g := newAPIGuard(token, nodeID, allowedHosts(bound, a.hosts), a.log)
 	srv := &http.Server{
 		Handler:           g.wrap(a.handler),
 		ReadHeaderTimeout: apiReadHeaderTimeout, ReadTimeout: apiReadTimeout,

@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -135,6 +140,9 @@ func TestAPIRefusesAttacks(t *testing.T) {
 	if code, body := rawRequest(t, n, "POST", "/v1/jobs", "name: x\n#"+strings.Repeat("x", 2<<20), big, ""); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("2 MiB spec: %d %s; want 413", code, body)
 	}
+	if _, err := testClient(t, n).Submit(context.Background(), []byte("name: x\n#"+strings.Repeat("x", 2<<20)), ""); api.StatusCode(err) != http.StatusRequestEntityTooLarge {
+		t.Errorf("2 MiB spec, signed: %v; want 413", err)
+	}
 	if got := jobCount(t, n); got != 0 {
 		t.Fatalf("%d jobs exist after the refused attacks", got)
 	}
@@ -144,6 +152,59 @@ func TestAPIRefusesAttacks(t *testing.T) {
 	}
 	if got := jobCount(t, n); got != 1 {
 		t.Fatalf("%d jobs after the honest submit, want 1", got)
+	}
+}
+
+// TestAPIImpostorLearnsNothing: another local user's process on the address the client
+// dials relays everything to the real node, so the challenge is answered by the node
+// itself. With the Host rewritten, the proof covers the node's address, not the one the
+// client dialled; with the Host kept, the node refuses it (Host allowlist). Either way the
+// client refuses the impostor and sends it nothing signed; the impostor never sees the
+// token. A forged signature is refused by the node.
+func TestAPIImpostorLearnsNothing(t *testing.T) {
+	n := startNode(t, testConfig(t))
+	token, err := api.ReadToken(n.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &url.URL{Scheme: "http", Host: n.APIAddr()}
+	for _, keepHost := range []bool{false, true} {
+		var mu sync.Mutex
+		var seen []string
+		proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			mu.Lock()
+			seen = append(seen, pr.In.Method+" "+pr.In.RequestURI+" "+pr.In.Header.Get("Authorization")) // ends with " " when unsigned
+			mu.Unlock()
+			pr.SetURL(target)
+			if keepHost {
+				pr.Out.Host = pr.In.Host
+			}
+		}})
+		c, err := api.New(api.Config{Addr: proxy.URL, Token: token, NodeID: n.ID().String(), TokenSource: "the test's data dir"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Status(context.Background()); !errors.Is(err, api.ErrNotTheNode) {
+			t.Errorf("relaying impostor (Host kept: %v): %v; want api.ErrNotTheNode", keepHost, err)
+		}
+		proxy.Close()
+		for _, s := range seen {
+			if !strings.HasPrefix(s, "GET "+api.ProofPath+"?nonce=") || !strings.HasSuffix(s, " ") || strings.Contains(s, token) {
+				t.Errorf("the impostor (Host kept: %v) received %q", keepHost, s)
+			}
+		}
+	}
+	for _, path := range []string{"/v1/status", "/v1/jobs"} {
+		forged := http.Header{"Authorization": {api.AuthScheme + " ts=" + strconv.FormatInt(time.Now().Unix(), 10) +
+			",nonce=" + strings.Repeat("ab", 16) + ",body=" + strings.Repeat("11", 32) + ",mac=" + strings.Repeat("00", 32)}}
+		// A forged signature is refused before the body is read: a 2 MiB body gets a 401,
+		// not the 413 of a body the node read.
+		if code, body := rawRequest(t, n, "POST", path, strings.Repeat("x", 2<<20), forged, ""); code != http.StatusUnauthorized {
+			t.Errorf("forged signature on %s: %d %s; want 401", path, code, body)
+		}
+	}
+	if _, err := testClient(t, n).Status(context.Background()); err != nil {
+		t.Fatalf("the honest client: %v", err)
 	}
 }
 

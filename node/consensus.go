@@ -25,6 +25,9 @@ type ConsensusConfig struct {
 	// Voters (--voters) is the number of voting members the leader keeps; later nodes are
 	// non-voters. Zero means 3; it must be odd.
 	Voters int
+	// Probation (--raft-probation) is how long the leader watches a live non-voter before
+	// promoting it automatically; zero means consensus.DefaultProbation.
+	Probation time.Duration
 	// ReconcileInterval is how often the mesh's live and dead members are fed to the
 	// leader. Zero means the heartbeat interval.
 	ReconcileInterval time.Duration
@@ -33,6 +36,9 @@ type ConsensusConfig struct {
 	// KeepFinishedJobs (jobs.keep) is how many finished jobs the control plane keeps; the
 	// leader commits it for the whole cluster. Zero means consensus.DefaultKeepFinishedJobs.
 	KeepFinishedJobs int
+	// MaxLiveJobsPerMember (--max-live-jobs) is how many live jobs the leader lets one
+	// member have. Zero means consensus.DefaultMaxLiveJobsPerMember.
+	MaxLiveJobsPerMember int
 }
 
 // addConsensus adds the control plane's service (before the API, which New appends last)
@@ -83,13 +89,15 @@ func (s *consensusService) config() consensus.Config {
 		DataDir:   cfg.DataDir,
 		Bootstrap: cc.Bootstrap || len(cfg.Bootstrap) == 0,
 		Voters:    cc.Voters,
+		Probation: cc.Probation,
 		Profile:   profileSummary(s.n.mesh.Profile()),
 		Logger:    s.n.log.With("component", "consensus"),
 
-		HeartbeatTimeout:   cc.HeartbeatTimeout,
-		ElectionTimeout:    cc.ElectionTimeout,
-		LeaderLeaseTimeout: cc.LeaderLeaseTimeout,
-		KeepFinishedJobs:   cc.KeepFinishedJobs,
+		HeartbeatTimeout:     cc.HeartbeatTimeout,
+		ElectionTimeout:      cc.ElectionTimeout,
+		LeaderLeaseTimeout:   cc.LeaderLeaseTimeout,
+		KeepFinishedJobs:     cc.KeepFinishedJobs,
+		MaxLiveJobsPerMember: cc.MaxLiveJobsPerMember,
 	}
 }
 

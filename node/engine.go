@@ -125,6 +125,9 @@ func (e *engine) pass(c *consensus.Consensus) {
 	}
 	e.reconciled = time.Now()
 	e.runner.Reconcile(jobs)
+	if e.n.train != nil {
+		e.n.train.forgetJobsExcept(jobs)
+	}
 }
 
 // publishLinks copies the peer table's link measurements into the announced profile, so
@@ -136,7 +139,12 @@ func (e *engine) publishLinks() {
 	}
 	var links []mesh.ProfileLink
 	for _, pi := range e.n.mesh.Peers() {
-		if l := pi.Link; l.Err == "" && l.BandwidthBps > 0 {
+		// Only what peers accept (mesh.Profile.Validate): one odd measurement must not get
+		// this node's own heartbeats refused.
+		l := pi.Link
+		ok := l.Err == "" && l.BandwidthBps >= mesh.MinLinkBandwidthBps && l.BandwidthBps <= mesh.MaxProfileRateBps &&
+			l.RTT >= 0 && l.RTT.Seconds() <= mesh.MaxProfileRTTSeconds
+		if ok && len(links) < mesh.MaxProfileLinks {
 			links = append(links, mesh.ProfileLink{Peer: pi.ID.String(), RTTSeconds: l.RTT.Seconds(), BandwidthBps: l.BandwidthBps})
 		}
 	}

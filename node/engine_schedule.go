@@ -63,9 +63,11 @@ func (n *Node) members() []scheduler.Member {
 }
 
 // planProfile is what the balancer prices of a profile: nil unless it has a measured GEMM
-// rate, a memory budget and a data-plane address.
+// rate, a memory budget and a data-plane address, and passes mesh.Profile.Validate. A
+// profile out of bounds (1e300 GFLOP/s, 2^64−1 bytes, a link with rtt −1) leaves its node
+// out of plans instead of making every plan of the snapshot fail.
 func planProfile(p *mesh.Profile) *scheduler.Profile {
-	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" {
+	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" || p.Validate() != nil {
 		return nil
 	}
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),

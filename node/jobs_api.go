@@ -30,6 +30,7 @@ const datasetPublishTimeout = 5 * time.Minute
 //	GET    /v1/jobs/{id}     consensus.JobDetail; 404 when unknown
 //	DELETE /v1/jobs/{id}     cancel → the job's summary; 404 unknown, 409 already finished
 //	GET    /v1/raft          consensus.RaftStatus
+//	POST   /v1/raft/{promote,refuse}/{id}   raft_api.go
 //
 // Reads come from the local FSM; ?consistent=true reads through the leader.
 func (n *Node) jobRoutes(s *consensusService) {
@@ -39,6 +40,7 @@ func (n *Node) jobRoutes(s *consensusService) {
 	n.mux.HandleFunc("GET /v1/jobs/{id}", h.get)
 	n.mux.HandleFunc("DELETE /v1/jobs/{id}", h.cancel)
 	n.mux.HandleFunc("GET /v1/raft", h.raft)
+	n.raftRoutes(s)
 }
 
 type jobHandlers struct{ s *consensusService }
@@ -177,6 +179,10 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, consensus.ErrJobNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, consensus.ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, consensus.ErrQuota):
+		return http.StatusTooManyRequests
 	case errors.Is(err, consensus.ErrJobFinished), errors.Is(err, consensus.ErrStaleEpoch):
 		return http.StatusConflict
 	case errors.Is(err, consensus.ErrTooLarge):

@@ -1,17 +1,22 @@
 package node
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/parallel"
 )
 
 // trainingMetrics records what this node's workers measure as they train: step time by
 // phase and checkpoint durations. It is the runner's Metrics (node/runner/metrics.go).
-// Series carry the job label; jobs are bounded by the FSM's job limits.
+// Series carry the job label; the series of a job the FSM no longer keeps are dropped
+// (forgetJobsExcept), so they are bounded by the FSM's job limits.
 type trainingMetrics struct {
+	mu          sync.Mutex
+	jobs        map[string]bool // jobs that have series
 	phase       *prometheus.CounterVec
 	steps       *prometheus.CounterVec
 	ckptWrite   *prometheus.HistogramVec
@@ -26,6 +31,7 @@ var stepPhases = []string{"compute", "transfer", "bubble", "sync"}
 func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
 	buckets := prometheus.ExponentialBuckets(0.005, 2, 14) // 5 ms … 41 s
 	m := &trainingMetrics{
+		jobs: map[string]bool{},
 		phase: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "meshnode_train_step_phase_seconds_total",
 			Help: "Wall time of this node's optimizer steps by phase: compute, transfer (sending to pipeline neighbours), bubble (waiting for them), sync (replica sync, norm exchange, checkpoint gate).",
@@ -55,8 +61,40 @@ func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
 	return m
 }
 
+// seen records that job has series.
+func (m *trainingMetrics) seen(job string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.jobs[job] = true
+}
+
+// forgetJobsExcept drops every series of the jobs that are not in keep (the FSM's jobs):
+// a deleted job's figures are not exported forever.
+func (m *trainingMetrics) forgetJobsExcept(keep []consensus.Job) {
+	kept := make(map[string]bool, len(keep))
+	for _, j := range keep {
+		kept[j.ID] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.jobs {
+		if kept[id] {
+			continue
+		}
+		l := prometheus.Labels{"job": id}
+		m.phase.DeletePartialMatch(l)
+		m.steps.DeletePartialMatch(l)
+		m.ckptWrite.DeletePartialMatch(l)
+		m.ckptReplica.DeletePartialMatch(l)
+		m.rejected.DeletePartialMatch(l)
+		m.skipped.DeletePartialMatch(l)
+		delete(m.jobs, id)
+	}
+}
+
 // ObserveStep implements runner.Metrics.
 func (m *trainingMetrics) ObserveStep(job string, t parallel.StepTimes) {
+	m.seen(job)
 	for i, d := range []time.Duration{t.Compute, t.Transfer, t.Bubble, t.Sync} {
 		m.phase.WithLabelValues(job, stepPhases[i]).Add(max(d, 0).Seconds())
 	}
@@ -65,18 +103,24 @@ func (m *trainingMetrics) ObserveStep(job string, t parallel.StepTimes) {
 
 // ObserveCheckpointWrite implements runner.Metrics.
 func (m *trainingMetrics) ObserveCheckpointWrite(job string, d time.Duration) {
+	m.seen(job)
 	m.ckptWrite.WithLabelValues(job).Observe(d.Seconds())
 }
 
 // ObserveCheckpointReplication implements runner.Metrics.
 func (m *trainingMetrics) ObserveCheckpointReplication(job string, d time.Duration) {
+	m.seen(job)
 	m.ckptReplica.WithLabelValues(job).Observe(d.Seconds())
 }
 
 // ObserveRejected implements runner.Metrics.
 func (m *trainingMetrics) ObserveRejected(job, member string) {
+	m.seen(job)
 	m.rejected.WithLabelValues(job, member).Inc()
 }
 
 // ObserveSkipped implements runner.Metrics.
-func (m *trainingMetrics) ObserveSkipped(job string) { m.skipped.WithLabelValues(job).Inc() }
+func (m *trainingMetrics) ObserveSkipped(job string) {
+	m.seen(job)
+	m.skipped.WithLabelValues(job).Inc()
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -109,6 +110,9 @@ func New(cfg Config) (*Node, error) {
 		&profilerService{n: n, done: make(chan struct{})},
 		funcService{"mesh", n.mesh.Start, n.mesh.Close},
 		n.prober,
+	}
+	if os.Getenv(PartitionHookEnv) == "1" {
+		n.services = append(n.services, &partitionHook{n: n})
 	}
 	if n.data, err = newDatasets(n); err != nil {
 		n.mesh.Close()

@@ -56,6 +56,7 @@ func testConfig(t testing.TB, bootstrap ...string) Config {
 	// late by a second is still alive.
 	cfg.Heartbeat, cfg.SuspectAfter, cfg.DeadAfter = 200*time.Millisecond, 1500*time.Millisecond, 3*time.Second
 	cfg.DiscoveryInterval = time.Second
+	cfg.Consensus.Probation = time.Millisecond // voters at the first autopilot tick, as before probation
 	cfg.Probe = mesh.ProbeConfig{Interval: -1, MinBytes: 16 << 10, MaxBytes: 256 << 10, Target: 20 * time.Millisecond}
 	cfg.Profile = ProfileConfig{GemmM: 128, GemmN: 128, GemmK: 128, BatchDuration: 5 * time.Millisecond, Threads: 1}
 	cfg.Version = "test"

@@ -90,6 +90,10 @@ func (st *offloadState) EvalForward(ws *model.Workspace, mb *model.Batch, i int,
 // that runs passes (every micro-batch's forward and backward once, backward passes in
 // micro-batch order), and initialises the weights as model.InitLayer does.
 func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute bool, passes []op) (*offloadState, error) {
+	if cfg.Model.TiedHead() {
+		// The head reads the embedding's table, which the store pins only with the embedding.
+		return nil, fmt.Errorf("memory-budget: a tied %s model cannot be offloaded yet (its head reads the embedding's table)", cfg.Model.FamilyName())
+	}
 	shells := model.NewLayerShells(cfg.Model, first, last)
 	var sizes [][]int
 	st := &offloadState{layers: shells, L: len(shells), M: len(passes) / 2, first: []int{0}}

@@ -324,6 +324,9 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 // holds the moments.
 func (w *Worker) buildStage(st StagePlan) error {
 	t := w.cfg.Train
+	if err := t.Model.CheckStage(st.First, st.Last); err != nil {
+		return fmt.Errorf("stage %d: %w", w.stage, err)
+	}
 	if st.MemoryBudget > 0 {
 		switch {
 		case w.numReplicas > 1:

@@ -75,6 +75,7 @@ type Job struct {
 	Spec        jobspec.Spec         `json:"spec"`
 	Status      JobStatus            `json:"status"`
 	SubmittedAt time.Time            `json:"submitted_at"`
+	SubmittedBy string               `json:"submitted_by,omitempty"` // the member that submitted it, whose live-job quota it counts against ("" before quotas)
 	UpdatedAt   time.Time            `json:"updated_at"`
 	Plans       []PlanEpoch          `json:"plans"`
 	Progress    []ProgressSample     `json:"progress"`

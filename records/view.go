@@ -28,6 +28,7 @@ type JobDetail struct {
 	Events       []Event              `json:"events"`
 	Checkpoints  []CheckpointManifest `json:"checkpoints"`
 	SubmittedAt  time.Time            `json:"submitted_at"`
+	SubmittedBy  string               `json:"submitted_by,omitempty"` // the member whose live-job quota it counts against
 	UpdatedAt    time.Time            `json:"updated_at"`
 	AppliedIndex uint64               `json:"applied_index"`
 }
@@ -61,7 +62,7 @@ func (j *Job) Detail(index uint64) JobDetail {
 	d := JobDetail{
 		ID: j.ID, Name: j.Name, Status: j.Status, Spec: j.Spec, Plan: j.CurrentPlan(),
 		Events: nonNil(j.Events), Checkpoints: nonNil(j.Checkpoints),
-		SubmittedAt: j.SubmittedAt, UpdatedAt: j.UpdatedAt, AppliedIndex: index,
+		SubmittedAt: j.SubmittedAt, SubmittedBy: j.SubmittedBy, UpdatedAt: j.UpdatedAt, AppliedIndex: index,
 		Progress: ProgressView{Steps: j.Spec.Train.Steps, Samples: nonNil(j.Progress)},
 	}
 	if n := len(j.Progress); n > 0 {

@@ -25,9 +25,10 @@ func sampleJob() Job {
 	spec := jobspec.DefaultSpec()
 	spec.Name, spec.Data.Blob = "gostd-small", "b1a2"
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
+	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set
 	return Job{
 		ID: "j-1", Name: "gostd-small", Spec: spec, Status: jobspec.JobRunning,
-		SubmittedAt: at, UpdatedAt: at.Add(time.Minute),
+		SubmittedAt: at, SubmittedBy: "n9", UpdatedAt: at.Add(time.Minute),
 		Plans: []PlanEpoch{{Epoch: 1, Plan: json.RawMessage(`{"replicas":[[{"node":"n1","first":0,"last":6}]]}`), Reason: "initial", SetAt: at}},
 		Progress: []ProgressSample{{Time: at, Epoch: 1, Step: 100, Loss: 2.5, TokensPerSec: 16000, BytesSent: 1 << 20,
 			ValLoss: f64(2.6), StepSeconds: 0.12}},
@@ -46,6 +47,8 @@ func TestWireFormats(t *testing.T) {
 		"job_detail":  job.Detail(7),
 		"raft_status": RaftStatus{ID: "n1", State: "Leader", Leader: "n1", Term: 3, Voters: []string{"n1", "n2"},
 			Nonvoters: []string{"n3"}, AppliedIndex: 10, CommitIndex: 11},
+		"promotion_result": PromotionResult{ID: "n3", Decision: "approved", Suffrage: "nonvoter",
+			Note: "promoted at the next free voter seat once it is alive and caught up"},
 	} {
 		t.Run(name, func(t *testing.T) { testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val") })
 	}

@@ -131,6 +131,11 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 	if !spec.Parallel.Stages.IsAuto {
 		in.Stages = spec.Parallel.Stages.N
 	}
+	if spec.Model.TiedHead() {
+		// The head shares the embedding's table: one stage (model.Config.CheckStage), and
+		// no offload store, which pins the table only with the embedding.
+		in.Stages, in.Job.Offload = 1, jobspec.OffloadOff
+	}
 	return in, nil
 }
 

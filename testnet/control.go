@@ -20,7 +20,7 @@ import (
 //
 //	GET  /state                   State
 //	POST /kill?node=N             SIGKILL node N
-//	POST /partition?a=A&b=B       drop traffic between A and B (&heal=true ends it)
+//	POST /partition?a=A&b=B       cut A from B on both planes (&heal=true ends it)
 //	POST /stop                    stop the testnet; the supervisor then exits
 type Control struct {
 	tn   *Testnet
@@ -131,8 +131,8 @@ func (c *ControlClient) Kill(ctx context.Context, name string) error {
 	return c.post(ctx, "/kill?node="+url.QueryEscape(name), nil)
 }
 
-// Partition cuts (or, with heal, restores) the links between a and b and returns the
-// partitions then in force.
+// Partition cuts (or, with heal, restores) the control and data planes between a and b
+// and returns the partitions then in force.
 func (c *ControlClient) Partition(ctx context.Context, a, b string, heal bool) ([][2]string, error) {
 	var out [][2]string
 	q := url.Values{"a": {a}, "b": {b}}

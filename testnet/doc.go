@@ -7,8 +7,10 @@
 // node's real data-plane port, and every packet crosses an emulated directed link (Network)
 // with the latency, bandwidth cap and loss of the pair of regions it connects. Link probes
 // run over the data plane, so the balancer measures and plans on the emulated links.
-// Partitions drop everything between two regions or nodes. Only the data plane is shaped:
-// libp2p traffic (heartbeats, Raft) goes directly over loopback.
+// Only the data plane is shaped: libp2p traffic (heartbeats, Raft) goes directly over
+// loopback. Partitions cut both planes between two regions or nodes: the relays drop the
+// data plane's packets, and each node, told through its test-only partition hook
+// (node.PartitionHookEnv), refuses and closes its libp2p connections to the other side.
 //
 // Testnet owns the processes and relays of one testnet; Supervisor-mode callers (the
 // hidden `meshnode testnet supervise` command) keep a Testnet alive after the command that

@@ -46,6 +46,9 @@ func (t *Testnet) AddNode(ctx context.Context, spec NodeSpec) (*Node, error) {
 	if err != nil {
 		return n, err
 	}
+	if err := t.applyCuts(ctx); err != nil {
+		return n, err
+	}
 	return n, t.SaveState()
 }
 
@@ -77,6 +80,9 @@ func (t *Testnet) Restart(ctx context.Context, name string) (*Node, error) {
 		t.mu.Unlock()
 	}
 	if err != nil {
+		return n, err
+	}
+	if err := t.applyCuts(ctx); err != nil {
 		return n, err
 	}
 	return n, t.SaveState()

@@ -123,6 +123,13 @@ func pairKey(a, b string) [2]string {
 	return [2]string{a, b}
 }
 
+// Cut reports whether a partition in force separates members from and to.
+func (n *Network) Cut(from, to string) bool {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.cutLocked(from, to)
+}
+
 // cutLocked reports whether a partition separates members from and to.
 func (n *Network) cutLocked(from, to string) bool {
 	if len(n.cuts) == 0 {

@@ -10,7 +10,9 @@ import (
 
 // WaitReady waits until the testnet can take a job: every running node sees every other
 // running node alive with a measured profile, has probed its link to it (RTT known, or a
-// probe error reported), and all of them name the same Raft leader. On timeout the error
+// probe error reported), all of them name the same Raft leader, and each sees min(n, 3)
+// Raft voters (the nodes' default voter seats), so that losing any one node leaves the
+// control plane a quorum. On timeout the error
 // says what was still missing. It waits until ctx ends: give it a deadline.
 func (t *Testnet) WaitReady(ctx context.Context) error {
 	start := time.Now()
@@ -55,6 +57,10 @@ func (t *Testnet) notReady(ctx context.Context) string {
 			return fmt.Sprintf("%s knows no Raft leader", n.Spec.Name)
 		case leader != "" && st.Leader != leader:
 			return fmt.Sprintf("nodes disagree on the Raft leader (%s and %s)", leader, st.Leader)
+		case len(st.Voters) < min(len(live), 3):
+			// Joiners become voters after their probation (--raft-probation): until then
+			// losing the first node would leave the control plane without a quorum.
+			return fmt.Sprintf("%s sees %d Raft voters, want %d", n.Spec.Name, len(st.Voters), min(len(live), 3))
 		}
 		leader = st.Leader
 	}

@@ -70,9 +70,12 @@ func (s *State) Save(dir string) error {
 	return nil
 }
 
-// LoadState reads dir/StateFile.
+// LoadState reads dir/StateFile, from a directory that passes the checks of PrivateDir.
 func LoadState(dir string) (State, error) {
 	var s State
+	if err := checkPrivateIfExists(dir); err != nil {
+		return s, err // another user's state file would name the PIDs `down` signals
+	}
 	path := filepath.Join(dir, StateFile)
 	b, err := os.ReadFile(path)
 	if err != nil {

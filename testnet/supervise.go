@@ -56,7 +56,7 @@ func Supervise(ctx context.Context, cfg Config, readyTimeout time.Duration) (err
 // with its output in dir/SupervisorLog, and waits until StateFile names it as the
 // supervisor. If it exits first, the error carries the end of its log.
 func StartSupervisor(ctx context.Context, bin string, args []string, dir string) (State, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := PrivateDir(dir); err != nil {
 		return State{}, err
 	}
 	log, err := os.OpenFile(filepath.Join(dir, SupervisorLog), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/api"
+	"github.com/meshnode/meshnode/node"
 )
 
 // Config is how to run a testnet.
@@ -159,11 +160,11 @@ func (t *Testnet) Start(ctx context.Context) error {
 	return t.SaveState()
 }
 
-// prepareDir creates the testnet directory and resets node directories an earlier
-// testnet left, refusing if that testnet still runs.
+// prepareDir creates the testnet directory (private: PrivateDir) and resets node
+// directories an earlier testnet left, refusing if that testnet still runs.
 func (t *Testnet) prepareDir() error {
-	if err := os.MkdirAll(t.cfg.Dir, 0o755); err != nil {
-		return fmt.Errorf("testnet dir: %w", err)
+	if err := PrivateDir(t.cfg.Dir); err != nil {
+		return err
 	}
 	if old, err := LoadState(t.cfg.Dir); err == nil {
 		for _, n := range old.Nodes {
@@ -230,6 +231,7 @@ func (t *Testnet) joinArgs(n *Node, bootstrap []string) []string {
 		"--heartbeat", t.cfg.Heartbeat.String(),
 		"--dead-after", t.cfg.DeadAfter.String(),
 		"--discovery-interval", "2s",
+		"--raft-probation", "2s", // a local testnet's voters within seconds
 		"--reprofile=-1s",
 		"--slowdown", fmt.Sprint(s.Slowdown),
 		"--region", s.Region,
@@ -258,7 +260,7 @@ func (t *Testnet) env() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "MESHNODE_JOIN_SECRET="+t.secret)
+	return append(env, "MESHNODE_JOIN_SECRET="+t.secret, node.PartitionHookEnv+"=1")
 }
 
 // Kill sends SIGKILL to a node and waits until it is gone. Its relay stays up.
@@ -268,22 +270,6 @@ func (t *Testnet) Kill(name string) error {
 		return err
 	}
 	n.kill()
-	return t.SaveState()
-}
-
-// Partition drops data-plane traffic between a and b (nodes or regions) in the relays.
-func (t *Testnet) Partition(a, b string) error {
-	if err := t.net.Partition(a, b); err != nil {
-		return err
-	}
-	return t.SaveState()
-}
-
-// Heal ends a partition.
-func (t *Testnet) Heal(a, b string) error {
-	if err := t.net.Heal(a, b); err != nil {
-		return err
-	}
 	return t.SaveState()
 }
 

@@ -14,7 +14,9 @@ import (
 
 // apiOptions is how every command that talks to the local node finds it and proves it may:
 // --api (env MESHNODE_API) and --data-dir (env MESHNODE_DATA_DIR), whose runtime file
-// names the running node's API and whose api.token is the bearer token, or MESHNODE_TOKEN.
+// names the running node's API (refused when its process is gone) and whose api.token is
+// the key, or MESHNODE_TOKEN. The client never sends the token: the process at the address
+// must first prove it holds it, then each request is signed with it (api/auth.go).
 type apiOptions struct {
 	addr    string
 	dataDir string
@@ -22,7 +24,7 @@ type apiOptions struct {
 
 // addAPIFlags registers --api and --data-dir on cmd.
 func addAPIFlags(cmd *cobra.Command, o *apiOptions) {
-	cmd.Flags().StringVar(&o.addr, "api", "", "address of the local node's HTTP API (default: the node running in --data-dir, else "+api.DefaultAddr+") [$"+api.EnvAPI+"]")
+	cmd.Flags().StringVar(&o.addr, "api", "", "address of the local node's HTTP API (default: the node running in --data-dir; "+api.DefaultAddr+" only with $"+api.EnvToken+") [$"+api.EnvAPI+"]")
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", node.DefaultDataDir(), "the local node's data directory: the API address and token are read from it [$"+api.EnvDataDir+"]")
 }
 

@@ -53,7 +53,11 @@ type fakeAPI struct {
 	jobs      map[string]consensus.Job
 	// initial is the status new jobs get (submitted unless a test says otherwise).
 	initial consensus.JobStatus
-	// auth and roots record each request's Authorization and data-root headers.
+	// verifier checks signed requests as a node holding its token does (t0ken unless a
+	// test says otherwise).
+	verifier *api.Verifier
+	// auth records, for each request, "signed" (a valid signature), "" (none) or why its
+	// signature was refused; roots the data-root header of each POST.
 	auth, roots []string
 	// lag is how many reads of a job answer 404 before it shows, as on a node whose
 	// replica has not applied the submission yet.
@@ -68,8 +72,12 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(v)
 	}
+	if r.URL.Path == api.ProofPath {
+		f.verifier.ServeProof(w, r)
+		return
+	}
 	id := strings.TrimPrefix(r.URL.Path, "/v1/jobs/")
-	f.auth = append(f.auth, r.Header.Get("Authorization"))
+	f.auth = append(f.auth, f.check(r))
 	if r.Method == http.MethodPost {
 		f.roots = append(f.roots, r.Header.Get(api.DataRootHeader))
 	}
@@ -119,9 +127,29 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// check returns what f.auth records for r, leaving r's body readable.
+func (f *fakeAPI) check(r *http.Request) string {
+	if !api.IsSigned(r) {
+		return r.Header.Get("Authorization")
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err := f.verifier.Verify(r, body); err != nil {
+		return err.Error()
+	}
+	return "signed"
+}
+
+// startFakeAPI starts a fake node that holds the token "t0ken".
 func startFakeAPI(t *testing.T) (*fakeAPI, string) {
-	f := &fakeAPI{jobs: map[string]consensus.Job{}}
-	srv := httptest.NewServer(f)
+	return startFakeAPIWithToken(t, "t0ken")
+}
+
+// startFakeAPIWithToken starts a fake node that holds token: it proves it, checks the
+// signatures of requests and signs its answers, as a node does.
+func startFakeAPIWithToken(t *testing.T, token string) (*fakeAPI, string) {
+	f := &fakeAPI{jobs: map[string]consensus.Job{}, verifier: api.NewVerifier(token, "")}
+	srv := httptest.NewServer(f.verifier.SignAnswers(f))
 	t.Cleanup(srv.Close)
 	return f, srv.URL
 }
@@ -167,8 +195,8 @@ func TestSubmitJobsStatusCancel(t *testing.T) {
 	if code != 0 || strings.TrimSpace(out) != `{"id":"abc123"}` {
 		t.Fatalf("submit: exit %d out %q err %q", code, out, errOut)
 	}
-	if f.auth[0] != "Bearer t0ken" || f.roots[0] != dir {
-		t.Fatalf("submit sent Authorization %q and data root %q; want the token of MESHNODE_TOKEN and %s", f.auth[0], f.roots[0], dir)
+	if f.auth[0] != "signed" || f.roots[0] != dir {
+		t.Fatalf("submit's signature: %q, data root %q; want signed with the token of MESHNODE_TOKEN and %s", f.auth[0], f.roots[0], dir)
 	}
 	if got := f.submitted[0].Data.Source; got != filepath.Join(dir, "corpus.txt") {
 		t.Fatalf("data path sent as %q, want it resolved against the spec's directory", got)
@@ -245,20 +273,17 @@ func TestJobCommandsWithoutNode(t *testing.T) {
 // API address from its runtime file and its token from api.token; a token file others can
 // read is refused; and the default data root is the working directory.
 func TestCLIFindsNodeThroughDataDir(t *testing.T) {
-	f, url := startFakeAPI(t)
 	dataDir := t.TempDir()
-	info, _ := json.Marshal(api.RuntimeInfo{API: strings.TrimPrefix(url, "http://")})
-	if err := os.WriteFile(filepath.Join(dataDir, api.RuntimeFile), info, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	tok, err := api.LoadOrCreateToken(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, url := startFakeAPIWithToken(t, tok)
+	writeRuntimeFile(t, dataDir, url, os.Getpid(), true)
 	t.Setenv("MESHNODE_API", "")
 	os.Unsetenv("MESHNODE_API")
-	if code, out, errOut := runJobCLI(t, "jobs", "--data-dir", dataDir, "-o", "json"); code != 0 || len(f.auth) != 1 || f.auth[0] != "Bearer "+tok {
-		t.Fatalf("jobs --data-dir: exit %d %q %q; the fake API saw Authorization %q", code, out, errOut, f.auth)
+	if code, out, errOut := runJobCLI(t, "jobs", "--data-dir", dataDir, "-o", "json"); code != 0 || len(f.auth) != 1 || f.auth[0] != "signed" {
+		t.Fatalf("jobs --data-dir: exit %d %q %q; the fake API saw %q, want a request signed with the data dir's token", code, out, errOut, f.auth)
 	}
 	wd, _ := os.Getwd()
 	if code, _, errOut := runJobCLI(t, "submit", writeSpec(t, "name: x\n"), "--data-dir", dataDir); code != 0 || f.roots[0] != wd {

@@ -10,11 +10,13 @@ import (
 func newRaftCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "raft",
-		Short: "Inspect the mesh's Raft group",
+		Short: "Inspect the mesh's Raft group and decide non-voters' promotion",
 		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return usagef("raft: name a subcommand: status") },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usagef("raft: name a subcommand: status, promote, refuse")
+		},
 	}
-	cmd.AddCommand(newRaftStatusCmd())
+	cmd.AddCommand(newRaftStatusCmd(), newRaftPromoteCmd(), newRaftRefuseCmd())
 	return cmd
 }
 

@@ -37,6 +37,7 @@ speed and memory, and every node runs a real training engine.`,
 		newJobCmd(),
 		newRaftCmd(),
 		newTestnetCmd(),
+		newTokenizerCmd(),
 	)
 	// Flag parsing errors are usage errors: exit code 2 with the flag named.
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -25,7 +26,7 @@ bandwidth cap, loss). No root is needed.
   testnet up         start one and leave it running (a detached supervisor owns it)
   testnet status     show a running testnet
   testnet kill NODE  SIGKILL one node
-  testnet partition A B   drop data-plane traffic between two nodes or regions
+  testnet partition A B   cut the control and data planes between two nodes or regions
   testnet down       stop it; no process is left behind`,
 	}
 	cmd.AddCommand(newTestnetRunCmd(), newTestnetUpCmd(), newTestnetSuperviseCmd(), newTestnetStatusCmd(),
@@ -89,12 +90,14 @@ func (o *topologyOptions) config(cmd *cobra.Command, dir string) (testnet.Config
 	return testnet.Config{Binary: bin, Dir: abs, Topology: topo, Heartbeat: o.heartbeat, LogLevel: o.logLevel}, nil
 }
 
-// defaultTestnetDir is where `up` and the commands that follow it keep the testnet.
+// defaultTestnetDir is where `up` and the commands that follow it keep the testnet: in the
+// user's cache directory, else a per-user name in the temporary directory (created 0700 and
+// refused if another user made it first: testnet.PrivateDir).
 func defaultTestnetDir() string {
 	if d, err := os.UserCacheDir(); err == nil {
 		return filepath.Join(d, "meshnode", "testnet")
 	}
-	return filepath.Join(os.TempDir(), "meshnode-testnet")
+	return filepath.Join(os.TempDir(), fmt.Sprintf("meshnode-testnet-%d", os.Getuid()))
 }
 
 func addDirFlag(cmd *cobra.Command, dir *string) {

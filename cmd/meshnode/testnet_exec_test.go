@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/testnet"
 )
 
@@ -117,6 +118,16 @@ func TestTestnetUpKillPartitionDown(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "eu ✕ us") {
 		t.Errorf("partition: %v\n%s", err, out)
 	}
+	// The partition cuts the control plane too: node0 (eu) stops hearing node1 (us), and
+	// hears it again once healed.
+	waitPeerState(t, bin, st.Nodes[0].DataDir, st.Nodes[1].ID, false)
+	if _, err := cliTimeout(t, 30*time.Second, bin, "testnet", "partition", "eu", "us", "--heal", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	waitPeerState(t, bin, st.Nodes[0].DataDir, st.Nodes[1].ID, true)
+	if _, err := cliTimeout(t, 30*time.Second, bin, "testnet", "partition", "eu", "us", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := cliTimeout(t, 30*time.Second, bin, "testnet", "kill", "node2", "--dir", dir); err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +150,25 @@ func TestTestnetUpKillPartitionDown(t *testing.T) {
 			t.Errorf("pid %d survived `testnet down`", pid)
 		}
 	}
+}
+
+// waitPeerState waits until `meshnode peers` on the node of dataDir shows peer alive, or
+// (alive false) not alive.
+func waitPeerState(t *testing.T, bin, dataDir, peer string, alive bool) {
+	t.Helper()
+	testutil.WaitFor(t, 30*time.Second, fmt.Sprintf("peer %s alive=%v at %s", peer, alive, dataDir), func() bool {
+		out, err := cliTimeout(t, 30*time.Second, bin, "peers", "-o", "json", "--data-dir", dataDir)
+		var peers []peerJSON
+		if err != nil || json.Unmarshal(out, &peers) != nil {
+			return false
+		}
+		for _, p := range peers {
+			if p.ID == peer {
+				return (p.State == "alive") == alive
+			}
+		}
+		return !alive
+	})
 }
 
 // TestTestnetJobEndToEnd is acceptance 2 of issue 7: three nodes, a 30-step job through

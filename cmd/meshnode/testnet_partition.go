@@ -13,10 +13,11 @@ func newTestnetPartitionCmd() *cobra.Command {
 	var heal bool
 	cmd := &cobra.Command{
 		Use:   "partition A B",
-		Short: "Drop data-plane traffic between two nodes or regions (--heal to restore it)",
-		Long: `Cut the emulated links between A and B, each a node or a region name, in both directions:
-the relays drop every tensor data-plane packet between them (libp2p traffic — heartbeats,
-Raft — is not relayed and still flows). --heal restores the links.`,
+		Short: "Cut the control and data planes between two nodes or regions (--heal to restore them)",
+		Long: `Cut A from B, each a node or a region name, in both directions: the relays drop every
+tensor data-plane packet between them, and each node refuses and closes its libp2p
+connections to the other side (heartbeats, Raft, blobs), through a test-only hook of the
+testnet's nodes. --heal restores both; the nodes reconnect within a discovery interval.`,
 		Example: `  meshnode testnet partition eu us
   meshnode testnet partition node0 node3 --heal`,
 		Args: cobra.ExactArgs(2),

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
@@ -33,6 +34,7 @@ type trainOptions struct {
 	output          string
 	memoryBudget    string
 	dataDir         string
+	preset          string
 }
 
 func newTrainCmd() *cobra.Command {
@@ -60,6 +62,13 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.IntVar(&c.Model.DModel, "d-model", c.Model.DModel, "embedding width")
 	f.IntVar(&c.Model.Heads, "heads", c.Model.Heads, "attention heads (must divide d-model)")
 	f.IntVar(&c.Model.Context, "context", c.Model.Context, "sequence length")
+	f.StringVar((*string)(&c.Model.Family), "family", "", "model family: gpt (the default), gpt2 (tied head) or llama (docs/models.md)")
+	f.StringVar(&o.preset, "preset", "", "start from a public shape: "+strings.Join(jobspec.PresetNames(), ", ")+" (the model flags given override it)")
+	f.IntVar(&c.Model.KVHeads, "kv-heads", 0, "llama: key/value heads of grouped-query attention (must divide heads; 0: heads)")
+	f.IntVar(&c.Model.Intermediate, "intermediate", 0, "MLP hidden width (0: 4·d-model)")
+	f.Float64Var(&c.Model.RopeTheta, "rope-theta", 0, "llama: rotary base (0: 10000)")
+	f.BoolVar(&c.Model.Tied, "tied", false, "llama: lm_head is the token embedding (gpt2 always ties)")
+	f.Float64Var(&c.Model.NormEps, "norm-eps", 0, "gpt2, llama: epsilon of LayerNorm/RMSNorm (0: 1e-5)")
 	f.IntVar(&c.Batch, "batch", c.Batch, "sequences per step")
 	f.IntVar(&c.MicroBatches, "micro-batches", c.MicroBatches, "micro-batches per step (gradient accumulation; must divide batch)")
 	f.BoolVar(&c.Recompute, "recompute", false, "recompute activations in the backward pass (less memory, one more forward pass; same losses)")
@@ -82,10 +91,37 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 }
 
 // modelFlags are the flags that fix the model's shape: a resumed run cannot change them.
-var modelFlags = []string{"layers", "d-model", "heads", "context", "vocab"}
+var modelFlags = []string{"layers", "d-model", "heads", "context", "vocab",
+	"family", "kv-heads", "intermediate", "rope-theta", "tied", "norm-eps"}
+
+// applyPreset replaces the model with --preset's shape and applies the model flags given
+// on the command line over it.
+func (o *trainOptions) applyPreset(cmd *cobra.Command) error {
+	if o.preset == "" {
+		return nil
+	}
+	if o.resume != "" {
+		return usagef("--preset conflicts with --resume (a resumed run keeps its model)")
+	}
+	m, err := jobspec.PresetModel("--preset", o.preset)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	given := o.cfg.Model
+	o.cfg.Model = model.Config(m)
+	for _, name := range modelFlags {
+		if cmd.Flags().Changed(name) {
+			setModelField(&o.cfg.Model, given, name)
+		}
+	}
+	return nil
+}
 
 func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := checkOutputFormat(o.output); err != nil {
+		return err
+	}
+	if err := o.applyPreset(cmd); err != nil {
 		return err
 	}
 	var ck *parallel.Checkpoint
@@ -195,8 +231,38 @@ func (o *trainOptions) applyMemoryBudget(cmd *cobra.Command) error {
 	return nil
 }
 
-func modelField(c model.Config, name string) int {
-	return map[string]int{"layers": c.Layers, "d-model": c.DModel, "heads": c.Heads, "context": c.Context, "vocab": c.Vocab}[name]
+func modelField(c model.Config, name string) any {
+	return map[string]any{"layers": c.Layers, "d-model": c.DModel, "heads": c.Heads, "context": c.Context, "vocab": c.Vocab,
+		"family": c.Family, "kv-heads": c.KVHeads, "intermediate": c.Intermediate, "rope-theta": c.RopeTheta,
+		"tied": c.Tied, "norm-eps": c.NormEps}[name]
+}
+
+// setModelField copies the field of flag name from src into dst.
+func setModelField(dst *model.Config, src model.Config, name string) {
+	switch name {
+	case "layers":
+		dst.Layers = src.Layers
+	case "d-model":
+		dst.DModel = src.DModel
+	case "heads":
+		dst.Heads = src.Heads
+	case "context":
+		dst.Context = src.Context
+	case "vocab":
+		dst.Vocab = src.Vocab
+	case "family":
+		dst.Family = src.Family
+	case "kv-heads":
+		dst.KVHeads = src.KVHeads
+	case "intermediate":
+		dst.Intermediate = src.Intermediate
+	case "rope-theta":
+		dst.RopeTheta = src.RopeTheta
+	case "tied":
+		dst.Tied = src.Tied
+	case "norm-eps":
+		dst.NormEps = src.NormEps
+	}
 }
 
 func (o *trainOptions) validate() error {

@@ -32,7 +32,7 @@ func TestTrainOuterAuto(t *testing.T) {
 	}
 	for _, c := range []struct{ flag, value, want string }{
 		{"--outer-lr", "fast", `--outer-lr: must be "auto" or a number, got "fast"`},
-		{"--outer-lr", "0", `--outer-lr: must be "auto" or > 0, got 0`},
+		{"--outer-lr", "0", `--outer-lr: must be "auto" or > 0 and ≤ 10, got 0`},
 		{"--outer-momentum", "1", `--outer-momentum: must be "auto" or ≥ 0 and < 1, got 1`},
 	} {
 		code, out, errs := runCLI(t, smallTrain(data, "--replicas", "2", c.flag, c.value)...)

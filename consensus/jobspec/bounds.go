@@ -22,6 +22,15 @@ const (
 	// MaxTrainingBytes bounds EstimatedTrainingBytes: 4 TiB for the whole job, summed over
 	// every node that holds a part of it.
 	MaxTrainingBytes = 4 << 40
+	// MaxOuterLR bounds parallel.outer_lr: DiLoCo's outer steps are near 1 ("auto" picks
+	// 0.7 or 1.0); ten times that only overshoots.
+	MaxOuterLR = 10
+	// MaxDataPathBytes bounds data.source, data.train and data.val (a path on the
+	// submitting node): every spec is kept by every replica and listed to every client.
+	MaxDataPathBytes = 1024
+	// MaxEncodedSpecBytes bounds a spec's JSON encoding, what the FSM stores and every job
+	// listing carries; the field bounds keep a real spec far below it.
+	MaxEncodedSpecBytes = 16 << 10
 )
 
 // EstimatedTrainingBytes is a lower estimate of the memory one replica of the job needs to
@@ -31,16 +40,17 @@ const (
 // within its bound.
 func (s Spec) EstimatedTrainingBytes() float64 {
 	m := s.Model
-	d, l, ctx, vocab := float64(m.DModel), float64(m.Layers), float64(m.Context), float64(m.Vocab)
-	// Token and position embeddings, untied head, and per block: attention (4d² + 4d),
-	// MLP (8d² + 5d) and two layer norms (4d); the final layer norm (2d).
-	params := 2*vocab*d + ctx*d + l*(12*d*d+13*d) + 2*d
+	d, l, ctx := float64(m.DModel), float64(m.Layers), float64(m.Context)
+	params := m.ParamCount()
 	micro := 1.0 // "auto" may choose one sequence per micro-batch
 	if m := s.Train.MicroBatches; !m.IsAuto {
 		micro = float64(max(s.Train.Batch/max(m.N, 1), 1))
 	}
 	// Per block and token: about 16 d-wide fp32 tensors plus the heads' attention rows.
 	acts := micro * ctx * l * (16*d + float64(m.Heads)*ctx) * 4
+	if hid := float64(m.Hidden()); hid > 4*d {
+		acts += micro * ctx * l * 3 * (hid - 4*d) * 4 // a wider MLP keeps wider activations
+	}
 	return 16*params + acts
 }
 
@@ -49,7 +59,8 @@ func (s Spec) EstimatedTrainingBytes() float64 {
 func (s Spec) validateMemory(v *validator) {
 	m := s.Model
 	if !inRange(m.Layers, 1, MaxLayers) || !inRange(m.DModel, 1, MaxDModel) || !inRange(m.Heads, 1, MaxHeads) ||
-		!inRange(m.Context, 1, MaxContext) || !inRange(m.Vocab, 1, MaxVocab) || !inRange(s.Train.Batch, 1, MaxBatch) {
+		!inRange(m.Context, 1, MaxContext) || !inRange(m.Vocab, 1, MaxVocab) || !inRange(s.Train.Batch, 1, MaxBatch) ||
+		!inRange(m.Intermediate, 0, maxIntermediate) || !inRange(m.KVHeads, 0, MaxHeads) {
 		return
 	}
 	if est := s.EstimatedTrainingBytes(); est > MaxTrainingBytes {

@@ -25,6 +25,13 @@ func TestUpperBounds(t *testing.T) {
 		{"placement: {min_nodes: " + maxInt + "}", "placement.min_nodes: must be ≤ 4096"},
 		{"checkpoint: {keep: " + maxInt + "}", "checkpoint.keep: must be ≤ 1000"},
 		{"model: {layers: 1024, d_model: 16384, heads: 128, context: 65536}", "model: needs about"},
+		// Issue 25: outer_lr had no upper bound; data paths of ~2 MiB made every spec a
+		// snapshot's worth.
+		{"parallel: {outer_lr: 1e300}", "parallel.outer_lr: must be \"auto\" or > 0 and ≤ 10, got 1e+300"},
+		{"parallel: {outer_lr: 10.5}", "parallel.outer_lr: must be \"auto\" or > 0 and ≤ 10"},
+		{"data: {source: /" + strings.Repeat("a", 1024) + "}", "data.source: must be a path of at most 1024 bytes, got 1025 bytes"},
+		{"data: {train: /" + strings.Repeat("a", 100<<10) + ".bin, val: v.bin}", "data.train: must be a path of at most 1024 bytes"},
+		{"data: {train: t.bin, val: /" + strings.Repeat("a", 4096) + ".bin}", "data.val: must be a path of at most 1024 bytes"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

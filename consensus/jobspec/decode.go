@@ -49,6 +49,13 @@ func Parse(b []byte) (Spec, error) {
 		if pairWithoutSource(root) {
 			s.Data.Source = "" // a train/val pair replaces the default corpus
 		}
+		if preset := modelPreset(root); preset != "" {
+			// The preset's shape replaces the default model; the fields written beside
+			// it override it. An unknown name is validation's to report.
+			if m, err := PresetModel("model.preset", preset); err == nil {
+				s.Model = m
+			}
+		}
 		decodeStruct(root, reflect.ValueOf(&s).Elem(), "", &errs)
 	}
 	if len(errs) > 0 {
@@ -160,4 +167,20 @@ func pairWithoutSource(root *yaml.Node) bool {
 		return (keys["train"] || keys["val"]) && !keys["source"]
 	}
 	return false
+}
+
+// modelPreset returns the value of model.preset when the spec's model section names one.
+func modelPreset(root *yaml.Node) string {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != "model" || root.Content[i+1].Kind != yaml.MappingNode {
+			continue
+		}
+		model := root.Content[i+1]
+		for j := 0; j+1 < len(model.Content); j += 2 {
+			if model.Content[j].Value == "preset" && model.Content[j+1].Kind == yaml.ScalarNode {
+				return model.Content[j+1].Value
+			}
+		}
+	}
+	return ""
 }

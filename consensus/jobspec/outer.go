@@ -58,12 +58,13 @@ func ResolveOuter(lr, momentum AutoFloat, steps, innerSteps int) (float64, float
 	return lr.Or(alr), momentum.Or(am)
 }
 
-// CheckOuterLR reports an outer learning rate that is not "auto" and not a finite number > 0.
+// CheckOuterLR reports an outer learning rate that is not "auto" and not a number in
+// (0, MaxOuterLR].
 func (a AutoFloat) CheckOuterLR(field string) error {
-	if a.IsAuto || (a.V > 0 && !math.IsInf(a.V, 0)) {
+	if a.IsAuto || (a.V > 0 && a.V <= MaxOuterLR) {
 		return nil
 	}
-	return fmt.Errorf("%s: must be \"auto\" or > 0, got %v", field, a.V)
+	return fmt.Errorf("%s: must be \"auto\" or > 0 and ≤ %d, got %v", field, MaxOuterLR, a.V)
 }
 
 // CheckOuterMomentum reports an outer momentum that is not "auto" and not in [0, 1).

@@ -36,6 +36,29 @@ type Model struct {
 	Context int `json:"context" yaml:"context"`
 	// Vocab is the vocabulary size (1…65536). Default 256 (bytes).
 	Vocab int `json:"vocab" yaml:"vocab"`
+
+	// The fields below are omitted from JSON when zero, so a job stored before they
+	// existed encodes as it was stored; zero is always today's GPT. docs/models.md.
+
+	// Family is the architecture: "gpt" (the default, also ""), "gpt2" or "llama".
+	Family Family `json:"family,omitempty" yaml:"family"`
+	// Preset names the public shape the other fields started from (PresetNames); the
+	// fields hold the resolved shape, so the preset is a label once the spec is parsed.
+	// Empty: none.
+	Preset string `json:"preset,omitempty" yaml:"preset"`
+	// KVHeads is the number of key/value heads of grouped-query attention (llama only;
+	// must divide Heads). 0 means Heads (plain multi-head attention).
+	KVHeads int `json:"kv_heads,omitempty" yaml:"kv_heads"`
+	// Intermediate is the MLP's hidden width. 0 means 4·DModel.
+	Intermediate int `json:"intermediate,omitempty" yaml:"intermediate"`
+	// RopeTheta is the base of the rotary position embeddings (llama only). 0 means 10000.
+	RopeTheta float64 `json:"rope_theta,omitempty" yaml:"rope_theta"`
+	// Tied says that the output head is the token embedding (llama; gpt2 always ties, gpt
+	// never does). Default false.
+	Tied bool `json:"tied,omitempty" yaml:"tied"`
+	// NormEps is the epsilon of the normalisations (gpt2's LayerNorm, llama's RMSNorm).
+	// 0 means 1e-5; the gpt family's LayerNorm always uses 1e-5.
+	NormEps float64 `json:"norm_eps,omitempty" yaml:"norm_eps"`
 }
 
 // Data names the corpus: either Source (a builtin corpus or a path on the submitting node)

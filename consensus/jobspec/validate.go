@@ -1,6 +1,7 @@
 package jobspec
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -29,8 +30,15 @@ func (s Spec) Validate() error {
 	v.between("checkpoint.every", s.Checkpoint.Every, 0, MaxSteps)
 	v.between("checkpoint.keep", s.Checkpoint.Keep, 1, MaxCheckpointsKept)
 	s.Memory.validate(&v)
+	s.validateTied(&v)
 	s.validateZero(&v)
 	s.validateMemory(&v)
+	if err := v.err(); err != nil {
+		return err
+	}
+	if b, err := json.Marshal(s); err != nil || len(b) > MaxEncodedSpecBytes {
+		v.addf("spec", "must encode to at most %d bytes of JSON, got %d (%v)", MaxEncodedSpecBytes, len(b), err)
+	}
 	return v.err()
 }
 
@@ -47,9 +55,15 @@ func (m Model) validate(v *validator) {
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
+	m.validateFamily(v)
 }
 
 func (d Data) validate(v *validator) {
+	for _, f := range []struct{ name, path string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}} {
+		if len(f.path) > MaxDataPathBytes {
+			v.addf(f.name, "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(f.path))
+		}
+	}
 	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
 	}
@@ -189,3 +203,18 @@ func (v *validator) add(err error) {
 }
 
 func (v *validator) err() error { return errors.Join(v.errs...) }
+
+// validateTied refuses what a tied model cannot do yet: its head shares the embedding's
+// table, so both sit in one pipeline stage, and the offload store pins the table only with
+// the embedding.
+func (s Spec) validateTied(v *validator) {
+	if !s.Model.TiedHead() {
+		return
+	}
+	if st := s.Parallel.Stages; !st.IsAuto && st.N > 1 {
+		v.addf("parallel.stages", "a tied %s model trains in one stage per replica (its head shares the embedding's table), got %d", s.Model.FamilyName(), st.N)
+	}
+	if s.Memory.Offload == OffloadOn {
+		v.addf("memory.offload", "a tied %s model cannot be offloaded yet (its head shares the embedding's table)", s.Model.FamilyName())
+	}
+}

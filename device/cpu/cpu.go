@@ -81,11 +81,19 @@ func (Backend) MatmulBackward(dx, dw, db, dy, x, w device.Tensor, rows, in, out 
 }
 
 func (Backend) EmbeddingForward(out, wte, wpe device.Tensor, tokens []int32, T, d int) {
-	kernels.EmbeddingForward(f32(out), f32(wte), f32(wpe), tokens, T, d)
+	kernels.EmbeddingForward(f32(out), f32(wte), orNil(wpe), tokens, T, d)
 }
 
 func (Backend) EmbeddingBackward(dwte, dwpe, dy device.Tensor, tokens []int32, T, d, V int) {
-	kernels.EmbeddingBackward(f32(dwte), f32(dwpe), f32(dy), tokens, T, d, V)
+	kernels.EmbeddingBackward(f32(dwte), orNil(dwpe), f32(dy), tokens, T, d, V)
+}
+
+// orNil is t's host elements, nil for an empty tensor.
+func orNil(t device.Tensor) []float32 {
+	if t.IsEmpty() {
+		return nil
+	}
+	return f32(t)
 }
 
 func (Backend) LayerNormForward(y, mean, rstd, x, w, b device.Tensor, rows, n int, eps float32) {
@@ -108,6 +116,38 @@ func (Backend) AttentionForward(out, save, qkv device.Tensor, B, T, H, hd int) {
 
 func (Backend) AttentionBackward(dqkv, dout, save, qkv device.Tensor, B, T, H, hd int) {
 	kernels.AttentionBackward(f32(dqkv), f32(dout), f32(save), f32(qkv), B, T, H, hd)
+}
+
+func (Backend) GroupedAttentionForward(out, save, q, k, v device.Tensor, B, T, H, KVH, hd int) {
+	kernels.GroupedAttentionForward(f32(out), f32(save), f32(q), f32(k), f32(v), B, T, H, KVH, hd)
+}
+
+func (Backend) GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v device.Tensor, B, T, H, KVH, hd int) {
+	kernels.GroupedAttentionBackward(f32(dq), f32(dk), f32(dv), f32(dout), f32(save), f32(q), f32(k), f32(v), B, T, H, KVH, hd)
+}
+
+func (Backend) RMSNormForward(y, rstd, x, w device.Tensor, rows, n int, eps float32) {
+	kernels.RMSNormForward(f32(y), f32(rstd), f32(x), f32(w), rows, n, eps)
+}
+
+func (Backend) RMSNormBackward(dx, dw, dy, x, rstd, w device.Tensor, rows, n int) {
+	kernels.RMSNormBackward(f32(dx), f32(dw), f32(dy), f32(x), f32(rstd), f32(w), rows, n)
+}
+
+func (Backend) RopeForward(y, x, cos, sin device.Tensor, rows, T, heads, hd int) {
+	kernels.RopeForward(f32(y), f32(x), f32(cos), f32(sin), rows, T, heads, hd)
+}
+
+func (Backend) RopeBackward(dx, dy, cos, sin device.Tensor, rows, T, heads, hd int) {
+	kernels.RopeBackward(f32(dx), f32(dy), f32(cos), f32(sin), rows, T, heads, hd)
+}
+
+func (Backend) SwiGLUForward(h, gate, up device.Tensor) {
+	kernels.SwiGLUForward(f32(h), f32(gate), f32(up))
+}
+
+func (Backend) SwiGLUBackward(dgate, dup, gate, up, dh device.Tensor) {
+	kernels.SwiGLUBackward(f32(dgate), f32(dup), f32(gate), f32(up), f32(dh))
 }
 
 func (Backend) CrossEntropy(losses []float64, dlogits, logits device.Tensor, targets []int32, V int, scale float32) {

@@ -83,6 +83,35 @@ var detCases = []detCase{
 		be.AttentionBackward(dqkv, dout, save, qkv, B, T, H, hd)
 		return cat(be, out, dqkv)
 	}},
+	{"grouped-attention", func(be device.Backend) []float32 {
+		rng := rand.New(rand.NewPCG(29, 1))
+		B, T, H, KVH, hd := 2, 40, 6, 2, 8
+		d, kvd := H*hd, KVH*hd
+		q, k, v, dout := put(be, randn(rng, B*T*d, 1)), put(be, randn(rng, B*T*kvd, 1)), put(be, randn(rng, B*T*kvd, 1)), put(be, randn(rng, B*T*d, 1))
+		out, save := be.Alloc(B*T*d, device.F32), be.Alloc(be.AttentionSaveLen(B, T, H), device.F32)
+		dq, dk, dv := be.Alloc(B*T*d, device.F32), be.Alloc(B*T*kvd, device.F32), be.Alloc(B*T*kvd, device.F32)
+		be.GroupedAttentionForward(out, save, q, k, v, B, T, H, KVH, hd)
+		be.GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v, B, T, H, KVH, hd)
+		return cat(be, out, dq, dk, dv)
+	}},
+	{"rmsnorm-rope-swiglu", func(be device.Backend) []float32 {
+		rng := rand.New(rand.NewPCG(30, 1))
+		rows, n, T, heads := 200, 96, 50, 4
+		x, w, dy := put(be, randn(rng, rows*n, 1)), put(be, randn(rng, n, 1)), put(be, randn(rng, rows*n, 1))
+		y, rstd := be.Alloc(rows*n, device.F32), be.Alloc(rows, device.F32)
+		dx, dw := put(be, randn(rng, rows*n, 1)), put(be, randn(rng, n, 1))
+		be.RMSNormForward(y, rstd, x, w, rows, n, 1e-5)
+		be.RMSNormBackward(dx, dw, dy, x, rstd, w, rows, n)
+		c64, s64 := refRopeTables(T, n/heads, 10000)
+		cos, sin := put(be, f32s(c64)), put(be, f32s(s64))
+		r := be.Alloc(rows*n, device.F32)
+		be.RopeForward(r, x, cos, sin, rows, T, heads, n/heads)
+		be.RopeBackward(dy, dy, cos, sin, rows, T, heads, n/heads)
+		h, dg, du := be.Alloc(rows*n, device.F32), be.Alloc(rows*n, device.F32), be.Alloc(rows*n, device.F32)
+		be.SwiGLUForward(h, x, y)
+		be.SwiGLUBackward(dg, du, x, y, dx)
+		return cat(be, y, rstd, dx, dw, r, dy, h, dg, du)
+	}},
 	{"crossentropy", func(be device.Backend) []float32 {
 		rng := rand.New(rand.NewPCG(26, 1))
 		N, V := 70, 300

@@ -98,6 +98,38 @@ func (e Emulated) AttentionBackward(dqkv, dout, save, qkv device.Tensor, B, T, H
 	e.cpu.AttentionBackward(e.h(dqkv), e.h(dout), e.h(save), e.h(qkv), B, T, H, hd)
 }
 
+func (e Emulated) GroupedAttentionForward(out, save, q, k, v device.Tensor, B, T, H, KVH, hd int) {
+	e.cpu.GroupedAttentionForward(e.h(out), e.h(save), e.h(q), e.h(k), e.h(v), B, T, H, KVH, hd)
+}
+
+func (e Emulated) GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v device.Tensor, B, T, H, KVH, hd int) {
+	e.cpu.GroupedAttentionBackward(e.h(dq), e.h(dk), e.h(dv), e.h(dout), e.h(save), e.h(q), e.h(k), e.h(v), B, T, H, KVH, hd)
+}
+
+func (e Emulated) RMSNormForward(y, rstd, x, w device.Tensor, rows, n int, eps float32) {
+	e.cpu.RMSNormForward(e.h(y), e.h(rstd), e.h(x), e.h(w), rows, n, eps)
+}
+
+func (e Emulated) RMSNormBackward(dx, dw, dy, x, rstd, w device.Tensor, rows, n int) {
+	e.cpu.RMSNormBackward(e.h(dx), e.h(dw), e.h(dy), e.h(x), e.h(rstd), e.h(w), rows, n)
+}
+
+func (e Emulated) RopeForward(y, x, cos, sin device.Tensor, rows, T, heads, hd int) {
+	e.cpu.RopeForward(e.h(y), e.h(x), e.h(cos), e.h(sin), rows, T, heads, hd)
+}
+
+func (e Emulated) RopeBackward(dx, dy, cos, sin device.Tensor, rows, T, heads, hd int) {
+	e.cpu.RopeBackward(e.h(dx), e.h(dy), e.h(cos), e.h(sin), rows, T, heads, hd)
+}
+
+func (e Emulated) SwiGLUForward(h, gate, up device.Tensor) {
+	e.cpu.SwiGLUForward(e.h(h), e.h(gate), e.h(up))
+}
+
+func (e Emulated) SwiGLUBackward(dgate, dup, gate, up, dh device.Tensor) {
+	e.cpu.SwiGLUBackward(e.h(dgate), e.h(dup), e.h(gate), e.h(up), e.h(dh))
+}
+
 func (e Emulated) CrossEntropy(losses []float64, dlogits, logits device.Tensor, targets []int32, V int, scale float32) {
 	e.cpu.CrossEntropy(losses, e.h(dlogits), e.h(logits), targets, V, scale)
 }

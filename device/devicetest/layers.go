@@ -39,6 +39,18 @@ func TestEmbedding(t *testing.T, be device.Backend) {
 			tol := 1e-6 * float64(B*T+4)
 			checkGradient(t, "dwte", e64, func(e []float64) []float64 { return refEmbedding(e, p64, tok, T, d) }, r, minus(ar.get(dwte), dwte0), tol)
 			checkGradient(t, "dwpe", p64, func(p []float64) []float64 { return refEmbedding(e64, p, tok, T, d) }, r, minus(ar.get(dwpe), dwpe0), tol)
+
+			// No position table (Llama's): the token rows alone, and dwpe skipped.
+			ar = newArena(t, be)
+			out = ar.out("out", randn(rng, B*T*d, 1))
+			be.EmbeddingForward(out, ar.in("wte", wte), device.Tensor{}, tok, T, d)
+			ar.check()
+			sameBits(t, "out without positions", ar.get(out), f32s(refEmbedding(e64, make([]float64, T*d), tok, T, d)))
+			ar = newArena(t, be)
+			dwte = ar.out("dwte", dwte0)
+			be.EmbeddingBackward(dwte, device.Tensor{}, ar.in("dy", dy), tok, T, d, V)
+			ar.check()
+			checkGradient(t, "dwte without positions", e64, func(e []float64) []float64 { return refEmbedding(e, p64, tok, T, d) }, r, minus(ar.get(dwte), dwte0), tol)
 		})
 	}
 }

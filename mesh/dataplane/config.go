@@ -50,6 +50,12 @@ type Config struct {
 	// MaxConnsPerPeer bounds the connections one peer may hold with this node (two is
 	// normal when both dial at once); one more closes the peer's oldest. Zero: 4.
 	MaxConnsPerPeer int
+	// MaxHandshakes bounds the incoming connections still in their QUIC/TLS handshake, not
+	// yet authenticated; one more is refused before any handshake work. Zero: 64.
+	MaxHandshakes int
+	// HandshakeTimeout bounds an incoming connection's handshake: a peer that does not
+	// prove its identity within it is disconnected. Zero: 10 s.
+	HandshakeTimeout time.Duration
 	// KeepAlive is the interval of keep-alive packets on idle connections. Zero: 10 s.
 	KeepAlive time.Duration
 	// IdleTimeout closes a connection that received nothing for this long. Zero: 60 s.
@@ -82,6 +88,8 @@ func DefaultConfig() Config {
 		ConnReceiveWindow:   64 << 20,
 		MaxIncomingStreams:  16,
 		MaxConnsPerPeer:     4,
+		MaxHandshakes:       64,
+		HandshakeTimeout:    10 * time.Second,
 		KeepAlive:           10 * time.Second,
 		IdleTimeout:         60 * time.Second,
 		DialTimeout:         10 * time.Second,
@@ -110,8 +118,11 @@ func (c Config) Validate() error {
 	if c.MaxConnsPerPeer < 0 {
 		return fmt.Errorf("data plane: MaxConnsPerPeer must be ≥ 0 (got %d)", c.MaxConnsPerPeer)
 	}
-	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 {
-		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout)
+	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 || c.HandshakeTimeout < 0 {
+		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v, handshake %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout, c.HandshakeTimeout)
+	}
+	if c.MaxHandshakes < 0 {
+		return fmt.Errorf("data plane: MaxHandshakes must be ≥ 0 (got %d)", c.MaxHandshakes)
 	}
 	if c.keepAlive() >= c.idleTimeout() {
 		return fmt.Errorf("data plane: KeepAlive (%v) must be shorter than IdleTimeout (%v)", c.keepAlive(), c.idleTimeout())
@@ -119,12 +130,16 @@ func (c Config) Validate() error {
 	return nil
 }
 
-func (c Config) listenAddr() string       { return orDefault(c.ListenAddr, ":0") }
-func (c Config) maxPayload() int          { return orDefault(c.MaxPayload, frame.DefaultMaxPayload) }
-func (c Config) streamWindow() uint64     { return orDefault(c.StreamReceiveWindow, 32<<20) }
-func (c Config) connWindow() uint64       { return orDefault(c.ConnReceiveWindow, 64<<20) }
-func (c Config) maxStreams() int64        { return orDefault(c.MaxIncomingStreams, 16) }
-func (c Config) maxConnsPerPeer() int     { return orDefault(c.MaxConnsPerPeer, 4) }
+func (c Config) listenAddr() string   { return orDefault(c.ListenAddr, ":0") }
+func (c Config) maxPayload() int      { return orDefault(c.MaxPayload, frame.DefaultMaxPayload) }
+func (c Config) streamWindow() uint64 { return orDefault(c.StreamReceiveWindow, 32<<20) }
+func (c Config) connWindow() uint64   { return orDefault(c.ConnReceiveWindow, 64<<20) }
+func (c Config) maxStreams() int64    { return orDefault(c.MaxIncomingStreams, 16) }
+func (c Config) maxConnsPerPeer() int { return orDefault(c.MaxConnsPerPeer, 4) }
+func (c Config) maxHandshakes() int   { return orDefault(c.MaxHandshakes, 64) }
+func (c Config) handshakeTimeout() time.Duration {
+	return orDefault(c.HandshakeTimeout, 10*time.Second)
+}
 func (c Config) maxInFlight() int64       { return orDefault(c.MaxInFlightBytes, 1<<30) }
 func (c Config) keepAlive() time.Duration { return orDefault(c.KeepAlive, 10*time.Second) }
 func (c Config) idleTimeout() time.Duration {

@@ -56,6 +56,7 @@ type Plane struct {
 	box        *frame.Mailbox
 	inflight   *budget // budget.go
 	stats      counters
+	hs         handshakes // handshakes.go
 	probes     probeState // dataplane_probe.go
 
 	ctx    context.Context // cancelled by Close
@@ -138,7 +139,9 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	}
 	d.log = cfg.logger().With("component", "dataplane", "self", d.selfID, "addr", udp.LocalAddr().String())
 	d.stats.init()
-	d.ln, err = d.tr.Listen(d.serverTLS(), d.qconf)
+	d.hs.max = cfg.maxHandshakes()
+	d.tr.ConnContext = d.connContext
+	d.ln, err = d.tr.Listen(d.serverTLS(), cfg.serverQUICConfig(d.qconf))
 	if err != nil {
 		d.tr.Close()
 		udp.Close()
@@ -305,6 +308,7 @@ func (d *Plane) acceptLoop() {
 		if err != nil {
 			return // listener closed
 		}
+		handshakeDone(qc)
 		remote, err := remotePeerID(qc)
 		if err != nil {
 			d.log.Warn("refused connection", "remote", qc.RemoteAddr(), "err", err)

@@ -36,6 +36,9 @@ type Stats struct {
 	// InFlightBytes is the payload bytes reserved now by frames being received (at most
 	// MaxInFlightBytes); InFlightWaits counts frames that waited for room in that budget.
 	InFlightBytes, InFlightWaits int64
+	// Handshaking is the incoming connections in their handshake now (at most
+	// MaxHandshakes); RefusedHandshakes counts the attempts refused because that many were.
+	Handshaking, RefusedHandshakes int64
 }
 
 // SentBytes is the payload bytes sent in frames of kind k to all peers.
@@ -156,6 +159,7 @@ func (d *Plane) Stats() Stats {
 		out.Paths[k[0]][k[1]] = t
 	}
 	out.InFlightBytes, out.InFlightWaits = d.inflight.snapshot()
+	out.Handshaking, out.RefusedHandshakes = d.hs.snapshot()
 	for k, t := range s.traffic {
 		m := out.Sent
 		if k.dir == dirReceived {

@@ -35,7 +35,9 @@ func (d *diskDetector) Detect(_ context.Context, p *mesh.Profile) error {
 		d.lastDiskRead, d.lastDiskWrite = d.bw(d.dir, d.limit)
 		d.measured = true
 	}
-	p.DiskFreeBytes = d.free(d.dir)
+	// Clamped to what peers accept (mesh.Profile.Validate): a filesystem that reports an
+	// absurd free size must not get this node's own heartbeats refused.
+	p.DiskFreeBytes = min(d.free(d.dir), mesh.MaxProfileDiskBytes)
 	p.DiskReadBps, p.DiskWriteBps = d.lastDiskRead, d.lastDiskWrite
 	return nil
 }

@@ -30,5 +30,10 @@ func (d *memoryDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	if d.budget == 0 {
 		p.MemoryBudgetBytes = uint64(d.frac * float64(avail))
 	}
+	// Within what peers accept (mesh.Profile.Validate), so that no reading gets this
+	// node's own heartbeats refused.
+	p.MemoryTotalBytes = min(p.MemoryTotalBytes, mesh.MaxProfileMemoryBytes)
+	p.MemoryAvailableBytes = min(p.MemoryAvailableBytes, mesh.MaxProfileMemoryBytes)
+	p.MemoryBudgetBytes = min(p.MemoryBudgetBytes, mesh.MaxProfileMemoryBytes)
 	return nil
 }
