@@ -160,14 +160,12 @@ func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	before := natPairBytes(t, bin, nodes)
 	submitted := time.Now()
 
-	// A job that needs every node: one replica on each, synchronised every step. (Not
-	// `stages: 1`: with stages fixed the balancer plans one replica whatever the replica
-	// count, measured at 667ec75.)
+	// A job that needs every node: one pipeline with a stage on each.
 	job := filepath.Join(t.TempDir(), "job.yaml")
 	spec := fmt.Sprintf(`name: netns
 model: {layers: 2, d_model: 32, heads: 2, context: 32}
 train: {steps: 20, batch: 4, warmup: 1, eval_every: 10}
-parallel: {replicas: %d, sync: sync}
+parallel: {replicas: %d, stages: 1, sync: sync}
 placement: {min_nodes: %d}
 checkpoint: {every: 1000}
 `, len(nodes), len(nodes))
