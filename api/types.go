@@ -3,16 +3,15 @@ package api
 import (
 	"time"
 
-	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/records"
 )
 
 // Status is the body of GET /v1/status, a stable contract (`meshnode status -o json`).
 type Status struct {
-	ID      string        `json:"id"`
-	Mesh    string        `json:"mesh"`
-	Addrs   []string      `json:"addrs"`
-	Profile *mesh.Profile `json:"profile"`
+	ID      string           `json:"id"`
+	Mesh    string           `json:"mesh"`
+	Addrs   []string         `json:"addrs"`
+	Profile *records.Profile `json:"profile"`
 	// Peers counts the other members currently alive or suspect.
 	Peers     int       `json:"peers"`
 	Version   string    `json:"version"`
@@ -21,10 +20,10 @@ type Status struct {
 
 // Peer is one element of GET /v1/peers, a stable contract (`meshnode peers -o json`).
 type Peer struct {
-	ID       string         `json:"id"`
-	Addrs    []string       `json:"addrs"`
-	State    mesh.PeerState `json:"state"`
-	LastSeen time.Time      `json:"last_seen"`
+	ID       string            `json:"id"`
+	Addrs    []string          `json:"addrs"`
+	State    records.PeerState `json:"state"`
+	LastSeen time.Time         `json:"last_seen"`
 	// RTTMs and BandwidthMbps are null until the first successful probe. Bandwidth is in
 	// megabits per second.
 	RTTMs         *float64   `json:"rtt_ms"`
@@ -46,7 +45,7 @@ type Peer struct {
 	Path string `json:"path,omitempty"`
 	// PathBytes is the payload bytes exchanged with the peer (both directions) per path kind.
 	PathBytes map[string]int64 `json:"path_bytes,omitempty"`
-	Profile   *mesh.Profile    `json:"profile"`
+	Profile   *records.Profile `json:"profile"`
 }
 
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.

@@ -86,7 +86,7 @@ func (hb *heartbeat) check() error {
 		}
 	}
 	if hb.Profile != nil {
-		return hb.Profile.Validate()
+		return validateProfile(hb.Profile)
 	}
 	return nil
 }

@@ -5,19 +5,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshnode/meshnode/records"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 )
 
-// PeerState is a peer's liveness as judged from the age of its last heartbeat.
-type PeerState string
+// PeerState is a peer's liveness as judged from the age of its last heartbeat
+// (records.PeerState: the API serves it).
+type PeerState = records.PeerState
 
 // Peer states. A peer is alive while its last heartbeat is younger than SuspectAfter,
 // suspect until DeadAfter, dead after that or as soon as it announced it is leaving.
 const (
-	StateAlive   PeerState = "alive"
-	StateSuspect PeerState = "suspect"
-	StateDead    PeerState = "dead"
+	StateAlive   = records.PeerAlive
+	StateSuspect = records.PeerSuspect
+	StateDead    = records.PeerDead
 )
 
 // Link is what the probes measured towards one peer. Zero values mean "not measured yet".

@@ -10,6 +10,7 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // TestStageNodeLossResumesFromCheckpoint: a node holding a stage stops mid-job — a
@@ -81,7 +82,7 @@ func checkReplannedWithout(t *testing.T, j consensus.Job, victim string) {
 	if j.Epoch() < 2 {
 		t.Fatalf("job finished in epoch %d: no replan after the node stopped", j.Epoch())
 	}
-	var next JobPlan
+	var next scheduler.JobPlan
 	json.Unmarshal(j.CurrentPlan().Plan, &next)
 	for _, n := range next.Nodes() {
 		if n == victim {
@@ -98,7 +99,7 @@ func checkReplannedWithout(t *testing.T, j consensus.Job, victim string) {
 	}
 	// Checkpoints are replicated before they are committed and a step waits for the
 	// previous step's checkpoint, so the new epoch redoes at most checkpoint.every steps.
-	redone, ok := StepsRedone(j.Events)[j.Epoch()]
+	redone, ok := scheduler.StepsRedone(scheduler.EventsFromRecord(j.Events))[j.Epoch()]
 	if !ok || redone > spec.Checkpoint.Every {
 		t.Fatalf("epoch %d redid %d steps (reported: %v), want ≤ checkpoint.every = %d; events %+v",
 			j.Epoch(), redone, ok, spec.Checkpoint.Every, j.Events)
@@ -166,7 +167,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 	}
 	used := false
 	for _, p := range j.Plans {
-		var jp JobPlan
+		var jp scheduler.JobPlan
 		json.Unmarshal(p.Plan, &jp)
 		for _, n := range jp.Nodes() {
 			used = used || n == joined.ID().String()
@@ -186,7 +187,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 // layers on holders for which live says true (nil: all).
 func hasCompleteCheckpoint(j consensus.Job, numLayers int, live func(string) bool) bool {
 	for _, m := range j.Checkpoints {
-		if CheckpointSurvives(m, numLayers, live) {
+		if scheduler.CheckpointSurvives(scheduler.CheckpointFromRecord(m), numLayers, live) {
 			return true
 		}
 	}

@@ -61,7 +61,7 @@ func TestJobRunsEndToEndOnThreeNodes(t *testing.T) {
 // records, on at least two nodes, and that its validation loss fell.
 func checkPlanAndLosses(t *testing.T, job consensus.Job) {
 	t.Helper()
-	var jp JobPlan
+	var jp scheduler.JobPlan
 	if err := json.Unmarshal(job.CurrentPlan().Plan, &jp); err != nil {
 		t.Fatal(err)
 	}

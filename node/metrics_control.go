@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // raftStates are the values of meshnode_raft_state's state label, all exported at every
@@ -106,7 +107,7 @@ func (c *controlCollector) collectJob(j *consensus.Job, ch chan<- prometheus.Met
 		gauge(ch, c.epoch, float64(p.Epoch), j.ID)
 	}
 	redone := 0
-	for _, n := range StepsRedone(j.Events) {
+	for _, n := range scheduler.StepsRedone(scheduler.EventsFromRecord(j.Events)) {
 		redone += n
 	}
 	ch <- prometheus.MustNewConstMetric(c.redone, prometheus.CounterValue, float64(redone), j.ID)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // checkTrainingMetrics scrapes every node of a finished job's plan and checks the figures
@@ -14,7 +15,7 @@ import (
 // stage's node, checkpoint durations, raft leader changes and the blob store.
 func checkTrainingMetrics(t *testing.T, nodes []*Node, job consensus.Job) {
 	t.Helper()
-	var jp JobPlan
+	var jp scheduler.JobPlan
 	if err := json.Unmarshal(job.CurrentPlan().Plan, &jp); err != nil {
 		t.Fatal(err)
 	}

@@ -45,11 +45,34 @@ func TestWireFormats(t *testing.T) {
 		"job":         job,
 		"job_summary": job.Summary(),
 		"job_detail":  job.Detail(7),
+		"profile":     sampleProfile(),
 		"raft_status": RaftStatus{ID: "n1", State: "Leader", Leader: "n1", Term: 3, Voters: []string{"n1", "n2"},
 			Nonvoters: []string{"n3"}, AppliedIndex: 10, CommitIndex: 11},
 		"promotion_result": PromotionResult{ID: "n3", Decision: "approved", Suffrage: "nonvoter",
 			Note: "promoted at the next free voter seat once it is alive and caught up"},
 	} {
 		t.Run(name, func(t *testing.T) { testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val") })
+	}
+}
+
+// sampleProfile is a node's profile as it gossips it and the API serves it, every field set
+// (GPU index 1: index 0 is a zero value the check would flag).
+func sampleProfile() Profile {
+	return Profile{GemmGFLOPS: 240, GemmShape: "2048x512x512", TrainGFLOPS: 110, Slowdown: 2, Cores: 16,
+		MemoryTotalBytes: 64 << 30, MemoryAvailableBytes: 60 << 30, MemoryBudgetBytes: 48 << 30, DiskFreeBytes: 1 << 40,
+		DiskReadBps: 2e9, DiskWriteBps: 1e9,
+		GPUs: []GPU{{Index: 1, Name: "NVIDIA H100", UUID: "GPU-1", MemoryTotalBytes: 80 << 30, MemoryFreeBytes: 79 << 30,
+			Multiprocessors: 132, SMClockMHz: 1980, MemoryClockMHz: 2619, ComputeCapability: "9.0"}},
+		OS: "linux", Arch: "amd64", Version: "v0.9", MeasuredAt: at,
+		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu",
+		Links: []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
+	}
+}
+
+// TestSampleProfileIsValid: the pinned profile passes the checks a receiving node applies.
+func TestSampleProfileIsValid(t *testing.T) {
+	p := sampleProfile()
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
-	"github.com/meshnode/meshnode/node"
 	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 func TestVariantsForceTheParallelSection(t *testing.T) {
@@ -51,7 +51,7 @@ func TestTrialFromJob(t *testing.T) {
 		{Time: t0.Add(18 * time.Second), Epoch: 1, Step: 30, ValLoss: val(3.2)},
 		{Time: t0.Add(25 * time.Second), Epoch: 1, Step: 40, ValLoss: val(2.5)}, // past the budget
 	}
-	plan, _ := json.Marshal(node.JobPlan{Replicas: [][]parallel.StagePlan{{{Node: "a"}, {Node: "b"}}, {{Node: "c"}, {Node: "d"}}}})
+	plan, _ := json.Marshal(scheduler.JobPlan{Replicas: [][]parallel.StagePlan{{{Node: "a"}, {Node: "b"}}, {{Node: "c"}, {Node: "d"}}}})
 	job := consensus.JobDetail{Status: consensus.JobRunning, Plan: &consensus.PlanEpoch{Epoch: 1, Plan: plan}}
 	job.Spec.Parallel.Sync = jobspec.SyncDiLoCo
 	r := TrialFromJob("diloco", 1, job, samples, t0, 20*time.Second)

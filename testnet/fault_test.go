@@ -15,6 +15,7 @@ import (
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // faultCheckpointEvery is faultJob's checkpoint interval: the most steps a recovery may redo.
@@ -88,8 +89,8 @@ func (w *jobWatch) waitDone(timeout time.Duration) consensus.JobDetail {
 	return d
 }
 
-func planOf(d consensus.JobDetail) node.JobPlan {
-	var jp node.JobPlan
+func planOf(d consensus.JobDetail) scheduler.JobPlan {
+	var jp scheduler.JobPlan
 	if d.Plan != nil {
 		json.Unmarshal(d.Plan.Plan, &jp)
 	}
@@ -216,7 +217,7 @@ func waitSurvivingCheckpoint(t *testing.T, tn *Testnet, w *jobWatch, victim *Nod
 	err := tn.WaitFor(func() bool {
 		d := w.detail()
 		for _, m := range d.Checkpoints {
-			if node.CheckpointSurvives(m, 4, func(id string) bool { return id != victim.ID }) {
+			if scheduler.CheckpointSurvives(scheduler.CheckpointFromRecord(m), 4, func(id string) bool { return id != victim.ID }) {
 				survived = m.Step
 			}
 		}
@@ -251,7 +252,7 @@ func checkResumed(t *testing.T, d api.JobDetail, victim *Node, survived int, kil
 			t.Fatalf("the final plan uses the killed node")
 		}
 	}
-	redone := node.StepsRedone(d.Events)
+	redone := scheduler.StepsRedone(scheduler.EventsFromRecord(d.Events))
 	if len(redone) == 0 {
 		t.Fatalf("kill leader=%v: no epoch reports the steps it redid; events %+v", killLeader, d.Events)
 	}
@@ -307,7 +308,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 	d := w.waitDone(5 * time.Minute)
 	used := false
 	for _, p := range []consensus.PlanEpoch{*d.Plan} {
-		var jp node.JobPlan
+		var jp scheduler.JobPlan
 		json.Unmarshal(p.Plan, &jp)
 		for _, id := range jp.Nodes() {
 			used = used || id == fast.ID
@@ -367,7 +368,7 @@ func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
 	if d.Plan.Epoch < 2 || jp.ResumeStep != 10 {
 		t.Fatalf("finished in epoch %d resuming from step %d, want a new epoch from step 10 (step 20 was never complete)", d.Plan.Epoch, jp.ResumeStep)
 	}
-	for epoch, n := range node.StepsRedone(d.Events) {
+	for epoch, n := range scheduler.StepsRedone(scheduler.EventsFromRecord(d.Events)) {
 		if n > faultCheckpointEvery {
 			t.Errorf("epoch %d redid %d steps, want ≤ %d", epoch, n, faultCheckpointEvery)
 		}

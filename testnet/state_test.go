@@ -11,7 +11,6 @@ import (
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
-	"github.com/meshnode/meshnode/node"
 	"github.com/meshnode/meshnode/scheduler"
 )
 
@@ -53,7 +52,7 @@ func TestStateRoundTripAndContract(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	v0, v1 := 5.55, 3.1
 	t0 := time.Unix(1000, 0)
-	plan, _ := json.Marshal(node.JobPlan{Strategy: "sky", PredictedStepS: 0.5,
+	plan, _ := json.Marshal(scheduler.JobPlan{Strategy: "sky", PredictedStepS: 0.5,
 		Replicas: [][]scheduler.Stage{{{Node: "A", First: 0, Last: 4}, {Node: "B", First: 4, Last: 6}}}})
 	job := consensus.JobDetail{ID: "j1", Status: consensus.JobDone,
 		Plan: &consensus.PlanEpoch{Epoch: 1, Plan: plan},

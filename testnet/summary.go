@@ -7,7 +7,7 @@ import (
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // Summary is what `meshnode testnet run` reports about a finished job; its JSON form is
@@ -82,10 +82,10 @@ func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]api.
 	return s
 }
 
-// decodePlan reads the node's plan (node.JobPlan) from a plan epoch; a missing or
+// decodePlan reads the node's plan (scheduler.JobPlan) from a plan epoch; a missing or
 // unreadable plan gives an empty one.
-func decodePlan(pe *consensus.PlanEpoch) node.JobPlan {
-	var p node.JobPlan
+func decodePlan(pe *consensus.PlanEpoch) scheduler.JobPlan {
+	var p scheduler.JobPlan
 	if pe != nil && len(pe.Plan) > 0 {
 		_ = json.Unmarshal(pe.Plan, &p)
 	}
@@ -94,7 +94,7 @@ func decodePlan(pe *consensus.PlanEpoch) node.JobPlan {
 
 // predictedBytes is the traffic per step the balancer predicted for the plan, re-derived
 // from the plan's recorded inputs (planning is a pure function); 0 when they are missing.
-func predictedBytes(p node.JobPlan) float64 {
+func predictedBytes(p scheduler.JobPlan) float64 {
 	if len(p.Inputs.Snapshot.Nodes) == 0 {
 		return 0
 	}

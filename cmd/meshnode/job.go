@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
-	"github.com/meshnode/meshnode/node"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 func newJobCmd() *cobra.Command {
@@ -112,7 +112,7 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 			}
 		}
 		redone := 0
-		for _, n := range node.StepsRedone(d.Events) {
+		for _, n := range scheduler.StepsRedone(scheduler.EventsFromRecord(d.Events)) {
 			redone += n
 		}
 		fmt.Fprintf(w, "plan       epoch %d (%s); %d restart(s) after failures, %d rebalance(s), %d step(s) redone\n",
@@ -179,7 +179,7 @@ func (o *jobCancelOptions) run(cmd *cobra.Command, id string) error {
 
 // printLayerMap prints which node holds which layers under a committed plan.
 func printLayerMap(w io.Writer, raw json.RawMessage) {
-	var jp node.JobPlan
+	var jp scheduler.JobPlan
 	if err := json.Unmarshal(raw, &jp); err != nil || len(jp.Replicas) == 0 {
 		return
 	}

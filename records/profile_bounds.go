@@ -1,11 +1,9 @@
-package mesh
+package records
 
 import (
 	"errors"
 	"fmt"
 	"math"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Physical bounds on what a profile may claim. They are generous (no machine comes near
@@ -70,7 +68,7 @@ func checkLinks(links []ProfileLink) error {
 		return fmt.Errorf("profile: %d links exceeds %d", len(links), MaxProfileLinks)
 	}
 	for i, l := range links {
-		if _, err := peer.Decode(l.Peer); err != nil {
+		if !plausiblePeerID(l.Peer) {
 			return fmt.Errorf("profile: links[%d].peer %q is not a peer ID", i, truncate(l.Peer, 64))
 		}
 		if err := errors.Join(nonNegative(fmt.Sprintf("links[%d].rtt_s", i), l.RTTSeconds),
@@ -84,6 +82,22 @@ func checkLinks(links []ProfileLink) error {
 		}
 	}
 	return nil
+}
+
+// plausiblePeerID is the shape of a libp2p peer ID in its text form: a base58btc multihash
+// ("12D3KooW…", "Qm…") or a CIDv1 in base32 ("bafz…"), 32 to 128 characters. The records
+// import no libp2p; the mesh, which receives profiles, decodes each link's peer fully.
+func plausiblePeerID(s string) bool {
+	if len(s) < 32 || len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		base58 := c >= '1' && c <= '9' || c >= 'A' && c <= 'Z' && c != 'I' && c != 'O' || c >= 'a' && c <= 'z' && c != 'l'
+		if !base58 {
+			return false
+		}
+	}
+	return true
 }
 
 // nonNegative refuses NaN, ±Inf and negative values.
