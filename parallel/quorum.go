@@ -51,7 +51,12 @@ const (
 	quorumPresence = 0x4000
 	quorumHeld     = 0x5000
 	quorumResult   = 0x6000
+	quorumAsk      = 0x7000 // a retrying member asks for a finished member's result
 )
+
+// askWindow is how long a member whose collective broke waits for a member that finished
+// it to hand over its result, before it runs the step again with those still in it.
+const askWindow = time.Second
 
 func quorumMicro(phase, attempt, member int) uint16 {
 	return uint16(phase | (attempt&0x3f)<<6 | member&0x3f)
@@ -67,11 +72,25 @@ const attemptIndexStride = 0x400
 type peerSet struct {
 	mu      sync.Mutex
 	retired map[string]bool
-	changed chan struct{} // closed and replaced at every change
+	changed chan struct{}                 // closed and replaced at every change
+	serves  map[uint16]context.CancelFunc // per run (its frame index): the result served
 }
 
 func newPeerSet() *peerSet {
-	return &peerSet{retired: map[string]bool{}, changed: make(chan struct{})}
+	return &peerSet{retired: map[string]bool{}, changed: make(chan struct{}), serves: map[uint16]context.CancelFunc{}}
+}
+
+// serving returns ctx for serving a run's latest result, and ends the serving of the run's
+// previous one.
+func (p *peerSet) serving(ctx context.Context, run uint16) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if prev := p.serves[run]; prev != nil {
+		prev()
+	}
+	p.serves[run] = cancel
+	return ctx
 }
 
 // retire records ids as retired and wakes every wait on them.
@@ -176,7 +195,12 @@ func (q outerQuorum) reduce(ctx context.Context, x []float32, ef *ErrorFeedback,
 		cancel()
 		if err != nil {
 			if gone, _ := q.peers.anyRetired(sub.Members...); gone && ctx.Err() == nil {
-				continue // a member of the quorum died mid-collective: again without it
+				// A member of the quorum died mid-collective. Members that finished it
+				// before hand over their result; without one, again without the dead.
+				if q.askFinished(ctx, x) {
+					return nil
+				}
+				continue
 			}
 			return err
 		}
@@ -184,9 +208,60 @@ func (q outerQuorum) reduce(ctx context.Context, x []float32, ef *ErrorFeedback,
 		if sub.Self == 0 {
 			q.sendResult(ctx, attempt, in, x)
 		}
+		q.serveFinished(ctx, x)
 		return nil
 	}
 	return fmt.Errorf("no outer step after %d attempts: members kept leaving", maxQuorumAttempts)
+}
+
+// serveFinished keeps this member's result of the outer step at hand for a member of the
+// quorum whose collective broke when another died (it finished before this one got its
+// last chunk): such a member asks (askFinished) instead of running the step again alone.
+// It serves until this run's next outer step finishes or the stall timeout.
+func (q outerQuorum) serveFinished(ctx context.Context, x []float32) {
+	ctx = q.peers.serving(context.WithoutCancel(ctx), q.k.index)
+	payload := appendF32(nil, x)
+	for m, id := range q.g.Members {
+		if m == q.g.Self {
+			continue
+		}
+		go func() {
+			if _, err := q.recvFrom(ctx, m, quorumAsk, 0); err == nil {
+				q.tr.Send(ctx, id, q.k.frame(frame.KindReduce, quorumAsk|q.g.Self, frame.CodecNone, len(x), payload)) //nolint:errcheck
+			}
+		}()
+	}
+}
+
+// askFinished asks every active member for its result of the outer step and takes the
+// first that comes within askWindow into x; false when none did (none finished).
+func (q outerQuorum) askFinished(ctx context.Context, x []float32) bool {
+	active := q.active()
+	q.announce(ctx, active, quorumAsk, 0, 1)
+	ctx, cancel := context.WithTimeout(ctx, askWindow)
+	defer cancel()
+	results, pending := make(chan []float32, len(q.g.Members)), 0
+	for m, id := range q.g.Members {
+		if m == q.g.Self || active&bit(m) == 0 {
+			continue
+		}
+		pending++
+		go func() {
+			f, err := q.tr.Recv(ctx, id, q.k.frameKey(frame.KindReduce, quorumAsk|m))
+			v := make([]float32, len(x))
+			if err != nil || decodeF32(v, f.Payload) != nil {
+				v = nil
+			}
+			results <- v
+		}()
+	}
+	for ; pending > 0; pending-- {
+		if v := <-results; v != nil {
+			copy(x, v)
+			return true
+		}
+	}
+	return false
 }
 
 // reportLeftOut reports the active members the quorum does without (a retired one is

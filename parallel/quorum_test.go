@@ -171,3 +171,38 @@ func TestQuorumNeedsAMajority(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestFinishedMemberServesItsResult: a member whose collective broke asks the others for
+// their result; one that finished the outer step hands over its bits, until its next outer
+// step of the same run; with none finished the ask comes back empty.
+func TestFinishedMemberServesItsResult(t *testing.T) {
+	net := NewInMemory("a", "b", "c")
+	t.Cleanup(net.Close)
+	g := Group{Members: []string{"a", "b", "c"}}
+	k := roundKey{job: 1, epoch: 1, step: 5, index: 0}
+	quorum := func(self string, peers *peerSet) outerQuorum {
+		q := outerQuorum{tr: net.Peer(self), g: g, k: k, peers: peers}
+		q.g.Self = map[string]int{"a": 0, "b": 1, "c": 2}[self]
+		return q
+	}
+	ctx := context.Background()
+	want := []float32{1.5, -2, 3.25}
+	quorum("a", newPeerSet()).serveFinished(ctx, want)
+	got := make([]float32, 3)
+	bPeers := newPeerSet()
+	bPeers.retire("c")
+	if !quorum("b", bPeers).askFinished(ctx, got) {
+		t.Fatal("b got no result from a, which finished")
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("b took %v, a finished with %v", got, want)
+		}
+	}
+	k.step = 10 // nobody finished this one
+	q := quorum("b", bPeers)
+	q.k = k
+	if q.askFinished(ctx, got) {
+		t.Fatal("b took a result of an outer step nobody finished")
+	}
+}
