@@ -43,6 +43,24 @@ func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	killReplica(t, false)
+}
+
+// TestKillTheReportingDiLoCoReplica is TestKillOneDiLoCoReplicaOfThree with the node of
+// replica 0 killed, the one that reports progress and evaluates: the first replica of the
+// continued plan takes both over, from the step it is at. The leader plans with itself
+// first, so this node is the Raft leader too: the survivors elect another, whose
+// scheduler continues the job.
+func TestKillTheReportingDiLoCoReplica(t *testing.T) {
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	killReplica(t, true)
+}
+
+// killReplica runs the scenario: the victim is the node of replica 0 when reporterDies,
+// else another that is not the Raft leader.
+func killReplica(t *testing.T, reporterDies bool) {
 	tn := startTestnet(t, slowRegion(3, 4))
 	leader := currentLeader(t, tn)
 	nodes := tn.Nodes()
@@ -64,16 +82,23 @@ func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
 	}
 	var victim *Node
 	for _, n := range nodes {
-		if n.ID != leader && n.ID != jp.Replicas[0][0].Node && victim == nil {
+		reporter := n.ID == jp.Replicas[0][0].Node
+		if reporter == reporterDies && (reporterDies || n.ID != leader) && victim == nil {
 			victim = n
 		}
 	}
 	if victim == nil {
-		t.Fatalf("no node is neither the leader nor replica 0's: %+v", jp.Replicas)
+		t.Fatalf("no victim (reporter %v) in %+v", reporterDies, jp.Replicas)
 	}
 	killed := time.Now()
 	if err := tn.Kill(victim.Spec.Name); err != nil {
 		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if n != victim {
+			w.api = n.Client() // follow the job through a survivor
+			break
+		}
 	}
 	d = w.waitDone(4 * time.Minute)
 
