@@ -150,6 +150,7 @@ type outerQuorum struct {
 	grace   time.Duration // 0: no window, wait for every active member
 	batches []int         // each member's batch (the group is in replica order)
 	reject  func(Rejection)
+	ask     time.Duration // how long askFinished waits (0: askWindow)
 }
 
 func bit(m int) uint64 { return 1 << uint(m) }
@@ -235,10 +236,15 @@ func (q outerQuorum) serveFinished(ctx context.Context, x []float32) {
 
 // askFinished asks every active member for its result of the outer step and takes the
 // first that comes within askWindow into x; false when none did (none finished).
+// A member that finished answers at once, so the window only bounds the wait when none did.
 func (q outerQuorum) askFinished(ctx context.Context, x []float32) bool {
 	active := q.active()
 	q.announce(ctx, active, quorumAsk, 0, 1)
-	ctx, cancel := context.WithTimeout(ctx, askWindow)
+	wait := q.ask
+	if wait <= 0 {
+		wait = askWindow
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	results, pending := make(chan []float32, len(q.g.Members)), 0
 	for m, id := range q.g.Members {

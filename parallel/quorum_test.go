@@ -181,7 +181,9 @@ func TestFinishedMemberServesItsResult(t *testing.T) {
 	g := Group{Members: []string{"a", "b", "c"}}
 	k := roundKey{job: 1, epoch: 1, step: 5, index: 0}
 	quorum := func(self string, peers *peerSet) outerQuorum {
-		q := outerQuorum{tr: net.Peer(self), g: g, k: k, peers: peers}
+		// A loaded machine (-race) may take a while to answer; nobody answering is the
+		// second case's point, and it waits the whole window.
+		q := outerQuorum{tr: net.Peer(self), g: g, k: k, peers: peers, ask: 10 * time.Second}
 		q.g.Self = map[string]int{"a": 0, "b": 1, "c": 2}[self]
 		return q
 	}
@@ -201,7 +203,7 @@ func TestFinishedMemberServesItsResult(t *testing.T) {
 	}
 	k.step = 10 // nobody finished this one
 	q := quorum("b", bPeers)
-	q.k = k
+	q.k, q.ask = k, 100*time.Millisecond
 	if q.askFinished(ctx, got) {
 		t.Fatal("b took a result of an outer step nobody finished")
 	}
