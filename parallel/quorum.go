@@ -143,7 +143,8 @@ func (p *peerSet) untilRetired(ctx context.Context, ids ...string) (context.Cont
 
 // outerQuorum is one outer collective of a run's group over the members that are there.
 type outerQuorum struct {
-	tr      Transport
+	tr      Transport // the collective's, which may count what it sends for the worker
+	bg      Transport // for sends from goroutines, safe for concurrent use (nil: tr)
 	g       Group
 	k       roundKey
 	peers   *peerSet
@@ -154,6 +155,14 @@ type outerQuorum struct {
 }
 
 func bit(m int) uint64 { return 1 << uint(m) }
+
+// background is the transport of the sends that goroutines make beside the worker's step.
+func (q outerQuorum) background() Transport {
+	if q.bg != nil {
+		return q.bg
+	}
+	return q.tr
+}
 
 // active is the mask of the members not retired; this member is always active.
 func (q outerQuorum) active() uint64 {
@@ -228,7 +237,7 @@ func (q outerQuorum) serveFinished(ctx context.Context, x []float32) {
 		}
 		go func() {
 			if _, err := q.recvFrom(ctx, m, quorumAsk, 0); err == nil {
-				q.tr.Send(ctx, id, q.k.frame(frame.KindReduce, quorumAsk|q.g.Self, frame.CodecNone, len(x), payload)) //nolint:errcheck
+				q.background().Send(ctx, id, q.k.frame(frame.KindReduce, quorumAsk|q.g.Self, frame.CodecNone, len(x), payload)) //nolint:errcheck
 			}
 		}()
 	}
@@ -373,7 +382,7 @@ func (q outerQuorum) announce(ctx context.Context, active uint64, phase, attempt
 		}
 		f := &frame.Frame{Kind: frame.KindScalar, DType: frame.DTypeU8, Job: q.k.job, Epoch: q.k.epoch, Step: q.k.step,
 			Micro: quorumMicro(phase, attempt, q.g.Self), Index: q.k.index, Shape: []int{8}, Payload: payload}
-		go q.tr.Send(ctx, id, f) //nolint:errcheck // a lost announcement is a member not heard from
+		go q.background().Send(ctx, id, f) //nolint:errcheck // a lost announcement is a member not heard from
 	}
 }
 
@@ -439,7 +448,7 @@ func (q outerQuorum) sendResult(ctx context.Context, attempt int, in uint64, x [
 	payload := appendF32(nil, x)
 	for m, id := range q.g.Members {
 		if out&bit(m) != 0 {
-			go q.tr.Send(ctx, id, q.k.frame(frame.KindReduce, quorumResult|attempt, frame.CodecNone, len(x), payload)) //nolint:errcheck
+			go q.background().Send(ctx, id, q.k.frame(frame.KindReduce, quorumResult|attempt, frame.CodecNone, len(x), payload)) //nolint:errcheck
 		}
 	}
 }

@@ -256,7 +256,10 @@ func (w *Worker) outerQuorum(tr Transport, run syncRun) outerQuorum {
 		batches[r], _, _ = w.plan.replicaBatch(r, w.cfg.Train.Batch)
 	}
 	pol := w.policy()
-	return outerQuorum{tr: tr, g: run.group, k: w.roundKey(run.first), peers: w.peers, grace: w.cfg.Grace,
+	// Goroutines send beside the step through the raw transport: the worker's byte counts
+	// are not for concurrent use (the few bytes of announcements and handed-over results
+	// go uncounted).
+	return outerQuorum{tr: tr, bg: w.tr, g: run.group, k: w.roundKey(run.first), peers: w.peers, grace: w.cfg.Grace,
 		batches: batches, reject: pol.reject}
 }
 
