@@ -78,7 +78,12 @@ func (r *Runner) continueInPlace(run *jobRun, epoch uint64, jp scheduler.JobPlan
 	}
 	select {
 	case <-run.done:
-		return false // the worker ended: it has no state to continue with
+		if run.finished.Load() {
+			// It trained to the end: nothing is left to continue, nothing to refuse.
+			run.epoch = epoch
+			return true
+		}
+		return false // the worker failed: it has no state to continue with
 	default:
 	}
 	r.log.Info("continue in place", "epoch", epoch, "from_epoch", run.epoch, "nodes", len(jp.Nodes()))

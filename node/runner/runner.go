@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -41,6 +42,8 @@ type jobRun struct {
 	epoch  uint64 // the latest epoch it runs (only the Reconcile goroutine touches it)
 	cancel context.CancelFunc
 	done   chan struct{}
+	// finished says the worker trained to the end of the job (set before done closes).
+	finished atomic.Bool
 	follower
 }
 

@@ -35,6 +35,9 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 func (r *Runner) runWorker(ctx context.Context, j consensus.Job, run *jobRun, jp scheduler.JobPlan) {
 	var reached int
 	err := r.train(ctx, j, run, jp, &reached)
+	if err == nil {
+		run.finished.Store(true)
+	}
 	if err == nil || r.ctx.Err() != nil {
 		return
 	}
