@@ -34,8 +34,10 @@ import (
 //     to the active members left out, which take it as theirs.
 //
 // With every member present the quorum is the whole group and phase 3 is the collective of
-// a plan without failures, bit for bit. A member retired while phase 3 runs cancels it and
-// the three phases run again (an attempt, with its own frame keys) without it.
+// a plan without failures, bit for bit. A member retired while phase 3 runs cancels it;
+// the member then takes the result of one that finished phase 3 before the death
+// (serveFinished, askFinished), or, when none did, the three phases run again (an attempt,
+// with its own frame keys) without the dead member.
 
 // maxQuorumMembers bounds the groups whose outer steps run by quorum: a set of members is
 // a 64-bit mask. Larger groups run the plain collective.
