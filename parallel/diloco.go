@@ -101,7 +101,7 @@ func (s *dilocoSync) outerStep(ctx context.Context) error {
 	w := s.w
 	for i, run := range w.runs {
 		delta := s.pseudoGradient(i)
-		if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), delta, w.feedback[i], w.policy()); err != nil {
+		if err := w.outerQuorum(countingTransport{w}, run).reduce(ctx, delta, w.feedback[i], w.policy()); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
 		s.applyOuter(i, delta, 0)

@@ -165,9 +165,9 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 		ctx = context.WithoutCancel(ctx)
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
-	run, k, ef, pol := w.runs[i], w.roundKey(w.runs[i].first), w.feedback[i], w.policy()
+	q, ef, pol := w.outerQuorum(sentCounter{Transport: w.tr, n: &p.bytes}, w.runs[i]), w.feedback[i], w.policy()
 	go func() {
-		p.done <- allReduceMean(ctx, sentCounter{Transport: w.tr, n: &p.bytes}, run.group, k, p.delta, ef, pol)
+		p.done <- q.reduce(ctx, p.delta, ef, pol)
 	}()
 	return p
 }

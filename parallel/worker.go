@@ -94,6 +94,12 @@ type JobConfig struct {
 	// collective's chunk): a peer silent for longer fails the step, so the failure can be
 	// handled (a new plan) instead of hanging. Zero means DefaultStallTimeout.
 	StallTimeout time.Duration `json:"stall_timeout"`
+	// Grace is how long an outer step (DiLoCo, streaming) waits for the rest of a group's
+	// members once a majority of its active ones is in: a contribution that has not arrived
+	// by then is left out of the step, and its replica takes the others' result
+	// (quorum.go). Zero means no window: the step waits for every member the control plane
+	// has not retired (Worker.Retire), up to the stall timeout.
+	Grace time.Duration `json:"grace,omitempty"`
 }
 
 // DefaultStallTimeout is how long a worker waits for a peer's frame by default.
@@ -155,6 +161,7 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
+	peers           *peerSet // the plan's members the control plane retired
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -196,7 +203,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		data: data, codec: codec, valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+		data: data, codec: codec, peers: newPeerSet(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
 	if err := w.buildStage(st); err != nil {
@@ -234,6 +241,26 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	}
 	w.sync = newSyncStrategy(w, offloaded)
 	return w, nil
+}
+
+// Retire tells the worker that the control plane removed nodes from the job's plan (they
+// died): its outer steps stop waiting for them and no longer count them in their quorum,
+// and GatherTraffic passes over them. The worker keeps its plan, its replica's data and its
+// groups' order. Safe to call while the worker steps.
+func (w *Worker) Retire(nodes ...string) { w.peers.retire(nodes...) }
+
+// outerQuorum is the quorum collective of run, sending over tr.
+func (w *Worker) outerQuorum(tr Transport, run syncRun) outerQuorum {
+	batches := make([]int, len(w.plan.Replicas))
+	for r := range batches {
+		batches[r], _, _ = w.plan.replicaBatch(r, w.cfg.Train.Batch)
+	}
+	pol := w.policy()
+	// Goroutines send beside the step through the raw transport: the worker's byte counts
+	// are not for concurrent use (the few bytes of announcements and handed-over results
+	// go uncounted).
+	return outerQuorum{tr: tr, bg: w.tr, g: run.group, k: w.roundKey(run.first), peers: w.peers, grace: w.cfg.Grace,
+		batches: batches, reject: pol.reject}
 }
 
 // IsLast reports whether the worker runs the last stage of its replica (the one that

@@ -2,7 +2,9 @@ package parallel
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -211,7 +213,8 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 const trafficIndex = 0xfffe
 
 // GatherTraffic returns the payload bytes every worker of the plan has sent so far
-// (pipeline and synchronisation). Every worker of the plan must call it at the same step.
+// (pipeline and synchronisation); retired workers (Retire) are passed over. Every worker of
+// the plan must call it at the same step.
 func (w *Worker) GatherTraffic(ctx context.Context) (int64, error) {
 	var g Group
 	for _, stages := range w.plan.Replicas {
@@ -223,13 +226,40 @@ func (w *Worker) GatherTraffic(ctx context.Context) (int64, error) {
 		}
 	}
 	pipe, sync := w.BytesSent()
-	all, err := allGatherScalars(ctx, w.tr, g, w.roundKey(trafficIndex), float64(pipe+sync))
-	if err != nil {
-		return 0, fmt.Errorf("traffic totals: %w", err)
-	}
+	k := w.roundKey(trafficIndex)
 	var total float64
-	for _, v := range all {
-		total += v
+	for i, m := range g.Members {
+		if gone, _ := w.peers.anyRetired(m); gone && i != g.Self {
+			continue
+		}
+		// Every live member sends to every other under its own number, as allGatherScalars.
+		if i == g.Self {
+			total += float64(pipe + sync)
+			continue
+		}
+		f := &frame.Frame{Kind: frame.KindScalar, DType: frame.DTypeU8, Job: k.job, Epoch: k.epoch, Step: k.step,
+			Micro: uint16(g.Self), Index: k.index, Shape: []int{8}, Payload: binary.LittleEndian.AppendUint64(nil, math.Float64bits(float64(pipe+sync)))}
+		if err := w.tr.Send(ctx, m, f); err != nil {
+			return 0, fmt.Errorf("traffic totals: %w", err)
+		}
+	}
+	for i, m := range g.Members {
+		if gone, _ := w.peers.anyRetired(m); gone || i == g.Self {
+			continue
+		}
+		rctx, cancel := w.peers.untilRetired(ctx, m)
+		f, err := w.tr.Recv(rctx, m, frame.Key{Kind: frame.KindScalar, Job: k.job, Epoch: k.epoch, Step: k.step, Micro: uint16(i), Index: k.index})
+		cancel()
+		if err != nil {
+			if gone, _ := w.peers.anyRetired(m); gone && ctx.Err() == nil {
+				continue
+			}
+			return 0, fmt.Errorf("traffic totals: %w", err)
+		}
+		if len(f.Payload) != 8 {
+			return 0, fmt.Errorf("traffic totals: scalar from %s has %d bytes", m, len(f.Payload))
+		}
+		total += math.Float64frombits(binary.LittleEndian.Uint64(f.Payload))
 	}
 	return int64(total), nil
 }

@@ -18,6 +18,9 @@ const (
 	DecisionReplan DecisionKind = "replan"
 	// DecisionRebalance commits a new epoch onto joined nodes.
 	DecisionRebalance DecisionKind = "rebalance"
+	// DecisionContinue commits a new epoch that drops the replicas of dead nodes, which the
+	// surviving workers adopt in place: no restore, no step redone (JobPlan.Continues).
+	DecisionContinue DecisionKind = "continue"
 	// DecisionFail marks a job failed.
 	DecisionFail DecisionKind = "fail"
 	// DecisionDecline records that growth was weighed and declined; it commits nothing.
@@ -30,7 +33,7 @@ type Decision struct {
 	Kind DecisionKind
 	// From is the job's status when the decision was made.
 	From jobspec.JobStatus
-	// Plan is the epoch to commit (plan, replan, rebalance).
+	// Plan is the epoch to commit (plan, replan, rebalance, continue).
 	Plan *JobPlan
 	// Reason says why, in words: the plan's reason, the failure, the decline.
 	Reason string
@@ -68,6 +71,12 @@ func Apply(ctx context.Context, c Committer, d Decision) (uint64, error) {
 		ev.Epoch = epoch
 		if err := c.AddEvent(ctx, d.Job, ev); err != nil {
 			return epoch, fmt.Errorf("record %s of job %s: %w", d.Kind, d.Job, err)
+		}
+		return epoch, nil
+	case DecisionContinue:
+		epoch, err := c.SetPlan(ctx, d.Job, *d.Plan, d.Reason)
+		if err != nil {
+			return 0, fmt.Errorf("commit %s of job %s: %w", d.Kind, d.Job, err)
 		}
 		return epoch, nil
 	case DecisionFail:

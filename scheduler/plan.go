@@ -26,6 +26,11 @@ type JobPlan struct {
 	Reason         string           `json:"reason"`
 	// ResumeStep is the checkpoint step the epoch starts from (0: from the initial weights).
 	ResumeStep int `json:"resume_step"`
+	// Continues says the epoch carries on the previous one in place: the previous plan
+	// without the replicas that lost a node (DiLoCo and streaming, whose outer steps run by
+	// quorum). The surviving workers keep their state and step on, restoring nothing;
+	// ResumeStep is 0 and means nothing then.
+	Continues bool `json:"continues,omitempty"`
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
 	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
 	Inputs PlanInputs `json:"inputs"`

@@ -146,6 +146,9 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	if len(why) == 0 {
 		return s.considerGrowth(j, members, live, now)
 	}
+	if d := continueWithout(j, live); d != nil && failedInEpoch(j) == 0 {
+		return d
+	}
 	if restarts >= s.cfg.MaxRestarts {
 		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: fmt.Sprintf("gave up after %d restarts: %s", restarts, why[0])}
 	}
@@ -162,4 +165,54 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	msg := fmt.Sprintf("%s (newest checkpoint written: step %d)", reason, NewestWritten(j))
 	return &Decision{Job: j.ID, Kind: DecisionReplan, From: j.Status, Plan: &next, Reason: reason,
 		Event: &Event{Kind: jobspec.EventReplan, Step: next.ResumeStep, Message: msg}}
+}
+
+// continueWithout is the decision to carry a DiLoCo or streaming job on without the
+// replicas that hold a dead node, when at least one replica is whole: the surviving
+// replicas each cover every layer, so their workers keep training in place (their outer
+// steps already run by quorum) and nothing restarts from a checkpoint. nil when that does
+// not apply: every-step sync, one replica, no whole replica left. The plan keeps its
+// balancer inputs, so a node that comes back is not taken for a joined one.
+func continueWithout(j Job, live liveness) *Decision {
+	sync := j.Spec.Parallel.Sync
+	if j.Plan == nil || len(j.Plan.Replicas) < 2 || (sync != jobspec.SyncDiLoCo && sync != jobspec.SyncStreaming) {
+		return nil
+	}
+	next := *j.Plan
+	next.Replicas, next.Batches = nil, nil
+	var dead []string
+	for r, stages := range j.Plan.Replicas {
+		whole := true
+		for _, st := range stages {
+			if live.dead(st.Node) {
+				whole = false
+				dead = append(dead, st.Node)
+			}
+		}
+		if !whole {
+			continue
+		}
+		next.Replicas = append(next.Replicas, stages)
+		if len(j.Plan.Batches) > 0 {
+			next.Batches = append(next.Batches, j.Plan.Batches[r])
+		}
+	}
+	if len(dead) == 0 || len(next.Replicas) == 0 {
+		return nil
+	}
+	next.ResumeStep, next.Continues = 0, true
+	next.Reason = fmt.Sprintf("%d of %d replicas go on in place without %s", len(next.Replicas), len(j.Plan.Replicas), dead[0])
+	reason := fmt.Sprintf("node %s is dead; %s", dead[0], next.Reason)
+	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: reason}
+}
+
+// failedInEpoch counts the worker failures reported in the job's current epoch.
+func failedInEpoch(j Job) int {
+	n := 0
+	for _, ev := range j.Events {
+		if ev.Kind == jobspec.EventWorkerFailed && ev.Epoch == j.Epoch {
+			n++
+		}
+	}
+	return n
 }

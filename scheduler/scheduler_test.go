@@ -385,3 +385,39 @@ func TestPlanTheEngineRejectsFailsTheJob(t *testing.T) {
 		t.Fatalf("decision %s %q, want a failure with the check's reason", d.Kind, d.Reason)
 	}
 }
+
+// TestLostReplicaContinuesInPlace: a node of one DiLoCo replica of three dies: the job
+// gets an epoch that continues in place with the two whole replicas (their batch shares
+// kept), no checkpoint to resume from, no replan event and no restart counted. A
+// sync-mode job of three replicas, or a DiLoCo job whose replicas all lost a node, is
+// replanned from a checkpoint as before.
+func TestLostReplicaContinuesInPlace(t *testing.T) {
+	diloco := spec()
+	diloco.Parallel.Stages, diloco.Parallel.Replicas, diloco.Parallel.Sync = jobspec.Fixed(1), jobspec.Fixed(3), jobspec.SyncDiLoCo
+	j := running(t, diloco, abc)
+	j.Plan.Batches = []int{2, 4, 6}
+	victim := j.Plan.Replicas[1][0].Node
+	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(abc, victim, MemberDead), JobList: []Job{j}, Clock: t0}
+	s := New(Config{})
+	d := decision(t, h, s)
+	if d.Kind != DecisionContinue || !d.Plan.Continues || d.Plan.Has(victim) || len(d.Plan.Replicas) != 2 || d.Event != nil {
+		t.Fatalf("decision %s continues=%v on %v, event %+v; want to continue in place without %s", d.Kind, d.Plan.Continues, d.Plan.Nodes(), d.Event, victim)
+	}
+	if fmt.Sprint(d.Plan.Batches) != "[2 6]" || d.Plan.Replicas[0][0] != j.Plan.Replicas[0][0] || d.Plan.Replicas[1][0] != j.Plan.Replicas[2][0] {
+		t.Fatalf("continued plan %+v batches %v: the survivors' stages and shares must stay", d.Plan.Replicas, d.Plan.Batches)
+	}
+	if got := h.JobList[0]; got.Epoch != 2 || len(got.Events) != 0 {
+		t.Errorf("job after the round: epoch %d events %+v, want epoch 2 and no replan", got.Epoch, got.Events)
+	}
+	if ds, _ := h.Process(context.Background(), s); len(ds) != 0 {
+		t.Fatalf("second round decided %+v", ds)
+	}
+
+	sync := diloco
+	sync.Parallel.Sync = jobspec.SyncEveryStep
+	js := running(t, sync, abc)
+	h = &Harness{SelfID: js.Plan.Replicas[0][0].Node, MemberList: with(abc, js.Plan.Replicas[1][0].Node, MemberDead), JobList: []Job{js}, Clock: t0}
+	if d := decision(t, h, New(Config{})); d.Kind != DecisionReplan {
+		t.Errorf("sync mode: %s, want a replan from a checkpoint", d.Kind)
+	}
+}

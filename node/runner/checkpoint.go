@@ -101,31 +101,76 @@ func crashWriting(path string, data []byte) {
 	os.Exit(137)
 }
 
-// replicateFiles has one other node of the plan fetch every file, trying them in ring
+// replicaHedge is how long a checkpoint's copy to one node may take before the next node
+// of the ring is asked as well: a node that died and is not known dead yet must not hold
+// the checkpoint (and so, through the update gate, the job) for the blob protocol's
+// request timeout.
+const replicaHedge = time.Second
+
+// replicateFiles has one other node of the plan fetch every file, asking them in ring
 // order from this node's place in the plan (so the stages' copies spread), and returns
-// the node that now holds them all. It fails when the plan has no other node or none took
-// the files.
+// the node that now holds them all. A node that refuses passes the turn to the next; one
+// that has not answered within replicaHedge gets the next asked beside it, and the first
+// to hold every file wins (the others are cancelled). It fails when the plan has no other
+// node or none took the files.
 func (r *Runner) replicateFiles(ctx context.Context, jp scheduler.JobPlan, files []consensus.CheckpointFile) (string, error) {
 	self := r.cfg.Self
 	nodes := slices.Compact(jp.Nodes())
 	at := slices.Index(nodes, self)
-	err := errors.New("no other node in the plan")
+	var targets []string
 	for i := 1; i < len(nodes); i++ {
-		to := nodes[(at+i)%len(nodes)]
-		if to == self {
-			continue
+		if to := nodes[(at+i)%len(nodes)]; to != self {
+			targets = append(targets, to)
 		}
-		for _, f := range files {
-			if err = r.cfg.Blobs.Replicate(ctx, to, f.Hash); err != nil {
-				break
+	}
+	if len(targets) == 0 {
+		return "", errors.New("no other node in the plan")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		to  string
+		err error
+	}
+	results := make(chan result, len(targets))
+	next, running := 0, 0
+	ask := func() {
+		if next == len(targets) {
+			return
+		}
+		to := targets[next]
+		next, running = next+1, running+1
+		go func() { results <- result{to, r.replicateTo(ctx, to, files)} }()
+	}
+	hedge := time.NewTicker(replicaHedge)
+	defer hedge.Stop()
+	ask()
+	var err error
+	for running > 0 {
+		select {
+		case res := <-results:
+			running--
+			if res.err == nil {
+				return res.to, nil
 			}
+			err = res.err
+			r.log.Info("checkpoint replica refused", "to", res.to, "err", err)
+			ask()
+		case <-hedge.C:
+			ask()
 		}
-		if err == nil {
-			return to, nil
-		}
-		r.log.Info("checkpoint replica refused", "to", to, "err", err)
 	}
 	return "", err
+}
+
+// replicateTo has node to fetch every file.
+func (r *Runner) replicateTo(ctx context.Context, to string, files []consensus.CheckpointFile) error {
+	for _, f := range files {
+		if err := r.cfg.Blobs.Replicate(ctx, to, f.Hash); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // pruneCheckpoints deletes all but the newest keep step-N directories under jobDir.

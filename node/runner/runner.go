@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -36,11 +37,14 @@ type Runner struct {
 	unreferenced map[string]time.Time
 }
 
-// jobRun is one worker of one plan epoch.
+// jobRun is one worker of one plan epoch, and of the epochs that continue it in place.
 type jobRun struct {
-	epoch  uint64
+	epoch  uint64 // the latest epoch it runs (only the Reconcile goroutine touches it)
 	cancel context.CancelFunc
 	done   chan struct{}
+	// finished says the worker trained to the end of the job (set before done closes).
+	finished atomic.Bool
+	follower
 }
 
 // New returns a runner with cfg's dependencies; it runs nothing before Reconcile.
@@ -108,6 +112,11 @@ func (r *Runner) reconcile(j consensus.Job) {
 	run := r.runs[j.ID]
 	r.mu.Unlock()
 	cur := j.CurrentPlan()
+	var jp scheduler.JobPlan
+	decoded := cur != nil && json.Unmarshal(cur.Plan, &jp) == nil
+	if run != nil && !j.Status.Terminal() && decoded && cur.Epoch != run.epoch && r.continueInPlace(run, cur.Epoch, jp) {
+		return
+	}
 	if run != nil && (j.Status.Terminal() || cur == nil || cur.Epoch != run.epoch) {
 		run.cancel()
 		<-run.done
@@ -120,22 +129,28 @@ func (r *Runner) reconcile(j consensus.Job) {
 	if run != nil || j.Status != consensus.JobRunning || cur == nil {
 		return
 	}
-	var jp scheduler.JobPlan
-	if err := json.Unmarshal(cur.Plan, &jp); err != nil {
-		r.log.Warn("unreadable plan", "job", j.ID, "epoch", cur.Epoch, "err", err)
+	if !decoded {
+		r.log.Warn("unreadable plan", "job", j.ID, "epoch", cur.Epoch)
 		return
 	}
 	if !jp.Has(r.cfg.Self) {
 		return
 	}
+	if jp.Continues {
+		r.mu.Lock()
+		r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
+		r.mu.Unlock()
+		return
+	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	run = &jobRun{epoch: cur.Epoch, cancel: cancel, done: make(chan struct{})}
+	run.follower.start, run.follower.epoch, run.follower.jp = cur.Epoch, cur.Epoch, jp
 	r.mu.Lock()
 	r.runs[j.ID] = run
 	r.mu.Unlock()
 	go func() {
 		defer close(run.done)
-		r.runWorker(ctx, j, cur.Epoch, jp)
+		r.runWorker(ctx, j, run, jp)
 	}()
 }
 

@@ -48,11 +48,14 @@ type cluster struct {
 	runners []*Runner
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t *testing.T) *cluster { return newClusterOf(t, "a", "b") }
+
+// newClusterOf is a control plane and the runners of nodes ids over one in-memory network.
+func newClusterOf(t *testing.T, ids ...string) *cluster {
 	c := &cluster{control: &fsmControl{fsm: consensus.NewFSM(nil)}}
-	net, blobs := parallel.NewInMemory("a", "b"), &memBlobs{stores: map[string]map[string][]byte{}}
+	net, blobs := parallel.NewInMemory(ids...), &memBlobs{stores: map[string]map[string][]byte{}}
 	t.Cleanup(net.Close)
-	for _, id := range []string{"a", "b"} {
+	for _, id := range ids {
 		r, err := New(Config{Self: id, DataDir: t.TempDir(), Log: testutil.Logger(t).With("node", id),
 			Blobs: nodeBlobs{blobs, id}, Control: c.control, Network: memNetwork{net, id}, Datasets: noDatasets{}})
 		if err != nil {

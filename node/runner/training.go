@@ -22,6 +22,10 @@ type training struct {
 	steps int // the schedule's total steps
 	w     *parallel.Worker
 	p     *progress
+	// follower hands over the in-place epochs that follow epoch (nil: none will);
+	// evaluates says whether this worker computes the validation loss.
+	follower  *follower
+	evaluates bool
 
 	val      *float64 // the latest validation loss
 	lastCkpt int      // the step of the latest checkpoint started
@@ -39,8 +43,25 @@ func newTraining(r *Runner, j consensus.Job, epoch uint64, jp scheduler.JobPlan,
 	if global == 0 {
 		global = cfg.Train.Batch * len(jp.Replicas)
 	}
-	p := &progress{control: r.cfg.Control, job: j.ID, epoch: epoch, report: w.Replica() == 0 && w.IsLast(), tokens: global * cfg.Train.Model.Context}
-	return &training{r: r, job: j, epoch: epoch, jp: jp, steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone()}
+	report, evaluates := roles(jp, r.cfg.Self)
+	p := &progress{control: r.cfg.Control, job: j.ID, epoch: epoch, report: report, tokens: global * cfg.Train.Model.Context}
+	return &training{r: r, job: j, epoch: epoch, jp: jp, steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone(), evaluates: evaluates}
+}
+
+// followEpoch takes over the latest in-place epoch, if one came: its number for what the
+// training reports, its plan for the checkpoints' copies, and the roles it gives this
+// node (the first replica may be another now). The tokens per step stay the plan's at
+// the start: the replicas left go on with their own batches.
+func (t *training) followEpoch() {
+	if t.follower == nil {
+		return
+	}
+	epoch, jp := t.follower.current()
+	if epoch == t.epoch {
+		return
+	}
+	t.epoch, t.jp, t.p.epoch = epoch, jp, epoch
+	t.p.report, t.evaluates = roles(jp, t.r.cfg.Self)
 }
 
 // StepsDone implements parallel.Stepper.
@@ -60,11 +81,12 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	return res.Loss, nil
 }
 
-// evaluate is the evaluation hook: replica 0's validation loss and the job's traffic,
+// evaluate is the evaluation hook: the first replica's validation loss and the job's traffic,
 // reported at once.
 func (t *training) evaluate(ctx context.Context, step int, loss float64) error {
+	t.followEpoch()
 	var val *float64
-	if t.w.Replica() == 0 {
+	if t.evaluates {
 		v, ok, err := t.w.Evaluate(ctx)
 		if err != nil {
 			return err
@@ -83,6 +105,7 @@ func (t *training) evaluate(ctx context.Context, step int, loss float64) error {
 
 // progress is the hook of the other steps: a sample at most every progressEvery.
 func (t *training) progress(ctx context.Context, step int, loss float64) error {
+	t.followEpoch()
 	return t.p.add(ctx, step, loss, nil, -1, false)
 }
 
@@ -93,6 +116,7 @@ func (t *training) progress(ctx context.Context, step int, loss float64) error {
 // another node and its manifest are done (gate), so the job never runs more than
 // checkpoint.every steps past a checkpoint that survives any one node.
 func (t *training) checkpoint(ctx context.Context, step int) error {
+	t.followEpoch()
 	every := t.job.Spec.Checkpoint.Every
 	if every <= 0 || step/every <= t.lastCkpt/every || !t.w.Consistent() || step >= t.steps {
 		return nil
@@ -105,10 +129,11 @@ func (t *training) checkpoint(ctx context.Context, step int) error {
 	done := make(chan struct{})
 	t.stored = done
 	t.writes.Add(1)
+	epoch, jp := t.epoch, t.jp // followEpoch may change them while the write runs
 	go func() {
 		defer t.writes.Done()
 		defer close(done)
-		err := t.r.writeCheckpoint(ctx, t.job.ID, t.epoch, t.jp, t.job.Spec.Checkpoint.Keep, snap)
+		err := t.r.writeCheckpoint(ctx, t.job.ID, epoch, jp, t.job.Spec.Checkpoint.Keep, snap)
 		if err != nil && ctx.Err() == nil {
 			t.r.log.Warn("checkpoint", "job", t.job.ID, "step", snap.Step, "err", err)
 		}
@@ -133,6 +158,7 @@ func (t *training) gate(ctx context.Context, _ int) error {
 
 // finish records the end of the job, by the worker that reports progress.
 func (t *training) finish(ctx context.Context) error {
+	t.followEpoch()
 	if !t.p.report {
 		return nil
 	}

@@ -32,13 +32,17 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 // next epoch redoes are known; a failure is reported to the leader, who decides what it
 // means (a dead peer or a broken stream gets a new epoch from the last checkpoint;
 // repeated failures end the job).
-func (r *Runner) runWorker(ctx context.Context, j consensus.Job, epoch uint64, jp scheduler.JobPlan) {
-	log := r.log.With("job", j.ID, "epoch", epoch)
+func (r *Runner) runWorker(ctx context.Context, j consensus.Job, run *jobRun, jp scheduler.JobPlan) {
 	var reached int
-	err := r.train(ctx, j, epoch, jp, &reached)
+	err := r.train(ctx, j, run, jp, &reached)
+	if err == nil {
+		run.finished.Store(true)
+	}
 	if err == nil || r.ctx.Err() != nil {
 		return
 	}
+	epoch, _ := run.current() // the latest epoch it followed in place
+	log := r.log.With("job", j.ID, "epoch", epoch)
 	bg, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 	defer cancel()
 	ev := consensus.NewEvent(consensus.EventWorkerStopped, epoch, reached, fmt.Sprintf("%s stopped after step %d", r.cfg.Self, reached))
@@ -52,7 +56,8 @@ func (r *Runner) runWorker(ctx context.Context, j consensus.Job, epoch uint64, j
 }
 
 // train runs the worker; reached is set to the steps it completed (or resumed from).
-func (r *Runner) train(ctx context.Context, j consensus.Job, epoch uint64, jp scheduler.JobPlan, reached *int) error {
+func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp scheduler.JobPlan, reached *int) error {
+	epoch := run.epochAtStart()
 	data, err := r.dataset(ctx, j)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
@@ -65,6 +70,7 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, epoch uint64, jp sc
 		return err
 	}
 	cfg := jobConfig(j, epoch, jp)
+	cfg.Grace = outerGrace
 	// A stage the plan gives a memory budget keeps its training state's chunks in a file
 	// here (created unlinked: nothing is left behind).
 	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload")
@@ -74,12 +80,14 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, epoch uint64, jp sc
 	}
 	defer w.Close()
 	defer func() { *reached = w.StepsDone() }()
+	run.setWorker(w)
 	if jp.ResumeStep > 0 {
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
 			return err
 		}
 	}
 	t := newTraining(r, j, epoch, jp, cfg, w)
+	t.follower = &run.follower
 	defer t.writes.Wait()
 	if jp.ResumeStep == 0 {
 		if err := t.evaluate(ctx, w.StepsDone(), 0); err != nil {

@@ -1,0 +1,210 @@
+package parallel
+
+import (
+	"context"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// quorumConfig is a DiLoCo job of three one-stage replicas with outer lr 1 and no
+// momentum (an outer step leaves the replicas at the weighted mean of their weights), and
+// a stall timeout short enough that a collective waiting on a lost replica fails the test
+// instead of hanging it.
+func quorumConfig(steps, inner int, mode jobspec.Sync) (JobConfig, Plan) {
+	cfg := pipelineConfig(steps)
+	cfg.Train.MicroBatches = 2
+	cfg.Sync = DefaultSyncConfig()
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.OuterLR, cfg.Sync.OuterMomentum = mode, inner, 1, 0
+	cfg.Sync.Overlap = 0
+	cfg.StallTimeout = 20 * time.Second
+	L := cfg.Train.Model.NumLayers()
+	plan := Plan{Replicas: [][]StagePlan{{{Node: "a", Last: L}}, {{Node: "b", Last: L}}, {{Node: "c", Last: L}}},
+		Batches: []int{4, 8, 4}}
+	return cfg, plan
+}
+
+// stepWorkers steps each of ws, concurrently, until it has done n steps.
+func stepWorkers(t *testing.T, ws []*Worker, n int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make([]error, len(ws))
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w.StepsDone() < n && errs[i] == nil {
+				_, errs[i] = w.Step(context.Background())
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("worker %d: %v", i, err)
+		}
+	}
+}
+
+func workerParams(w *Worker) map[string][]float32 {
+	out := map[string][]float32{}
+	for _, p := range modelParams(w) {
+		out[p.name] = p.data
+	}
+	return out
+}
+
+type namedParam struct {
+	name string
+	data []float32
+}
+
+func modelParams(w *Worker) []namedParam {
+	var out []namedParam
+	for _, ps := range w.runParams {
+		for _, p := range ps {
+			out = append(out, namedParam{p.Name, append([]float32(nil), p.Value.Data...)})
+		}
+	}
+	return out
+}
+
+func sameBits(t *testing.T, what string, a, b map[string][]float32) {
+	t.Helper()
+	for name, v := range a {
+		for i := range v {
+			if math.Float32bits(v[i]) != math.Float32bits(b[name][i]) {
+				t.Fatalf("%s: %s[%d] = %v and %v", what, name, i, v[i], b[name][i])
+			}
+		}
+	}
+}
+
+// TestOuterStepGoesOnWithoutALostReplica: replica c of three stops for good after the
+// first outer step. The survivors' second outer step runs by quorum without it, once the
+// control plane retires it or, before that, once the grace window is over: they end with
+// identical weights, the mean of their own weighted by their batches (4 and 8 sequences:
+// renormalised over the quorum, not the plan's 16), and no step of theirs failed.
+func TestOuterStepGoesOnWithoutALostReplica(t *testing.T) {
+	for _, how := range []string{"retired", "grace"} {
+		t.Run(how, func(t *testing.T) {
+			cfg, plan := quorumConfig(100, 3, jobspec.SyncDiLoCo) // stopped after 6: no final step
+			if how == "grace" {
+				cfg.Grace = 100 * time.Millisecond
+			}
+			// The reference: the same plan and steps, the second outer period trained apart.
+			ref := newRun(t, cfg, plan)
+			stepWorkers(t, ref.Workers(), 3)
+			for _, w := range ref.Workers() {
+				w.cfg.Sync.InnerSteps = 1000
+			}
+			stepWorkers(t, ref.Workers(), 6)
+			want := workerParams(ref.Workers()[0])
+			other := workerParams(ref.Workers()[1])
+			for name, v := range want {
+				for i := range v {
+					v[i] = (4*v[i] + 8*other[name][i]) / 12
+				}
+			}
+
+			run := newRun(t, cfg, plan)
+			a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+			stepWorkers(t, run.Workers(), 3)
+			if how == "retired" {
+				a.Retire("c")
+				b.Retire("c")
+			}
+			stepWorkers(t, []*Worker{a, b}, 6) // c never steps again
+			if c.StepsDone() != 3 {
+				t.Fatalf("c stepped to %d", c.StepsDone())
+			}
+			got := workerParams(a)
+			sameBits(t, "survivors", got, workerParams(b))
+			for name, v := range want {
+				for i := range v {
+					if math.Abs(float64(v[i]-got[name][i])) > 1e-6 {
+						t.Fatalf("%s[%d] = %v after the quorum's outer step, the batch-weighted mean of a and b %v", name, i, got[name][i], v[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestLateReplicaTakesTheQuorumsResult: replica c reaches the outer step after the grace
+// window; a and b go on without its contribution, and c, when it gets there, takes their
+// result: all three end with the same bits.
+func TestLateReplicaTakesTheQuorumsResult(t *testing.T) {
+	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncStreaming} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg, plan := quorumConfig(8, 3, mode)
+			cfg.Grace = 50 * time.Millisecond
+			run := newRun(t, cfg, plan)
+			a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+			stepWorkers(t, []*Worker{a, b}, 3)
+			stepWorkers(t, []*Worker{c}, 3)
+			sameBits(t, "a and b", workerParams(a), workerParams(b))
+			sameBits(t, "a and the late c", workerParams(a), workerParams(c))
+			stepWorkers(t, run.Workers(), 8) // all three on time again: the last outer step with c
+			sameBits(t, "a and b at the end", workerParams(a), workerParams(b))
+			sameBits(t, "a and c at the end", workerParams(a), workerParams(c))
+		})
+	}
+}
+
+// TestQuorumNeedsAMajority: a replica alone of three, the others neither there nor
+// retired, does not train on by itself: its outer step fails.
+func TestQuorumNeedsAMajority(t *testing.T) {
+	cfg, plan := quorumConfig(3, 3, jobspec.SyncDiLoCo)
+	cfg.Grace, cfg.StallTimeout = 10*time.Millisecond, 200*time.Millisecond
+	run := newRun(t, cfg, plan)
+	a := run.Workers()[0]
+	var err error
+	for a.StepsDone() < 3 && err == nil {
+		_, err = a.Step(context.Background())
+	}
+	if err == nil {
+		t.Fatal("a replica alone of three finished an outer step")
+	}
+	t.Log(err)
+}
+
+// TestFinishedMemberServesItsResult: a member whose collective broke asks the others for
+// their result; one that finished the outer step hands over its bits, until its next outer
+// step of the same run; with none finished the ask comes back empty.
+func TestFinishedMemberServesItsResult(t *testing.T) {
+	net := NewInMemory("a", "b", "c")
+	t.Cleanup(net.Close)
+	g := Group{Members: []string{"a", "b", "c"}}
+	k := roundKey{job: 1, epoch: 1, step: 5, index: 0}
+	quorum := func(self string, peers *peerSet) outerQuorum {
+		// A loaded machine (-race) may take a while to answer; nobody answering is the
+		// second case's point, and it waits the whole window.
+		q := outerQuorum{tr: net.Peer(self), g: g, k: k, peers: peers, ask: 10 * time.Second}
+		q.g.Self = map[string]int{"a": 0, "b": 1, "c": 2}[self]
+		return q
+	}
+	ctx := context.Background()
+	want := []float32{1.5, -2, 3.25}
+	quorum("a", newPeerSet()).serveFinished(ctx, want)
+	got := make([]float32, 3)
+	bPeers := newPeerSet()
+	bPeers.retire("c")
+	if !quorum("b", bPeers).askFinished(ctx, got) {
+		t.Fatal("b got no result from a, which finished")
+	}
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("b took %v, a finished with %v", got, want)
+		}
+	}
+	k.step = 10 // nobody finished this one
+	q := quorum("b", bPeers)
+	q.k, q.ask = k, 100*time.Millisecond
+	if q.askFinished(ctx, got) {
+		t.Fatal("b took a result of an outer step nobody finished")
+	}
+}
