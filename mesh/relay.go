@@ -77,7 +77,8 @@ func (r RelayConfig) resources() relay.Resources {
 
 // relayACL lets the relay service carry circuits between admitted members only: an
 // outsider can neither reserve a slot nor reach, or be reached from, a member through
-// this node.
+// this node. Refusals are counted (Stats.RelayRefused) and logged at debug level only, so
+// that an outsider's attempts cannot flood the log.
 type relayACL struct{ m *Mesh }
 
 func (a relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
@@ -85,7 +86,7 @@ func (a relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 		return true
 	}
 	a.m.relayRefused.Add(1)
-	a.m.log.Info("relay: refused a reservation of a peer not admitted", "peer", p)
+	a.m.log.Debug("relay: refused a reservation of a peer not admitted", "peer", p)
 	return false
 }
 
@@ -94,7 +95,7 @@ func (a relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dest peer.ID) bool {
 		return true
 	}
 	a.m.relayRefused.Add(1)
-	a.m.log.Info("relay: refused a circuit not between admitted members", "src", src, "dest", dest)
+	a.m.log.Debug("relay: refused a circuit not between admitted members", "src", src, "dest", dest)
 	return false
 }
 
