@@ -12,6 +12,7 @@ type meshCollector struct {
 	peers, rtt, bandwidth, gflops, budget       *prometheus.Desc
 	authFailures, refused, malformed, connected *prometheus.Desc
 	authRetries, unadmittedSigners, admitted    *prometheus.Desc
+	relayRefused, reservations                  *prometheus.Desc
 }
 
 func newMeshCollector(m *mesh.Mesh) *meshCollector {
@@ -32,13 +33,15 @@ func newMeshCollector(m *mesh.Mesh) *meshCollector {
 		authRetries:  d("auth_retries_total", "Admission exchanges started again because the previous one timed out."),
 		unadmittedSigners: d("unadmitted_signers_total",
 			"Heartbeats dropped because this node had not admitted their signer itself (relayed keys: a Sybil attempt or a peer not yet admitted)."),
-		admitted: d("admitted_peers", "Connected peers this node admitted."),
+		admitted:     d("admitted_peers", "Connected peers this node admitted."),
+		relayRefused: d("relay_refused_total", "Relay reservations and circuits refused because an end was not an admitted member."),
+		reservations: d("relay_reservations", "Relay reservations this node holds (behind a NAT)."),
 	}
 }
 
 func (c *meshCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.peers, c.rtt, c.bandwidth, c.gflops, c.budget, c.authFailures, c.refused,
-		c.malformed, c.connected, c.authRetries, c.unadmittedSigners, c.admitted} {
+		c.malformed, c.connected, c.authRetries, c.unadmittedSigners, c.admitted, c.relayRefused, c.reservations} {
 		ch <- d
 	}
 }
@@ -69,4 +72,6 @@ func (c *meshCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.authRetries, prometheus.CounterValue, float64(st.AuthRetries))
 	ch <- prometheus.MustNewConstMetric(c.unadmittedSigners, prometheus.CounterValue, float64(st.UnadmittedSigners))
 	ch <- prometheus.MustNewConstMetric(c.admitted, prometheus.GaugeValue, float64(st.Admitted))
+	ch <- prometheus.MustNewConstMetric(c.relayRefused, prometheus.CounterValue, float64(st.RelayRefused))
+	ch <- prometheus.MustNewConstMetric(c.reservations, prometheus.GaugeValue, float64(st.Reservations))
 }

@@ -241,7 +241,8 @@ func TestAPIStatusPeersMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`meshnode_peers{state="alive"} 1`, "meshnode_gemm_gflops", "meshnode_peer_rtt_seconds",
-		"meshnode_admitted_peers 1", "meshnode_auth_retries_total 0", "meshnode_unadmitted_signers_total 0"} {
+		"meshnode_admitted_peers 1", "meshnode_auth_retries_total 0", "meshnode_unadmitted_signers_total 0",
+		"meshnode_relay_refused_total 0", "meshnode_relay_reservations 0"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
