@@ -1,5 +1,7 @@
 package model
 
+import "github.com/meshnode/meshnode/device"
+
 // Recomputed is a layer trained with activation recomputation: its Forward keeps only its
 // input (the checkpoint) and the output it passes on, and its Backward runs the forward
 // pass again from the checkpoint before propagating the gradient. Everything the inner
@@ -90,28 +92,36 @@ func (r *Recomputed) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float3
 	var dx []float32
 	switch blk := r.Layer.(type) {
 	case *Block:
-		s := &blockSaved{x: sa.input(x)}
-		blk.forwardAttn(sa, mb, s)
-		sb.Reset()
-		blk.forwardMLP(sb, mb, s)
-		dx2 := blk.backwardMLP(sb, mb, s, sb.input(dy))
-		kept := sa.AllocTensor(dx2.Len())
-		sa.backend().Copy(kept, dx2)
-		sb.Reset()
-		dx = sb.output(blk.backwardAttn(sb, mb, s, kept))
+		dx = recomputeHalves(sa, sb, mb, blk, &blockSaved{x: sa.input(x)}, dy)
 	case *LlamaBlock:
-		s := &llamaSaved{x: sa.input(x)}
-		blk.forwardAttn(sa, mb, s)
-		sb.Reset()
-		blk.forwardMLP(sb, mb, s)
-		dx2 := blk.backwardMLP(sb, mb, s, sb.input(dy))
-		kept := sa.AllocTensor(dx2.Len())
-		sa.backend().Copy(kept, dx2)
-		sb.Reset()
-		dx = sb.output(blk.backwardAttn(sb, mb, s, kept))
+		dx = recomputeHalves(sa, sb, mb, blk, &llamaSaved{x: sa.input(x)}, dy)
 	default:
 		_, inner := r.Layer.Forward(sa, mb, x)
 		dx = r.Layer.Backward(sa, mb, inner, dy)
 	}
 	return ws.keep(dx)
+}
+
+// halves is a block computed in two halves, attention then MLP, each keeping what its
+// backward pass needs in S: what recomputeHalves runs.
+type halves[S any] interface {
+	forwardAttn(ws *Workspace, mb *Batch, s S)
+	forwardMLP(ws *Workspace, mb *Batch, s S)
+	backwardMLP(ws *Workspace, mb *Batch, s S, dy device.Tensor) device.Tensor
+	backwardAttn(ws *Workspace, mb *Batch, s S, dx2 device.Tensor) device.Tensor
+}
+
+// recomputeHalves recomputes blk's forward pass into s (attention in sa, the MLP in sb),
+// runs the MLP's backward pass in sb, keeps its gradient in sa, frees sb for the
+// attention's backward pass and returns the input's gradient: a block's peak scratch is
+// one half's activations, not both.
+func recomputeHalves[S any](sa, sb *Workspace, mb *Batch, blk halves[S], s S, dy []float32) []float32 {
+	blk.forwardAttn(sa, mb, s)
+	sb.Reset()
+	blk.forwardMLP(sb, mb, s)
+	dx2 := blk.backwardMLP(sb, mb, s, sb.input(dy))
+	kept := sa.AllocTensor(dx2.Len())
+	sa.backend().Copy(kept, dx2)
+	sb.Reset()
+	return sb.output(blk.backwardAttn(sb, mb, s, kept))
 }
