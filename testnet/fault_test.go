@@ -270,6 +270,32 @@ func checkResumed(t *testing.T, d api.JobDetail, victim *Node, survived int, kil
 
 }
 
+// plannable reports whether every other live node sees n alive with a profile the leader
+// can plan with (measured speed and a data-plane address): on a loaded machine a
+// restarted node can see its peers before its own first profile has reached them, and a
+// job submitted then is planned without it.
+func plannable(tn *Testnet, n *Node) bool {
+	for _, m := range tn.Nodes() {
+		if m == n || !m.Alive() {
+			continue
+		}
+		ps, err := m.Client().Peers(context.Background())
+		if err != nil {
+			return false
+		}
+		seen := false
+		for _, p := range ps {
+			if p.ID == n.ID {
+				seen = p.State == "alive" && p.Profile != nil && p.Profile.DataAddr != "" && p.Profile.TrainGFLOPS > 0
+			}
+		}
+		if !seen {
+			return false
+		}
+	}
+	return true
+}
+
 func alivePeers(n *Node) []string {
 	ps, err := n.Client().Peers(context.Background())
 	if err != nil {
@@ -399,7 +425,7 @@ func waitRejoined(t *testing.T, tn *Testnet, back *Node, jobID string, peers int
 	t.Helper()
 	err := tn.WaitFor(func() bool {
 		j, err := back.Client().Job(context.Background(), jobID, false)
-		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == peers
+		return err == nil && j.Status == consensus.JobDone && len(alivePeers(back)) == peers && plannable(tn, back)
 	}, 60*time.Second)
 	if err != nil {
 		t.Fatalf("restarted node %s does not see job %s done and %d live peers: %v", back.Spec.Name, jobID, peers, err)
