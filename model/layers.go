@@ -34,23 +34,33 @@ func (e *Embedding) Params() []*Param {
 	return []*Param{e.wte, e.wpe}
 }
 
-// positions is the position table's value and gradient, empty tensors when there is none.
-func (e *Embedding) positions() (value, grad device.Tensor) {
+// positionValue and positionGrad are the position table's weights and gradient, empty
+// tensors when there is none. They are separate because the forward pass may touch only
+// the weights: an offloaded stage's store binds the gradient's memory only around the
+// backward pass, and moves it concurrently otherwise.
+func (e *Embedding) positionValue() device.Tensor {
 	if e.wpe == nil {
-		return device.Tensor{}, device.Tensor{}
+		return device.Tensor{}
 	}
-	return e.wpe.value(), e.wpe.grad()
+	return e.wpe.value()
+}
+
+func (e *Embedding) positionGrad() device.Tensor {
+	if e.wpe == nil {
+		return device.Tensor{}
+	}
+	return e.wpe.grad()
 }
 
 func (e *Embedding) Forward(ws *Workspace, mb *Batch, _ []float32) ([]float32, Saved) {
 	y := ws.AllocTensor(mb.Rows() * e.cfg.DModel)
-	wpe, _ := e.positions()
+	wpe := e.positionValue()
 	ws.backend().EmbeddingForward(y, e.wte.value(), wpe, mb.Inputs, mb.T, e.cfg.DModel)
 	return ws.output(y), nil
 }
 
 func (e *Embedding) Backward(ws *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
-	_, dwpe := e.positions()
+	dwpe := e.positionGrad()
 	ws.backend().EmbeddingBackward(e.wte.grad(), dwpe, ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
 	return nil
 }
