@@ -14,6 +14,7 @@ import (
 // engine's test harness and the distributed mode of `meshnode train`.
 type LocalRun struct {
 	rejected  []Rejection // every contribution a worker dropped, in step order
+	offenders []string    // every member a worker named an offender, in step order
 	cfg       JobConfig
 	workers   []*Worker
 	trainTime time.Duration
@@ -51,6 +52,10 @@ func (l *LocalRun) Close() error {
 // Rejected lists the contributions the workers dropped so far (step by step, in worker
 // order): what a node would report as contribution_rejected events.
 func (l *LocalRun) Rejected() []Rejection { return l.rejected }
+
+// Offenders lists the members the workers named offenders so far (step by step, in
+// worker order, once per worker): what a node would report as offender events.
+func (l *LocalRun) Offenders() []string { return l.offenders }
 
 // Workers lists the run's workers, replica by replica, stage by stage.
 func (l *LocalRun) Workers() []*Worker { return l.workers }
@@ -101,6 +106,7 @@ func (l *LocalRun) Step(ctx context.Context) (float64, error) {
 	l.trainTime += time.Since(start)
 	for _, r := range results {
 		l.rejected = append(l.rejected, r.Rejected...)
+		l.offenders = append(l.offenders, r.Offenders...)
 	}
 	// The step's loss is the mean over every row of every replica.
 	var loss float64

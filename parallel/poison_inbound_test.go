@@ -55,6 +55,13 @@ type inboundRun struct {
 // contributions the workers dropped.
 func (r inboundRun) train(t *testing.T) (float64, []Rejection) {
 	t.Helper()
+	val, rej, _ := r.trainNamed(t)
+	return val, rej
+}
+
+// trainNamed is train that also returns the members the workers named offenders.
+func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = r.sync, 3, r.rule
@@ -87,7 +94,49 @@ func (r inboundRun) train(t *testing.T) (float64, []Rejection) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return val, run.Rejected()
+	return val, run.Rejected(), run.Offenders()
+}
+
+// TestRepeatOffenderIsNamed: a replica of three whose contributions every sync drops
+// (its update times −15) is named an offender by both honest workers, once each, after
+// OffenderAfter syncs; in an all-honest run nobody is.
+func TestRepeatOffenderIsNamed(t *testing.T) {
+	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		r := inboundRun{sync: sync, rule: jobspec.AggregateMean, n: 3, steps: 12, scaleBy: -15}
+		if _, _, named := r.trainNamed(t); len(named) != 0 {
+			t.Errorf("%s all honest: named %v", sync, named)
+		}
+		r.bad = 1
+		_, _, named := r.trainNamed(t)
+		if fmt.Sprint(named) != "[r2 r2]" {
+			t.Errorf("%s: named %v, want r2 by each honest worker", sync, named)
+		}
+	}
+}
+
+// TestOffenderWatchNeedsConsecutiveSyncs: rejections separated by a sync that accepted
+// the member do not add up; OffenderAfter in a row name it once.
+func TestOffenderWatchNeedsConsecutiveSyncs(t *testing.T) {
+	o := newOffenderWatch()
+	bad := []Rejection{{Member: "x"}}
+	for range OffenderAfter - 1 {
+		if got := o.observe(bad, true); got != nil {
+			t.Fatalf("named %v too early", got)
+		}
+	}
+	o.observe(nil, true) // accepted once: the streak starts again
+	for range OffenderAfter - 1 {
+		if got := o.observe(bad, true); got != nil {
+			t.Fatalf("named %v after an accepted sync", got)
+		}
+	}
+	o.observe(nil, false) // no sync: nothing learned
+	if got := o.observe(bad, true); fmt.Sprint(got) != "[x]" {
+		t.Fatalf("named %v, want [x]", got)
+	}
+	if got := o.observe(bad, true); got != nil {
+		t.Fatalf("named %v twice", got)
+	}
 }
 
 // TestInboundPoisonIsBounded is the second acceptance for one attacker of three:
