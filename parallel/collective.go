@@ -1,7 +1,9 @@
 package parallel
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -141,9 +143,40 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	}
 	if len(contribs) == R && !pol.robust() && wire == frame.CodecNone {
 		ringOrderMean(x, contribs)
-		return nil
+	} else {
+		combine(x, contribs, pol.rule)
 	}
-	combine(x, contribs, pol.rule)
+	return confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+}
+
+// confirmSameResult sends a digest of this member's result x (SHA-256 of its bits) to every
+// other member directly, in rounds from base (round base+i carries member i's), and
+// reports every member whose digest differs: a member that sent different contributions
+// to different members (or computed wrongly) leaves the others with different bits, and
+// each honest member learns it at once. It adds 32 bytes per peer and one round trip.
+func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, pol policy) error {
+	sum := sha256.Sum256(appendF32(nil, x))
+	for m := range g.Members {
+		if m != g.Self {
+			f := k.frame(frame.KindReduce, base+g.Self, frame.CodecNone, len(sum), sum[:])
+			f.DType = frame.DTypeU8
+			if err := tr.Send(ctx, g.Members[m], f); err != nil {
+				return err
+			}
+		}
+	}
+	for m := range g.Members {
+		if m == g.Self {
+			continue
+		}
+		f, err := tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
+		if err != nil {
+			return fmt.Errorf("result digest from %s: %w", g.Members[m], err)
+		}
+		if !bytes.Equal(f.Payload, sum[:]) {
+			pol.report(g.Members[m], "ended the collective with different bits (result digest differs)")
+		}
+	}
 	return nil
 }
 

@@ -22,7 +22,7 @@ type scaler struct {
 }
 
 func (p scaler) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
 		c, err := codecForWire(f.Codec, 0.25)
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ type inboundRun struct {
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
-// contributions the workers dropped.
+// contributions the honest workers dropped.
 func (r inboundRun) train(t *testing.T) (float64, []Rejection) {
 	t.Helper()
 	val, rej, _ := r.trainNamed(t)
@@ -94,7 +94,13 @@ func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return val, run.Rejected(), run.Offenders()
+	var rejected []Rejection
+	var named []string
+	for i := range r.n - r.bad { // what the honest replicas report
+		rej, off := run.ReportedBy(i)
+		rejected, named = append(rejected, rej...), append(named, off...)
+	}
+	return val, rejected, named
 }
 
 // TestRepeatOffenderIsNamed: a replica of three whose contributions every sync drops

@@ -18,7 +18,7 @@ type poisoner struct {
 }
 
 func (p poisoner) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
 		c, err := codecForWire(f.Codec, 0.25)
 		if err != nil {
 			return err
@@ -74,7 +74,14 @@ func trainPoisoned(t *testing.T, sync jobspec.Sync, codec jobspec.Codec, zero, b
 	if err != nil {
 		t.Fatal(err)
 	}
-	return val, run.Rejected()
+	var rejected []Rejection
+	for r := range names {
+		if r != bad {
+			rej, _ := run.ReportedBy(r)
+			rejected = append(rejected, rej...)
+		}
+	}
+	return val, rejected
 }
 
 // TestPoisonedReplicaLeavesTheJobHealthy is the acceptance: in each codec, under

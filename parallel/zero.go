@@ -240,7 +240,7 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 	for _, p := range ps {
 		x = append(x, p.Value.Data...)
 	}
-	k, base := w.roundKey(run.first), 3*R
+	k, base := w.roundKey(run.first), 5*R // past the checked gather's rounds and its digests
 	fail := func(err error) error {
 		return fmt.Errorf("step %d parameter all-gather of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 	}
