@@ -20,6 +20,7 @@ const (
 	// EventContributionRejected and EventStepSkipped are training-integrity reports.
 	EventContributionRejected = jobspec.EventContributionRejected
 	EventStepSkipped          = jobspec.EventStepSkipped
+	EventOffender             = jobspec.EventOffender
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

@@ -23,6 +23,7 @@ type trainingMetrics struct {
 	ckptReplica *prometheus.HistogramVec
 	rejected    *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
+	offenders   *prometheus.CounterVec
 }
 
 // stepPhases are the values of meshnode_train_step_phase_seconds_total's phase label.
@@ -57,7 +58,11 @@ func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
 			Help: "Steps this node's worker skipped because their gradient norm was not finite.",
 		}, []string{"job"}),
 	}
-	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica, m.rejected, m.skipped)
+	m.offenders = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshnode_train_offenders_total",
+		Help: "Replicas this node's worker named offenders: contributions dropped in several consecutive synchronisations.",
+	}, []string{"job", "peer"})
+	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica, m.rejected, m.skipped, m.offenders)
 	return m
 }
 
@@ -88,6 +93,7 @@ func (m *trainingMetrics) forgetJobsExcept(keep []consensus.Job) {
 		m.ckptReplica.DeletePartialMatch(l)
 		m.rejected.DeletePartialMatch(l)
 		m.skipped.DeletePartialMatch(l)
+		m.offenders.DeletePartialMatch(l)
 		delete(m.jobs, id)
 	}
 }
@@ -117,6 +123,12 @@ func (m *trainingMetrics) ObserveCheckpointReplication(job string, d time.Durati
 func (m *trainingMetrics) ObserveRejected(job, member string) {
 	m.seen(job)
 	m.rejected.WithLabelValues(job, member).Inc()
+}
+
+// ObserveOffender implements runner.Metrics.
+func (m *trainingMetrics) ObserveOffender(job, member string) {
+	m.seen(job)
+	m.offenders.WithLabelValues(job, member).Inc()
 }
 
 // ObserveSkipped implements runner.Metrics.

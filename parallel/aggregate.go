@@ -31,7 +31,8 @@ type policy struct {
 // checked reports whether the policy inspects every contribution: every rule but a plain
 // mean over an uncompressed ring (whose members only see partial sums) gathers them.
 func (p policy) robust() bool {
-	return p.rule == jobspec.AggregateTrimmed || p.rule == jobspec.AggregateMedian
+	return p.rule == jobspec.AggregateTrimmed || p.rule == jobspec.AggregateMedian ||
+		p.rule == jobspec.AggregateCenteredClip
 }
 
 func (p policy) report(member, format string, args ...any) {
@@ -90,6 +91,11 @@ func combine(x []float32, contribs [][]float32, rule jobspec.Aggregate) {
 	case jobspec.AggregateTrimmed, jobspec.AggregateMedian:
 		coordinatewise(x, contribs, rule)
 		return
+	case jobspec.AggregateCenteredClip:
+		if len(contribs) >= 3 {
+			centeredClip(x, contribs)
+			return
+		}
 	}
 	clear(x)
 	for _, v := range contribs {
@@ -101,6 +107,64 @@ func combine(x []float32, contribs [][]float32, rule jobspec.Aggregate) {
 	for i := range x {
 		x[i] *= inv
 	}
+}
+
+// ringOrderMean writes into x the mean of every member's contribution (all R, in member
+// order) with the bits of the ring all-reduce: chunk c (chunkOf) summed from member c
+// round the ring, ((x_c + x_c+1) + x_c+2) + …, then scaled by 1/R.
+func ringOrderMean(x []float32, all [][]float32) {
+	R := len(all)
+	for c := range R {
+		lo, hi := len(x)*c/R, len(x)*(c+1)/R
+		dst := x[lo:hi]
+		copy(dst, all[c][lo:hi])
+		for j := 1; j < R; j++ {
+			v := all[(c+j)%R][lo:hi]
+			for i := range dst {
+				dst[i] += v[i]
+			}
+		}
+	}
+	inv := 1 / float32(R)
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// MaxDistanceRatio bounds a contribution's distance to the coordinate-wise median of the
+// group's (with three or more): one more than MaxDistanceRatio times the reference (the
+// lower median of the distances) is dropped. Honest contributions scatter round the median
+// by a small factor of one another; one sent inside the norm bound but pointing elsewhere
+// (its own update times −15) lies many times further.
+const MaxDistanceRatio = 4
+
+// outliers says, by member, why a contribution of all (nil: already dropped) lies too far
+// from the others' coordinate-wise median to be aggregated; empty with fewer than three.
+func outliers(all [][]float32) map[int]string {
+	var contribs [][]float32
+	var who []int
+	for m, v := range all {
+		if v != nil {
+			contribs, who = append(contribs, v), append(who, m)
+		}
+	}
+	if len(contribs) < 3 {
+		return nil
+	}
+	centre := make([]float32, len(contribs[0]))
+	coordinatewise(centre, contribs, jobspec.AggregateMedian)
+	dists := make([]float64, len(contribs))
+	for i, v := range contribs {
+		dists[i] = distance(v, centre)
+	}
+	ref := refNorm(dists)
+	out := map[int]string{}
+	for i, d := range dists {
+		if ref > 0 && d > MaxDistanceRatio*ref {
+			out[who[i]] = fmt.Sprintf("distance %.3g to the group's median is over %d× the reference %.3g", d, MaxDistanceRatio, ref)
+		}
+	}
+	return out
 }
 
 // trimmedCount is how many values the trimmed mean leaves out at each end of n: a quarter,
@@ -141,4 +205,56 @@ func coordinatewise(x []float32, contribs [][]float32, rule jobspec.Aggregate) {
 		}
 		x[i] = s / float32(n-2*k)
 	}
+}
+
+// CenteredClipIterations is how many clipped steps centeredClip takes from its centre.
+const CenteredClipIterations = 3
+
+// centeredClip writes into x CenteredClip (Karimireddy, He and Jaggi 2021, "Learning from
+// History for Byzantine Robust Optimization"; Hivemind's CenteredClip): from the
+// coordinate-wise median v, CenteredClipIterations steps
+//
+//	v ← v + (1/n) Σ_i (x_i − v)·min(1, τ/‖x_i − v‖)
+//
+// where τ is the lower median of the contributions' distances to the coordinate-wise
+// median. A contribution then moves the result by at most τ/n per step, however far it
+// lies, and τ is set by the closer half of the contributions. Every member runs it on the
+// same contributions in member order and gets the same bits.
+func centeredClip(x []float32, contribs [][]float32) {
+	n := len(contribs)
+	coordinatewise(x, contribs, jobspec.AggregateMedian)
+	dists := make([]float64, n)
+	for m, v := range contribs {
+		dists[m] = distance(v, x)
+	}
+	tau := refNorm(dists)
+	if tau == 0 {
+		return // the closer half coincide with the median: it is the answer
+	}
+	step := make([]float64, len(x))
+	for range CenteredClipIterations {
+		clear(step)
+		for _, v := range contribs {
+			w := min(1, tau/distance(v, x)) / float64(n)
+			for i, c := range x {
+				step[i] += w * float64(v[i]-c)
+			}
+		}
+		for i := range x {
+			x[i] += float32(step[i])
+		}
+	}
+}
+
+// distance is ‖a − b‖ (+Inf where it is not finite).
+func distance(a, b []float32) float64 {
+	var s float64
+	for i, v := range a {
+		d := float64(v) - float64(b[i])
+		s += d * d
+	}
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return math.Inf(1)
+	}
+	return math.Sqrt(s)
 }

@@ -1,7 +1,9 @@
 package parallel
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -37,48 +39,16 @@ func (k roundKey) frame(kind frame.Kind, round int, codec frame.Codec, n int, pa
 }
 
 // allReduceMean replaces x by the aggregate (by pol's rule; the mean by default) of every
-// member's x. A plain mean of uncompressed vectors is a ring all-reduce (reduce-scatter,
-// then all-gather of the reduced chunks), each peer sending 2·(R−1)/R of the vector; its
-// members see only partial sums, so when the result is not admissible beside this
-// member's own contribution (a NaN, an outsized norm) every member gathers the
-// contributions again, whole, to find and drop the bad one (the members exchange their
-// contributions' norms first, so that all decide alike). With a codec or a robust rule
-// every member sends its contribution whole (compressed once, with error feedback) to
-// every other, and each checks and aggregates them in member order (gatherAggregate).
-// Either way every member ends with the same bits, and with honest members the mean is
-// the plain mean.
+// member's x. Every member sends its contribution whole (compressed once, with error
+// feedback, where a codec is set) to every other, directly: no member relays, and so can
+// alter, another's. Each checks and aggregates them in member order (gatherAggregate), so
+// every member ends with the same bits; with honest members and no codec the mean has the
+// bits the ring all-reduce gave (ringOrderMean).
 func allReduceMean(ctx context.Context, tr Transport, g Group, k roundKey, x []float32, ef *ErrorFeedback, pol policy) error {
-	R := len(g.Members)
-	if R <= 1 {
+	if len(g.Members) <= 1 {
 		return nil
 	}
-	compressed := ef != nil && ef.codec.Name() != jobspec.CodecNone
-	if compressed || pol.robust() {
-		return gatherAggregate(ctx, tr, g, k, 0, x, ef, pol)
-	}
-	own := slices.Clone(x)
-	// Every member will hold the same mean; with every member's norm it decides the same.
-	// The norms leave before the ring and are read after it, so they add no round trip.
-	ownNorm := norm2(own)
-	if err := sendScalar(ctx, tr, g, k, ownNorm); err != nil {
-		return fmt.Errorf("contribution norms: %w", err)
-	}
-	if err := ringAllReduce(ctx, tr, g, k, x); err != nil {
-		return err
-	}
-	inv := 1 / float32(R)
-	for i := range x {
-		x[i] *= inv
-	}
-	norms, err := recvScalars(ctx, tr, g, k, ownNorm)
-	if err != nil {
-		return fmt.Errorf("contribution norms: %w", err)
-	}
-	if admissible(norm2(x), refNorm(norms)) == "" {
-		return nil
-	}
-	copy(x, own)
-	return gatherAggregate(ctx, tr, g, k, 2*R, x, nil, pol) // past the ring's 2(R−1) rounds
+	return gatherAggregate(ctx, tr, g, k, 0, x, ef, pol)
 }
 
 func chunkOf(x []float32, c, R int) []float32 {
@@ -149,21 +119,64 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		all[m], norms[m] = v, norm2(v)
 	}
 	ref := refNorm(norms)
-	contribs := make([][]float32, 0, R)
 	for m, v := range all {
 		if v == nil {
 			continue
 		}
 		if reason := admissible(norms[m], ref); reason != "" {
 			pol.report(g.Members[m], "%s", reason)
-			continue
+			all[m] = nil
 		}
-		contribs = append(contribs, v)
+	}
+	for m, reason := range outliers(all) {
+		pol.report(g.Members[m], "%s", reason)
+		all[m] = nil
+	}
+	contribs := make([][]float32, 0, R)
+	for _, v := range all {
+		if v != nil {
+			contribs = append(contribs, v)
+		}
 	}
 	if len(contribs) == 0 {
 		return fmt.Errorf("no admissible contribution among %d members", R)
 	}
-	combine(x, contribs, pol.rule)
+	if len(contribs) == R && !pol.robust() && wire == frame.CodecNone {
+		ringOrderMean(x, contribs)
+	} else {
+		combine(x, contribs, pol.rule)
+	}
+	return confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+}
+
+// confirmSameResult sends a digest of this member's result x (SHA-256 of its bits) to every
+// other member directly, in rounds from base (round base+i carries member i's), and
+// reports every member whose digest differs: a member that sent different contributions
+// to different members (or computed wrongly) leaves the others with different bits, and
+// each honest member learns it at once. It adds 32 bytes per peer and one round trip.
+func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, pol policy) error {
+	sum := sha256.Sum256(appendF32(nil, x))
+	for m := range g.Members {
+		if m != g.Self {
+			f := k.frame(frame.KindReduce, base+g.Self, frame.CodecNone, len(sum), sum[:])
+			f.DType = frame.DTypeU8
+			if err := tr.Send(ctx, g.Members[m], f); err != nil {
+				return err
+			}
+		}
+	}
+	for m := range g.Members {
+		if m == g.Self {
+			continue
+		}
+		f, err := tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
+		if err != nil {
+			return fmt.Errorf("result digest from %s: %w", g.Members[m], err)
+		}
+		if !bytes.Equal(f.Payload, sum[:]) {
+			pol.report(g.Members[m], "ended the collective with different bits (result digest differs)")
+		}
+	}
 	return nil
 }
 

@@ -14,6 +14,8 @@ import (
 // engine's test harness and the distributed mode of `meshnode train`.
 type LocalRun struct {
 	rejected  []Rejection // every contribution a worker dropped, in step order
+	offenders []string    // every member a worker named an offender, in step order
+	byReplica map[int]*reports
 	cfg       JobConfig
 	workers   []*Worker
 	trainTime time.Duration
@@ -51,6 +53,25 @@ func (l *LocalRun) Close() error {
 // Rejected lists the contributions the workers dropped so far (step by step, in worker
 // order): what a node would report as contribution_rejected events.
 func (l *LocalRun) Rejected() []Rejection { return l.rejected }
+
+// reports is what one replica's workers reported.
+type reports struct {
+	rejected  []Rejection
+	offenders []string
+}
+
+// ReportedBy lists what replica r's workers dropped and named offenders so far: what an
+// honest node would report, where Rejected and Offenders also hold a lying replica's.
+func (l *LocalRun) ReportedBy(r int) ([]Rejection, []string) {
+	if rep := l.byReplica[r]; rep != nil {
+		return rep.rejected, rep.offenders
+	}
+	return nil, nil
+}
+
+// Offenders lists the members the workers named offenders so far (step by step, in
+// worker order, once per worker): what a node would report as offender events.
+func (l *LocalRun) Offenders() []string { return l.offenders }
 
 // Workers lists the run's workers, replica by replica, stage by stage.
 func (l *LocalRun) Workers() []*Worker { return l.workers }
@@ -99,8 +120,19 @@ func (l *LocalRun) Step(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	l.trainTime += time.Since(start)
-	for _, r := range results {
+	for i, r := range results {
 		l.rejected = append(l.rejected, r.Rejected...)
+		l.offenders = append(l.offenders, r.Offenders...)
+		if l.byReplica == nil {
+			l.byReplica = map[int]*reports{}
+		}
+		rep := l.byReplica[l.workers[i].replica]
+		if rep == nil {
+			rep = &reports{}
+			l.byReplica[l.workers[i].replica] = rep
+		}
+		rep.rejected = append(rep.rejected, r.Rejected...)
+		rep.offenders = append(rep.offenders, r.Offenders...)
 	}
 	// The step's loss is the mean over every row of every replica.
 	var loss float64

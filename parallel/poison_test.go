@@ -18,7 +18,7 @@ type poisoner struct {
 }
 
 func (p poisoner) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
 		c, err := codecForWire(f.Codec, 0.25)
 		if err != nil {
 			return err
@@ -42,9 +42,15 @@ func (p poisoner) Send(ctx context.Context, to string, f *frame.Frame) error {
 // and the contributions the workers dropped.
 func trainThreeReplicas(t *testing.T, sync jobspec.Sync, codec jobspec.Codec, bad int, v float32) (float64, []Rejection) {
 	t.Helper()
+	return trainPoisoned(t, sync, codec, 0, bad, v)
+}
+
+// trainPoisoned is trainThreeReplicas under ZeRO stage zero (0: none).
+func trainPoisoned(t *testing.T, sync jobspec.Sync, codec jobspec.Codec, zero, bad int, v float32) (float64, []Rejection) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 6, 1
-	cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.InnerSteps = sync, codec, 3
+	cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.InnerSteps, cfg.Sync.Zero = sync, codec, 3, zero
 	L := cfg.Train.Model.NumLayers()
 	names := []string{"r0", "r1", "r2"}
 	plan := Plan{Replicas: [][]StagePlan{{{Node: "r0", Last: L}}, {{Node: "r1", Last: L}}, {{Node: "r2", Last: L}}}}
@@ -68,7 +74,14 @@ func trainThreeReplicas(t *testing.T, sync jobspec.Sync, codec jobspec.Codec, ba
 	if err != nil {
 		t.Fatal(err)
 	}
-	return val, run.Rejected()
+	var rejected []Rejection
+	for r := range names {
+		if r != bad {
+			rej, _ := run.ReportedBy(r)
+			rejected = append(rejected, rej...)
+		}
+	}
+	return val, rejected
 }
 
 // TestPoisonedReplicaLeavesTheJobHealthy is the acceptance: in each codec, under
@@ -99,6 +112,35 @@ func TestPoisonedReplicaLeavesTheJobHealthy(t *testing.T) {
 				}
 				t.Logf("%s %s poison %g: val %.4f (honest %.4f), %d rejections naming r1", sync, codec, v, val, honest, named)
 			}
+		}
+	}
+}
+
+// TestPoisonedReplicaUnderZeroIsDropped: under ZeRO-1 and ZeRO-2 (whose reduce-scatter
+// once skipped every check), a replica of three sending NaN or 1e38 leaves the others'
+// validation loss finite and within 15% of an all-honest run, and only it is named. The
+// bound is looser than without ZeRO: the offender owns a third of the moments, and the
+// parameter chunk it sends is refused each step, so that third stays where it was until
+// the offender leaves the plan.
+func TestPoisonedReplicaUnderZeroIsDropped(t *testing.T) {
+	for _, zero := range []int{1, 2} {
+		honest, _ := trainPoisoned(t, jobspec.SyncEveryStep, jobspec.CodecNone, zero, -1, 0)
+		for _, v := range []float32{float32(math.NaN()), 1e38} {
+			val, rejected := trainPoisoned(t, jobspec.SyncEveryStep, jobspec.CodecNone, zero, 1, v)
+			if math.IsNaN(val) || math.Abs(val-honest)/honest > 0.15 {
+				t.Errorf("ZeRO-%d poison %g: val %.4f, honest %.4f", zero, v, val, honest)
+			}
+			named := 0
+			for _, r := range rejected {
+				if r.Member != "r1" {
+					t.Errorf("ZeRO-%d poison %g: an honest replica was dropped: %+v", zero, v, r)
+				}
+				named++
+			}
+			if named == 0 {
+				t.Errorf("ZeRO-%d poison %g: r1 never named among %d rejections", zero, v, len(rejected))
+			}
+			t.Logf("ZeRO-%d poison %g: val %.4f (honest %.4f), %d rejections naming r1", zero, v, val, honest, named)
 		}
 	}
 }

@@ -134,6 +134,7 @@ type Worker struct {
 	// step's result (streaming's run in goroutines: guarded by rejectMu).
 	rejectMu        sync.Mutex
 	rejected        []Rejection
+	offenders       *offenderWatch
 	cfg             JobConfig
 	plan            Plan
 	tr              Transport
@@ -203,7 +204,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		data: data, codec: codec, peers: newPeerSet(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+		data: data, codec: codec, peers: newPeerSet(), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
 	if err := w.buildStage(st); err != nil {
@@ -393,6 +394,11 @@ func (w *Worker) policy() policy {
 		w.rejected = append(w.rejected, r)
 		w.rejectMu.Unlock()
 	}}
+}
+
+// syncsEveryStep says the replicas synchronise at every step (every-step sync or ZeRO).
+func (w *Worker) syncsEveryStep() bool {
+	return w.numReplicas > 1 && (w.cfg.Sync.Zero > 0 || w.cfg.Sync.Mode == jobspec.SyncEveryStep)
 }
 
 // takeRejected returns and forgets the contributions dropped so far.

@@ -28,6 +28,10 @@ type StepResult struct {
 	// Skipped says the step's global gradient norm was not finite: no parameter was
 	// updated and the optimizer's state is untouched.
 	Skipped bool
+	// Offenders names the members that became offenders at this step: their
+	// contributions were dropped in OffenderAfter consecutive synchronisations. Each is
+	// named once per worker; the scheduler leaves them out of the next plan.
+	Offenders []string
 }
 
 // inflight is one micro-batch between its forward and backward pass.
@@ -101,6 +105,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		return res, err
 	}
 	res.Step, res.Rejected = w.step, w.takeRejected()
+	res.Offenders = w.offenders.observe(res.Rejected, res.Synced || w.syncsEveryStep())
 	return res, nil
 }
 

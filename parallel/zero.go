@@ -3,10 +3,13 @@ package parallel
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strconv"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -93,50 +96,45 @@ func (s *zeroSync) momentElements() int {
 
 // update is the sharded step, zeroStep.
 func (s *zeroSync) update(ctx context.Context, lr float64) (bool, error) {
-	return false, timed(&s.w.times.Sync, func() error { return s.zeroStep(ctx, lr) })
+	var skipped bool
+	err := timed(&s.w.times.Sync, func() (err error) {
+		skipped, err = s.zeroStep(ctx, lr)
+		return err
+	})
+	return skipped, err
 }
 
 // snapshot replaces the optimizer tensors with this member's pieces of the moments.
 func (s *zeroSync) snapshot(st *StageState) { st.Optimizer, st.OptimizerMeta = s.zeroState() }
 
-// zeroStep is a sync step under ZeRO: per run, reduce-scatter the weighted gradients (each
-// member keeps the mean of its chunk), the global norm from every shard's Σg² summed over
-// the run's replicas and then the stage's pipeline, each member's AdamW on its chunk, and
-// an all-gather of the updated parameters. The ring is the one allReduceMean uses, so each
-// chunk is summed in the same order as without ZeRO.
-func (s *zeroSync) zeroStep(ctx context.Context, lr float64) error {
+// zeroStep is a sync step under ZeRO: per run, the checked reduce-scatter of the weighted
+// gradients (each member keeps the mean of its chunk, reduceShard), the global norm from
+// every shard's Σg² summed over the run's replicas and then the stage's pipeline, each
+// member's AdamW on its chunk, and an all-gather of the updated parameters. A step whose
+// global norm is not finite is skipped on every member, as without ZeRO.
+func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 	w := s.w
 	var local float64
 	for i, run := range w.runs {
-		z := s.shards[i]
-		g := flattenGrads(w.runParams[i])
-		w.weigh(g)
-		if err := ringReduceScatter(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g); err != nil {
-			return fmt.Errorf("step %d gradient reduce-scatter of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
-		}
-		inv := 1 / float32(len(run.group.Members))
-		z.grad = g[z.lo:z.hi:z.hi]
-		if w.cfg.Sync.Zero >= 2 {
-			z.grad = append([]float32(nil), z.grad...) // only the shard outlives the sync buffer
-		}
-		for j := range z.grad {
-			z.grad[j] *= inv
-		}
-		sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroNormIndex+run.first), z.sumSquares())
+		sum, err := s.reduceShard(ctx, i, run)
 		if err != nil {
-			return fmt.Errorf("step %d gradient norm of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
+			return false, err
 		}
-		for _, s := range sums {
-			local += s
-		}
+		local += sum
 	}
 	norms, err := allGatherScalars(ctx, w.tr, w.stageGroup, w.roundKey(normIndex), local)
 	if err != nil {
-		return fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
+		return false, fmt.Errorf("step %d gradient norm: %w", w.step+1, err)
 	}
 	var total float64
 	for _, n := range norms {
 		total += n
+	}
+	if math.IsNaN(total) || math.IsInf(total, 0) {
+		for _, z := range s.shards {
+			z.grad = nil
+		}
+		return true, nil // every member gathered the same total: all skip
 	}
 	c := float32(1)
 	if w.cfg.Train.ClipNorm > 0 {
@@ -149,22 +147,132 @@ func (s *zeroSync) zeroStep(ctx context.Context, lr float64) error {
 		z := s.shards[i]
 		z.update(h, c, s.steps)
 		z.grad = nil
-		if err := w.gatherParams(ctx, run, i); err != nil {
-			return err
+		if err := w.gatherParams(ctx, run, i, lr); err != nil {
+			return false, err
 		}
 	}
-	return nil
+	return false, nil
 }
 
-// gatherParams all-gathers run i's parameters after every member updated its chunk.
-func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int) error {
-	ps := w.runParams[i]
+// reduceShard leaves in run i's shard the aggregate of the replicas' weighted gradients
+// for its chunk and returns Σg² of the whole aggregate, summed from every member's chunk.
+// It is the checked path of allReduceMean cut after the reduce-scatter: with the plain
+// mean the ring reduce-scatters (each chunk summed in the same order as without ZeRO)
+// while the contributions' norms travel beside it; when the aggregate's norm is not
+// admissible beside them (a NaN, an outsized contribution), or the rule is robust, every
+// member gathers the contributions whole, drops what is not admissible and aggregates
+// the rest (gatherAggregate), then keeps its chunk.
+func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64, error) {
+	w, z := s.w, s.shards[i]
+	pol := w.policy()
+	g := flattenGrads(w.runParams[i])
+	w.weigh(g)
+	tr, R := countingTransport{w}, len(run.group.Members)
+	own := slices.Clone(g)
+	k := w.roundKey(run.first)
+	fail := func(what string, err error) (float64, error) {
+		return 0, fmt.Errorf("step %d gradient %s of layers [%d, %d): %w", w.step+1, what, run.first, run.last, err)
+	}
+	if !pol.robust() {
+		ownNorm := norm2(own)
+		if err := sendScalar(ctx, w.tr, run.group, w.roundKey(zeroContribIndex+run.first), ownNorm); err != nil {
+			return fail("contribution norms", err)
+		}
+		if err := ringReduceScatter(ctx, tr, run.group, k, g); err != nil {
+			return fail("reduce-scatter", err)
+		}
+		s.keepShard(z, g, 1/float32(R))
+		sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroNormIndex+run.first), z.sumSquares())
+		if err != nil {
+			return fail("norm", err)
+		}
+		norms, err := recvScalars(ctx, w.tr, run.group, w.roundKey(zeroContribIndex+run.first), ownNorm)
+		if err != nil {
+			return fail("contribution norms", err)
+		}
+		var sum float64
+		for _, v := range sums {
+			sum += v
+		}
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" {
+			return sum, nil
+		}
+	}
+	copy(g, own)
+	if err := gatherAggregate(ctx, tr, run.group, k, 2*R, g, nil, pol); err != nil {
+		return fail("gather", err)
+	}
+	s.keepShard(z, g, 1)
+	sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroCheckedNormIndex+run.first), z.sumSquares())
+	if err != nil {
+		return fail("norm", err)
+	}
+	var sum float64
+	for _, v := range sums {
+		sum += v
+	}
+	return sum, nil
+}
+
+// keepShard keeps z's chunk of the reduced vector g, scaled by inv (under ZeRO-2 a copy:
+// only the shard outlives the sync buffer).
+func (s *zeroSync) keepShard(z *zeroShard, g []float32, inv float32) {
+	z.grad = g[z.lo:z.hi:z.hi]
+	if s.w.cfg.Sync.Zero >= 2 {
+		z.grad = append([]float32(nil), z.grad...)
+	}
+	if inv != 1 {
+		for j := range z.grad {
+			z.grad[j] *= inv
+		}
+	}
+}
+
+// gatherParams all-gathers run i's parameters after every member updated its chunk. Each
+// member sends its chunk directly to every other (the bytes of the ring's all-gather, with
+// no relay that could alter another's chunk), and a chunk is taken only when admissible
+// beside the parameters it replaces (paramStepReason); a member keeps its own values of a
+// chunk it refuses, and reports its owner.
+func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float64) error {
+	ps, g := w.runParams[i], run.group
+	R, me := len(g.Members), g.Self
 	x := make([]float32, 0, countParams(ps))
 	for _, p := range ps {
 		x = append(x, p.Value.Data...)
 	}
-	if err := ringAllGather(ctx, countingTransport{w}, run.group, w.roundKey(run.first), x); err != nil {
+	k, base := w.roundKey(run.first), 5*R // past the checked gather's rounds and its digests
+	fail := func(err error) error {
 		return fmt.Errorf("step %d parameter all-gather of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
+	}
+	mine := chunkOf(x, mod(me+1, R), R)
+	for m := range R {
+		if m != me {
+			f := k.frame(frame.KindReduce, base+me, frame.CodecNone, len(mine), appendF32(nil, mine))
+			if err := (countingTransport{w}).Send(ctx, g.Members[m], f); err != nil {
+				return fail(err)
+			}
+		}
+	}
+	pol := w.policy()
+	for m := range R {
+		if m == me {
+			continue
+		}
+		f, err := w.tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
+		if err != nil {
+			return fail(fmt.Errorf("from %s: %w", g.Members[m], err))
+		}
+		dst := chunkOf(x, mod(m+1, R), R)
+		in := make([]float32, len(dst))
+		if err := decodeF32(in, f.Payload); err != nil {
+			pol.report(g.Members[m], "parameter chunk undecodable: %v", err)
+			continue
+		}
+		if reason := paramStepReason(in, dst, lr); reason != "" {
+			pol.report(g.Members[m], "parameter chunk %s", reason)
+			continue
+		}
+		copy(dst, in)
 	}
 	for _, p := range ps {
 		x = x[copy(p.Value.Data, x):]
@@ -172,9 +280,38 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int) error {
 	return nil
 }
 
+// MaxParamStep bounds how far one AdamW step may move a parameter under ZeRO, in units
+// of the learning rate: Adam's normalised step |m̂|/(√v̂+ε) stays within a few units, and
+// decoupled weight decay moves a value by lr·wd·|θ|. A chunk an owner sends that moves any
+// parameter by more than MaxParamStep·lr·(1+|θ|), or holds a value that is not finite, is
+// refused.
+const MaxParamStep = 16
+
+// paramStepReason says why the updated chunk next may not replace old, or "" when it may.
+func paramStepReason(next, old []float32, lr float64) string {
+	for j, v := range next {
+		f, o := float64(v), float64(old[j])
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return "not finite"
+		}
+		if math.Abs(f-o) > MaxParamStep*lr*(1+math.Abs(o)) {
+			return fmt.Sprintf("moves a parameter by %.3g, over %d×lr·(1+|θ|) at lr %.3g", f-o, MaxParamStep, lr)
+		}
+	}
+	return ""
+}
+
 // zeroNormIndex is the base of the frame indexes of the per-run shard norms (plus the
 // run's first layer).
 const zeroNormIndex = 0xf000
+
+// zeroContribIndex and zeroCheckedNormIndex are the bases of the frame indexes of the
+// contributions' norms and of the shard norms after a checked gather (plus the run's
+// first layer).
+const (
+	zeroContribIndex     = 0xe000
+	zeroCheckedNormIndex = 0xd000
+)
 
 // zeroPieceSuffix marks a piece of a moment in a checkpoint: "<param>.exp_avg.zero<off>"
 // holds elements [off, off+len) of the parameter's flat moment. A ZeRO snapshot holds the

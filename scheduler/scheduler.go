@@ -79,11 +79,12 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 	var out []Decision
 	for _, j := range st.Jobs() {
 		var d *Decision
+		eligible := withoutOffenders(members, Offenders(j.Events))
 		switch j.Status {
 		case jobspec.JobSubmitted, jobspec.JobPlanning:
-			d = s.planNew(j, members)
+			d = s.planNew(j, eligible)
 		case jobspec.JobRunning:
-			d = s.supervise(j, members, self, now)
+			d = s.supervise(j, eligible, self, now)
 		}
 		if d != nil {
 			out = append(out, *d)
@@ -129,9 +130,13 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	}
 	live := newLiveness(members, self)
 	var why []string
+	offenders := Offenders(j.Events)
 	for _, id := range j.Plan.Nodes() {
 		if live.dead(id) {
 			why = append(why, "node "+id+" is dead")
+		}
+		if offenders[id] {
+			why = append(why, "node "+id+" is an offender (its contributions were dropped in consecutive syncs)")
 		}
 	}
 	restarts := 0

@@ -45,7 +45,7 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&d.sync.Overlap, "overlap", d.sync.Overlap, "streaming: inner steps a fragment's all-reduce overlaps before its update is applied (< --inner-steps)")
 	f.Float64Var(&d.sync.MixLocal, "mix-local", d.sync.MixLocal, "streaming with overlap: share of the replica's own weights kept when an update arrives, in [0, 1)")
 	f.StringVar(&d.codec, "codec", string(jobspec.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
-	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite or outsized ones: mean, trimmed or median")
+	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite, outsized or outlying ones: mean, trimmed, median or centered_clip")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
 	f.IntVar(&d.sync.Zero, "zero", 0, "ZeRO sharding across replicas in --sync sync: 1 shards the AdamW moments, 2 also the reduced gradients (same losses)")
 	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")

@@ -168,10 +168,17 @@ const (
 	AggregateTrimmed Aggregate = "trimmed"
 	// AggregateMedian is the coordinate-wise median.
 	AggregateMedian Aggregate = "median"
+	// AggregateCenteredClip is CenteredClip (Karimireddy et al. 2021, as Hivemind runs
+	// it): from the coordinate-wise median, a few steps towards the mean of the
+	// contributions clipped to a radius around the centre (the lower median of their
+	// distances to it), which bounds what any one contribution inside the norm bound moves.
+	AggregateCenteredClip Aggregate = "centered_clip"
 )
 
 // Aggregates lists every rule, the default first.
-func Aggregates() []Aggregate { return []Aggregate{AggregateMean, AggregateTrimmed, AggregateMedian} }
+func Aggregates() []Aggregate {
+	return []Aggregate{AggregateMean, AggregateTrimmed, AggregateMedian, AggregateCenteredClip}
+}
 
 // Valid reports whether a is a known rule.
 func (a Aggregate) Valid() bool { return slices.Contains(Aggregates(), a) }

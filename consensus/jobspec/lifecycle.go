@@ -1,5 +1,7 @@
 package jobspec
 
+import "strings"
+
 // JobStatus is where a job is in its life. The strings are part of the control plane's
 // stored state and of the API: never change one, only add.
 type JobStatus string
@@ -44,4 +46,24 @@ const (
 	EventContributionRejected EventKind = "contribution_rejected"
 	// EventStepSkipped: a step's gradient norm was not finite; no parameter was updated.
 	EventStepSkipped EventKind = "step_skipped"
+	// EventOffender: a worker dropped the same member's contributions in several
+	// consecutive synchronisations; the message (OffenderMessage) names it, and the
+	// scheduler leaves it out of the job's next plan.
+	EventOffender EventKind = "offender"
 )
+
+// offenderPrefix starts an offender event's message, before the member's id.
+const offenderPrefix = "offender "
+
+// OffenderMessage is the message of an EventOffender naming member, with why.
+func OffenderMessage(member, why string) string { return offenderPrefix + member + ": " + why }
+
+// OffenderOf returns the member an EventOffender's message names (OffenderMessage).
+func OffenderOf(msg string) (string, bool) {
+	rest, ok := strings.CutPrefix(msg, offenderPrefix)
+	if !ok {
+		return "", false
+	}
+	member, _, ok := strings.Cut(rest, ": ")
+	return member, ok && member != ""
+}

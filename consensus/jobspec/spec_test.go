@@ -156,7 +156,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad schedule", "parallel: {schedule: zb}", []string{`parallel.schedule: must be one of 1f1b, gpipe, got "zb"`}},
 		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, streaming, got "async"`}},
 		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
-		{"bad aggregate", "parallel: {aggregate: krum}", []string{`parallel.aggregate: must be one of mean, trimmed, median, got "krum"`}},
+		{"bad aggregate", "parallel: {aggregate: krum}", []string{`parallel.aggregate: must be one of mean, trimmed, median, centered_clip, got "krum"`}},
 		{"outer lr negative", "parallel: {outer_lr: -1}", []string{`parallel.outer_lr: must be "auto" or > 0 and ≤ 10, got -1`}},
 		{"outer lr word", "parallel: {outer_lr: fast}", []string{`parallel.outer_lr: must be "auto" or a number, got "fast"`}},
 		{"outer lr infinite", "parallel: {outer_lr: .inf}", []string{`parallel.outer_lr: must be "auto" or a number, got ".inf"`}},

@@ -22,6 +22,9 @@ type Metrics interface {
 	ObserveRejected(job, member string)
 	// ObserveSkipped records a step of job skipped for a non-finite gradient norm.
 	ObserveSkipped(job string)
+	// ObserveOffender records member (a replica of job's plan) named an offender by this
+	// node's worker: its contributions were dropped in several consecutive syncs.
+	ObserveOffender(job, member string)
 }
 
 // noMetrics is the Metrics of a runner configured without any.
@@ -32,3 +35,4 @@ func (noMetrics) ObserveCheckpointWrite(string, time.Duration)       {}
 func (noMetrics) ObserveCheckpointReplication(string, time.Duration) {}
 func (noMetrics) ObserveRejected(string, string)                     {}
 func (noMetrics) ObserveSkipped(string)                              {}
+func (noMetrics) ObserveOffender(string, string)                     {}

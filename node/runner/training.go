@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/parallel"
 	"github.com/meshnode/meshnode/scheduler"
 )
@@ -195,6 +196,11 @@ func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult)
 	if res.Skipped {
 		msg := fmt.Sprintf("%s skipped step %d: its gradient norm is not finite", t.r.cfg.Self, res.Step)
 		evs = append(evs, consensus.NewEvent(consensus.EventStepSkipped, t.epoch, res.Step, msg))
+	}
+	for _, m := range res.Offenders {
+		t.r.cfg.Metrics.ObserveOffender(t.job.ID, m)
+		why := fmt.Sprintf("%s dropped its contributions in %d consecutive syncs up to step %d", t.r.cfg.Self, parallel.OffenderAfter, res.Step)
+		evs = append(evs, consensus.NewEvent(consensus.EventOffender, t.epoch, res.Step, jobspec.OffenderMessage(m, why)))
 	}
 	for _, ev := range evs {
 		t.r.log.Warn("training integrity", "job", t.job.ID, "kind", ev.Kind, "msg", ev.Message)

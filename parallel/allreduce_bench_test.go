@@ -1,0 +1,63 @@
+package parallel
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// BenchmarkAllReduce times one allReduceMean of 1 Mi float32 (4 MiB) across R in-memory
+// members, by rule, and reports the payload bytes each member sends (reduce and scalar
+// frames): the cost of the checked, gathered path against the ring.
+//
+//	go test ./parallel -run '^$' -bench AllReduce -benchtime 20x -count 3
+func BenchmarkAllReduce(b *testing.B) {
+	const n = 1 << 20
+	for _, R := range []int{3, 4} {
+		for _, rule := range []jobspec.Aggregate{jobspec.AggregateMean, jobspec.AggregateCenteredClip} {
+			if !rule.Valid() {
+				continue
+			}
+			b.Run(fmt.Sprintf("R=%d/%s", R, rule), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				names := make([]string, R)
+				in := make([][]float32, R)
+				for m := range R {
+					names[m] = fmt.Sprintf("m%d", m)
+					in[m] = make([]float32, n)
+					for i := range in[m] {
+						in[m][i] = float32(rng.NormFloat64())
+					}
+				}
+				net := NewInMemory(names...)
+				b.Cleanup(net.Close)
+				pol := policy{rule: rule}
+				step := uint32(0)
+				b.ResetTimer()
+				for range b.N {
+					step++
+					var wg sync.WaitGroup
+					for m := range R {
+						x := slices.Clone(in[m])
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							if err := allReduceMean(context.Background(), net.Peer(names[m]), Group{Members: names, Self: m}, roundKey{job: 1, step: step}, x, nil, pol); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+				}
+				sent := net.SentBytes(frame.KindReduce) + net.SentBytes(frame.KindScalar)
+				b.ReportMetric(float64(sent)/float64(b.N*R), "B/member")
+			})
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package parallel
+
+import "slices"
+
+// OffenderAfter is how many consecutive synchronisations in which the same member's
+// contribution was dropped make it an offender: one rejection can be a glitch (a
+// transient overflow), three in a row are a replica that keeps sending what the others
+// refuse.
+const OffenderAfter = 3
+
+// offenderWatch counts, per member, the consecutive synchronisations that dropped its
+// contribution, and names each member once when the count reaches OffenderAfter.
+type offenderWatch struct {
+	streak map[string]int
+	named  map[string]bool
+}
+
+func newOffenderWatch() *offenderWatch {
+	return &offenderWatch{streak: map[string]int{}, named: map[string]bool{}}
+}
+
+// observe takes one step's rejections and whether the step synchronised the replicas,
+// and returns the members that became offenders at it, sorted. A member accepted in a
+// synchronisation starts again from zero.
+func (o *offenderWatch) observe(rejected []Rejection, synced bool) []string {
+	dropped := map[string]bool{}
+	for _, r := range rejected {
+		dropped[r.Member] = true
+	}
+	if synced || len(rejected) > 0 {
+		for m := range o.streak {
+			if !dropped[m] {
+				delete(o.streak, m)
+			}
+		}
+	}
+	var out []string
+	for m := range dropped {
+		o.streak[m]++
+		if o.streak[m] >= OffenderAfter && !o.named[m] {
+			o.named[m] = true
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,190 @@
+package parallel
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+var inboundTable = flag.Bool("inbound-table", false, "print the in-bound poisoning table (TestInboundPoisonTable)")
+
+// scaler is the transport of a replica that poisons inside the norm bound: every reduce
+// frame it sends carries its own values times s (the audit's −15), re-encoded with the
+// frame's own codec so that it still decodes.
+type scaler struct {
+	Transport
+	s float32
+}
+
+func (p scaler) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
+		c, err := codecForWire(f.Codec, 0.25)
+		if err != nil {
+			return err
+		}
+		x := make([]float32, f.Shape[0])
+		if err := c.Decode(x, f.Payload); err != nil {
+			return err
+		}
+		for i := range x {
+			x[i] *= p.s
+		}
+		g := *f
+		g.Payload = c.Encode(nil, x)
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// inboundRun is one run of the in-bound poisoning table: n one-stage replicas, the last
+// bad of them scaling what they send by −15, under sync mode and rule.
+type inboundRun struct {
+	sync    jobspec.Sync
+	rule    jobspec.Aggregate
+	n, bad  int
+	steps   int
+	scaleBy float32
+}
+
+// train returns replica 0's (an honest one's) final validation loss and the
+// contributions the honest workers dropped.
+func (r inboundRun) train(t *testing.T) (float64, []Rejection) {
+	t.Helper()
+	val, rej, _ := r.trainNamed(t)
+	return val, rej
+}
+
+// trainNamed is train that also returns the members the workers named offenders.
+func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
+	t.Helper()
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = r.sync, 3, r.rule
+	L := cfg.Train.Model.NumLayers()
+	var names []string
+	var plan Plan
+	for i := range r.n {
+		names = append(names, fmt.Sprintf("r%d", i))
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: names[i], Last: L}})
+	}
+	net := NewInMemory(names...)
+	defer net.Close()
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		for i := r.n - r.bad; i < r.n; i++ {
+			if node == names[i] {
+				return scaler{Transport: net.Peer(node), s: r.scaleBy}
+			}
+		}
+		return net.Peer(node)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	val, err := run.Evaluate(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected []Rejection
+	var named []string
+	for i := range r.n - r.bad { // what the honest replicas report
+		rej, off := run.ReportedBy(i)
+		rejected, named = append(rejected, rej...), append(named, off...)
+	}
+	return val, rejected, named
+}
+
+// TestRepeatOffenderIsNamed: a replica of three whose contributions every sync drops
+// (its update times −15) is named an offender by both honest workers, once each, after
+// OffenderAfter syncs; in an all-honest run nobody is.
+func TestRepeatOffenderIsNamed(t *testing.T) {
+	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		r := inboundRun{sync: sync, rule: jobspec.AggregateMean, n: 3, steps: 12, scaleBy: -15}
+		if _, _, named := r.trainNamed(t); len(named) != 0 {
+			t.Errorf("%s all honest: named %v", sync, named)
+		}
+		r.bad = 1
+		_, _, named := r.trainNamed(t)
+		if fmt.Sprint(named) != "[r2 r2]" {
+			t.Errorf("%s: named %v, want r2 by each honest worker", sync, named)
+		}
+	}
+}
+
+// TestOffenderWatchNeedsConsecutiveSyncs: rejections separated by a sync that accepted
+// the member do not add up; OffenderAfter in a row name it once.
+func TestOffenderWatchNeedsConsecutiveSyncs(t *testing.T) {
+	o := newOffenderWatch()
+	bad := []Rejection{{Member: "x"}}
+	for range OffenderAfter - 1 {
+		if got := o.observe(bad, true); got != nil {
+			t.Fatalf("named %v too early", got)
+		}
+	}
+	o.observe(nil, true) // accepted once: the streak starts again
+	for range OffenderAfter - 1 {
+		if got := o.observe(bad, true); got != nil {
+			t.Fatalf("named %v after an accepted sync", got)
+		}
+	}
+	o.observe(nil, false) // no sync: nothing learned
+	if got := o.observe(bad, true); fmt.Sprint(got) != "[x]" {
+		t.Fatalf("named %v, want [x]", got)
+	}
+	if got := o.observe(bad, true); got != nil {
+		t.Fatalf("named %v twice", got)
+	}
+}
+
+// TestInboundPoisonIsBounded is the second acceptance for one attacker of three:
+// a replica that sends its own update times −15 each sync (inside the 16× norm bound)
+// leaves an honest replica's validation loss within 3% of an all-honest run, under DiLoCo
+// and every-step sync and with every rule, the default (mean) included.
+func TestInboundPoisonIsBounded(t *testing.T) {
+	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		for _, rule := range jobspec.Aggregates() {
+			r := inboundRun{sync: sync, rule: rule, n: 3, steps: 24, scaleBy: -15}
+			honest, _ := r.train(t)
+			r.bad = 1
+			val, rejected := r.train(t)
+			t.Logf("%s %s 1 of 3: val %.4f, all honest %.4f (%+.1f%%), %d rejections", sync, rule, val, honest, 100*(val-honest)/honest, len(rejected))
+			if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+				t.Errorf("%s %s 1 of 3: val %.4f, all honest %.4f", sync, rule, val, honest)
+			}
+			for _, rej := range rejected {
+				if rej.Member != "r2" {
+					t.Errorf("%s %s: an honest replica was dropped: %+v", sync, rule, rej)
+				}
+			}
+		}
+	}
+}
+
+// TestInboundPoisonTable prints the in-bound poisoning table of docs/PERFORMANCE.md: an
+// honest replica's validation loss all honest and attacked, per sync mode and rule
+// (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
+func TestInboundPoisonTable(t *testing.T) {
+	if !*inboundTable {
+		t.Skip("the table takes a while: -inbound-table")
+	}
+	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		for _, rule := range jobspec.Aggregates() {
+			for _, nb := range [][2]int{{3, 1}, {4, 2}} {
+				r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, scaleBy: -15}
+				honest, _ := r.train(t)
+				r.bad = nb[1]
+				val, rej := r.train(t)
+				t.Logf("| %s | %s | %d of %d | %.4f | %.4f | %+.1f%% | %d |", sync, rule, nb[1], nb[0], honest, val, 100*(val-honest)/honest, len(rej))
+			}
+		}
+	}
+}
