@@ -22,6 +22,7 @@ const BuiltinGoStd = "builtin:gostd"
 type Tokens struct {
 	bytes []byte
 	u16   []uint16
+	u32   []uint32
 }
 
 // ByteTokens wraps b (not copied) as byte tokens.
@@ -30,8 +31,14 @@ func ByteTokens(b []byte) Tokens { return Tokens{bytes: b} }
 // Uint16Tokens wraps t (not copied).
 func Uint16Tokens(t []uint16) Tokens { return Tokens{u16: t} }
 
+// Uint32Tokens wraps t (not copied): ids of vocabularies larger than 65536.
+func Uint32Tokens(t []uint32) Tokens { return Tokens{u32: t} }
+
 // Len is the number of tokens.
 func (t Tokens) Len() int {
+	if t.u32 != nil {
+		return len(t.u32)
+	}
 	if t.u16 != nil {
 		return len(t.u16)
 	}
@@ -40,6 +47,12 @@ func (t Tokens) Len() int {
 
 // Window copies tokens [off, off+len(dst)) into dst.
 func (t Tokens) Window(dst []int32, off int) {
+	if t.u32 != nil {
+		for i, v := range t.u32[off : off+len(dst)] {
+			dst[i] = int32(v)
+		}
+		return
+	}
 	if t.u16 != nil {
 		for i, v := range t.u16[off : off+len(dst)] {
 			dst[i] = int32(v)
@@ -54,6 +67,9 @@ func (t Tokens) Window(dst []int32, off int) {
 // maxToken is the largest id in t (-1 when empty).
 func (t Tokens) maxToken() int {
 	m := -1
+	for _, v := range t.u32 {
+		m = max(m, int(v))
+	}
 	for _, v := range t.u16 {
 		m = max(m, int(v))
 	}
