@@ -87,6 +87,9 @@ type Dataset struct {
 	Train, Val Tokens
 	// Vocab is the number of distinct token ids the data may hold: 256 for bytes.
 	Vocab int
+	// Tokenizer is the tokenizer.json that encoded the text, as read; nil for bytes and
+	// already-tokenized files. Generating from a model trained on it needs the same file.
+	Tokenizer []byte
 }
 
 // ErrBadData is wrapped by every error about unusable training data.

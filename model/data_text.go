@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -160,7 +161,16 @@ func JSONLDocuments(path, field string, yield func([]byte) error) error {
 		return fmt.Errorf("%w: %v", ErrBadData, err)
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
+	return ReadJSONL(path, f, field, yield)
+}
+
+// ReadJSONL is JSONLDocuments on r; name is the file's name in errors.
+func ReadJSONL(name string, r io.Reader, field string, yield func([]byte) error) error {
+	if field == "" {
+		field = DefaultTextField
+	}
+	path := name
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxJSONLLine)
 	for line := 1; sc.Scan(); line++ {
 		b := bytes.TrimSpace(sc.Bytes())

@@ -22,12 +22,21 @@ import (
 //	16   8     training tokens
 //	24   8     validation tokens
 //	32   …     source name, training tokens, validation tokens
+//
+// Version 2, written only for a corpus encoded with a tokenizer (so that every other blob,
+// and its ID, stays as it was), inserts after the validation-token count
+//
+//	32   8     length of the tokenizer.json (≤ maxDatasetTokenizer)
+//
+// and puts the tokenizer.json's bytes after the source name.
 const (
-	datasetHeaderLen  = 32
-	datasetVersion    = 1
-	datasetKindBytes  = 1
-	datasetKindUint16 = 2
-	maxDatasetSource  = 4096
+	datasetHeaderLen    = 32
+	datasetVersion      = 1
+	datasetVersion2     = 2
+	maxDatasetTokenizer = 64 << 20
+	datasetKindBytes    = 1
+	datasetKindUint16   = 2
+	maxDatasetSource    = 4096
 )
 
 var datasetMagic = [4]byte{'M', 'N', 'D', 'S'}
@@ -39,6 +48,8 @@ type packedDataset struct {
 	vocab      int
 	u16        bool
 	train, val []byte
+	// tokenizer is the tokenizer.json that encoded the text; nil for bytes and .bin tokens.
+	tokenizer []byte
 }
 
 func (p *packedDataset) width() int {
@@ -54,9 +65,17 @@ func (p *packedDataset) reader() io.Reader {
 	if len(src) > maxDatasetSource {
 		src = src[:maxDatasetSource]
 	}
-	h := make([]byte, datasetHeaderLen, datasetHeaderLen+len(src))
+	hlen := datasetHeaderLen
+	if p.tokenizer != nil {
+		hlen += 8
+	}
+	h := make([]byte, hlen, hlen+len(src)+len(p.tokenizer))
 	copy(h, datasetMagic[:])
 	h[4], h[5] = datasetVersion, datasetKindBytes
+	if p.tokenizer != nil {
+		h[4] = datasetVersion2
+		binary.LittleEndian.PutUint64(h[32:], uint64(len(p.tokenizer)))
+	}
 	if p.u16 {
 		h[5] = datasetKindUint16
 	}
@@ -65,14 +84,22 @@ func (p *packedDataset) reader() io.Reader {
 	binary.LittleEndian.PutUint64(h[16:], uint64(len(p.train)/p.width()))
 	binary.LittleEndian.PutUint64(h[24:], uint64(len(p.val)/p.width()))
 	h = append(h, src...)
+	h = append(h, p.tokenizer...)
 	return io.MultiReader(bytes.NewReader(h), bytes.NewReader(p.train), bytes.NewReader(p.val))
 }
 
 // decodeDataset decodes a dataset blob; byte tokens share b's memory. Every length is
 // checked against len(b), and every token against the vocabulary.
 func decodeDataset(b []byte) (*model.Dataset, error) {
-	if len(b) < datasetHeaderLen || [4]byte(b[:4]) != datasetMagic || b[4] != datasetVersion || b[6]|b[7] != 0 {
+	if len(b) < datasetHeaderLen || [4]byte(b[:4]) != datasetMagic || (b[4] != datasetVersion && b[4] != datasetVersion2) || b[6]|b[7] != 0 {
 		return nil, fmt.Errorf("%w: not a meshnode dataset blob (bad header)", model.ErrBadData)
+	}
+	hlen, tokLen := uint64(datasetHeaderLen), uint64(0)
+	if b[4] == datasetVersion2 {
+		if len(b) < datasetHeaderLen+8 {
+			return nil, fmt.Errorf("%w: not a meshnode dataset blob (short header)", model.ErrBadData)
+		}
+		hlen, tokLen = datasetHeaderLen+8, binary.LittleEndian.Uint64(b[32:])
 	}
 	kind, vocab := b[5], binary.LittleEndian.Uint32(b[8:])
 	srcLen := binary.LittleEndian.Uint32(b[12:])
@@ -81,17 +108,22 @@ func decodeDataset(b []byte) (*model.Dataset, error) {
 	if kind == datasetKindUint16 {
 		width = 2
 	}
-	rest := uint64(len(b) - datasetHeaderLen)
+	rest := uint64(len(b)) - hlen
 	switch {
 	case kind != datasetKindBytes && kind != datasetKindUint16:
 		return nil, fmt.Errorf("%w: dataset blob has token kind %d", model.ErrBadData, kind)
 	case vocab < 1 || vocab > 1<<16 || (kind == datasetKindBytes && vocab > 256):
 		return nil, fmt.Errorf("%w: dataset blob has vocabulary %d for %d-byte tokens", model.ErrBadData, vocab, width)
-	case srcLen > maxDatasetSource || train > rest || val > rest || uint64(srcLen)+width*(train+val) != rest:
-		return nil, fmt.Errorf("%w: dataset blob lengths (source %d, %d+%d tokens) do not match its %d bytes", model.ErrBadData, srcLen, train, val, len(b))
+	case srcLen > maxDatasetSource || tokLen > maxDatasetTokenizer || train > rest || val > rest || uint64(srcLen)+tokLen+width*(train+val) != rest:
+		return nil, fmt.Errorf("%w: dataset blob lengths (source %d, tokenizer %d, %d+%d tokens) do not match its %d bytes", model.ErrBadData, srcLen, tokLen, train, val, len(b))
 	}
-	body := b[datasetHeaderLen+int(srcLen):]
-	ds := &model.Dataset{Source: string(b[datasetHeaderLen : datasetHeaderLen+int(srcLen)]), Vocab: int(vocab)}
+	src := b[hlen : hlen+uint64(srcLen)]
+	tok := b[hlen+uint64(srcLen) : hlen+uint64(srcLen)+tokLen]
+	body := b[hlen+uint64(srcLen)+tokLen:]
+	ds := &model.Dataset{Source: string(src), Vocab: int(vocab)}
+	if b[4] == datasetVersion2 {
+		ds.Tokenizer = tok
+	}
 	cut := int(width * train)
 	var err error
 	if ds.Train, err = decodeTokens(body[:cut], kind, vocab); err == nil {
