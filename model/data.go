@@ -2,7 +2,6 @@ package model
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,6 +22,7 @@ type Tokens struct {
 	bytes []byte
 	u16   []uint16
 	u32   []uint32
+	file  *tokenFile
 }
 
 // ByteTokens wraps b (not copied) as byte tokens.
@@ -36,6 +36,9 @@ func Uint32Tokens(t []uint32) Tokens { return Tokens{u32: t} }
 
 // Len is the number of tokens.
 func (t Tokens) Len() int {
+	if t.file != nil {
+		return t.file.n
+	}
 	if t.u32 != nil {
 		return len(t.u32)
 	}
@@ -47,6 +50,10 @@ func (t Tokens) Len() int {
 
 // Window copies tokens [off, off+len(dst)) into dst.
 func (t Tokens) Window(dst []int32, off int) {
+	if t.file != nil {
+		t.file.window(dst, off)
+		return
+	}
 	if t.u32 != nil {
 		for i, v := range t.u32[off : off+len(dst)] {
 			dst[i] = int32(v)
@@ -62,21 +69,6 @@ func (t Tokens) Window(dst []int32, off int) {
 	for i, v := range t.bytes[off : off+len(dst)] {
 		dst[i] = int32(v)
 	}
-}
-
-// maxToken is the largest id in t (-1 when empty).
-func (t Tokens) maxToken() int {
-	m := -1
-	for _, v := range t.u32 {
-		m = max(m, int(v))
-	}
-	for _, v := range t.u16 {
-		m = max(m, int(v))
-	}
-	for _, v := range t.bytes {
-		m = max(m, int(v))
-	}
-	return m
 }
 
 // Dataset is a training corpus split into its training and validation tokens.
@@ -136,42 +128,15 @@ func LoadDataset(source string, vocab int) (*Dataset, error) {
 }
 
 func loadBinPair(source, trainPath, valPath string, vocab int) (*Dataset, error) {
-	train, err := readUint16File(trainPath)
+	train, err := openUint16File(trainPath, vocab)
 	if err != nil {
 		return nil, err
 	}
-	val, err := readUint16File(valPath)
+	val, err := openUint16File(valPath, vocab)
 	if err != nil {
 		return nil, err
 	}
-	ds := &Dataset{Source: source, Train: Uint16Tokens(train), Val: Uint16Tokens(val), Vocab: vocab}
-	for _, s := range []struct {
-		path string
-		t    Tokens
-	}{{trainPath, ds.Train}, {valPath, ds.Val}} {
-		if m := s.t.maxToken(); m >= vocab {
-			return nil, fmt.Errorf("%w: %s holds token id %d, not below the vocabulary size %d", ErrBadData, s.path, m, vocab)
-		}
-	}
-	return ds, nil
-}
-
-func readUint16File(path string) ([]uint16, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadData, err)
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: %s is empty", ErrBadData, path)
-	}
-	if len(b)%2 != 0 {
-		return nil, fmt.Errorf("%w: %s has %d bytes, not a whole number of uint16 tokens", ErrBadData, path, len(b))
-	}
-	out := make([]uint16, len(b)/2)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint16(b[2*i:])
-	}
-	return out, nil
+	return &Dataset{Source: source, Train: train, Val: val, Vocab: vocab}, nil
 }
 
 // CheckContext reports whether both splits are long enough for windows of T tokens plus
