@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/tokenizer"
 )
 
 // A dataset blob holds both splits of a corpus, so that every node of a job trains on the
@@ -26,14 +27,14 @@ import (
 // Version 2, written only for a corpus encoded with a tokenizer (so that every other blob,
 // and its ID, stays as it was), inserts after the validation-token count
 //
-//	32   8     length of the tokenizer.json (≤ maxDatasetTokenizer)
+//	32   8     length of the tokenizer.json (≤ tokenizer.MaxFileSize)
 //
 // and puts the tokenizer.json's bytes after the source name.
 const (
 	datasetHeaderLen    = 32
 	datasetVersion      = 1
 	datasetVersion2     = 2
-	maxDatasetTokenizer = 64 << 20
+	maxDatasetTokenizer = tokenizer.MaxFileSize
 	datasetKindBytes    = 1
 	datasetKindUint16   = 2
 	maxDatasetSource    = 4096
