@@ -8,24 +8,36 @@ import (
 	"os"
 )
 
-// tokenFile is a run of little-endian uint16 tokens in a file, read on demand: a window
-// costs one pread of its bytes, so memory does not grow with the file.
+// tokenFile is a run of tokens in a file (one byte or a little-endian uint16 each), read
+// on demand: a window costs one pread of its bytes, so memory does not grow with the file.
 type tokenFile struct {
-	r   io.ReaderAt
-	off int64 // byte offset of token 0
-	n   int   // tokens
+	r     io.ReaderAt
+	off   int64 // byte offset of token 0
+	n     int   // tokens
+	width int   // bytes per token: 1 or 2
 }
 
 // FileTokens wraps n little-endian uint16 tokens at byte offset off of r, read on demand
 // (not copied). Window panics if r fails to read: the file changed under a running job.
 func FileTokens(r io.ReaderAt, off int64, n int) Tokens {
-	return Tokens{file: &tokenFile{r: r, off: off, n: n}}
+	return Tokens{file: &tokenFile{r: r, off: off, n: n, width: 2}}
+}
+
+// FileByteTokens is FileTokens for one-byte tokens.
+func FileByteTokens(r io.ReaderAt, off int64, n int) Tokens {
+	return Tokens{file: &tokenFile{r: r, off: off, n: n, width: 1}}
 }
 
 func (f *tokenFile) window(dst []int32, off int) {
-	buf := make([]byte, 2*len(dst))
-	if _, err := f.r.ReadAt(buf, f.off+2*int64(off)); err != nil && !(errors.Is(err, io.EOF) && off+len(dst) <= f.n) {
+	buf := make([]byte, f.width*len(dst))
+	if n, err := f.r.ReadAt(buf, f.off+int64(f.width)*int64(off)); n != len(buf) {
 		panic(fmt.Sprintf("read tokens [%d, %d): %v", off, off+len(dst), err))
+	}
+	if f.width == 1 {
+		for i, b := range buf {
+			dst[i] = int32(b)
+		}
+		return
 	}
 	for i := range dst {
 		dst[i] = int32(binary.LittleEndian.Uint16(buf[2*i:]))

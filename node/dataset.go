@@ -244,17 +244,16 @@ func (s *datasets) fetchAndDecode(ctx context.Context, id string, holders []peer
 	if err != nil {
 		return nil, fmt.Errorf("load dataset: %w", err)
 	}
-	defer f.Close()
+	// The file stays open for the dataset's life: its tokens are read from it on demand
+	// (an unlinked blob stays readable through the open descriptor).
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("load dataset: %w", err)
 	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("load dataset %s: %w", id, err)
-	}
-	ds, err := decodeDataset(b)
+	ds, err := decodeDatasetAt(f, st.Size())
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("load dataset %s: %w", id, err)
 	}
 	return ds, nil

@@ -104,6 +104,7 @@ func FuzzDecodeDataset(f *testing.F) {
 	for _, p := range []*packedDataset{
 		{source: "s", vocab: 256, train: []byte("train"), val: []byte("v")},
 		{source: "p", vocab: 300, u16: true, train: []byte{1, 1, 2, 0}, val: []byte{3, 0}},
+		{source: "t", vocab: 300, u16: true, train: []byte{1, 1, 2, 0}, val: []byte{3, 0}, tokenizer: []byte(`{"model":{}}`)},
 	} {
 		b, _ := io.ReadAll(p.reader())
 		f.Add(b)
@@ -115,6 +116,15 @@ func FuzzDecodeDataset(f *testing.F) {
 		}
 		if ds.Train.Len()+ds.Val.Len() > len(b) {
 			t.Fatalf("%d tokens from %d bytes", ds.Train.Len()+ds.Val.Len(), len(b))
+		}
+		for _, toks := range []model.Tokens{ds.Train, ds.Val} {
+			w := make([]int32, toks.Len())
+			toks.Window(w, 0) // every token is readable, and below the vocabulary
+			for _, v := range w {
+				if int(v) >= ds.Vocab {
+					t.Fatalf("token %d, vocabulary %d", v, ds.Vocab)
+				}
+			}
 		}
 	})
 }
