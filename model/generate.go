@@ -20,6 +20,9 @@ type SampleOptions struct {
 	TopP float64
 	// Seed fixes the sampling stream: same seed, same text.
 	Seed uint64
+	// Vocab, when > 0, samples only ids below it: a tokenizer's vocabulary inside a model's
+	// padded one. 0 samples every id of the model.
+	Vocab int
 }
 
 // Generate extends prompt (at least one token, each below the vocabulary size) by
@@ -49,7 +52,11 @@ func Generate(g *GPT, prompt []int32, opt SampleOptions) ([]int32, error) {
 			x, _ = l.Forward(ws, mb, x)
 		}
 		logits := head.Logits(ws, x, len(ctx))
-		out = append(out, sampleToken(logits[(len(ctx)-1)*cfg.Vocab:], probs, opt, rng))
+		row := logits[(len(ctx)-1)*cfg.Vocab : len(ctx)*cfg.Vocab]
+		if opt.Vocab > 0 && opt.Vocab < cfg.Vocab {
+			row = row[:opt.Vocab]
+		}
+		out = append(out, sampleToken(row, probs[:len(row)], opt, rng))
 	}
 	return out, nil
 }

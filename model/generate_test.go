@@ -35,3 +35,16 @@ func equalFloat(a, b []float64) bool {
 	}
 	return true
 }
+
+func TestGenerateSamplesBelowVocab(t *testing.T) {
+	g := New(Config{Layers: 1, DModel: 16, Heads: 2, Context: 8, Vocab: 300}, 1)
+	out, err := Generate(g, []int32{1, 2}, SampleOptions{Tokens: 200, Temperature: 5, Seed: 3, Vocab: 260})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range out[2:] {
+		if v >= 260 {
+			t.Fatalf("sampled %d, at or past the tokenizer's 260 ids", v)
+		}
+	}
+}

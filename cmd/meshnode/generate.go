@@ -76,6 +76,9 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	if codec.tok != nil {
+		o.sample.Vocab = codec.tok.VocabSize() // never an id of the model's padding
+	}
 	prompt, err := codec.encode([]byte(o.prompt))
 	if err != nil {
 		return usagef("--prompt: %v", err)

@@ -112,3 +112,23 @@ func TestTrainTokenizerBadInput(t *testing.T) {
 		t.Errorf("generate without a tokenizer: exit %d, %q", code, errs)
 	}
 }
+
+// TestResumeKeepsTheTokenizer: --resume without --tokenizer encodes with the one the run
+// left in --out, so the resumed losses are those of a run that never stopped.
+func TestResumeKeepsTheTokenizer(t *testing.T) {
+	dir, _, tok := tokenizedCorpus(t)
+	_, whole, _ := runCLI(t, smallTrain(dir, "--tokenizer", tok)...)
+	out := filepath.Join(t.TempDir(), "ckpt")
+	if code, _, errs := runCLI(t, smallTrain(dir, "--tokenizer", tok, "--out", out, "--stop-at", "6")...); code != 0 {
+		t.Fatalf("first half: exit %d: %s", code, errs)
+	}
+	code, resumed, errs := runCLI(t, "train", "--resume", out, "-o", "json")
+	if code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errs)
+	}
+	a, _ := parseTrain(t, whole)
+	b, _ := parseTrain(t, resumed)
+	if a[12].TrainLoss == nil || b[12].TrainLoss == nil || *a[12].TrainLoss != *b[12].TrainLoss {
+		t.Fatalf("step 12 loss: whole run %v, resumed %v", a[12].TrainLoss, b[12].TrainLoss)
+	}
+}
