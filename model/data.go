@@ -19,10 +19,11 @@ const BuiltinGoStd = "builtin:gostd"
 // Tokens is a read-only sequence of token ids: bytes for byte-level text, uint16 for
 // nanoGPT token files.
 type Tokens struct {
-	bytes []byte
-	u16   []uint16
-	u32   []uint32
-	file  *tokenFile
+	bytes  []byte
+	u16    []uint16
+	u32    []uint32
+	file   *tokenFile
+	shards *shardSet
 }
 
 // ByteTokens wraps b (not copied) as byte tokens.
@@ -36,6 +37,9 @@ func Uint32Tokens(t []uint32) Tokens { return Tokens{u32: t} }
 
 // Len is the number of tokens.
 func (t Tokens) Len() int {
+	if t.shards != nil {
+		return t.shards.len()
+	}
 	if t.file != nil {
 		return t.file.n
 	}
@@ -50,6 +54,10 @@ func (t Tokens) Len() int {
 
 // Window copies tokens [off, off+len(dst)) into dst.
 func (t Tokens) Window(dst []int32, off int) {
+	if t.shards != nil {
+		t.shards.window(dst, off)
+		return
+	}
 	if t.file != nil {
 		t.file.window(dst, off)
 		return

@@ -35,7 +35,9 @@ type TextOptions struct {
 // DefaultTextField is the .jsonl field read when TextOptions.TextField is empty.
 const DefaultTextField = "text"
 
-// LoadDatasetWith is LoadDataset with text sources read through opt: a text file, a
+// LoadDatasetWith is LoadDataset with text sources read through opt, and sharded corpora
+// (a directory with a ShardManifestFile, LoadShards; a tokenizer given must have its
+// vocabulary): a text file, a
 // directory of text files (one without train.bin: every regular file under it,
 // recursively, sorted by slash path, each a document), or a .jsonl file (each non-blank
 // line a JSON object whose opt.TextField string is a document). The tokens of a text
@@ -43,6 +45,13 @@ const DefaultTextField = "text"
 // pairs are loaded exactly as LoadDataset does; with an Encoder they are refused, since
 // they are not text to tokenize (gostd) or already tokens (.bin).
 func LoadDatasetWith(source string, vocab int, opt TextOptions) (*Dataset, error) {
+	if IsShardedCorpus(source) {
+		ds, err := LoadShards(source)
+		if err == nil && opt.Encoder != nil && opt.Encoder.VocabSize() != ds.Vocab {
+			err = fmt.Errorf("%w: %s holds ids of a vocabulary of %d, the tokenizer has %d: give the tokenizer that wrote it", ErrBadData, source, ds.Vocab, opt.Encoder.VocabSize())
+		}
+		return ds, err
+	}
 	if opt.Encoder == nil && !isTextCollection(source) {
 		return LoadDataset(source, vocab)
 	}
@@ -70,7 +79,7 @@ func isTextCollection(source string) bool {
 	if err != nil {
 		return false
 	}
-	return (st.IsDir() && !isBinSource(source, st)) || (!st.IsDir() && strings.HasSuffix(source, ".jsonl"))
+	return (st.IsDir() && !isBinSource(source, st) && !IsShardedCorpus(source)) || (!st.IsDir() && strings.HasSuffix(source, ".jsonl"))
 }
 
 // isBinSource reports whether source is a nanoGPT pair: train.bin, or a directory with one.

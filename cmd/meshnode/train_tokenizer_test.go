@@ -132,3 +132,21 @@ func TestResumeKeepsTheTokenizer(t *testing.T) {
 		t.Fatalf("step 12 loss: whole run %v, resumed %v", a[12].TrainLoss, b[12].TrainLoss)
 	}
 }
+
+// TestShardThenTrain: tokenizer shard writes a sharded corpus that train streams, and a
+// run on it learns.
+func TestShardThenTrain(t *testing.T) {
+	_, jsonl, tok := tokenizedCorpus(t)
+	shards := filepath.Join(t.TempDir(), "shards")
+	if code, _, errs := runCLI(t, "tokenizer", "shard", "--tokenizer", tok, "--out", shards, "--shard-tokens", "1000", "--text-field", "body", jsonl); code != 0 {
+		t.Fatalf("shard: exit %d: %s", code, errs)
+	}
+	code, stdout, errs := runCLI(t, smallTrain(shards, "--tokenizer", filepath.Join(shards, TokenizerFile))...)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errs)
+	}
+	steps, _ := parseTrain(t, stdout)
+	if first, last := steps[1].TrainLoss, steps[12].TrainLoss; first == nil || last == nil || *last >= *first {
+		t.Fatalf("loss did not fall: %v → %v", first, last)
+	}
+}
