@@ -145,6 +145,9 @@ func (s *datasets) packSource(ctx context.Context, d jobspec.Data, vocab int, fi
 	if err != nil {
 		return nil, err
 	}
+	if st.IsDir() && model.IsShardedCorpus(real) {
+		return nil, badData("%s: %s is a sharded corpus (manifest.json), which jobs do not take yet: name its text source with data.tokenizer", field, source)
+	}
 	if isTextSource(d, real, st.IsDir()) {
 		return s.packText(ctx, d, vocab, files)
 	}

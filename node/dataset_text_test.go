@@ -111,11 +111,15 @@ func TestPublishTextErrors(t *testing.T) {
 	os.WriteFile(broken, []byte(`{"model": {"type": "WordPiece"}}`), 0o600)
 	outside := filepath.Join(t.TempDir(), "tokenizer.json")
 	os.WriteFile(outside, []byte("{}"), 0o600)
+	sharded := filepath.Join(dir, "shards")
+	os.MkdirAll(sharded, 0o700)
+	os.WriteFile(filepath.Join(sharded, model.ShardManifestFile), []byte("{}"), 0o600)
 	for _, tc := range []struct {
 		data  jobspec.Data
 		vocab int
 		want  string
 	}{
+		{jobspec.Data{Source: sharded}, 256, "data.source: " + sharded + " is a sharded corpus"},
 		{jobspec.Data{Source: jsonl, Tokenizer: tokPath}, 0, "data.source: " + jsonl + `:1: no "text" field`},
 		{jobspec.Data{Source: docs, Tokenizer: tokPath}, 256, "model.vocab: 256 does not match data.tokenizer " + tokPath},
 		{jobspec.Data{Source: docs, Tokenizer: broken}, 0, "data.tokenizer: " + broken},
