@@ -60,7 +60,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	}
 	f := cmd.Flags()
 	c := &o.cfg
-	f.StringVar(&c.Data, "data", c.Data, "corpus: builtin:gostd, a text file, a directory of text files, a .jsonl file, or a directory (or train.bin) of nanoGPT uint16 tokens")
+	f.StringVar(&c.Data, "data", c.Data, "corpus: builtin:gostd, a text file, a directory of text files, a .jsonl file, a directory (or train.bin) of nanoGPT uint16 tokens, or a sharded corpus (meshnode tokenizer shard)")
 	f.IntVar(&c.Model.Vocab, "vocab", c.Model.Vocab, "vocabulary size (256 for bytes; set it for .bin token files)")
 	f.IntVar(&c.Model.Layers, "layers", c.Model.Layers, "transformer blocks")
 	f.IntVar(&c.Model.DModel, "d-model", c.Model.DModel, "embedding width")
