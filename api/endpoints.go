@@ -97,6 +97,13 @@ func (c *Client) Export(ctx context.Context, id string, step int) ([]byte, error
 	return raw, c.get(ctx, path, &raw)
 }
 
+// Tokenizer is GET /v1/jobs/{id}/tokenizer: the tokenizer.json the job's corpus was
+// encoded with. A job trained on bytes or .bin tokens has none: a 404 (StatusCode).
+func (c *Client) Tokenizer(ctx context.Context, id string) ([]byte, error) {
+	var raw []byte
+	return raw, c.get(ctx, jobPath(id)+"/tokenizer", &raw)
+}
+
 // Metrics is GET /metrics: the node's Prometheus metrics in text format.
 func (c *Client) Metrics(ctx context.Context) ([]byte, error) {
 	var raw []byte

@@ -2,7 +2,6 @@ package model
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,8 +19,11 @@ const BuiltinGoStd = "builtin:gostd"
 // Tokens is a read-only sequence of token ids: bytes for byte-level text, uint16 for
 // nanoGPT token files.
 type Tokens struct {
-	bytes []byte
-	u16   []uint16
+	bytes  []byte
+	u16    []uint16
+	u32    []uint32
+	file   *tokenFile
+	shards *shardSet
 }
 
 // ByteTokens wraps b (not copied) as byte tokens.
@@ -30,8 +32,20 @@ func ByteTokens(b []byte) Tokens { return Tokens{bytes: b} }
 // Uint16Tokens wraps t (not copied).
 func Uint16Tokens(t []uint16) Tokens { return Tokens{u16: t} }
 
+// Uint32Tokens wraps t (not copied): ids of vocabularies larger than 65536.
+func Uint32Tokens(t []uint32) Tokens { return Tokens{u32: t} }
+
 // Len is the number of tokens.
 func (t Tokens) Len() int {
+	if t.shards != nil {
+		return t.shards.len()
+	}
+	if t.file != nil {
+		return t.file.n
+	}
+	if t.u32 != nil {
+		return len(t.u32)
+	}
 	if t.u16 != nil {
 		return len(t.u16)
 	}
@@ -40,6 +54,20 @@ func (t Tokens) Len() int {
 
 // Window copies tokens [off, off+len(dst)) into dst.
 func (t Tokens) Window(dst []int32, off int) {
+	if t.shards != nil {
+		t.shards.window(dst, off)
+		return
+	}
+	if t.file != nil {
+		t.file.window(dst, off)
+		return
+	}
+	if t.u32 != nil {
+		for i, v := range t.u32[off : off+len(dst)] {
+			dst[i] = int32(v)
+		}
+		return
+	}
 	if t.u16 != nil {
 		for i, v := range t.u16[off : off+len(dst)] {
 			dst[i] = int32(v)
@@ -51,18 +79,6 @@ func (t Tokens) Window(dst []int32, off int) {
 	}
 }
 
-// maxToken is the largest id in t (-1 when empty).
-func (t Tokens) maxToken() int {
-	m := -1
-	for _, v := range t.u16 {
-		m = max(m, int(v))
-	}
-	for _, v := range t.bytes {
-		m = max(m, int(v))
-	}
-	return m
-}
-
 // Dataset is a training corpus split into its training and validation tokens.
 type Dataset struct {
 	// Source is what was loaded: builtin:gostd or a path.
@@ -71,6 +87,9 @@ type Dataset struct {
 	Train, Val Tokens
 	// Vocab is the number of distinct token ids the data may hold: 256 for bytes.
 	Vocab int
+	// Tokenizer is the tokenizer.json that encoded the text, as read; nil for bytes and
+	// already-tokenized files. Generating from a model trained on it needs the same file.
+	Tokenizer []byte
 }
 
 // ErrBadData is wrapped by every error about unusable training data.
@@ -117,42 +136,15 @@ func LoadDataset(source string, vocab int) (*Dataset, error) {
 }
 
 func loadBinPair(source, trainPath, valPath string, vocab int) (*Dataset, error) {
-	train, err := readUint16File(trainPath)
+	train, err := openUint16File(trainPath, vocab)
 	if err != nil {
 		return nil, err
 	}
-	val, err := readUint16File(valPath)
+	val, err := openUint16File(valPath, vocab)
 	if err != nil {
 		return nil, err
 	}
-	ds := &Dataset{Source: source, Train: Uint16Tokens(train), Val: Uint16Tokens(val), Vocab: vocab}
-	for _, s := range []struct {
-		path string
-		t    Tokens
-	}{{trainPath, ds.Train}, {valPath, ds.Val}} {
-		if m := s.t.maxToken(); m >= vocab {
-			return nil, fmt.Errorf("%w: %s holds token id %d, not below the vocabulary size %d", ErrBadData, s.path, m, vocab)
-		}
-	}
-	return ds, nil
-}
-
-func readUint16File(path string) ([]uint16, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadData, err)
-	}
-	if len(b) == 0 {
-		return nil, fmt.Errorf("%w: %s is empty", ErrBadData, path)
-	}
-	if len(b)%2 != 0 {
-		return nil, fmt.Errorf("%w: %s has %d bytes, not a whole number of uint16 tokens", ErrBadData, path, len(b))
-	}
-	out := make([]uint16, len(b)/2)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint16(b[2*i:])
-	}
-	return out, nil
+	return &Dataset{Source: source, Train: train, Val: val, Vocab: vocab}, nil
 }
 
 // CheckContext reports whether both splits are long enough for windows of T tokens plus

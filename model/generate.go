@@ -15,8 +15,14 @@ type SampleOptions struct {
 	Temperature float64
 	// TopK keeps only the K most likely tokens before sampling; 0 keeps all.
 	TopK int
+	// TopP keeps only the most likely tokens whose probabilities (after TopK) add up to at
+	// least TopP (nucleus sampling); 0 or ≥ 1 keeps all.
+	TopP float64
 	// Seed fixes the sampling stream: same seed, same text.
 	Seed uint64
+	// Vocab, when > 0, samples only ids below it: a tokenizer's vocabulary inside a model's
+	// padded one. 0 samples every id of the model.
+	Vocab int
 }
 
 // Generate extends prompt (at least one token, each below the vocabulary size) by
@@ -46,7 +52,11 @@ func Generate(g *GPT, prompt []int32, opt SampleOptions) ([]int32, error) {
 			x, _ = l.Forward(ws, mb, x)
 		}
 		logits := head.Logits(ws, x, len(ctx))
-		out = append(out, sampleToken(logits[(len(ctx)-1)*cfg.Vocab:], probs, opt, rng))
+		row := logits[(len(ctx)-1)*cfg.Vocab : len(ctx)*cfg.Vocab]
+		if opt.Vocab > 0 && opt.Vocab < cfg.Vocab {
+			row = row[:opt.Vocab]
+		}
+		out = append(out, sampleToken(row, probs[:len(row)], opt, rng))
 	}
 	return out, nil
 }
@@ -79,6 +89,9 @@ func sampleToken(logits []float32, probs []float64, opt SampleOptions, rng *rand
 			z += probs[j]
 		}
 	}
+	if opt.TopP > 0 && opt.TopP < 1 {
+		z = nucleus(probs, z, opt.TopP)
+	}
 	u := rng.Float64() * z
 	for j, p := range probs {
 		if u < p {
@@ -87,4 +100,24 @@ func sampleToken(logits []float32, probs []float64, opt SampleOptions, rng *rand
 		u -= p
 	}
 	return int32(best)
+}
+
+// nucleus zeroes every probability outside the smallest set of the most likely tokens
+// whose mass is at least p of z (ties broken by the lower id) and returns the kept mass.
+func nucleus(probs []float64, z, p float64) float64 {
+	order := make([]int, len(probs))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return probs[order[a]] > probs[order[b]] })
+	var kept float64
+	n := 0
+	for n < len(order) && kept < p*z {
+		kept += probs[order[n]]
+		n++
+	}
+	for _, j := range order[n:] {
+		probs[j] = 0
+	}
+	return kept
 }

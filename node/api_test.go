@@ -250,15 +250,15 @@ func TestPublishDatasetLimits(t *testing.T) {
 	os.WriteFile(small, bytes.Repeat([]byte("a"), 1000), 0o600)
 	os.WriteFile(large, bytes.Repeat([]byte("a"), 1001), 0o600)
 	ctx := context.Background()
-	if _, err := n.PublishDataset(ctx, jobspec.Data{Source: small}, 256, ""); err != nil {
+	if _, _, err := n.PublishDataset(ctx, jobspec.Data{Source: small}, 256, ""); err != nil {
 		t.Fatalf("a file under a configured root, at the cap: %v", err)
 	}
-	if _, err := n.PublishDataset(ctx, jobspec.Data{Source: large}, 256, ""); !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), "data.source: ") || !strings.Contains(err.Error(), "limit of 1000") {
+	if _, _, err := n.PublishDataset(ctx, jobspec.Data{Source: large}, 256, ""); !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), "data.source: ") || !strings.Contains(err.Error(), "limit of 1000") {
 		t.Errorf("a file over the cap: %v", err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := n.PublishDataset(cancelled, jobspec.Data{Source: small}, 256, ""); !errors.Is(err, context.Canceled) {
+	if _, _, err := n.PublishDataset(cancelled, jobspec.Data{Source: small}, 256, ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("publish with a cancelled context: %v, want context.Canceled", err)
 	}
 }

@@ -58,7 +58,11 @@ func (n *Node) Blobs() *blob.Service { return n.data.blobs }
 // node's Config.DataRoots, at most Config.MaxDataBytes each; they are read until ctx
 // ends. A refused, missing or unusable path is an error wrapping model.ErrBadData that
 // names the field and the path.
-func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int, dataRoot string) (string, error) {
+//
+// Text (a text file, a directory of text files, a .jsonl file) is encoded with
+// data.tokenizer when set, whose tokenizer.json travels in the blob; vocab 0 then means
+// the tokenizer's vocabulary, and the vocabulary the blob holds is returned.
+func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int, dataRoot string) (string, int, error) {
 	return n.data.publish(ctx, d, vocab, newLocalFiles(dataRoot, n.cfg.DataRoots, n.cfg.MaxDataBytes))
 }
 
@@ -69,22 +73,22 @@ func (n *Node) LoadDataset(ctx context.Context, blobID string, holders []peer.ID
 	return n.data.load(ctx, blobID, holders)
 }
 
-func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, error) {
+func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, int, error) {
 	if d.Source == jobspec.BuiltinGoStd {
 		s.mu.Lock()
 		id := s.builtin[d.Source]
 		s.mu.Unlock()
 		if id != "" && s.blobs.Has(id) {
-			return id, nil
+			return id, vocab, nil
 		}
 	}
 	p, err := s.pack(ctx, d, vocab, files)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	id, err := s.blobs.Publish(ctx, p.reader())
 	if err != nil {
-		return "", fmt.Errorf("publish dataset %s: %w", p.source, err)
+		return "", 0, fmt.Errorf("publish dataset %s: %w", p.source, err)
 	}
 	if d.Source == jobspec.BuiltinGoStd {
 		s.mu.Lock()
@@ -93,7 +97,10 @@ func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files
 	}
 	s.n.log.Info("published dataset", "source", p.source, "blob", id, "train_tokens", len(p.train)/p.width(),
 		"val_tokens", len(p.val)/p.width())
-	return id, nil
+	if p.tokenizer != nil {
+		vocab = p.vocab
+	}
+	return id, vocab, nil
 }
 
 // pack reads the corpus d names into its two splits.
@@ -110,7 +117,7 @@ func (s *datasets) pack(ctx context.Context, d jobspec.Data, vocab int, files lo
 		}
 		return &packedDataset{source: d.Source, vocab: 256, train: train, val: val}, nil
 	case d.Source != "":
-		return s.packSource(ctx, d.Source, vocab, files)
+		return s.packSource(ctx, d, vocab, files)
 	}
 	_, _, terr := files.resolve("data.train", d.Train)
 	_, _, verr := files.resolve("data.val", d.Val)
@@ -129,12 +136,20 @@ func (s *datasets) pack(ctx context.Context, d jobspec.Data, vocab int, files lo
 }
 
 // packSource reads data.source: a text file, or a directory or train.bin of a nanoGPT
-// train.bin/val.bin pair (model.LoadDataset's rules).
-func (s *datasets) packSource(ctx context.Context, source string, vocab int, files localFiles) (*packedDataset, error) {
+// train.bin/val.bin pair (model.LoadDataset's rules); text collections and anything with
+// data.tokenizer go to packText.
+func (s *datasets) packSource(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (*packedDataset, error) {
 	const field = "data.source"
+	source := d.Source
 	real, st, err := files.resolve(field, source)
 	if err != nil {
 		return nil, err
+	}
+	if st.IsDir() && model.IsShardedCorpus(real) {
+		return nil, badData("%s: %s is a sharded corpus (manifest.json), which jobs do not take yet: name its text source with data.tokenizer", field, source)
+	}
+	if isTextSource(d, real, st.IsDir()) {
+		return s.packText(ctx, d, vocab, files)
 	}
 	if st.IsDir() || filepath.Base(real) == "train.bin" {
 		dir := real
@@ -232,17 +247,16 @@ func (s *datasets) fetchAndDecode(ctx context.Context, id string, holders []peer
 	if err != nil {
 		return nil, fmt.Errorf("load dataset: %w", err)
 	}
-	defer f.Close()
+	// The file stays open for the dataset's life: its tokens are read from it on demand
+	// (an unlinked blob stays readable through the open descriptor).
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("load dataset: %w", err)
 	}
-	b := make([]byte, st.Size())
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, fmt.Errorf("load dataset %s: %w", id, err)
-	}
-	ds, err := decodeDataset(b)
+	ds, err := decodeDatasetAt(f, st.Size())
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("load dataset %s: %w", id, err)
 	}
 	return ds, nil

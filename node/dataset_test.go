@@ -104,6 +104,7 @@ func FuzzDecodeDataset(f *testing.F) {
 	for _, p := range []*packedDataset{
 		{source: "s", vocab: 256, train: []byte("train"), val: []byte("v")},
 		{source: "p", vocab: 300, u16: true, train: []byte{1, 1, 2, 0}, val: []byte{3, 0}},
+		{source: "t", vocab: 300, u16: true, train: []byte{1, 1, 2, 0}, val: []byte{3, 0}, tokenizer: []byte(`{"model":{}}`)},
 	} {
 		b, _ := io.ReadAll(p.reader())
 		f.Add(b)
@@ -115,6 +116,15 @@ func FuzzDecodeDataset(f *testing.F) {
 		}
 		if ds.Train.Len()+ds.Val.Len() > len(b) {
 			t.Fatalf("%d tokens from %d bytes", ds.Train.Len()+ds.Val.Len(), len(b))
+		}
+		for _, toks := range []model.Tokens{ds.Train, ds.Val} {
+			w := make([]int32, toks.Len())
+			toks.Window(w, 0) // every token is readable, and below the vocabulary
+			for _, v := range w {
+				if int(v) >= ds.Vocab {
+					t.Fatalf("token %d, vocabulary %d", v, ds.Vocab)
+				}
+			}
 		}
 	})
 }
@@ -169,11 +179,11 @@ func TestDatasetPublishedOnOneNodeLoadsOnAnother(t *testing.T) {
 		}},
 	}
 	for _, tc := range cases {
-		id, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir)
+		id, _, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir); err != nil || again != id {
+		if again, _, err := a.PublishDataset(ctx, tc.data, tc.vocab, dir); err != nil || again != id {
 			t.Fatalf("publishing the same data again gave %s, %v; want %s", again, err, id)
 		}
 		if b.Blobs().Has(id) {
@@ -192,7 +202,7 @@ func TestDatasetPublishedOnOneNodeLoadsOnAnother(t *testing.T) {
 		}
 	}
 	// Without holders, LoadDataset asks the live peers.
-	id, err := a.PublishDataset(ctx, jobspec.Data{Train: filepath.Join(dir, "va.bin"), Val: filepath.Join(dir, "va.bin")}, 10, dir)
+	id, _, err := a.PublishDataset(ctx, jobspec.Data{Train: filepath.Join(dir, "va.bin"), Val: filepath.Join(dir, "va.bin")}, 10, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +230,7 @@ func TestPublishDatasetErrors(t *testing.T) {
 		{jobspec.Data{Train: filepath.Join(dir, "tr.bin"), Val: filepath.Join(dir, "tr.bin")}, "data.train: " + filepath.Join(dir, "tr.bin") + " holds token id 300, not below model.vocab 256"},
 		{jobspec.Data{Train: filepath.Join(dir, "odd.bin"), Val: filepath.Join(dir, "tr.bin")}, "data.train: " + filepath.Join(dir, "odd.bin") + " has 3 bytes"},
 	} {
-		_, err := n.PublishDataset(context.Background(), tc.data, 256, dir)
+		_, _, err := n.PublishDataset(context.Background(), tc.data, 256, dir)
 		if !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: got %v, want ErrBadData saying %q", tc.data, err, tc.want)
 		}
@@ -235,12 +245,12 @@ func TestPublishBuiltinGoStdOnce(t *testing.T) {
 	cfg.Consensus.Disabled = true
 	n := startNode(t, cfg)
 	ctx := context.Background()
-	id, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, "")
+	id, _, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if again, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, ""); err != nil || again != id {
+	if again, _, err := n.PublishDataset(ctx, jobspec.Data{Source: jobspec.BuiltinGoStd}, 256, ""); err != nil || again != id {
 		t.Fatalf("second publish: %s, %v; want %s", again, err, id)
 	}
 	testutil.Within(t, "the second publish of builtin:gostd (a repack would take seconds)", time.Since(start), time.Second)

@@ -23,6 +23,7 @@ type CheckpointView = api.CheckpointView
 func (n *Node) exportRoutes() {
 	n.Handle("GET /v1/jobs/{id}/checkpoints", http.HandlerFunc(n.serveCheckpoints))
 	n.Handle("GET /v1/jobs/{id}/export", http.HandlerFunc(n.serveExport))
+	n.Handle("GET /v1/jobs/{id}/tokenizer", http.HandlerFunc(n.serveTokenizer))
 }
 
 func (n *Node) jobForAPI(w http.ResponseWriter, r *http.Request) (consensus.Job, bool) {
@@ -84,6 +85,30 @@ func (n *Node) serveExport(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Write(b)
+}
+
+// serveTokenizer answers the tokenizer.json that travels in the job's dataset blob (404
+// when the corpus was not encoded with one), so that generate decodes with the same ids.
+func (n *Node) serveTokenizer(w http.ResponseWriter, r *http.Request) {
+	j, ok := n.jobForAPI(w, r)
+	if !ok {
+		return
+	}
+	if j.Spec.Data.Tokenizer == "" || j.Spec.Data.Blob == "" {
+		replyError(w, http.StatusNotFound, fmt.Errorf("job %s was not trained with a tokenizer (data.tokenizer): its text is bytes or .bin ids", j.ID))
+		return
+	}
+	ds, err := n.LoadDataset(r.Context(), j.Spec.Data.Blob, nil)
+	if err != nil {
+		replyError(w, http.StatusInternalServerError, err)
+		return
+	}
+	if ds.Tokenizer == nil {
+		replyError(w, http.StatusNotFound, fmt.Errorf("job %s: its dataset blob holds no tokenizer", j.ID))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(ds.Tokenizer)
 }
 
 var errNoCheckpoint = errors.New("no complete checkpoint")

@@ -12,6 +12,6 @@
 // time with an error naming the file and the field; the package never guesses ids.
 //
 // The package does no I/O of its own beyond Load, WriteFile and ReadCorpus, opens no socket,
-// and is not wired into training or the data pipeline: it is a leaf that imports nothing of
-// meshnode's.
+// and imports nothing of meshnode's: training (model.TextEncoder) and generate use it, not
+// the other way round.
 package tokenizer

@@ -162,3 +162,18 @@ func (t *Tokenizer) AppendDecode(dst []byte, ids []uint32, skipSpecial bool) ([]
 	}
 	return dst, nil
 }
+
+// endOfTextNames are the special tokens that end a document, in the order looked for:
+// GPT-2's (and Train's default), Llama-3's, Llama-2's and SentencePiece's.
+var endOfTextNames = []string{"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>"}
+
+// EndOfText is the id of the special token that separates documents, if the tokenizer has
+// one of the usual names (<|endoftext|>, <|end_of_text|>, </s>, <eos>) as a special token.
+func (t *Tokenizer) EndOfText() (uint32, bool) {
+	for _, name := range endOfTextNames {
+		if id, ok := t.ID(name); ok && t.IsSpecial(id) {
+			return id, true
+		}
+	}
+	return 0, false
+}

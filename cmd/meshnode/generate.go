@@ -13,6 +13,7 @@ import (
 
 type generateOptions struct {
 	checkpoint string
+	tokenizer  string
 	prompt     string
 	heads      int
 	sample     model.SampleOptions
@@ -24,18 +25,25 @@ func newGenerateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Sample text from a checkpoint",
-		Long: `Sample byte-level text from a GPT checkpoint: a model.safetensors file with GPT-2 names,
-or a checkpoint directory written by meshnode train --out (the latest step is used).`,
+		Long: `Sample text from a checkpoint of any model family: a model.safetensors file, or a
+checkpoint directory written by meshnode train --out (the latest step is used).
+
+Text goes through the checkpoint's tokenizer: --tokenizer, else the tokenizer.json that
+meshnode train --tokenizer left in the step directory, the --out directory above it, or
+beside the safetensors file. Without one, text is bytes and the model's vocabulary must be
+256.`,
 		Example: `  meshnode generate --checkpoint ckpt --prompt "func main() {" --tokens 200`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.checkpoint, "checkpoint", "", "model.safetensors, or a checkpoint directory (required)")
+	f.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (default: the checkpoint's; none: bytes)")
 	f.StringVar(&o.prompt, "prompt", "\n", "text to continue")
 	f.IntVar(&o.sample.Tokens, "tokens", o.sample.Tokens, "tokens (bytes) to generate")
 	f.Float64Var(&o.sample.Temperature, "temperature", o.sample.Temperature, "sampling temperature; 0 is greedy")
 	f.IntVar(&o.sample.TopK, "top-k", o.sample.TopK, "sample among the K most likely tokens; 0: all")
+	f.Float64Var(&o.sample.TopP, "top-p", 0, "sample among the most likely tokens whose probabilities add up to P (nucleus); 0 or 1: all")
 	f.Uint64Var(&o.sample.Seed, "seed", o.sample.Seed, "sampling seed")
 	f.IntVar(&o.heads, "heads", 0, "attention heads, for files whose metadata lacks n_head")
 	addOutputFlag(cmd, &o.output)
@@ -55,6 +63,8 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 		return usagef("--temperature must be ≥ 0 (got %g)", o.sample.Temperature)
 	case o.sample.TopK < 0:
 		return usagef("--top-k must be ≥ 0 (got %d)", o.sample.TopK)
+	case o.sample.TopP < 0 || o.sample.TopP > 1:
+		return usagef("--top-p must be between 0 and 1 (got %g)", o.sample.TopP)
 	case o.prompt == "":
 		return usagef("--prompt must not be empty")
 	}
@@ -62,17 +72,24 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("--checkpoint: %v", err)
 	}
-	prompt := make([]int32, len(o.prompt))
-	for i := range len(o.prompt) {
-		prompt[i] = int32(o.prompt[i])
+	codec, err := o.textCodec(g.Config.Vocab)
+	if err != nil {
+		return err
+	}
+	if codec.tok != nil {
+		o.sample.Vocab = codec.tok.VocabSize() // never an id of the model's padding
+	}
+	prompt, err := codec.encode([]byte(o.prompt))
+	if err != nil {
+		return usagef("--prompt: %v", err)
 	}
 	toks, err := model.Generate(g, prompt, o.sample)
 	if err != nil {
 		return usagef("--prompt: %v", err)
 	}
-	text := make([]byte, len(toks))
-	for i, t := range toks {
-		text[i] = byte(t)
+	text, err := codec.decode(toks)
+	if err != nil {
+		return fmt.Errorf("decode the generated tokens: %w", err)
 	}
 	if o.output == "json" {
 		writeJSONLine(cmd.OutOrStdout(), map[string]any{"text": string(text), "prompt_tokens": len(prompt), "generated_tokens": len(toks) - len(prompt)})
@@ -98,9 +115,6 @@ func loadModelFile(path string, heads int) (*model.GPT, error) {
 	cfg, err := model.ConfigFromCheckpoint(tf, heads)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if cfg.Vocab > 256 {
-		return nil, fmt.Errorf("%s: vocabulary of %d; generate speaks byte-level models (256) only", path, cfg.Vocab)
 	}
 	g := model.New(cfg, 0)
 	if err := model.LoadParams(tf, g.Params()); err != nil {

@@ -168,6 +168,7 @@ func TestSubmitInvalidSpecExits2(t *testing.T) {
 		"parallel: {inner_steps: 0}\n":                       "parallel.inner_steps: must be ≥ 1, got 0",
 		"model: {layerz: 3}\n":                               "model.layerz: unknown field",
 		"data: {train: missing.bin, val: missing-val.bin}\n": "data.train: ",
+		"data: {source: ., tokenizer: missing.json}\n":       "data.tokenizer: ",
 	} {
 		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
 		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {

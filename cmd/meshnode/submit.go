@@ -161,6 +161,7 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 	resolve("data.source", &spec.Data.Source)
 	resolve("data.train", &spec.Data.Train)
 	resolve("data.val", &spec.Data.Val)
+	resolve("data.tokenizer", &spec.Data.Tokenizer)
 	if len(errs) > 0 {
 		return spec, usagef("%s: %w", path, errors.Join(errs...))
 	}

@@ -18,7 +18,7 @@ func newTokenizerCmd() *cobra.Command {
 train learns one from a corpus, encode prints the ids of a text, decode prints the text of
 ids. The ids are those Hugging Face's tokenizers gives (docs/tokenizer.md).`,
 	}
-	cmd.AddCommand(newTokenizerTrainCmd(), newTokenizerEncodeCmd(), newTokenizerDecodeCmd())
+	cmd.AddCommand(newTokenizerTrainCmd(), newTokenizerEncodeCmd(), newTokenizerDecodeCmd(), newTokenizerShardCmd())
 	return cmd
 }
 

@@ -26,6 +26,7 @@ import (
 type trainOptions struct {
 	cfg             parallel.TrainConfig
 	dist            distOptions
+	data            dataOptions
 	out             string
 	resume          string
 	checkpointEvery int
@@ -43,20 +44,23 @@ func newTrainCmd() *cobra.Command {
 		Use:   "train",
 		Short: "Train a GPT in this process",
 		Long: `Train the GPT of docs/gpt.md in one process on builtin:gostd (the Go standard library's
-source), a text file, or a nanoGPT train.bin/val.bin pair. Defaults follow that recipe.
+source), a text file, a directory of text files, a .jsonl file (--text-field), or a nanoGPT
+train.bin/val.bin pair. Defaults follow that recipe. Text is read as bytes (vocabulary 256),
+or encoded with --tokenizer (a tokenizer.json, e.g. from meshnode tokenizer train).
 
 With --out, checkpoints go to DIR/step-N (step-0 holds the initial weights). --resume
 continues a run from a checkpoint exactly: same losses as if it had never stopped.`,
 		Example: `  meshnode train --steps 300
   meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
   meshnode train --data corpus.txt --layers 6 --d-model 256 -o json
+  meshnode train --data docs/ --tokenizer tokenizer.json --family llama --out ckpt
   meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
 	c := &o.cfg
-	f.StringVar(&c.Data, "data", c.Data, "corpus: builtin:gostd, a text file, or a directory (or train.bin) of nanoGPT uint16 tokens")
+	f.StringVar(&c.Data, "data", c.Data, "corpus: builtin:gostd, a text file, a directory of text files, a .jsonl file, a directory (or train.bin) of nanoGPT uint16 tokens, or a sharded corpus (meshnode tokenizer shard)")
 	f.IntVar(&c.Model.Vocab, "vocab", c.Model.Vocab, "vocabulary size (256 for bytes; set it for .bin token files)")
 	f.IntVar(&c.Model.Layers, "layers", c.Model.Layers, "transformer blocks")
 	f.IntVar(&c.Model.DModel, "d-model", c.Model.DModel, "embedding width")
@@ -85,6 +89,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
 	f.StringVar(&o.memoryBudget, "memory-budget", "", "keep at most this much training state (weights, gradients, AdamW moments) in memory, e.g. 256MiB, per stage with --stages; the rest is offloaded in chunks to a file in --data-dir (same losses; one replica only)")
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
+	o.data.addFlags(cmd)
 	o.dist.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -134,6 +139,9 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if err := o.data.loadTokenizer(cmd, o); err != nil {
+		return err
+	}
 	if err := o.applyMemoryBudget(cmd); err != nil {
 		return err
 	}
@@ -145,9 +153,12 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	data, err := model.LoadDataset(o.cfg.Data, o.cfg.Model.Vocab)
+	data, err := o.data.load(o)
 	if err != nil {
 		return usagef("--data: %v", err)
+	}
+	if err := o.data.saveTokenizer(o.out); err != nil {
+		return err
 	}
 	if o.dist.distributed() {
 		kernels.SetThreads(o.threads)

@@ -57,6 +57,9 @@ func Parse(b []byte) (Spec, error) {
 			}
 		}
 		decodeStruct(root, reflect.ValueOf(&s).Elem(), "", &errs)
+		if s.Data.Tokenizer != "" && !sectionHasKey(root, "model", "vocab") {
+			s.Model.Vocab = 0 // the tokenizer's, which the submitting node reads
+		}
 	}
 	if len(errs) > 0 {
 		return s, errors.Join(errs...)
@@ -165,6 +168,22 @@ func pairWithoutSource(root *yaml.Node) bool {
 			keys[data.Content[j].Value] = true
 		}
 		return (keys["train"] || keys["val"]) && !keys["source"]
+	}
+	return false
+}
+
+// sectionHasKey reports whether the spec's section writes key.
+func sectionHasKey(root *yaml.Node, section, key string) bool {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		if root.Content[i].Value != section || root.Content[i+1].Kind != yaml.MappingNode {
+			continue
+		}
+		m := root.Content[i+1]
+		for j := 0; j < len(m.Content); j += 2 {
+			if m.Content[j].Value == key {
+				return true
+			}
+		}
 	}
 	return false
 }

@@ -34,7 +34,8 @@ type Model struct {
 	Heads int `json:"heads" yaml:"heads"`
 	// Context is the sequence length (≥ 1). Default 128.
 	Context int `json:"context" yaml:"context"`
-	// Vocab is the vocabulary size (1…65536). Default 256 (bytes).
+	// Vocab is the vocabulary size (1…65536). Default 256 (bytes), or, with data.tokenizer,
+	// the tokenizer's: 0 until the submitting node has read it.
 	Vocab int `json:"vocab" yaml:"vocab"`
 
 	// The fields below are omitted from JSON when zero, so a job stored before they
@@ -71,6 +72,12 @@ type Data struct {
 	Train string `json:"train,omitempty" yaml:"train"`
 	// Val is a .bin token file for evaluation; Train must be set with it.
 	Val string `json:"val,omitempty" yaml:"val"`
+	// Tokenizer is a tokenizer.json on the submitting node that encodes the text of Source
+	// (a text file, a directory of text files or a .jsonl file). It travels in the dataset
+	// blob, so every node and generate use the same one. Empty: text is bytes.
+	Tokenizer string `json:"tokenizer,omitempty" yaml:"tokenizer"`
+	// TextField is the field of each .jsonl line that holds its text. Empty: "text".
+	TextField string `json:"text_field,omitempty" yaml:"text_field"`
 	// Blob is the ID of the dataset blob the submitting node packed from the fields above
 	// (node.PublishDataset), which every node of the job fetches and trains on. The node
 	// sets it at submission; a spec's YAML cannot (it is an unknown field there).

@@ -136,6 +136,8 @@ func TestBadSpecs(t *testing.T) {
 		{"pair missing val", `data: {train: a.bin}`, []string{"data.val: must be set when data.train is set"}},
 		{"pair not bin", `data: {train: a.txt, val: b.bin}`, []string{`data.train: must be a .bin file`}},
 		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
+		{"tokenizer on gostd", "data: {tokenizer: /t/tokenizer.json}", []string{"data.tokenizer: encodes text"}},
+		{"tokenizer on bins", "data: {train: a.bin, val: b.bin, tokenizer: /t.json}", []string{"data.tokenizer: encodes text"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
 		{"zero out of range", "parallel: {sync: sync, codec: none}\nmemory: {zero: 3}", []string{"memory.zero: must be 0, 1 or 2, got 3"}},
@@ -216,5 +218,20 @@ func TestBlobIsSetByTheNodeOnly(t *testing.T) {
 	s.Data.Blob = "not-hex"
 	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "data.blob") {
 		t.Errorf("a malformed blob ID: got %v, want a data.blob error", err)
+	}
+}
+
+func TestTokenizerVocab(t *testing.T) {
+	for in, want := range map[string]int{
+		"data: {source: /d, tokenizer: /t.json}":                               0, // the tokenizer's, read by the submitting node
+		"data: {source: /d, tokenizer: /t.json}\nmodel: {vocab: 8192}":         8192,
+		"data: {source: /d, tokenizer: /t.json}\nmodel: {preset: smollm-135m}": 0,
+		"data: {source: /d}": 256,
+		"data: {source: /d.jsonl, text_field: body, tokenizer: /t.json}\nname: x": 0,
+	} {
+		s, err := Parse([]byte(in))
+		if err != nil || s.Model.Vocab != want {
+			t.Errorf("Parse(%q): vocab %d, %v; want %d", in, s.Model.Vocab, err, want)
+		}
 	}
 }

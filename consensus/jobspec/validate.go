@@ -22,7 +22,7 @@ func (s Spec) Validate() error {
 	if !namePattern.MatchString(s.Name) {
 		v.addf("name", "must be 1–64 letters, digits, '.', '_' or '-', starting with a letter or digit, got %q", s.Name)
 	}
-	s.Model.validate(&v)
+	s.Model.validate(&v, s.Data.Tokenizer != "")
 	s.Data.validate(&v)
 	s.Train.validate(&v)
 	s.Parallel.validate(&v, s.Model)
@@ -42,14 +42,16 @@ func (s Spec) Validate() error {
 	return v.err()
 }
 
-func (m Model) validate(v *validator) {
+// validate checks the model section; fromTokenizer allows Vocab 0 (the tokenizer's, set by
+// the submitting node).
+func (m Model) validate(v *validator, fromTokenizer bool) {
 	v.between("model.layers", m.Layers, 1, MaxLayers)
 	v.between("model.d_model", m.DModel, 1, MaxDModel)
 	v.between("model.heads", m.Heads, 1, MaxHeads)
 	v.between("model.context", m.Context, 1, MaxContext)
 	if m.Vocab > MaxVocab {
 		v.addf("model.vocab", "must be ≤ %d (tokens are uint16), got %d", MaxVocab, m.Vocab)
-	} else {
+	} else if m.Vocab != 0 || !fromTokenizer {
 		v.min("model.vocab", m.Vocab, 1)
 	}
 	if m.DModel >= 1 && m.Heads >= 1 && m.DModel%m.Heads != 0 {
@@ -59,7 +61,7 @@ func (m Model) validate(v *validator) {
 }
 
 func (d Data) validate(v *validator) {
-	for _, f := range []struct{ name, path string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}} {
+	for _, f := range []struct{ name, path string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}, {"data.tokenizer", d.Tokenizer}} {
 		if len(f.path) > MaxDataPathBytes {
 			v.addf(f.name, "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(f.path))
 		}
@@ -77,6 +79,12 @@ func (d Data) validate(v *validator) {
 	case d.Source == "":
 		binFile(v, "data.train", d.Train)
 		binFile(v, "data.val", d.Val)
+	}
+	switch {
+	case d.Tokenizer != "" && (d.Source == "" || d.Source == BuiltinGoStd):
+		v.addf("data.tokenizer", "encodes text: set data.source to a text file, a directory of text files or a .jsonl file (%s and .bin tokens are not text to encode)", BuiltinGoStd)
+	case len(d.TextField) > MaxDataPathBytes:
+		v.addf("data.text_field", "must be at most %d bytes, got %d", MaxDataPathBytes, len(d.TextField))
 	}
 }
 

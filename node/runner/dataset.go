@@ -2,9 +2,11 @@ package runner
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/tokenizer"
 )
 
 // dataset returns the job's corpus: the blob its submitting node published (fetched from
@@ -14,7 +16,7 @@ func (r *Runner) dataset(ctx context.Context, j consensus.Job) (*model.Dataset, 
 	if blob := j.Spec.Data.Blob; blob != "" {
 		return r.cfg.Datasets.LoadDataset(ctx, blob)
 	}
-	key := j.Spec.Data.Source + "|" + j.Spec.Data.Train + "|" + j.Spec.Data.Val
+	key := j.Spec.Data.Source + "|" + j.Spec.Data.Train + "|" + j.Spec.Data.Val + "|" + j.Spec.Data.Tokenizer + "|" + j.Spec.Data.TextField
 	r.mu.Lock()
 	ds := r.datasets[key]
 	r.mu.Unlock()
@@ -25,7 +27,18 @@ func (r *Runner) dataset(ctx context.Context, j consensus.Job) (*model.Dataset, 
 	if src == "" {
 		src = j.Spec.Data.Train
 	}
-	ds, err := model.LoadDataset(src, j.Spec.Model.Vocab)
+	opt := model.TextOptions{TextField: j.Spec.Data.TextField, EndOfText: -1}
+	if path := j.Spec.Data.Tokenizer; path != "" {
+		tok, err := tokenizer.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: data.tokenizer: %v", model.ErrBadData, err)
+		}
+		opt.Encoder = tok
+		if id, ok := tok.EndOfText(); ok {
+			opt.EndOfText = int(id)
+		}
+	}
+	ds, err := model.LoadDatasetWith(src, j.Spec.Model.Vocab, opt)
 	if err != nil {
 		return nil, err
 	}
