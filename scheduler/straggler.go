@@ -27,7 +27,7 @@ const (
 // calibrated speeds (members, already calibrated by NodeSpeeds), with its hysteresis, and
 // the new epoch resumes from the newest checkpoint that live nodes hold. nil when the
 // epoch is not measured yet or runs as predicted; a decline when the current plan stays
-// the best or there is nothing to resume from.
+// the best or there is nothing to resume from past the step the epoch resumed from.
 func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *Decision {
 	m, ok := MeasureEpoch(j, j.Epoch)
 	if !ok || m.Ratio() < StragglerRatio {
@@ -41,6 +41,11 @@ func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *D
 	ckpt, ok := CompleteCheckpoint(j, live.alive)
 	if !ok {
 		return decline("no replan: no checkpoint that live nodes hold to resume from")
+	}
+	if !j.Plan.Continues && ckpt.Step <= j.Plan.ResumeStep {
+		// Re-planning now would redo this epoch's every step; a mis-calibrated mesh
+		// that moves from node to node must still make progress between moves.
+		return decline("no replan before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)
 	}
 	in, err := planInputs(j.Spec, candidates(members), s.cfg.Compression)
 	if err != nil {

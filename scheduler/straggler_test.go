@@ -75,10 +75,12 @@ func TestNodeSpeedsCalibrateTheNodesOfAMeasuredPlan(t *testing.T) {
 // onto an equal node that its profile alone would not have moved to.
 func TestStragglerIsReplanned(t *testing.T) {
 	for _, tc := range []struct {
-		ratio float64
-		kind  DecisionKind
-	}{{1, DecisionDecline}, {3, DecisionRebalance}} {
+		ratio  float64
+		kind   DecisionKind
+		resume int
+	}{{1, DecisionDecline, 0}, {3, DecisionDecline, 40}, {3, DecisionRebalance, 0}} {
 		j := measured(running(t, soloSpec(), members("a")), 8, tc.ratio)
+		j.Plan.ResumeStep = tc.resume // 40: no checkpoint past it, nothing to move with
 		j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 40, "a")}
 		h := &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}, Clock: t0.Add(20 * time.Second)}
 		d := decision(t, h, New(Config{}))
