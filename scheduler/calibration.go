@@ -21,10 +21,13 @@ const (
 
 // Measure is what one plan epoch's steps measured against its plan's prediction.
 type Measure struct {
-	Epoch      uint64
-	Predicted  float64   // the plan's predicted seconds per step
-	Measured   float64   // the median step time of the epoch's newest samples
-	Samples    int       // how many samples the median is over
+	Epoch     uint64
+	Predicted float64 // the plan's predicted seconds per step
+	Measured  float64 // the median step time of the epoch's newest samples
+	// Early is the median step time of the epoch's first samples past the warm-up: what
+	// the epoch's nodes delivered before anything changed during it.
+	Early      float64
+	Samples    int       // how many samples Measured is the median over
 	At         time.Time // the newest of them
 	PlanSpeeds map[string]float64
 }
@@ -60,8 +63,9 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	if len(steps) < calibrationMin {
 		return Measure{}, false
 	}
+	early := median(steps[:min(len(steps), calibrationWindow)])
 	steps = steps[max(0, len(steps)-calibrationWindow):]
-	m := Measure{Epoch: epoch, Predicted: plan.PredictedStepS, Measured: median(steps), Samples: len(steps), At: at,
+	m := Measure{Epoch: epoch, Predicted: plan.PredictedStepS, Measured: median(steps), Early: early, Samples: len(steps), At: at,
 		PlanSpeeds: map[string]float64{}}
 	for _, n := range plan.Inputs.Snapshot.Nodes {
 		if plan.Has(n.ID) {
@@ -81,13 +85,23 @@ func median(xs []float64) float64 {
 	}
 }
 
-// NodeSpeeds are the calibrated compute speeds (GFLOP/s) of the nodes that ran a measured
-// plan epoch of any job: the speed the plan priced the node at, divided by the epoch's
-// measured-over-predicted ratio; a node's newest measured epoch wins. The gap of a plan
-// with several nodes is attributed to all of them alike: the progress samples time whole
-// steps, not a node's share of one.
-func NodeSpeeds(jobs []Job) map[string]float64 {
-	speeds := map[string]float64{}
+// Calibration is what the measured plan epochs of every job say about the nodes' speeds.
+type Calibration struct {
+	// Speeds are the calibrated compute speeds (GFLOP/s) of the nodes that ran a measured
+	// epoch: the speed the epoch's plan priced the node at, divided by its measured over
+	// predicted ratio (its early ratio unless the epoch slowed StragglerRatio× or more
+	// since its start); a node's newest measured epoch wins.
+	Speeds map[string]float64
+	// Baseline is the same from each such epoch's early samples (Measure.Early): what the
+	// node delivered before anything changed mid-epoch.
+	Baseline map[string]float64
+}
+
+// Calibrate derives the calibration from the jobs' plan epochs and progress samples. The gap
+// of a plan with several nodes is attributed to all of them alike: the progress samples
+// time whole steps, not a node's share of one.
+func Calibrate(jobs []Job) Calibration {
+	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}}
 	newest := map[string]time.Time{}
 	for _, j := range jobs {
 		for _, ep := range j.Epochs {
@@ -97,24 +111,56 @@ func NodeSpeeds(jobs []Job) map[string]float64 {
 			}
 			for id, gflops := range m.PlanSpeeds {
 				if gflops > 0 && m.At.After(newest[id]) {
-					speeds[id], newest[id] = gflops/m.Ratio(), m.At
+					newest[id] = m.At
+					c.Baseline[id] = gflops * m.Predicted / m.Early
+					// Within StragglerRatio of the epoch's start the difference is taken
+					// for noise: it would reorder nodes of about equal speed.
+					c.Speeds[id] = c.Baseline[id]
+					if m.Measured >= StragglerRatio*m.Early {
+						c.Speeds[id] = gflops / m.Ratio()
+					}
 				}
 			}
 		}
 	}
-	return speeds
+	return c
 }
 
-// Calibrate returns members with the compute speed of every node in speeds replaced by
-// its calibrated one (NodeSpeeds); the members' profiles are not modified.
-func Calibrate(members []Member, speeds map[string]float64) []Member {
+// meshFactor is how much slower than their profiles the measured nodes delivered at their
+// epochs' starts (the median over them of profile over baseline speed; 1 with none): what
+// is common to the mesh (nodes sharing a host's cores, the per-step overhead the closed
+// form leaves out) rather than to one node.
+func (c Calibration) meshFactor(members []Member) float64 {
+	var fs []float64
+	for _, m := range members {
+		if b, ok := c.Baseline[m.ID]; ok && b > 0 && m.Profile != nil && m.Profile.GFLOPS > 0 {
+			fs = append(fs, m.Profile.GFLOPS/b)
+		}
+	}
+	if len(fs) == 0 {
+		return 1
+	}
+	return median(fs)
+}
+
+// Apply returns members with calibrated compute speeds: a measured node's own (Speeds),
+// any other's profile divided by the mesh factor, so that a node not measured yet is not
+// taken for faster than the measured ones for what they all share. The members' profiles
+// are not modified.
+func (c Calibration) Apply(members []Member) []Member {
+	f := c.meshFactor(members)
 	out := slices.Clone(members)
 	for i, m := range out {
-		if s, ok := speeds[m.ID]; ok && m.Profile != nil && s > 0 {
-			p := *m.Profile
-			p.GFLOPS = s
-			out[i].Profile = &p
+		if m.Profile == nil {
+			continue
 		}
+		p := *m.Profile
+		if s, ok := c.Speeds[m.ID]; ok && s > 0 {
+			p.GFLOPS = s
+		} else {
+			p.GFLOPS /= f
+		}
+		out[i].Profile = &p
 	}
 	return out
 }

@@ -77,7 +77,7 @@ func New(cfg Config) *Scheduler {
 func (s *Scheduler) Evaluate(st State) []Decision {
 	self, now, jobs := st.Self(), st.Now(), st.Jobs()
 	// Every plan prices nodes at the speeds their measured steps showed (calibration.go).
-	members := Calibrate(st.Members(), NodeSpeeds(jobs))
+	members := Calibrate(jobs).Apply(st.Members())
 	var out []Decision
 	for _, j := range jobs {
 		var d *Decision

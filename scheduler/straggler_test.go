@@ -49,19 +49,29 @@ func TestMeasureEpoch(t *testing.T) {
 	}
 }
 
-func TestNodeSpeedsCalibrateTheNodesOfAMeasuredPlan(t *testing.T) {
+func TestCalibrateTheNodesOfAMeasuredPlan(t *testing.T) {
 	j := measured(running(t, soloSpec(), members("a")), 8, 4)
-	speeds := NodeSpeeds([]Job{j})
-	if got := speeds["a"]; got < 24.9 || got > 25.1 {
+	c := Calibrate([]Job{j})
+	if got := c.Speeds["a"]; got < 24.9 || got > 25.1 {
 		t.Fatalf("calibrated speed of a %.4g GFLOP/s, want 25 (100 measured 4× slower)", got)
 	}
+	// What all measured nodes share from their epochs' start applies to the others too.
 	ms := members("a", "b")
-	cal := Calibrate(ms, speeds)
-	if cal[0].Profile.GFLOPS != speeds["a"] || cal[1].Profile.GFLOPS != 100 || ms[0].Profile.GFLOPS != 100 {
-		t.Errorf("calibrated members %v %v, originals %v: want a at %.3g, b and the originals untouched",
-			cal[0].Profile.GFLOPS, cal[1].Profile.GFLOPS, ms[0].Profile.GFLOPS, speeds["a"])
+	cal := c.Apply(ms)
+	if cal[0].Profile.GFLOPS != c.Speeds["a"] || cal[1].Profile.GFLOPS != c.Speeds["a"] || ms[0].Profile.GFLOPS != 100 {
+		t.Errorf("calibrated members %v %v, originals %v: want both at %.3g, the originals untouched",
+			cal[0].Profile.GFLOPS, cal[1].Profile.GFLOPS, ms[0].Profile.GFLOPS, c.Speeds["a"])
 	}
-	// A new job is planned on calibrated speeds: on b, not the slow a.
+	// A node that slowed mid-epoch is calibrated apart from the rest: a new job is planned
+	// on b, not the slowed a.
+	for i := 5; i < len(j.Progress); i++ {
+		j.Progress[i].StepS *= 3
+	}
+	c = Calibrate([]Job{j})
+	if c.Speeds["a"] > 9 || c.Baseline["a"] < 24.9 {
+		t.Fatalf("a slowed 3× mid-epoch: speed %.3g baseline %.3g, want about 8.3 and 25", c.Speeds["a"], c.Baseline["a"])
+	}
+	ms = members("a", "b")
 	fresh := Job{ID: "k", Spec: soloSpec(), Status: jobspec.JobSubmitted}
 	h := &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j, fresh}, Clock: t0.Add(time.Minute)}
 	for _, d := range New(Config{}).Evaluate(h) {
@@ -71,30 +81,47 @@ func TestNodeSpeedsCalibrateTheNodesOfAMeasuredPlan(t *testing.T) {
 	}
 }
 
-// TestStragglerIsReplanned: a node measured 3× slower than its plan predicted is re-planned
-// onto an equal node that its profile alone would not have moved to.
+// slowedFrom is j with the step times of its samples from i on multiplied by factor.
+func slowedFrom(j Job, i int, factor float64) Job {
+	for ; i < len(j.Progress); i++ {
+		j.Progress[i].StepS *= factor
+	}
+	return j
+}
+
+// TestStragglerIsReplanned: a node that slows 3× mid-epoch is re-planned onto an equal
+// node that its profile alone would not have moved to; a plan 3× slower than predicted
+// from its start is slower for what the whole mesh shares, and stays; so does a plan with
+// no checkpoint past its resume step.
 func TestStragglerIsReplanned(t *testing.T) {
 	for _, tc := range []struct {
-		ratio  float64
-		kind   DecisionKind
+		name   string
+		ratio  float64 // from the start
+		slowed float64 // from the 6th sample
 		resume int
-	}{{1, DecisionDecline, 0}, {3, DecisionDecline, 40}, {3, DecisionRebalance, 0}} {
-		j := measured(running(t, soloSpec(), members("a")), 8, tc.ratio)
-		j.Plan.ResumeStep = tc.resume // 40: no checkpoint past it, nothing to move with
+		kind   DecisionKind
+	}{
+		{"as predicted", 1, 1, 0, DecisionDecline},
+		{"mesh-wide gap", 3, 1, 0, DecisionDecline},
+		{"slowed, nothing to resume past", 1, 3, 40, DecisionDecline},
+		{"slowed", 1, 3, 0, DecisionRebalance},
+	} {
+		j := slowedFrom(measured(running(t, soloSpec(), members("a")), 10, tc.ratio), 5, tc.slowed)
+		j.Plan.ResumeStep = tc.resume
 		j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 40, "a")}
-		h := &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}, Clock: t0.Add(20 * time.Second)}
+		h := &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
 		d := decision(t, h, New(Config{}))
 		if d.Kind != tc.kind {
-			t.Fatalf("ratio %g: %s (%s), want %s", tc.ratio, d.Kind, d.Reason, tc.kind)
+			t.Fatalf("%s: %s (%s), want %s", tc.name, d.Kind, d.Reason, tc.kind)
 		}
 		if tc.kind != DecisionRebalance {
 			continue
 		}
 		if d.Plan.Has("a") || d.Plan.ResumeStep != 40 || !strings.Contains(d.Reason, "straggler") {
-			t.Errorf("straggler replan %+v, want it on b from step 40 with a reason", d)
+			t.Errorf("%s: replan %+v, want it on b from step 40 with a reason", tc.name, d)
 		}
 		if d.Event == nil || d.Event.Kind != jobspec.EventRebalance || !strings.Contains(d.Event.Message, "3.0×") {
-			t.Errorf("event %+v, want a rebalance that says 3.0×", d.Event)
+			t.Errorf("%s: event %+v, want a rebalance that says 3.0×", tc.name, d.Event)
 		}
 	}
 }
