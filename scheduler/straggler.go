@@ -2,6 +2,8 @@ package scheduler
 
 import (
 	"fmt"
+	"math"
+	"strings"
 	"time"
 
 	"github.com/meshnode/meshnode/balancer"
@@ -14,6 +16,9 @@ const (
 	// StragglerRatio is how much slower than predicted an epoch's measured step time
 	// (MeasureEpoch: a median over several samples) must be before it is re-planned.
 	StragglerRatio = 1.5
+	// RecalibrateRatio is how far (either way) an epoch's measured step time may be from
+	// its prediction before a plan that stays gets its prediction recalibrated.
+	RecalibrateRatio = 1.25
 	// WatchdogSteps is how many predicted step times a running epoch may go without a
 	// progress sample before the watchdog re-plans it, and WatchdogFloor the least
 	// such wait: an epoch's start (restoring, loading data, filling the pipeline) and
@@ -24,15 +29,33 @@ const (
 
 // considerStraggler re-plans a running epoch whose measured step time is StragglerRatio
 // or more above its prediction: the balancer weighs the current plan against a new one on
-// calibrated speeds (members, already calibrated by NodeSpeeds), with its hysteresis, and
-// the new epoch resumes from the newest checkpoint that live nodes hold. nil when the
-// epoch is not measured yet or runs as predicted; a decline when the current plan stays
-// the best or there is nothing to resume from past the step the epoch resumed from.
+// calibrated speeds (members, already calibrated by Calibration.Apply), with its
+// hysteresis, and the new epoch resumes from the newest checkpoint that live nodes hold.
+// nil when the epoch is not measured yet or runs as predicted. A plan that stays (still
+// the best, or nothing to resume from past the step the epoch resumed from) gets its
+// prediction recalibrated instead when it is RecalibrateRatio off (recalibrate), else a
+// decline that says why.
 func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *Decision {
 	m, ok := MeasureEpoch(j, j.Epoch)
-	if !ok || m.Ratio() < StragglerRatio {
+	if !ok {
 		return nil
 	}
+	if m.Ratio() >= StragglerRatio {
+		d := s.moveStraggler(j, members, live, m)
+		if d.Kind != DecisionDecline {
+			return d
+		}
+		if r := s.recalibrate(j, members, m); r != nil {
+			return r
+		}
+		return d
+	}
+	return s.recalibrate(j, members, m)
+}
+
+// moveStraggler is considerStraggler's move of an epoch measured (m) StragglerRatio× or
+// more slower than predicted: a rebalance, or a decline that says why not.
+func (s *Scheduler) moveStraggler(j Job, members []Member, live liveness, m Measure) *Decision {
 	slow := fmt.Sprintf("epoch %d measured %.3g s/step over its last %d samples against %.3g s predicted (%.1f×)",
 		j.Epoch, m.Measured, m.Samples, m.Predicted, m.Ratio())
 	decline := func(format string, args ...any) *Decision {
@@ -93,4 +116,40 @@ func stalled(j Job, now time.Time) string {
 			j.Epoch, idle.Round(time.Second), WatchdogSteps, j.Plan.PredictedStepS, WatchdogFloor)
 	}
 	return ""
+}
+
+// recalibratedReason starts the reason of an epoch that only recalibrates its prediction.
+const recalibratedReason = "recalibrated: "
+
+// recalibrate corrects the prediction of a plan that stays when its measure m is more than
+// RecalibrateRatio off: a new epoch that continues the current one in place (the same
+// replicas, no restore, no step redone: JobPlan.Continues) with the step time the balancer
+// predicts for it on calibrated speeds (members). It does so once: not for an epoch that is
+// itself a recalibration. nil when nothing is to be done.
+func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
+	if r := m.Ratio(); r < RecalibrateRatio && r > 1/RecalibrateRatio {
+		return nil
+	}
+	if j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) {
+		return nil
+	}
+	in, err := planInputs(j.Spec, candidates(members), s.cfg.Compression)
+	if err != nil {
+		return nil
+	}
+	current, err := j.Plan.Inputs.Replan()
+	if err != nil {
+		return nil
+	}
+	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
+	if err != nil || math.IsInf(dec.CurrentStep, 0) || dec.CurrentStep <= 0 {
+		return nil
+	}
+	next := *j.Plan
+	// The inputs stay those the plan was derived from: anyone can still re-derive it.
+	next.Continues, next.ResumeStep = true, 0
+	next.PredictedStepS = dec.CurrentStep
+	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",
+		recalibratedReason, j.Epoch, m.Measured, m.Predicted, dec.CurrentStep)
+	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
 }

@@ -102,7 +102,7 @@ func TestStragglerIsReplanned(t *testing.T) {
 		kind   DecisionKind
 	}{
 		{"as predicted", 1, 1, 0, DecisionDecline},
-		{"mesh-wide gap", 3, 1, 0, DecisionDecline},
+		{"mesh-wide gap", 3, 1, 0, DecisionContinue},
 		{"slowed, nothing to resume past", 1, 3, 40, DecisionDecline},
 		{"slowed", 1, 3, 0, DecisionRebalance},
 	} {
@@ -140,5 +140,30 @@ func TestWatchdogReplansAnEpochWithoutProgress(t *testing.T) {
 	d := decision(t, h, s)
 	if d.Kind != DecisionReplan || !strings.Contains(d.Reason, "no progress in epoch 1") {
 		t.Errorf("%s: %s, want a replan for no progress", d.Kind, d.Reason)
+	}
+}
+
+// TestPredictionIsRecalibratedOnce: a plan that stays but runs 3× slower than predicted from
+// its start gets, once, an in-place epoch (no restore) with the same stages whose
+// prediction is the measured step time; that epoch, measured, is not recalibrated again.
+func TestPredictionIsRecalibratedOnce(t *testing.T) {
+	j := measured(running(t, soloSpec(), members("a")), 10, 3)
+	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	d := decision(t, h, New(Config{}))
+	if d.Kind != DecisionContinue || !d.Plan.Continues || !strings.HasPrefix(d.Reason, recalibratedReason) {
+		t.Fatalf("%s (%s), want an in-place recalibration", d.Kind, d.Reason)
+	}
+	want := 3 * j.Plan.PredictedStepS
+	if got := d.Plan.PredictedStepS; got < 0.95*want || got > 1.05*want {
+		t.Errorf("recalibrated prediction %.4g s, want the measured %.4g s", got, want)
+	}
+	if len(d.Plan.Replicas) != 1 || d.Plan.Replicas[0][0] != j.Plan.Replicas[0][0] {
+		t.Errorf("recalibrated plan %+v, want the same stages %+v", d.Plan.Replicas, j.Plan.Replicas)
+	}
+	next := h.JobList[0] // epoch 2, committed by the harness
+	next = measured(next, 10, 1.5)
+	h2 := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{next}, Clock: t0.Add(time.Minute)}
+	if ds := New(Config{}).Evaluate(h2); len(ds) != 0 && ds[0].Kind != DecisionDecline {
+		t.Errorf("a recalibrated epoch 1.5× off: %+v, want no new epoch", ds)
 	}
 }
