@@ -70,6 +70,9 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	for _, n := range plan.Inputs.Snapshot.Nodes {
 		if plan.Has(n.ID) {
 			m.PlanSpeeds[n.ID] = n.GFLOPS
+			if g, ok := plan.PredictedGFLOPS[n.ID]; ok {
+				m.PlanSpeeds[n.ID] = g
+			}
 		}
 	}
 	return m, true
@@ -87,14 +90,16 @@ func median(xs []float64) float64 {
 
 // Calibration is what the measured plan epochs of every job say about the nodes' speeds.
 type Calibration struct {
-	// Speeds are the calibrated compute speeds (GFLOP/s) of the nodes that ran a measured
-	// epoch: the speed the epoch's plan priced the node at, divided by its measured over
-	// predicted ratio (its early ratio unless the epoch slowed StragglerRatio× or more
-	// since its start); a node's newest measured epoch wins.
-	Speeds map[string]float64
-	// Baseline is the same from each such epoch's early samples (Measure.Early): what the
-	// node delivered before anything changed mid-epoch.
+	// Baseline is each measured node's usual speed (GFLOP/s): the best over the epochs it
+	// ran of the speed the epoch's plan priced it at divided by the epoch's early
+	// measured-over-predicted ratio (Measure.Early), what it delivered before anything
+	// changed during an epoch.
 	Baseline map[string]float64
+	// Speeds are the speeds the measured nodes are planned at: the newest measured epoch's
+	// (its plan's speed divided by its newest ratio) when that is StragglerRatio× or more
+	// below the baseline (the node slowed), else the baseline (a smaller difference is
+	// taken for noise: it would reorder nodes of about equal speed).
+	Speeds map[string]float64
 }
 
 // Calibrate derives the calibration from the jobs' plan epochs and progress samples. The gap
@@ -110,17 +115,19 @@ func Calibrate(jobs []Job) Calibration {
 				continue
 			}
 			for id, gflops := range m.PlanSpeeds {
-				if gflops > 0 && m.At.After(newest[id]) {
-					newest[id] = m.At
-					c.Baseline[id] = gflops * m.Predicted / m.Early
-					// Within StragglerRatio of the epoch's start the difference is taken
-					// for noise: it would reorder nodes of about equal speed.
-					c.Speeds[id] = c.Baseline[id]
-					if m.Measured >= StragglerRatio*m.Early {
-						c.Speeds[id] = gflops / m.Ratio()
-					}
+				if gflops <= 0 {
+					continue
+				}
+				c.Baseline[id] = max(c.Baseline[id], gflops*m.Predicted/m.Early)
+				if m.At.After(newest[id]) {
+					newest[id], c.Speeds[id] = m.At, gflops/m.Ratio()
 				}
 			}
+		}
+	}
+	for id, s := range c.Speeds {
+		if s*StragglerRatio > c.Baseline[id] {
+			c.Speeds[id] = c.Baseline[id]
 		}
 	}
 	return c

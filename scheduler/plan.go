@@ -31,6 +31,10 @@ type JobPlan struct {
 	// quorum). The surviving workers keep their state and step on, restoring nothing;
 	// ResumeStep is 0 and means nothing then.
 	Continues bool `json:"continues,omitempty"`
+	// PredictedGFLOPS are the node speeds PredictedStepS was predicted with where they are
+	// not the inputs' (an in-place epoch that recalibrated the prediction of the same plan,
+	// calibration.go); nil: the inputs' snapshot.
+	PredictedGFLOPS map[string]float64 `json:"predicted_gflops,omitempty"`
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
 	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
 	Inputs PlanInputs `json:"inputs"`

@@ -148,7 +148,12 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	next := *j.Plan
 	// The inputs stay those the plan was derived from: anyone can still re-derive it.
 	next.Continues, next.ResumeStep = true, 0
-	next.PredictedStepS = dec.CurrentStep
+	next.PredictedStepS, next.PredictedGFLOPS = dec.CurrentStep, map[string]float64{}
+	for _, n := range in.Snapshot.Nodes {
+		if next.Has(n.ID) {
+			next.PredictedGFLOPS[n.ID] = n.GFLOPS
+		}
+	}
 	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",
 		recalibratedReason, j.Epoch, m.Measured, m.Predicted, dec.CurrentStep)
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}

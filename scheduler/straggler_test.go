@@ -167,3 +167,29 @@ func TestPredictionIsRecalibratedOnce(t *testing.T) {
 		t.Errorf("a recalibrated epoch 1.5× off: %+v, want no new epoch", ds)
 	}
 }
+
+// TestSlowedAtAnEpochStartIsAStraggler: a node that slows right as a new epoch starts shows
+// no change within that epoch; against its baseline from the epoch before, it is the one
+// that slowed, and is re-planned.
+func TestSlowedAtAnEpochStartIsAStraggler(t *testing.T) {
+	j := measured(running(t, soloSpec(), members("a")), 10, 4)
+	j.Checkpoints = []Checkpoint{ckpt(j.Spec, 1, 40, "a")}
+	h := &Harness{SelfID: "a", MemberList: members("a", "b"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	s := New(Config{})
+	if d := decision(t, h, s); d.Kind != DecisionContinue {
+		t.Fatalf("%s (%s), want the prediction recalibrated in place", d.Kind, d.Reason)
+	}
+	next := &h.JobList[0]
+	for i := range 10 { // epoch 2's samples, every one 3× its calibrated prediction
+		next.Progress = append(next.Progress, Sample{Time: t0.Add(time.Duration(40+2*i) * time.Second), Epoch: 2,
+			Step: 200 + 10*i, StepS: 3 * next.Plan.PredictedStepS})
+	}
+	c := Calibrate([]Job{*next})
+	if c.Speeds["a"] > 9 || c.Baseline["a"] < 24.9 {
+		t.Errorf("speed %.3g, baseline %.3g: want about 8.3 and 25", c.Speeds["a"], c.Baseline["a"])
+	}
+	h.Clock = t0.Add(2 * time.Minute)
+	if d := decision(t, h, s); d.Kind != DecisionRebalance || d.Plan.Has("a") {
+		t.Errorf("%s (%s), want a straggler rebalance onto b", d.Kind, d.Reason)
+	}
+}
