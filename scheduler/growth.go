@@ -35,7 +35,7 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	if !ok {
 		return decline("no growth: no checkpoint that live nodes hold to resume from")
 	}
-	if !j.Plan.Continues && ckpt.Step <= j.Plan.ResumeStep {
+	if ckpt.Step <= j.Plan.ResumeStep {
 		// As for stragglers: calibrated speeds reorder the candidates, and a move that
 		// redoes the whole epoch must not repeat before the epoch made progress.
 		return decline("no growth before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)

@@ -65,7 +65,7 @@ func (s *Scheduler) moveStraggler(j Job, members []Member, live liveness, m Meas
 	if !ok {
 		return decline("no replan: no checkpoint that live nodes hold to resume from")
 	}
-	if !j.Plan.Continues && ckpt.Step <= j.Plan.ResumeStep {
+	if ckpt.Step <= j.Plan.ResumeStep {
 		// Re-planning now would redo this epoch's every step; a mis-calibrated mesh
 		// that moves from node to node must still make progress between moves.
 		return decline("no replan before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)
@@ -123,7 +123,7 @@ const recalibratedReason = "recalibrated: "
 
 // recalibrate corrects the prediction of a plan that stays when its measure m is more than
 // RecalibrateRatio off: a new epoch that continues the current one in place (the same
-// replicas, no restore, no step redone: JobPlan.Continues) with the step time the balancer
+// replicas and resume step, no restore, no step redone: JobPlan.Continues) with the step time the balancer
 // predicts for it on calibrated speeds (members). It does so once: not for an epoch that is
 // itself a recalibration. nil when nothing is to be done.
 func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
@@ -147,7 +147,9 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	}
 	next := *j.Plan
 	// The inputs stay those the plan was derived from: anyone can still re-derive it.
-	next.Continues, next.ResumeStep = true, 0
+	// ResumeStep stays: nothing restores from it in place, and it still tells where the
+	// workers' state came from (the moves' guard reads it).
+	next.Continues = true
 	next.PredictedStepS, next.PredictedGFLOPS = dec.CurrentStep, map[string]float64{}
 	for _, n := range in.Snapshot.Nodes {
 		if next.Has(n.ID) {

@@ -148,6 +148,7 @@ func TestWatchdogReplansAnEpochWithoutProgress(t *testing.T) {
 // prediction is the measured step time; that epoch, measured, is not recalibrated again.
 func TestPredictionIsRecalibratedOnce(t *testing.T) {
 	j := measured(running(t, soloSpec(), members("a")), 10, 3)
+	j.Plan.ResumeStep = 20 // the epoch resumed from a checkpoint: the in-place one keeps it
 	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
 	d := decision(t, h, New(Config{}))
 	if d.Kind != DecisionContinue || !d.Plan.Continues || !strings.HasPrefix(d.Reason, recalibratedReason) {
@@ -157,7 +158,7 @@ func TestPredictionIsRecalibratedOnce(t *testing.T) {
 	if got := d.Plan.PredictedStepS; got < 0.95*want || got > 1.05*want {
 		t.Errorf("recalibrated prediction %.4g s, want the measured %.4g s", got, want)
 	}
-	if len(d.Plan.Replicas) != 1 || d.Plan.Replicas[0][0] != j.Plan.Replicas[0][0] {
+	if len(d.Plan.Replicas) != 1 || d.Plan.Replicas[0][0] != j.Plan.Replicas[0][0] || d.Plan.ResumeStep != j.Plan.ResumeStep {
 		t.Errorf("recalibrated plan %+v, want the same stages %+v", d.Plan.Replicas, j.Plan.Replicas)
 	}
 	next := h.JobList[0] // epoch 2, committed by the harness
