@@ -19,7 +19,8 @@ import (
 // started with it set to "1" serves PartitionSocket, a Unix socket in its data directory
 // (mode 0600), on which the testnet supervisor names the peers this node must be cut off
 // from (mesh.Mesh.Isolate). Unset (always, outside the testnet) no socket exists; the
-// hook cannot be enabled or reached from the network, and it can only refuse peers.
+// hook cannot be enabled or reached from the network, and it can only refuse peers and
+// change the emulated slowdown (SlowdownPath).
 const PartitionHookEnv = "MESHNODE_TEST_PARTITION_HOOK"
 
 // PartitionSocket is the hook's socket, relative to the data directory.
@@ -64,6 +65,7 @@ func (h *partitionHook) Start(context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT "+PartitionPath, h.isolate)
+	mux.HandleFunc("PUT "+SlowdownPath, h.slowdown)
 	h.ln, h.srv = ln, &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go h.srv.Serve(ln)
 	h.n.log.Warn("testnet partition hook enabled", "socket", path)

@@ -11,17 +11,24 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh"
 )
 
 // putIsolate sends body to the partition hook of the node in dataDir and returns the status.
 func putIsolate(t *testing.T, dataDir, body string) int {
 	t.Helper()
+	return putHook(t, dataDir, PartitionPath, body)
+}
+
+// putHook sends body to path of the test hook of the node in dataDir and returns the status.
+func putHook(t *testing.T, dataDir, path, body string) int {
+	t.Helper()
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dataDir, PartitionSocket))
 	}}, Timeout: 10 * time.Second}
 	defer c.CloseIdleConnections()
-	req, _ := http.NewRequest(http.MethodPut, "http://hook"+PartitionPath, strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPut, "http://hook"+path, strings.NewReader(body))
 	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -66,5 +73,27 @@ func TestPartitionHook(t *testing.T) {
 	c := startNode(t, cfg)
 	if _, err := os.Stat(filepath.Join(c.cfg.DataDir, PartitionSocket)); !os.IsNotExist(err) {
 		t.Fatalf("a node started without %s has a hook socket (%v)", PartitionHookEnv, err)
+	}
+}
+
+// TestSlowdownHook: the testnet hook changes the running node's emulated slowdown, refuses
+// a factor below 1, and 1 turns the emulation off.
+func TestSlowdownHook(t *testing.T) {
+	t.Setenv(PartitionHookEnv, "1")
+	t.Cleanup(func() { kernels.SetSlowdown(1) })
+	cfg := testConfig(t)
+	cfg.Consensus.Disabled = true
+	n := startNode(t, cfg)
+	for _, tc := range []struct {
+		body string
+		code int
+		want float64
+	}{{"3", http.StatusNoContent, 3}, {"0.5", http.StatusBadRequest, 3}, {`"fast"`, http.StatusBadRequest, 3}, {"1", http.StatusNoContent, 1}} {
+		if code := putHook(t, n.cfg.DataDir, SlowdownPath, tc.body); code != tc.code {
+			t.Errorf("slowdown %s: %d, want %d", tc.body, code, tc.code)
+		}
+		if got := kernels.Slowdown(); got != tc.want {
+			t.Errorf("after slowdown %s: factor %g, want %g", tc.body, got, tc.want)
+		}
 	}
 }

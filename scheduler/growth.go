@@ -11,14 +11,9 @@ import (
 // considerGrowth decides whether a healthy running job moves onto nodes that joined since
 // its plan: the balancer's Replan decides, with its hysteresis (the new plan must win by a
 // margin after the cost of moving layers). The new epoch resumes from the latest
-// checkpoint with live holders, so nothing moves before the job has one. It weighs a job
-// at most once per GrowthInterval, and returns nil when no node joined; otherwise a
-// rebalance or a decline with its reason.
-func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now time.Time) *Decision {
-	if at, ok := s.checked[j.ID]; ok && now.Sub(at) < s.cfg.GrowthInterval {
-		return nil
-	}
-	s.checked[j.ID] = now
+// checkpoint with live holders, so nothing moves before the job has one. It returns nil
+// when no node joined; otherwise a rebalance or a decline with its reason.
+func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Decision {
 	planned := map[string]bool{}
 	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
 		planned[n.ID] = true
@@ -39,6 +34,11 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now t
 	ckpt, ok := CompleteCheckpoint(j, live.alive)
 	if !ok {
 		return decline("no growth: no checkpoint that live nodes hold to resume from")
+	}
+	if ckpt.Step <= j.Plan.ResumeStep {
+		// As for stragglers: calibrated speeds reorder the candidates, and a move that
+		// redoes the whole epoch must not repeat before the epoch made progress.
+		return decline("no growth before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)
 	}
 	in, err := planInputs(j.Spec, cands, s.cfg.Compression)
 	if err != nil {
@@ -63,4 +63,22 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness, now t
 	reason := fmt.Sprintf("%d node(s) joined (%s); %s; resume from step %d", len(fresh), fresh[0], dec.Reason, ckpt.Step)
 	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
 		Event: &Event{Kind: jobspec.EventRebalance, Step: ckpt.Step, Message: reason}}
+}
+
+// considerRebalance weighs a healthy running job, at most once per GrowthInterval: first
+// against its own measured steps (considerStraggler), then against joined nodes
+// (considerGrowth). nil when neither has anything to say.
+func (s *Scheduler) considerRebalance(j Job, members []Member, live liveness, now time.Time) *Decision {
+	if at, ok := s.checked[j.ID]; ok && now.Sub(at) < s.cfg.GrowthInterval {
+		return nil
+	}
+	s.checked[j.ID] = now
+	slow := s.considerStraggler(j, members, live)
+	if slow != nil && slow.Kind != DecisionDecline {
+		return slow
+	}
+	if d := s.considerGrowth(j, members, live); d != nil {
+		return d
+	}
+	return slow
 }

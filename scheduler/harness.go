@@ -81,7 +81,8 @@ func (h *Harness) SetPlan(_ context.Context, id string, p JobPlan, reason string
 		return 0, err
 	}
 	j.Epoch++
-	j.Plan = &p
+	j.Plan, j.PlanSetAt = &p, h.Clock
+	j.Epochs = append(j.Epochs, EpochPlan{Epoch: j.Epoch, SetAt: h.Clock, Plan: &p})
 	h.Commits = append(h.Commits, fmt.Sprintf("plan %s epoch %d: %s", id, j.Epoch, reason))
 	return j.Epoch, nil
 }

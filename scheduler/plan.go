@@ -28,9 +28,14 @@ type JobPlan struct {
 	ResumeStep int `json:"resume_step"`
 	// Continues says the epoch carries on the previous one in place: the previous plan
 	// without the replicas that lost a node (DiLoCo and streaming, whose outer steps run by
-	// quorum). The surviving workers keep their state and step on, restoring nothing;
-	// ResumeStep is 0 and means nothing then.
+	// quorum), or the same plan with a recalibrated prediction. The workers keep their
+	// state and step on, restoring nothing; ResumeStep is then 0 (replicas lost) or the
+	// previous epoch's (recalibrated), and nothing restores from it.
 	Continues bool `json:"continues,omitempty"`
+	// PredictedGFLOPS are the node speeds PredictedStepS was predicted with where they are
+	// not the inputs' (an in-place epoch that recalibrated the prediction of the same plan,
+	// calibration.go); nil: the inputs' snapshot.
+	PredictedGFLOPS map[string]float64 `json:"predicted_gflops,omitempty"`
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
 	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
 	Inputs PlanInputs `json:"inputs"`

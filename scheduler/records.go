@@ -14,8 +14,16 @@ import (
 // when it has none or it does not decode), its events and checkpoints.
 func JobFromRecord(j records.Job) Job {
 	v := Job{ID: j.ID, Spec: j.Spec, Status: j.Status, Epoch: j.Epoch()}
-	if cur := j.CurrentPlan(); cur != nil {
-		v.Plan = PlanFromRecord(cur)
+	for i := range j.Plans {
+		pe := &j.Plans[i]
+		ep := EpochPlan{Epoch: pe.Epoch, SetAt: pe.SetAt, Plan: PlanFromRecord(pe)}
+		v.Epochs = append(v.Epochs, ep)
+		if i == len(j.Plans)-1 {
+			v.Plan, v.PlanSetAt = ep.Plan, ep.SetAt
+		}
+	}
+	for _, s := range j.Progress {
+		v.Progress = append(v.Progress, Sample{Time: s.Time, Epoch: s.Epoch, Step: s.Step, StepS: s.StepSeconds})
 	}
 	v.Events = EventsFromRecord(j.Events)
 	for _, m := range j.Checkpoints {

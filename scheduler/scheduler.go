@@ -75,9 +75,11 @@ func New(cfg Config) *Scheduler {
 // running job that lost a node or a worker or would run faster on joined nodes, or its
 // failure. It commits nothing.
 func (s *Scheduler) Evaluate(st State) []Decision {
-	members, self, now := st.Members(), st.Self(), st.Now()
+	self, now, jobs := st.Self(), st.Now(), st.Jobs()
+	// Every plan prices nodes at the speeds their measured steps showed (calibration.go).
+	members := Calibrate(jobs).Apply(st.Members())
 	var out []Decision
-	for _, j := range st.Jobs() {
+	for _, j := range jobs {
 		var d *Decision
 		eligible := withoutOffenders(members, Offenders(j.Events))
 		switch j.Status {
@@ -123,7 +125,8 @@ func (l liveness) dead(id string) bool  { return id != l.self && l.state[id] == 
 // supervise is the watch over a running job: when a node of the current plan is dead, or
 // a worker of the current epoch failed, the job gets a new epoch without the dead nodes
 // that resumes from the latest checkpoint whose files live nodes hold; after MaxRestarts
-// such epochs the job fails. A healthy job is weighed for growth.
+// such epochs the job fails; so does an epoch that makes no progress for several predicted
+// step times (stalled). A healthy job is weighed against its measured steps and for growth.
 func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Time) *Decision {
 	if j.Plan == nil {
 		return nil
@@ -149,7 +152,12 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 		}
 	}
 	if len(why) == 0 {
-		return s.considerGrowth(j, members, live, now)
+		if stuck := stalled(j, now); stuck != "" {
+			why = append(why, stuck)
+		}
+	}
+	if len(why) == 0 {
+		return s.considerRebalance(j, members, live, now)
 	}
 	if d := continueWithout(j, live); d != nil && failedInEpoch(j) == 0 {
 		return d

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"time"
+
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
@@ -45,6 +47,29 @@ type Job struct {
 	Plan        *JobPlan
 	Events      []Event
 	Checkpoints []Checkpoint
+	// PlanSetAt is when the current plan was committed (zero without one).
+	PlanSetAt time.Time
+	// Progress are the job's progress samples, oldest first (the FSM keeps a bounded
+	// history), and Epochs its plan epochs, current included, oldest first: calibration
+	// (calibration.go) compares what each epoch measured with what its plan predicted.
+	Progress []Sample
+	Epochs   []EpochPlan
+}
+
+// Sample is one progress report of a job's reporting worker (the last stage of replica 0).
+type Sample struct {
+	Time  time.Time
+	Epoch uint64
+	Step  int
+	// StepS is the mean wall time of the steps since the previous sample (0: none).
+	StepS float64
+}
+
+// EpochPlan is one plan epoch of a job; Plan is nil when it does not decode.
+type EpochPlan struct {
+	Epoch uint64
+	SetAt time.Time
+	Plan  *JobPlan
 }
 
 // MemberState is a node's liveness as the peer table sees it.

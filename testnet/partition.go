@@ -66,26 +66,32 @@ func (t *Testnet) applyCuts(ctx context.Context) error {
 
 // isolate sends the node the peers it must be cut off from, through its partition hook.
 func (n *Node) isolate(ctx context.Context, peers []string) error {
-	sock := filepath.Join(n.DataDir, node.PartitionSocket)
+	body, _ := json.Marshal(peers)
+	return putHook(ctx, n.Spec.Name, n.DataDir, node.PartitionPath, body)
+}
+
+// putHook sends body to path of the test hook (node.PartitionHookEnv) of the node name
+// whose data directory is dataDir, and waits for its 204.
+func putHook(ctx context.Context, name, dataDir, path string, body []byte) error {
+	sock := filepath.Join(dataDir, node.PartitionSocket)
 	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
 	defer c.CloseIdleConnections()
 	ctx, cancel := context.WithTimeout(ctx, isolateTimeout)
 	defer cancel()
-	body, _ := json.Marshal(peers)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://partition-hook"+node.PartitionPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://test-hook"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return fmt.Errorf("node %s: partition hook at %s: %w (see %s)", n.Spec.Name, sock, err, n.LogPath())
+		return fmt.Errorf("node %s: test hook at %s: %w (see %s)", name, sock, err, filepath.Join(dataDir, LogFile))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("node %s: partition hook: %s: %s", n.Spec.Name, resp.Status, strings.TrimSpace(string(msg)))
+		return fmt.Errorf("node %s: test hook %s: %s: %s", name, path, resp.Status, strings.TrimSpace(string(msg)))
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ bandwidth cap, loss). No root is needed.
   testnet down       stop it; no process is left behind`,
 	}
 	cmd.AddCommand(newTestnetRunCmd(), newTestnetUpCmd(), newTestnetSuperviseCmd(), newTestnetStatusCmd(),
-		newTestnetKillCmd(), newTestnetPartitionCmd(), newTestnetDownCmd())
+		newTestnetKillCmd(), newTestnetPartitionCmd(), newTestnetSlowCmd(), newTestnetDownCmd())
 	return cmd
 }
 

@@ -1,0 +1,173 @@
+package scheduler
+
+import (
+	"slices"
+	"time"
+)
+
+// Calibration compares what a plan epoch measured with what its plan predicted, and
+// corrects the compute speeds the balancer plans with. It is derived from the progress
+// samples and plans the FSM holds, nothing else, so every leader computes the same.
+const (
+	// calibrationWarmup is how many of an epoch's first samples are skipped: they hold
+	// the first steps' allocation, data loading and pipeline fill.
+	calibrationWarmup = 2
+	// calibrationMin is how many samples past the warm-up an epoch needs to be measured.
+	calibrationMin = 3
+	// calibrationWindow is how many of an epoch's newest samples its measure is the
+	// median of, so a node slowed mid-epoch shows within a few samples.
+	calibrationWindow = 5
+)
+
+// Measure is what one plan epoch's steps measured against its plan's prediction.
+type Measure struct {
+	Epoch     uint64
+	Predicted float64 // the plan's predicted seconds per step
+	Measured  float64 // the median step time of the epoch's newest samples
+	// Early is the median step time of the epoch's first samples past the warm-up: what
+	// the epoch's nodes delivered before anything changed during it.
+	Early      float64
+	Samples    int       // how many samples Measured is the median over
+	At         time.Time // the newest of them
+	PlanSpeeds map[string]float64
+}
+
+// Ratio is measured over predicted: above 1 the plan runs slower than predicted.
+func (m Measure) Ratio() float64 { return m.Measured / m.Predicted }
+
+// MeasureEpoch measures epoch of j from its progress samples: the median step time of its
+// newest calibrationWindow samples past the first calibrationWarmup; ok is false before
+// calibrationMin such samples, or without a plan that predicted a step time.
+func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
+	var plan *JobPlan
+	for _, ep := range j.Epochs {
+		if ep.Epoch == epoch {
+			plan = ep.Plan
+		}
+	}
+	if plan == nil || plan.PredictedStepS <= 0 {
+		return Measure{}, false
+	}
+	var steps []float64
+	var at time.Time
+	seen := 0
+	for _, s := range j.Progress {
+		if s.Epoch != epoch || s.StepS <= 0 {
+			continue
+		}
+		if seen++; seen <= calibrationWarmup {
+			continue
+		}
+		steps, at = append(steps, s.StepS), s.Time
+	}
+	if len(steps) < calibrationMin {
+		return Measure{}, false
+	}
+	early := median(steps[:min(len(steps), calibrationWindow)])
+	steps = steps[max(0, len(steps)-calibrationWindow):]
+	m := Measure{Epoch: epoch, Predicted: plan.PredictedStepS, Measured: median(steps), Early: early, Samples: len(steps), At: at,
+		PlanSpeeds: map[string]float64{}}
+	for _, n := range plan.Inputs.Snapshot.Nodes {
+		if plan.Has(n.ID) {
+			m.PlanSpeeds[n.ID] = n.GFLOPS
+			if g, ok := plan.PredictedGFLOPS[n.ID]; ok {
+				m.PlanSpeeds[n.ID] = g
+			}
+		}
+	}
+	return m, true
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// Calibration is what the measured plan epochs of every job say about the nodes' speeds.
+type Calibration struct {
+	// Baseline is each measured node's usual speed (GFLOP/s): the best over the epochs it
+	// ran of the speed the epoch's plan priced it at divided by the epoch's early
+	// measured-over-predicted ratio (Measure.Early), what it delivered before anything
+	// changed during an epoch.
+	Baseline map[string]float64
+	// Speeds are the speeds the measured nodes are planned at: the newest measured epoch's
+	// (its plan's speed divided by its newest ratio) when that is StragglerRatio× or more
+	// below the baseline (the node slowed), else the baseline (a smaller difference is
+	// taken for noise: it would reorder nodes of about equal speed).
+	Speeds map[string]float64
+}
+
+// Calibrate derives the calibration from the jobs' plan epochs and progress samples. The gap
+// of a plan with several nodes is attributed to all of them alike: the progress samples
+// time whole steps, not a node's share of one.
+func Calibrate(jobs []Job) Calibration {
+	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}}
+	newest := map[string]time.Time{}
+	for _, j := range jobs {
+		for _, ep := range j.Epochs {
+			m, ok := MeasureEpoch(j, ep.Epoch)
+			if !ok {
+				continue
+			}
+			for id, gflops := range m.PlanSpeeds {
+				if gflops <= 0 {
+					continue
+				}
+				c.Baseline[id] = max(c.Baseline[id], gflops*m.Predicted/m.Early)
+				if m.At.After(newest[id]) {
+					newest[id], c.Speeds[id] = m.At, gflops/m.Ratio()
+				}
+			}
+		}
+	}
+	for id, s := range c.Speeds {
+		if s*StragglerRatio > c.Baseline[id] {
+			c.Speeds[id] = c.Baseline[id]
+		}
+	}
+	return c
+}
+
+// meshFactor is how much slower than their profiles the measured nodes delivered at their
+// epochs' starts (the median over them of profile over baseline speed; 1 with none): what
+// is common to the mesh (nodes sharing a host's cores, the per-step overhead the closed
+// form leaves out) rather than to one node.
+func (c Calibration) meshFactor(members []Member) float64 {
+	var fs []float64
+	for _, m := range members {
+		if b, ok := c.Baseline[m.ID]; ok && b > 0 && m.Profile != nil && m.Profile.GFLOPS > 0 {
+			fs = append(fs, m.Profile.GFLOPS/b)
+		}
+	}
+	if len(fs) == 0 {
+		return 1
+	}
+	return median(fs)
+}
+
+// Apply returns members with calibrated compute speeds: a measured node's own (Speeds),
+// any other's profile divided by the mesh factor, so that a node not measured yet is not
+// taken for faster than the measured ones for what they all share. The members' profiles
+// are not modified.
+func (c Calibration) Apply(members []Member) []Member {
+	f := c.meshFactor(members)
+	out := slices.Clone(members)
+	for i, m := range out {
+		if m.Profile == nil {
+			continue
+		}
+		p := *m.Profile
+		if s, ok := c.Speeds[m.ID]; ok && s > 0 {
+			p.GFLOPS = s
+		} else {
+			p.GFLOPS /= f
+		}
+		out[i].Profile = &p
+	}
+	return out
+}

@@ -1,0 +1,162 @@
+package scheduler
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/meshnode/meshnode/balancer"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// The straggler detector and the progress watchdog watch a running epoch's steps against
+// its plan's prediction.
+const (
+	// StragglerRatio is how much slower than predicted an epoch's measured step time
+	// (MeasureEpoch: a median over several samples) must be before it is re-planned.
+	StragglerRatio = 1.5
+	// RecalibrateRatio is how far (either way) an epoch's measured step time may be from
+	// its prediction before a plan that stays gets its prediction recalibrated.
+	RecalibrateRatio = 1.25
+	// WatchdogSteps is how many predicted step times a running epoch may go without a
+	// progress sample before the watchdog re-plans it, and WatchdogFloor the least
+	// such wait: an epoch's start (restoring, loading data, filling the pipeline) and
+	// an evaluation take longer than a step.
+	WatchdogSteps = 50
+	WatchdogFloor = 90 * time.Second
+)
+
+// considerStraggler re-plans a running epoch whose measured step time is StragglerRatio
+// or more above its prediction: the balancer weighs the current plan against a new one on
+// calibrated speeds (members, already calibrated by Calibration.Apply), with its
+// hysteresis, and the new epoch resumes from the newest checkpoint that live nodes hold.
+// nil when the epoch is not measured yet or runs as predicted. A plan that stays (still
+// the best, or nothing to resume from past the step the epoch resumed from) gets its
+// prediction recalibrated instead when it is RecalibrateRatio off (recalibrate), else a
+// decline that says why.
+func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *Decision {
+	m, ok := MeasureEpoch(j, j.Epoch)
+	if !ok {
+		return nil
+	}
+	if m.Ratio() >= StragglerRatio {
+		d := s.moveStraggler(j, members, live, m)
+		if d.Kind != DecisionDecline {
+			return d
+		}
+		if r := s.recalibrate(j, members, m); r != nil {
+			return r
+		}
+		return d
+	}
+	return s.recalibrate(j, members, m)
+}
+
+// moveStraggler is considerStraggler's move of an epoch measured (m) StragglerRatio× or
+// more slower than predicted: a rebalance, or a decline that says why not.
+func (s *Scheduler) moveStraggler(j Job, members []Member, live liveness, m Measure) *Decision {
+	slow := fmt.Sprintf("epoch %d measured %.3g s/step over its last %d samples against %.3g s predicted (%.1f×)",
+		j.Epoch, m.Measured, m.Samples, m.Predicted, m.Ratio())
+	decline := func(format string, args ...any) *Decision {
+		return &Decision{Job: j.ID, Kind: DecisionDecline, From: j.Status, Reason: slow + "; " + fmt.Sprintf(format, args...)}
+	}
+	ckpt, ok := CompleteCheckpoint(j, live.alive)
+	if !ok {
+		return decline("no replan: no checkpoint that live nodes hold to resume from")
+	}
+	if ckpt.Step <= j.Plan.ResumeStep {
+		// Re-planning now would redo this epoch's every step; a mis-calibrated mesh
+		// that moves from node to node must still make progress between moves.
+		return decline("no replan before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)
+	}
+	in, err := planInputs(j.Spec, candidates(members), s.cfg.Compression)
+	if err != nil {
+		return decline("no replan: inputs: %v", err)
+	}
+	current, err := j.Plan.Inputs.Replan()
+	if err != nil {
+		return decline("no replan: the current plan does not re-derive: %v", err)
+	}
+	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
+	if err != nil {
+		return decline("no replan: %v", err)
+	}
+	if !dec.Replan {
+		return decline("on calibrated speeds: %s", dec.Reason)
+	}
+	next, err := jobPlanFrom(dec.Plan, in, ModelConfig(j.Spec).NumLayers(), s.cfg.CheckPlan)
+	if err != nil {
+		return decline("no replan: the balancer's plan does not convert: %v", err)
+	}
+	next.ResumeStep = ckpt.Step
+	reason := fmt.Sprintf("straggler: %s; on calibrated speeds %s; resume from step %d", slow, dec.Reason, ckpt.Step)
+	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
+		Event: &Event{Kind: jobspec.EventRebalance, Step: ckpt.Step, Message: reason}}
+}
+
+// stalled is why the watchdog re-plans j at now: its current epoch has made no progress
+// (no sample, or none since the newest) for WatchdogSteps predicted step times, and at
+// least WatchdogFloor, since the plan was committed or its newest sample; "" when it
+// progresses.
+func stalled(j Job, now time.Time) string {
+	if j.Plan == nil || j.PlanSetAt.IsZero() {
+		return ""
+	}
+	last := j.PlanSetAt
+	for _, s := range j.Progress {
+		// The workers of an epoch that continues the previous one in place step on.
+		if (s.Epoch == j.Epoch || j.Plan.Continues) && s.Time.After(last) {
+			last = s.Time
+		}
+	}
+	wait := max(WatchdogFloor, time.Duration(WatchdogSteps*j.Plan.PredictedStepS*float64(time.Second)))
+	if idle := now.Sub(last); idle > wait {
+		return fmt.Sprintf("no progress in epoch %d for %s (%d predicted steps of %.3g s, at least %s)",
+			j.Epoch, idle.Round(time.Second), WatchdogSteps, j.Plan.PredictedStepS, WatchdogFloor)
+	}
+	return ""
+}
+
+// recalibratedReason starts the reason of an epoch that only recalibrates its prediction.
+const recalibratedReason = "recalibrated: "
+
+// recalibrate corrects the prediction of a plan that stays when its measure m is more than
+// RecalibrateRatio off: a new epoch that continues the current one in place (the same
+// replicas and resume step, no restore, no step redone: JobPlan.Continues) with the step time the balancer
+// predicts for it on calibrated speeds (members). It does so once: not for an epoch that is
+// itself a recalibration. nil when nothing is to be done.
+func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
+	if r := m.Ratio(); r < RecalibrateRatio && r > 1/RecalibrateRatio {
+		return nil
+	}
+	if j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) {
+		return nil
+	}
+	in, err := planInputs(j.Spec, candidates(members), s.cfg.Compression)
+	if err != nil {
+		return nil
+	}
+	current, err := j.Plan.Inputs.Replan()
+	if err != nil {
+		return nil
+	}
+	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
+	if err != nil || math.IsInf(dec.CurrentStep, 0) || dec.CurrentStep <= 0 {
+		return nil
+	}
+	next := *j.Plan
+	// The inputs stay those the plan was derived from: anyone can still re-derive it.
+	// ResumeStep stays: nothing restores from it in place, and it still tells where the
+	// workers' state came from (the moves' guard reads it).
+	next.Continues = true
+	next.PredictedStepS, next.PredictedGFLOPS = dec.CurrentStep, map[string]float64{}
+	for _, n := range in.Snapshot.Nodes {
+		if next.Has(n.ID) {
+			next.PredictedGFLOPS[n.ID] = n.GFLOPS
+		}
+	}
+	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",
+		recalibratedReason, j.Epoch, m.Measured, m.Predicted, dec.CurrentStep)
+	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
+}
