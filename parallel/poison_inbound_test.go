@@ -22,21 +22,9 @@ type scaler struct {
 }
 
 func (p scaler) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
-		c, err := codecForWire(f.Codec, 0.25)
-		if err != nil {
-			return err
-		}
-		x := make([]float32, f.Shape[0])
-		if err := c.Decode(x, f.Payload); err != nil {
-			return err
-		}
-		for i := range x {
-			x[i] *= p.s
-		}
-		g := *f
-		g.Payload = c.Encode(nil, x)
-		f = &g
+	f, err := rewriteReduce(f, func(x float32) float32 { return x * p.s })
+	if err != nil {
+		return err
 	}
 	return p.Transport.Send(ctx, to, f)
 }

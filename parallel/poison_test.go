@@ -18,23 +18,33 @@ type poisoner struct {
 }
 
 func (p poisoner) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
-		c, err := codecForWire(f.Codec, 0.25)
-		if err != nil {
-			return err
-		}
-		x := make([]float32, f.Shape[0])
-		if err := c.Decode(x, f.Payload); err != nil {
-			return err
-		}
-		for i := range x {
-			x[i] = p.v
-		}
-		g := *f
-		g.Payload = c.Encode(nil, x)
-		f = &g
+	f, err := rewriteReduce(f, func(float32) float32 { return p.v })
+	if err != nil {
+		return err
 	}
 	return p.Transport.Send(ctx, to, f)
+}
+
+// rewriteReduce is f with every value of a float32 reduce frame replaced by fn of it,
+// re-encoded with the frame's own codec so that it still decodes; other frames as they are.
+func rewriteReduce(f *frame.Frame, fn func(float32) float32) (*frame.Frame, error) {
+	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 {
+		return f, nil
+	}
+	c, err := codecForWire(f.Codec, 0.25)
+	if err != nil {
+		return nil, err
+	}
+	x := make([]float32, f.Shape[0])
+	if err := c.Decode(x, f.Payload); err != nil {
+		return nil, err
+	}
+	for i := range x {
+		x[i] = fn(x[i])
+	}
+	g := *f
+	g.Payload = c.Encode(nil, x)
+	return &g, nil
 }
 
 // trainThreeReplicas trains a small job on three one-stage replicas, replica bad (if ≥ 0)
