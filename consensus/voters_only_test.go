@@ -77,6 +77,17 @@ func TestNonVoterRaftRefused(t *testing.T) {
 	leader, a, b := threeVoters(t, tc)
 	voters := []*testNode{leader, a, b}
 	out, trans := joinedNonvoter(t, tc, voters)
+	// The voters may still be catching up on the join's configuration entry: a log that
+	// grows legitimately during the attack would look like an accepted forgery.
+	testutil.WaitForErr(t, 10*time.Second, func() error {
+		want := leader.c.raft.LastIndex()
+		for _, n := range voters {
+			if got, applied := n.c.raft.LastIndex(), n.c.raft.AppliedIndex(); got != want || applied < want {
+				return fmt.Errorf("%s at index %d (applied %d), the leader at %d", n.name, got, applied, want)
+			}
+		}
+		return nil
+	})
 	term := leader.c.raft.CurrentTerm()
 	before := map[string]uint64{}
 	for _, n := range voters {
