@@ -11,15 +11,19 @@ import (
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/mesh"
+	blobpkg "github.com/meshnode/meshnode/mesh/blob"
 )
 
 // DefaultDatasetReplicas is how many members besides the submitting node hold a job's
 // dataset before `submit` answers (Config.DatasetReplicas).
 const DefaultDatasetReplicas = 1
 
-// datasetReplicaTimeout bounds replicating one dataset at submit; a peer whose control
-// plane has not applied the job yet refuses the pull and is asked again within it.
+// datasetReplicaTimeout bounds replicating one dataset at submit, over every member asked.
 const datasetReplicaTimeout = 2 * time.Minute
+
+// datasetRefusalTimeout bounds how long one member that refuses the pull is asked again
+// (its control plane has not applied the job yet); then the next candidate is asked.
+const datasetRefusalTimeout = 10 * time.Second
 
 // datasetOfLiveJob reports whether hash is the dataset blob of a job that has not ended.
 func datasetOfLiveJob(jobs []consensus.Job, hash string) bool {
@@ -77,13 +81,15 @@ func (n *Node) replicateDataset(ctx context.Context, job, blob string) ([]string
 	return holders, nil
 }
 
-// replicateTo asks p to pull blob, again after a refusal while ctx allows (p's control
-// plane may lag the commit that made the job, and with it the dataset, known).
+// replicateTo asks p to pull blob. A refusal (p's control plane may lag the commit that
+// made the job, and with it the dataset, known) is asked again for up to
+// datasetRefusalTimeout; any other failure (the transfer itself) ends the try at once.
 func (n *Node) replicateTo(ctx context.Context, p peer.ID, blob string) error {
+	deadline := time.Now().Add(datasetRefusalTimeout)
 	wait := 100 * time.Millisecond
 	for {
 		err := n.data.blobs.Replicate(ctx, p, blob)
-		if err == nil || ctx.Err() != nil {
+		if err == nil || !errors.Is(err, blobpkg.ErrRefused) || time.Now().After(deadline) {
 			return err
 		}
 		t := time.NewTimer(wait)
@@ -93,7 +99,7 @@ func (n *Node) replicateTo(ctx context.Context, p peer.ID, blob string) error {
 			return err
 		case <-t.C:
 		}
-		wait = min(2*wait, 2*time.Second)
+		wait = min(2*wait, time.Second)
 	}
 }
 

@@ -320,6 +320,10 @@ const minFreeAfterFetch = 256 << 20
 // ErrNoSpace says a blob does not fit the data dir's free disk space.
 var ErrNoSpace = errors.New("not enough free disk space")
 
+// ErrRefused is a peer's refusal of a request, e.g. of a Replicate its policy does not
+// accept (yet: its control plane may not know the job that makes it acceptable).
+var ErrRefused = errors.New("refused by the peer")
+
 // checkFreeSpace refuses a fetch of size bytes into dir that would leave less than
 // minFreeAfterFetch free, before anything is written.
 func checkFreeSpace(dir string, size int64) error {

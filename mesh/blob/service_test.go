@@ -219,11 +219,11 @@ func TestReplicate(t *testing.T) {
 	if !taker.b.Has(id) || !bytes.Equal(taker.read(t, id), data) || asked.Load() != 1 {
 		t.Fatalf("the willing peer does not hold the blob after Replicate returned (asked %d)", asked.Load())
 	}
-	if err := holder.b.Replicate(ctx, refuser.m.ID(), id); err == nil || !strings.Contains(err.Error(), "not in any job") {
-		t.Fatalf("replicate to a refusing peer: got %v", err)
+	if err := holder.b.Replicate(ctx, refuser.m.ID(), id); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not in any job") {
+		t.Fatalf("replicate to a refusing peer: got %v, want ErrRefused with its reason", err)
 	}
-	if err := holder.b.Replicate(ctx, none.m.ID(), id); err == nil || !strings.Contains(err.Error(), "no replicas") {
-		t.Fatalf("replicate to a peer without a policy: got %v", err)
+	if err := holder.b.Replicate(ctx, none.m.ID(), id); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no replicas") {
+		t.Fatalf("replicate to a peer without a policy: got %v, want ErrRefused", err)
 	}
 	if refuser.b.Has(id) || none.b.Has(id) {
 		t.Fatal("a refusing peer fetched the blob")

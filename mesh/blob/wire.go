@@ -105,7 +105,7 @@ func (e *blobStatusErr) Error() string {
 }
 
 func (e *blobStatusErr) Is(target error) bool {
-	return target == ErrNotFound && e.status == blobStatusNone
+	return target == ErrNotFound && e.status == blobStatusNone || target == ErrRefused && e.status == blobStatusBad
 }
 
 // parseBlobResponseHeader checks a response header: a known status, and a length within
