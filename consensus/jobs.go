@@ -279,6 +279,7 @@ func (c *Consensus) handleEvent(ctx context.Context, from peer.ID, body []byte) 
 		args.Event.Time = now()
 	}
 	args.Event.Message = truncate(args.Event.Message, maxMessageLen)
+	args.Event.By = from.String() // who reported it: the scheduler counts distinct reporters
 	_, err = c.propose(ctx, JobEventType, args)
 	return struct{}{}, err
 }

@@ -243,6 +243,26 @@ func TestPerOpAuthorization(t *testing.T) {
 	if err := a.c.SetJobStatus(ctx, id, JobPlanning, ""); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("plan node moves job to planning: %v", err)
 	}
+	// An event names the member that recorded it as the leader authenticated it, whatever
+	// the sender wrote: the scheduler counts distinct reporters of an offender.
+	if err := a.c.AddEvent(ctx, id, Event{Kind: "offender", Message: "x", By: b.id.String()}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForErr(t, 5*time.Second, func() error {
+		j, _, err := a.c.FSM().Job(id)
+		if err != nil {
+			return err
+		}
+		for _, ev := range j.Events {
+			if ev.Kind == "offender" {
+				if ev.By != a.id.String() {
+					t.Fatalf("event recorded by %s names %q as its reporter", a.id, ev.By)
+				}
+				return nil
+			}
+		}
+		return errors.New("the event is not applied yet")
+	})
 	if _, err := a.c.call(ctx, leader.id, "event", []byte(`{"job_id":"`+id+`","event":{"kind":"x"},"bogus":1}`)); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("unknown field: %v, want ErrBadRequest", err)
 	}

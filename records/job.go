@@ -66,6 +66,9 @@ type Event struct {
 	Epoch   uint64    `json:"epoch"`
 	Step    int       `json:"step"`
 	Message string    `json:"message"`
+	// By is the member that recorded the event, as the leader authenticated it (it
+	// overwrites whatever the sender put); empty for events of older logs.
+	By string `json:"by,omitempty"`
 }
 
 // Job is one submitted job and everything the control plane knows about it.

@@ -35,7 +35,7 @@ func sampleJob() Job {
 			ValLoss: f64(2.6), StepSeconds: 0.12}},
 		Checkpoints: []CheckpointManifest{{Epoch: 1, Step: 100, Time: at, Files: []CheckpointFile{
 			{Kind: "model", Node: "n1", Layers: [2]int{0, 5}, Hash: "h1", Bytes: 1234, Replica: 1}}}},
-		Events:        []Event{{Time: at, Kind: jobspec.EventPlan, Epoch: 1, Step: 100, Message: "plan set initial"}},
+		Events:        []Event{{Time: at, Kind: jobspec.EventPlan, Epoch: 1, Step: 100, Message: "plan set initial", By: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"}},
 		FinishedIndex: 42,
 	}
 }

@@ -2,22 +2,37 @@ package scheduler
 
 import "github.com/meshnode/meshnode/consensus/jobspec"
 
-// Offenders is the set of members a job's event log names offenders (EventOffender):
-// replicas whose contributions a worker dropped in several consecutive syncs. The
-// scheduler plans the job without them from then on.
-func Offenders(events []Event) map[string]bool {
+// Offenders is the set of members that more than half of the job's current plan named
+// offenders (EventOffender: a worker dropped the member's contributions in several
+// consecutive syncs), counting each reporter once and never a member naming itself. A
+// single member's word is not enough, or any admitted member could have honest nodes
+// excluded; the honest workers of a plan each see an offender's contributions and each
+// report it. The scheduler plans the job without offenders from then on.
+func Offenders(j Job) map[string]bool {
 	out := map[string]bool{}
-	for _, ev := range events {
-		if ev.Kind != jobspec.EventOffender {
+	if j.Plan == nil {
+		return out
+	}
+	need := len(j.Plan.Nodes())/2 + 1
+	reporters := map[string]map[string]bool{}
+	for _, ev := range j.Events {
+		if ev.Kind != jobspec.EventOffender || ev.By == "" {
 			continue
 		}
-		if m, ok := jobspec.OffenderOf(ev.Message); ok {
+		m, ok := jobspec.OffenderOf(ev.Message)
+		if !ok || m == ev.By {
+			continue
+		}
+		if reporters[m] == nil {
+			reporters[m] = map[string]bool{}
+		}
+		reporters[m][ev.By] = true
+		if len(reporters[m]) >= need {
 			out[m] = true
 		}
 	}
 	return out
 }
-
 // withoutOffenders is members less those in offenders (members itself when there are none).
 func withoutOffenders(members []Member, offenders map[string]bool) []Member {
 	if len(offenders) == 0 {

@@ -57,7 +57,7 @@ func PlanFromRecord(pe *records.PlanEpoch) *JobPlan {
 func EventsFromRecord(evs []records.Event) []Event {
 	var out []Event
 	for _, ev := range evs {
-		out = append(out, Event{Kind: ev.Kind, Epoch: ev.Epoch, Step: ev.Step, Message: ev.Message})
+		out = append(out, Event{Kind: ev.Kind, Epoch: ev.Epoch, Step: ev.Step, Message: ev.Message, By: ev.By})
 	}
 	return out
 }

@@ -81,7 +81,7 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 	var out []Decision
 	for _, j := range jobs {
 		var d *Decision
-		eligible := withoutOffenders(members, Offenders(j.Events))
+		eligible := withoutOffenders(members, Offenders(j))
 		switch j.Status {
 		case jobspec.JobSubmitted, jobspec.JobPlanning:
 			d = s.planNew(j, eligible)
@@ -133,7 +133,7 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	}
 	live := newLiveness(members, self)
 	var why []string
-	offenders := Offenders(j.Events)
+	offenders := Offenders(j)
 	for _, id := range j.Plan.Nodes() {
 		if live.dead(id) {
 			why = append(why, "node "+id+" is dead")

@@ -12,6 +12,8 @@ type Event struct {
 	Epoch   uint64
 	Step    int
 	Message string
+	// By is the member that recorded it, as the control plane authenticated it.
+	By string
 }
 
 // File kinds of a checkpoint.
