@@ -33,6 +33,7 @@ func Offenders(j Job) map[string]bool {
 	}
 	return out
 }
+
 // withoutOffenders is members less those in offenders (members itself when there are none).
 func withoutOffenders(members []Member, offenders map[string]bool) []Member {
 	if len(offenders) == 0 {
