@@ -33,6 +33,7 @@ func (s Spec) Validate() error {
 	s.validateTied(&v)
 	s.validateZero(&v)
 	s.validateMemory(&v)
+	s.validateLoRA(&v)
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -224,5 +225,17 @@ func (s Spec) validateTied(v *validator) {
 	}
 	if s.Memory.Offload == OffloadOn {
 		v.addf("memory.offload", "a tied %s model cannot be offloaded yet (its head shares the embedding's table)", s.Model.FamilyName())
+	}
+}
+
+// validateLoRA checks train.lora, and refuses what LoRA cannot do yet: an offloaded stage
+// (its store would write the frozen base back as if it trained).
+func (s Spec) validateLoRA(v *validator) {
+	if s.Train.LoRA == nil {
+		return
+	}
+	v.add(s.Train.LoRA.Check("train.lora", s.Model.FamilyName()))
+	if s.Memory.Offload == OffloadOn {
+		v.addf("memory.offload", "LoRA fine-tuning does not offload yet: set it to \"off\" or \"auto\" with train.lora")
 	}
 }
