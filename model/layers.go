@@ -60,6 +60,9 @@ func (e *Embedding) Forward(ws *Workspace, mb *Batch, _ []float32) ([]float32, S
 }
 
 func (e *Embedding) Backward(ws *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
+	if e.wte.Frozen {
+		return nil // a frozen embedding (LoRA's base) has nothing to learn from dy
+	}
 	dwpe := e.positionGrad()
 	ws.backend().EmbeddingBackward(e.wte.grad(), dwpe, ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
 	return nil
@@ -252,7 +255,9 @@ func (h *Head) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []f
 	scratch := make([]float64, rows)
 	be.CrossEntropy(scratch, s.logits, s.logits, mb.Targets, V, dy[0]/float32(rows))
 	dlogits := s.logits
-	be.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.grad(), d)
+	if !h.lmHead.Frozen {
+		be.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.grad(), d)
+	}
 	dlnf := ws.AllocTensor(rows * d)
 	be.Gemm(false, false, rows, d, V, 1, dlogits, V, h.lmHead.value(), d, 0, dlnf, d)
 	dx := ws.allocZero(rows * d)
