@@ -53,5 +53,5 @@ func newTrainingState(cfg TrainConfig, st StagePlan, withOptimizer bool, passes 
 	if st.MemoryBudget > 0 {
 		return newOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)
 	}
-	return newResidentState(cfg, st.First, st.Last, st.Recompute, withOptimizer), nil
+	return newResidentState(cfg, st.First, st.Last, st.Recompute, withOptimizer)
 }

@@ -1,0 +1,182 @@
+package parallel
+
+import (
+	"math"
+	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+)
+
+// loraModels are a small model of each family for the LoRA tests.
+var loraModels = map[string]model.Config{
+	"llama": {Family: jobspec.FamilyLlama, Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Intermediate: 48, Context: 24, Vocab: 256},
+	"gpt2":  {Family: jobspec.FamilyGPT2, Layers: 2, DModel: 32, Heads: 4, Context: 24, Vocab: 256},
+}
+
+// trainedBase trains m fully for a few steps and checkpoints it in a temporary directory:
+// the base a LoRA run starts from. It returns the directory and the base's validation loss.
+func trainedBase(t *testing.T, m model.Config) (string, float64) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.Model, cfg.Steps = m, 6
+	tr, err := NewTrainer(cfg, testData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tr.StepsDone() < cfg.Steps {
+		step(t, tr)
+	}
+	dir := t.TempDir()
+	if _, err := tr.SaveCheckpoint(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir, evaluate(t, tr)
+}
+
+func loraConfig(m model.Config, base string, steps int) TrainConfig {
+	cfg := testConfig()
+	cfg.Model, cfg.Steps, cfg.Init, cfg.LR, cfg.Seed = m, steps, base, 3e-2, 5
+	cfg.LoRA = &jobspec.LoRA{Rank: 4, Alpha: 8, Targets: []string{"attn", "mlp"}}
+	return cfg
+}
+
+// TestLoRAFineTunesAFrozenBase, in both families: a LoRA run from a checkpoint starts as
+// that model (the same validation loss, bit for bit: B is zero), trains exactly the
+// analytic number of adapter parameters, lowers the loss, leaves every base weight as the
+// checkpoint holds it, and resumes from its own (adapter-only) checkpoint exactly.
+func TestLoRAFineTunesAFrozenBase(t *testing.T) {
+	for name, m := range loraModels {
+		base, baseVal := trainedBase(t, m)
+		cfg := loraConfig(m, base, 30)
+		tr, err := NewTrainer(cfg, testData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := evaluate(t, tr); math.Float64bits(v) != math.Float64bits(baseVal) {
+			t.Fatalf("%s: the adapted model starts at validation loss %v, its base at %v", name, v, baseVal)
+		}
+		var n int64
+		for _, p := range tr.w.params {
+			n += int64(p.Value.Size())
+		}
+		trainable, total, err := cfg.TrainableParams()
+		if err != nil || n != trainable {
+			t.Fatalf("%s: %d trainable parameters, analytic %d (%v)", name, n, trainable, err)
+		}
+		t.Logf("%s: %d of %d parameters trainable (%.2f%%)", name, n, total, 100*float64(n)/float64(total))
+
+		var losses []float64
+		for tr.StepsDone() < cfg.Steps {
+			losses = append(losses, step(t, tr))
+		}
+		end := evaluate(t, tr)
+		if !(end < baseVal-0.03) {
+			t.Fatalf("%s: validation loss %v after 30 LoRA steps, %v before", name, end, baseVal)
+		}
+		t.Logf("%s: validation loss %.4f → %.4f; train %.4f → %.4f", name, baseVal, end, losses[0], losses[len(losses)-1])
+		assertBaseIsTheCheckpoints(t, name, tr, base)
+		assertLoRAResumesExactly(t, name, cfg, losses)
+	}
+}
+
+func assertBaseIsTheCheckpoints(t *testing.T, name string, tr *Trainer, base string) {
+	t.Helper()
+	tf, err := ReadInitWeights(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := model.BaseParams(tr.Model().Layers)
+	if len(ps) != len(tf.Tensors) {
+		t.Fatalf("%s: %d base tensors, the checkpoint has %d", name, len(ps), len(tf.Tensors))
+	}
+	for _, p := range ps {
+		for i, v := range p.Value.Data {
+			if math.Float32bits(v) != math.Float32bits(tf.Tensors[p.Name].Data[i]) {
+				t.Fatalf("%s: base %s[%d] moved in LoRA training", name, p.Name, i)
+			}
+		}
+	}
+}
+
+// assertLoRAResumesExactly trains cfg for 5 steps, checkpoints (adapters and their
+// moments only), and resumes from that checkpoint in a new trainer: the remaining losses
+// are want's, bit for bit.
+func assertLoRAResumesExactly(t *testing.T, name string, cfg TrainConfig, want []float64) {
+	t.Helper()
+	dir := t.TempDir()
+	first, err := NewTrainer(cfg, testData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for first.StepsDone() < 10 {
+		step(t, first)
+	}
+	if _, err := first.SaveCheckpoint(dir); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := LoadCheckpoint(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range ck.Model.Tensors {
+		if !isLoRAName(n) {
+			t.Fatalf("%s: the LoRA checkpoint holds %s, not an adapter", name, n)
+		}
+	}
+	second, err := NewTrainer(ck.Config, testData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Restore(ck); err != nil {
+		t.Fatal(err)
+	}
+	for second.StepsDone() < cfg.Steps {
+		i := second.StepsDone()
+		if got := step(t, second); math.Float64bits(got) != math.Float64bits(want[i]) {
+			t.Fatalf("%s: resumed step %d loss %v, uninterrupted %v", name, i+1, got, want[i])
+		}
+	}
+}
+
+func isLoRAName(n string) bool {
+	return len(n) > len(".lora_A.weight") && (n[len(n)-len(".lora_A.weight"):] == ".lora_A.weight" || n[len(n)-len(".lora_B.weight"):] == ".lora_B.weight")
+}
+
+// TestLoRASyncsOnlyTheAdapters: two replicas, synchronising every step (plain and ZeRO 1)
+// and with DiLoCo,
+// send exactly as many fewer bytes than full fine-tuning of the same model as they have
+// fewer trainable parameters (measured by the workers' byte counters), and end with
+// equal adapters.
+func TestLoRASyncsOnlyTheAdapters(t *testing.T) {
+	m := loraModels["llama"]
+	base, _ := trainedBase(t, m)
+	for _, c := range []struct {
+		mode jobspec.Sync
+		zero int
+	}{{jobspec.SyncEveryStep, 0}, {jobspec.SyncEveryStep, 1}, {jobspec.SyncDiLoCo, 0}} {
+		mode := c.mode
+		job := pipelineConfig(4)
+		job.Sync.Mode, job.Sync.InnerSteps, job.Sync.Codec, job.Sync.Zero = mode, 2, jobspec.CodecNone, c.zero
+		full, lora := job, job
+		full.Train = loraConfig(m, base, 4)
+		full.Train.LoRA = nil
+		full.Train.Batch, full.Train.MicroBatches, full.Train.EvalEvery = 4, 2, 0
+		lora.Train = full.Train
+		lora.Train.LoRA = loraConfig(m, base, 4).LoRA
+		plan := EvenPlan(m.NumLayers(), []string{"a"}, []string{"b"})
+		_, fullRun := runLocal(t, full, plan)
+		_, loraRun := runLocal(t, lora, plan)
+		_, fullBytes := fullRun.BytesSent()
+		_, loraBytes := loraRun.BytesSent()
+		trainable, total, _ := lora.Train.TrainableParams()
+		params := total - trainable
+		want := float64(params) / float64(trainable)
+		got := float64(fullBytes) / float64(loraBytes)
+		t.Logf("%s zero %d: sync bytes full %d, LoRA %d: %.2f× fewer; parameters %d vs %d adapters: %.2f×", mode, c.zero, fullBytes, loraBytes, got, params, trainable, want)
+		if math.Abs(got-want)/want > 0.01 {
+			t.Fatalf("%s: LoRA sends %.2f× fewer sync bytes, its parameters are %.2f× fewer", mode, got, want)
+		}
+		assertReplicasEqual(t, loraRun)
+	}
+}
