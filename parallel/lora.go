@@ -86,3 +86,18 @@ func (c TrainConfig) TrainableParams() (trainable, total int64, err error) {
 	trainable, err = model.LoRAParamCount(c.Model, *c.LoRA)
 	return trainable, total + trainable, err
 }
+
+// CheckpointModel builds the whole model a checkpoint of `meshnode train` describes: its
+// configuration's layers (the init weights and, under LoRA, the adapters on the frozen
+// base) with the checkpoint's trained tensors loaded (under LoRA, the adapters).
+func CheckpointModel(ck *Checkpoint) (*model.GPT, error) {
+	cfg := ck.Config.Model
+	layers, err := stageLayers(ck.Config, 0, cfg.NumLayers(), false)
+	if err != nil {
+		return nil, err
+	}
+	if err := model.LoadParams(ck.Model, model.LayerParams(layers)); err != nil {
+		return nil, fmt.Errorf("%s: %w", ck.Dir, err)
+	}
+	return &model.GPT{Config: cfg, Layers: layers}, nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/parallel"
+)
+
+// loraOptions are train's fine-tuning flags: the base checkpoint and LoRA's adapters.
+type loraOptions struct {
+	init    string
+	rank    int
+	alpha   float64
+	targets string
+}
+
+func (l *loraOptions) addFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&l.init, "init", "", "start from these weights: a .safetensors file or a checkpoint directory (step-N, or an --out directory's latest); the model flags must match it")
+	f.IntVar(&l.rank, "lora-rank", 0, "fine-tune LoRA adapters of this rank on the frozen base (0: train every weight); docs/lora.md")
+	f.Float64Var(&l.alpha, "lora-alpha", 0, "LoRA's alpha: the adapters are scaled by alpha/rank (0: the rank)")
+	f.StringVar(&l.targets, "lora-targets", "attn", "comma-separated modules that get adapters: llama q,k,v,o,gate,up,down; gpt/gpt2 qkv,o,up,down; attn and mlp for all of either")
+}
+
+// apply sets cfg's Init and LoRA from the flags given. A resumed run keeps its
+// checkpoint's: giving them with --resume is an error.
+func (l *loraOptions) apply(cmd *cobra.Command, cfg *parallel.TrainConfig, resumed bool) error {
+	changed := cmd.Flags().Changed
+	for _, name := range []string{"init", "lora-rank", "lora-alpha", "lora-targets"} {
+		if resumed && changed(name) {
+			return usagef("--%s conflicts with --resume (a resumed run keeps its base and adapters)", name)
+		}
+	}
+	if resumed {
+		return nil
+	}
+	cfg.Init = l.init
+	if !changed("lora-rank") {
+		if changed("lora-alpha") || changed("lora-targets") {
+			return usagef("--lora-alpha and --lora-targets need --lora-rank")
+		}
+		return nil
+	}
+	lo := &jobspec.LoRA{Rank: l.rank, Alpha: l.alpha}
+	for _, t := range strings.Split(l.targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			lo.Targets = append(lo.Targets, t)
+		}
+	}
+	switch {
+	case l.rank < 1 || l.rank > jobspec.MaxLoRARank:
+		return usagef("--lora-rank must be between 1 and %d (got %d)", jobspec.MaxLoRARank, l.rank)
+	case l.alpha < 0:
+		return usagef("--lora-alpha must be ≥ 0 (got %v)", l.alpha)
+	}
+	if _, err := lo.Modules("--lora-targets", cfg.Model.FamilyName()); err != nil {
+		return usagef("%v", err)
+	}
+	cfg.LoRA = lo
+	return nil
+}
