@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -178,5 +179,50 @@ func TestLoRASyncsOnlyTheAdapters(t *testing.T) {
 			t.Fatalf("%s: LoRA sends %.2f× fewer sync bytes, its parameters are %.2f× fewer", mode, got, want)
 		}
 		assertReplicasEqual(t, loraRun)
+	}
+}
+
+// TestLoRARefusesAnOffloadedStage: a LoRA run under a memory budget is refused, whether
+// the budget comes from the run's configuration or from a plan entry (the balancer's).
+func TestLoRARefusesAnOffloadedStage(t *testing.T) {
+	m := loraModels["llama"]
+	cfg := loraConfig(m, "", 2)
+	cfg.MemoryBudget, cfg.OffloadDir = 1<<20, t.TempDir()
+	if _, err := NewTrainer(cfg, testData()); err == nil || !strings.Contains(err.Error(), "memory-budget: LoRA fine-tuning does not offload yet") {
+		t.Fatalf("NewTrainer with a memory budget and LoRA: %v", err)
+	}
+	cfg.MemoryBudget = 0
+	plan := SingleProcessPlan(cfg)
+	plan.Replicas[0][0].MemoryBudget = 1 << 20
+	job := JobConfig{Train: cfg, Schedule: jobspec.Schedule1F1B, Sync: SyncConfig{Mode: jobspec.SyncEveryStep, Codec: jobspec.CodecNone}}
+	if _, err := NewWorker(job, plan, soloNode, soloTransport{}, testData()); err == nil || !strings.Contains(err.Error(), "of a LoRA run cannot be offloaded yet") {
+		t.Fatalf("a worker of an offloaded LoRA stage: %v", err)
+	}
+}
+
+// TestInitStartsFromACheckpoint: full training with Init starts from the checkpoint's
+// weights (its validation loss, bit for bit), resident and under a memory budget.
+func TestInitStartsFromACheckpoint(t *testing.T) {
+	m := loraModels["llama"]
+	base, baseVal := trainedBase(t, m)
+	for _, budget := range []int64{0, 256 << 10} {
+		cfg := testConfig()
+		cfg.Model, cfg.Init, cfg.MemoryBudget = m, base, budget
+		if budget > 0 {
+			cfg.OffloadDir = t.TempDir()
+		}
+		tr, err := NewTrainer(cfg, testData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := evaluate(t, tr); math.Float64bits(v) != math.Float64bits(baseVal) {
+			t.Fatalf("budget %d: starts at validation loss %v, the init checkpoint's is %v", budget, v, baseVal)
+		}
+		tr.Close()
+	}
+	cfg := testConfig()
+	cfg.Init = base // a gpt model from a llama checkpoint
+	if _, err := NewTrainer(cfg, testData()); err == nil || !strings.Contains(err.Error(), "init "+base) {
+		t.Fatalf("init of another model's checkpoint: %v", err)
 	}
 }

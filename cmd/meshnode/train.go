@@ -166,6 +166,7 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.data.saveTokenizer(o.out); err != nil {
 		return err
 	}
+	o.lora.report(cmd.OutOrStdout(), o.cfg, o.output == "json")
 	if o.dist.distributed() {
 		kernels.SetThreads(o.threads)
 		return o.dist.run(cmd.Context(), cmd.OutOrStdout(), o, data)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -61,4 +63,30 @@ func (l *loraOptions) apply(cmd *cobra.Command, cfg *parallel.TrainConfig, resum
 	}
 	cfg.LoRA = lo
 	return nil
+}
+
+// loraJSON is the line a LoRA run prints first with -o json.
+type loraJSON struct {
+	Event             string  `json:"event"`
+	TrainableParams   int64   `json:"trainable_params"`
+	TotalParams       int64   `json:"total_params"`
+	TrainableFraction float64 `json:"trainable_fraction"`
+}
+
+// report prints how many of the model's parameters a LoRA run trains (nothing for a run
+// without LoRA).
+func (l *loraOptions) report(w io.Writer, cfg parallel.TrainConfig, asJSON bool) {
+	if cfg.LoRA == nil {
+		return
+	}
+	trainable, total, err := cfg.TrainableParams()
+	if err != nil {
+		return // validated before: unreachable
+	}
+	frac := float64(trainable) / float64(total)
+	if asJSON {
+		writeJSONLine(w, loraJSON{Event: "lora", TrainableParams: trainable, TotalParams: total, TrainableFraction: frac})
+		return
+	}
+	fmt.Fprintf(w, "lora    rank %d, alpha %g: %d of %d parameters trainable (%.3f%%)\n", cfg.LoRA.Rank, cfg.LoRA.Scale()*float64(cfg.LoRA.Rank), trainable, total, 100*frac)
 }
