@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/device/devicetest"
 )
 
 // loraFamilies are a tiny model of each family with every linear layer adapted.
@@ -252,5 +253,31 @@ func TestLoRARefusesBadConfigs(t *testing.T) {
 	}
 	if cfg.FamilyName() != jobspec.FamilyLlama {
 		t.Fatal("loraFamilies changed")
+	}
+}
+
+// TestLoRARunsOnADeviceBackend: an adapted model of each family, plain and recomputed,
+// computes on the emulated device (tensors reached only through copies) the CPU's loss and
+// adapter gradients, bit for bit.
+func TestLoRARunsOnADeviceBackend(t *testing.T) {
+	for name, cfg := range loraFamilies {
+		for _, recompute := range []bool{false, true} {
+			host, dev := adapted(t, cfg, everyTarget, recompute), adapted(t, cfg, everyTarget, recompute)
+			mb := familyBatch(cfg, 2)
+			ZeroGrads(host.Layers)
+			ZeroGrads(dev.Layers)
+			l1 := ForwardBackward(&Workspace{}, host.Layers, mb, 1)
+			l2 := ForwardBackward(&Workspace{Backend: devicetest.NewEmulated()}, dev.Layers, mb, 1)
+			if math.Float32bits(l1) != math.Float32bits(l2) {
+				t.Fatalf("%s recompute=%v: loss %v on the CPU, %v on the device", name, recompute, l1, l2)
+			}
+			for i, p := range host.Params() {
+				for k, a := range p.Grad.Data {
+					if b := dev.Params()[i].Grad.Data[k]; math.Float32bits(a) != math.Float32bits(b) {
+						t.Fatalf("%s recompute=%v: %s[%d] %v on the CPU, %v on the device", name, recompute, p.Name, k, a, b)
+					}
+				}
+			}
+		}
 	}
 }

@@ -226,3 +226,25 @@ func TestInitStartsFromACheckpoint(t *testing.T) {
 		t.Fatalf("init of another model's checkpoint: %v", err)
 	}
 }
+
+// TestLoRAAcrossStagesAndFragments: a LoRA run cut into one stage per layer (the
+// embedding's and the head's stages train nothing) has the single process's losses, and
+// streaming DiLoCo over as many fragments as layers (two of them without adapters) keeps
+// the replicas' adapters equal.
+func TestLoRAAcrossStagesAndFragments(t *testing.T) {
+	m := loraModels["llama"]
+	job := pipelineConfig(4)
+	job.Train = loraConfig(m, "", 4)
+	job.Train.Batch, job.Train.MicroBatches, job.Train.EvalEvery = 4, 2, 0
+	want := singleProcessLosses(t, job.Train)
+	got, _ := runLocal(t, job, EvenPlan(m.NumLayers(), nodeNames("s", m.NumLayers())))
+	for i := range want {
+		if rel := math.Abs(got[i]-want[i]) / want[i]; rel > 1e-5 {
+			t.Fatalf("%d stages, step %d: loss %v, single process %v", m.NumLayers(), i+1, got[i], want[i])
+		}
+	}
+	job.Sync.Mode, job.Sync.InnerSteps, job.Sync.Fragments, job.Sync.Overlap = jobspec.SyncStreaming, 4, m.NumLayers(), 1
+	job.Sync.Codec = jobspec.CodecNone
+	_, run := runLocal(t, job, EvenPlan(m.NumLayers(), []string{"a"}, []string{"b"}))
+	assertReplicasEqual(t, run)
+}
