@@ -42,6 +42,31 @@ type peftConfig struct {
 	BaseModel      string   `json:"base_model_name_or_path"`
 	ModulesToSave  []string `json:"modules_to_save"`
 	InitLoraWeight bool     `json:"init_lora_weights"`
+	// Read only, to refuse what meshnode's adapters do not compute.
+	UseRSLoRA    bool           `json:"use_rslora,omitempty"`
+	UseDoRA      bool           `json:"use_dora,omitempty"`
+	RankPattern  map[string]any `json:"rank_pattern,omitempty"`
+	AlphaPattern map[string]any `json:"alpha_pattern,omitempty"`
+}
+
+// unsupported names the first setting of pc that meshnode's adapters would not compute
+// as PEFT does ("" when none).
+func (pc peftConfig) unsupported(f jobspec.Family) string {
+	switch {
+	case pc.UseRSLoRA:
+		return "use_rslora (a scale of alpha/√r)"
+	case pc.UseDoRA:
+		return "use_dora (weight-decomposed adapters)"
+	case len(pc.RankPattern) > 0 || len(pc.AlphaPattern) > 0:
+		return "rank_pattern/alpha_pattern (per-module ranks or alphas)"
+	case pc.Bias != "" && pc.Bias != "none":
+		return fmt.Sprintf("bias %q (trained biases)", pc.Bias)
+	case len(pc.ModulesToSave) > 0:
+		return "modules_to_save (fully trained modules beside the adapters)"
+	case pc.FanInFanOut != (f != jobspec.FamilyLlama):
+		return fmt.Sprintf("fan_in_fan_out %v for the %s family", pc.FanInFanOut, f)
+	}
+	return ""
 }
 
 func peftNames(f jobspec.Family) map[string]string {
@@ -109,6 +134,9 @@ func ReadPEFTAdapter(dir string, f jobspec.Family) (LoRA, *TensorFile, error) {
 	}
 	if pc.PeftType != "LORA" {
 		return LoRA{}, nil, fmt.Errorf("%w: %s: peft_type must be LORA, got %q", ErrBadCheckpoint, PEFTConfigFile, pc.PeftType)
+	}
+	if u := pc.unsupported(f); u != "" {
+		return LoRA{}, nil, fmt.Errorf("%w: %s: %s is not supported", ErrBadCheckpoint, PEFTConfigFile, u)
 	}
 	lo := LoRA{Rank: pc.R, Alpha: pc.LoraAlpha, Targets: pc.TargetModules}
 	if err := lo.Check(PEFTConfigFile, f); err != nil {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -278,6 +279,41 @@ func TestLoRARunsOnADeviceBackend(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// TestReadPEFTAdapterRefusesWhatItCannotCompute: PEFT settings that change what the
+// adapters compute are refused by name instead of loading into a model that computes
+// something else.
+func TestReadPEFTAdapterRefusesWhatItCannotCompute(t *testing.T) {
+	cfg := loraFamilies["llama"]
+	g := adapted(t, cfg, everyTarget, false)
+	for _, c := range []struct{ key, value, want string }{
+		{"use_rslora", "true", "use_rslora"},
+		{"use_dora", "true", "use_dora"},
+		{"rank_pattern", `{"q_proj": 4}`, "rank_pattern"},
+		{"bias", `"all"`, `bias "all"`},
+		{"fan_in_fan_out", "true", "fan_in_fan_out true for the llama family"},
+		{"peft_type", `"IA3"`, "peft_type must be LORA"},
+		{"target_modules", `["q_proj", "lm_head"]`, `unknown target "lm_head"`},
+	} {
+		dir := filepath.Join(t.TempDir(), "adapter")
+		if err := WritePEFTAdapter(dir, cfg, everyTarget, g.Layers, ""); err != nil {
+			t.Fatal(err)
+		}
+		var pc map[string]json.RawMessage
+		b, _ := os.ReadFile(filepath.Join(dir, PEFTConfigFile))
+		if err := json.Unmarshal(b, &pc); err != nil {
+			t.Fatal(err)
+		}
+		pc[c.key] = json.RawMessage(c.value)
+		b, _ = json.Marshal(pc)
+		if err := os.WriteFile(filepath.Join(dir, PEFTConfigFile), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := ReadPEFTAdapter(dir, cfg.FamilyName()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %s: %v, want an error naming %q", c.key, c.value, err, c.want)
 		}
 	}
 }
