@@ -99,12 +99,16 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadModelFile loads a GPT from a safetensors file or a checkpoint directory.
+// loadModelFile loads a GPT from a safetensors file or a checkpoint directory (a LoRA
+// run's: its adapters on its base).
 func loadModelFile(path string, heads int) (*model.GPT, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		ck, err := parallel.LoadCheckpoint(path)
 		if err != nil {
 			return nil, err
+		}
+		if ck.Config.LoRA != nil { // adapters only: on the base its run was initialised from
+			return parallel.CheckpointModel(ck)
 		}
 		path = filepath.Join(ck.Dir, parallel.ModelFile)
 	}

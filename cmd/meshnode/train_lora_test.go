@@ -9,7 +9,8 @@ import (
 
 // TestTrainLoRAFromTheCommandLine: a Llama base trained with --out is fine-tuned with
 // --init and --lora-rank (its validation loss falls below the base's), exported as a PEFT
-// adapter and merged into a model generate loads; bad LoRA flags exit 2 with one line
+// adapter and merged into a model generate loads, greedily generating what the LoRA
+// checkpoint itself generates; bad LoRA flags exit 2 with one line
 // naming the flag.
 func TestTrainLoRAFromTheCommandLine(t *testing.T) {
 	data := corpus(t)
@@ -41,8 +42,14 @@ func TestTrainLoRAFromTheCommandLine(t *testing.T) {
 	if code, _, errs := runCLI(t, "lora-export", ft, "--merge", "--out", merged); code != 0 {
 		t.Fatalf("lora-export --merge: %s", errs)
 	}
-	if code, out, errs := runCLI(t, "generate", "--checkpoint", filepath.Join(merged, "model.safetensors"), "--tokens", "8"); code != 0 || out == "" {
+	args := []string{"--tokens", "8", "--temperature", "0", "-o", "json"}
+	code, fromMerged, errs := runCLI(t, append([]string{"generate", "--checkpoint", filepath.Join(merged, "model.safetensors")}, args...)...)
+	if code != 0 || fromMerged == "" {
 		t.Fatalf("generate from the merged model: exit %d %s", code, errs)
+	}
+	code, fromCheckpoint, errs := runCLI(t, append([]string{"generate", "--checkpoint", ft}, args...)...)
+	if code != 0 || fromCheckpoint != fromMerged {
+		t.Fatalf("generate from the LoRA checkpoint: exit %d %s: %q, from the merged model %q", code, errs, fromCheckpoint, fromMerged)
 	}
 
 	for _, c := range []struct {
