@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,9 +62,6 @@ func (c TrainConfig) validateLoRA() []error {
 	if c.LoRA != nil {
 		if err := c.LoRA.Check("lora", c.Model.FamilyName()); err != nil {
 			errs = append(errs, err)
-		}
-		if c.MemoryBudget > 0 {
-			errs = append(errs, errors.New("memory-budget: LoRA fine-tuning does not offload yet (its store would write the frozen base back as trained state); drop --memory-budget"))
 		}
 	}
 	if len(c.Init) > 4096 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel/offload"
 )
 
 // loraModels are a small model of each family for the LoRA tests.
@@ -182,21 +183,46 @@ func TestLoRASyncsOnlyTheAdapters(t *testing.T) {
 	}
 }
 
-// TestLoRARefusesAnOffloadedStage: a LoRA run under a memory budget is refused, whether
-// the budget comes from the run's configuration or from a plan entry (the balancer's).
-func TestLoRARefusesAnOffloadedStage(t *testing.T) {
+// TestLoRAOffloadsItsFrozenBase: a LoRA run under a memory budget, its base in the
+// offload store, trains with the resident run's losses bit for bit, plain and recomputed;
+// its store reads the base again every step but never writes it back: each weight chunk is
+// written at most once (its initialisation), however many steps run.
+func TestLoRAOffloadsItsFrozenBase(t *testing.T) {
 	m := loraModels["llama"]
-	cfg := loraConfig(m, "", 2)
-	cfg.MemoryBudget, cfg.OffloadDir = 1<<20, t.TempDir()
-	if _, err := NewTrainer(cfg, testData()); err == nil || !strings.Contains(err.Error(), "memory-budget: LoRA fine-tuning does not offload yet") {
-		t.Fatalf("NewTrainer with a memory budget and LoRA: %v", err)
-	}
-	cfg.MemoryBudget = 0
-	plan := SingleProcessPlan(cfg)
-	plan.Replicas[0][0].MemoryBudget = 1 << 20
-	job := JobConfig{Train: cfg, Schedule: jobspec.Schedule1F1B, Sync: SyncConfig{Mode: jobspec.SyncEveryStep, Codec: jobspec.CodecNone}}
-	if _, err := NewWorker(job, plan, soloNode, soloTransport{}, testData()); err == nil || !strings.Contains(err.Error(), "of a LoRA run cannot be offloaded yet") {
-		t.Fatalf("a worker of an offloaded LoRA stage: %v", err)
+	m.Layers = 6 // more weight chunks than the budget's buffers
+	base, _ := trainedBase(t, m)
+	for _, recompute := range []bool{false, true} {
+		cfg := loraConfig(m, base, 6)
+		cfg.Recompute = recompute
+		want := singleProcessLosses(t, cfg)
+		cfg.MemoryBudget, cfg.OffloadDir = 128<<10, t.TempDir()
+		tr, err := NewTrainer(cfg, testData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var written []int64
+		for tr.StepsDone() < cfg.Steps {
+			i := tr.StepsDone()
+			if got := step(t, tr); math.Float64bits(got) != math.Float64bits(want[i]) {
+				t.Fatalf("recompute %v, step %d: loss %v offloaded, %v resident", recompute, i+1, got, want[i])
+			}
+			st, _ := tr.OffloadStats()
+			written = append(written, st.BytesWritten)
+		}
+		st, ok := tr.OffloadStats()
+		if !ok || st.BytesRead == 0 {
+			t.Fatalf("recompute %v: the base was not offloaded (stats %+v, %v)", recompute, st, ok)
+		}
+		var baseBytes int64
+		for _, lc := range cfg.Model.LayerCosts() {
+			baseBytes += lc.ParamBytes
+		}
+		once := int64(st.Chunks/offload.Kinds) * st.ChunkBytes // every weight chunk written once
+		if end := written[len(written)-1]; end > once {
+			t.Fatalf("recompute %v: the store wrote %v bytes after each step, more than its %d bytes of weight chunks once: it writes the frozen base back", recompute, written, once)
+		}
+		t.Logf("recompute %v: base %d bytes, %d chunks of %d; read %d, written %v", recompute, baseBytes, st.Chunks, st.ChunkBytes, st.BytesRead, written)
+		tr.Close()
 	}
 }
 

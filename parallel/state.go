@@ -1,8 +1,6 @@
 package parallel
 
 import (
-	"fmt"
-
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel/offload"
@@ -52,8 +50,8 @@ type trainingState interface {
 // both reach the state. withOptimizer false leaves the moments to ZeRO's shards (a
 // resident state only).
 func newTrainingState(cfg TrainConfig, st StagePlan, withOptimizer bool, passes []op) (trainingState, error) {
-	if st.MemoryBudget > 0 && cfg.LoRA != nil {
-		return nil, fmt.Errorf("memory-budget: stage [%d, %d) of a LoRA run cannot be offloaded yet (the store would write the frozen base back as trained state)", st.First, st.Last)
+	if st.MemoryBudget > 0 && cfg.LoRA != nil { // the frozen base offloaded, read-only
+		return newLoRAOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)
 	}
 	if st.MemoryBudget > 0 {
 		return newOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)

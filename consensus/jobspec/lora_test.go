@@ -41,7 +41,6 @@ func TestLoRABadFieldsAreNamed(t *testing.T) {
 		{"train: {lora: {rank: 8, targets: [q]}}", `train.lora.targets: the gpt family fuses q, k and v into one c_attn: target "qkv", got "q"`},
 		{"model: {family: llama}\ntrain: {lora: {rank: 8, targets: [qkv]}}", `train.lora.targets: unknown target "qkv" for the llama family`},
 		{"train: {lora: {rank: 8, dropout: 0.1}}", "train.lora.dropout: unknown field"},
-		{"train: {lora: {rank: 8}}\nmemory: {offload: on}", "memory.offload: LoRA fine-tuning does not offload yet"},
 	} {
 		_, err := Parse([]byte(c.yaml))
 		if err == nil || !strings.Contains(err.Error(), c.want) {

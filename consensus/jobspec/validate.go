@@ -228,14 +228,9 @@ func (s Spec) validateTied(v *validator) {
 	}
 }
 
-// validateLoRA checks train.lora, and refuses what LoRA cannot do yet: an offloaded stage
-// (its store would write the frozen base back as if it trained).
+// validateLoRA checks train.lora.
 func (s Spec) validateLoRA(v *validator) {
-	if s.Train.LoRA == nil {
-		return
-	}
-	v.add(s.Train.LoRA.Check("train.lora", s.Model.FamilyName()))
-	if s.Memory.Offload == OffloadOn {
-		v.addf("memory.offload", "LoRA fine-tuning does not offload yet: set it to \"off\" or \"auto\" with train.lora")
+	if s.Train.LoRA != nil {
+		v.add(s.Train.LoRA.Check("train.lora", s.Model.FamilyName()))
 	}
 }
