@@ -84,7 +84,7 @@ func (l *LoRALayer) Unwrap() Layer { return l.Layer }
 const loraSeedStream = 1 << 40
 
 // WithLoRA attaches adapters of lo to the targeted linear layers of layers' blocks (looking
-// through wrappers with an Unwrap method, such as Recomputed), freezes every base
+// through Recomputed and wrappers with an Unwrap method), freezes every base
 // parameter and returns the layers wrapped in LoRALayer. A is drawn from seed as PyTorch's
 // default Linear initialisation (Kaiming-uniform, a = √5: U(−1/√in, 1/√in)), each block
 // from its own stream; B is zero, so the adapted model starts as the base. The base
@@ -103,6 +103,11 @@ func WithLoRA(cfg Config, layers []Layer, lo LoRA, seed uint64) ([]Layer, error)
 		ll := &LoRALayer{Layer: l, base: l.Params()}
 		for _, p := range ll.base {
 			p.Frozen, p.Grad = true, nil
+		}
+		if h, ok := unwrapLayer(l).(*Head); ok && h.tied {
+			// A tied head's view of the token table (not among its Params: the
+			// embedding's) is frozen with the table.
+			h.lmHead.Frozen, h.lmHead.Grad = true, nil
 		}
 		for _, t := range blockLinears(unwrapLayer(l), modules) {
 			t.ad = newLoRAAdapter(t.w, lo.Rank, t.in, t.out, scale)
@@ -135,14 +140,18 @@ func initAdapters(ts []loraTarget, seed uint64, blk int) {
 	}
 }
 
-// unwrapLayer looks through wrappers with an Unwrap method.
+// unwrapLayer looks through wrappers: Recomputed, and any with an Unwrap method
+// (LoRALayer).
 func unwrapLayer(l Layer) Layer {
 	for {
-		w, ok := l.(interface{ Unwrap() Layer })
-		if !ok {
+		switch w := l.(type) {
+		case *Recomputed:
+			l = w.Layer
+		case interface{ Unwrap() Layer }:
+			l = w.Unwrap()
+		default:
 			return l
 		}
-		l = w.Unwrap()
 	}
 }
 

@@ -35,6 +35,13 @@ func adapted(t *testing.T, cfg Config, lo LoRA, recompute bool) *GPT {
 		t.Fatal(err)
 	}
 	g.Layers = layers
+	var n int64
+	for _, p := range g.Params() {
+		n += int64(p.Value.Size())
+	}
+	if want, _ := LoRAParamCount(cfg, lo); n != want { // through every wrapper
+		t.Fatalf("recompute %v: %d adapter parameters, want %d", recompute, n, want)
+	}
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, p := range append(BaseParams(g.Layers), g.Params()...) {
 		for i := range p.Value.Data {

@@ -200,6 +200,9 @@ func TestLoRAOffloadsItsFrozenBase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if want, _, _ := cfg.TrainableParams(); int64(countParams(tr.w.params)) != want {
+			t.Fatalf("recompute %v: %d adapter parameters offloaded, want %d", recompute, countParams(tr.w.params), want)
+		}
 		var written []int64
 		for tr.StepsDone() < cfg.Steps {
 			i := tr.StepsDone()
@@ -273,4 +276,24 @@ func TestLoRAAcrossStagesAndFragments(t *testing.T) {
 	job.Sync.Codec = jobspec.CodecNone
 	_, run := runLocal(t, job, EvenPlan(m.NumLayers(), []string{"a"}, []string{"b"}))
 	assertReplicasEqual(t, run)
+
+	// Tied GPT-2 in two stages: the head's stage receives the frozen table once and sends
+	// no gradient of it back.
+	tied := pipelineConfig(4)
+	tied.Train = loraConfig(loraModels["gpt2"], "", 4)
+	tied.Train.Batch, tied.Train.MicroBatches, tied.Train.EvalEvery = 4, 2, 0
+	want = singleProcessLosses(t, tied.Train)
+	got, split := runLocal(t, tied, EvenPlan(4, []string{"s0", "s1"}))
+	for i := range want {
+		if rel := math.Abs(got[i]-want[i]) / want[i]; rel > 1e-5 {
+			t.Fatalf("tied gpt2 in 2 stages, step %d: loss %v, single process %v", i+1, got[i], want[i])
+		}
+	}
+	g2 := loraModels["gpt2"]
+	pipeline, _ := split.BytesSent()
+	table := int64(4 * g2.Vocab * g2.DModel)
+	activations := int64(4 * 2 * tied.Train.Batch * g2.Context * g2.DModel * 4) // 4 steps, both ways
+	if pipeline != table+activations {
+		t.Fatalf("tied gpt2 in 2 stages: %d pipeline bytes over 4 steps, want the activations' %d and the table once, %d", pipeline, activations, table)
+	}
 }
