@@ -192,3 +192,22 @@ func mergeAdapter(w []float32, ad *loraAdapter, inOut bool) {
 		}
 	}
 }
+
+// LoadPEFTAdapter attaches the PEFT adapter in dir to layers, a whole model of cfg (its
+// base, whose parameters are frozen), and loads the adapter's weights: the layers then
+// compute what the fine-tuned model does. Every adapter tensor must be there with its
+// shape.
+func LoadPEFTAdapter(dir string, cfg Config, layers []Layer) ([]Layer, error) {
+	lo, tf, err := ReadPEFTAdapter(dir, cfg.FamilyName())
+	if err != nil {
+		return nil, err
+	}
+	out, err := WithLoRA(cfg, layers, lo, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err := LoadParams(tf, LayerParams(out)); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return out, nil
+}

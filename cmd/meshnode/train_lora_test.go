@@ -10,7 +10,7 @@ import (
 // TestTrainLoRAFromTheCommandLine: a Llama base trained with --out is fine-tuned with
 // --init and --lora-rank (its validation loss falls below the base's), exported as a PEFT
 // adapter and merged into a model generate loads, greedily generating what the LoRA
-// checkpoint itself generates; bad LoRA flags exit 2 with one line
+// checkpoint itself and the base with the adapter (--lora-adapter) generate; bad LoRA flags exit 2 with one line
 // naming the flag.
 func TestTrainLoRAFromTheCommandLine(t *testing.T) {
 	data := corpus(t)
@@ -51,6 +51,10 @@ func TestTrainLoRAFromTheCommandLine(t *testing.T) {
 	if code != 0 || fromCheckpoint != fromMerged {
 		t.Fatalf("generate from the LoRA checkpoint: exit %d %s: %q, from the merged model %q", code, errs, fromCheckpoint, fromMerged)
 	}
+	code, fromAdapter, errs := runCLI(t, append([]string{"generate", "--checkpoint", base, "--lora-adapter", adapter}, args...)...)
+	if code != 0 || fromAdapter != fromMerged {
+		t.Fatalf("generate from the base with the PEFT adapter: exit %d %s: %q, from the merged model %q", code, errs, fromAdapter, fromMerged)
+	}
 
 	for _, c := range []struct {
 		name string
@@ -63,6 +67,7 @@ func TestTrainLoRAFromTheCommandLine(t *testing.T) {
 		{"resume with lora flags", []string{"train", "--resume", ft, "--lora-rank", "8"}, "--lora-rank conflicts with --resume"},
 		{"init of another shape", smallTrain(data, "--init", base, "--lora-rank", "4"), "init " + base},
 		{"export of a full run", []string{"lora-export", base, "--out", filepath.Join(dir, "x")}, "is not a LoRA fine-tune"},
+		{"not an adapter directory", []string{"generate", "--checkpoint", filepath.Join(merged, "model.safetensors"), "--lora-adapter", base}, "--lora-adapter: bad checkpoint"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != 2 || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, c.want) {
