@@ -226,12 +226,15 @@ func openShard(path string, r ShardRef, vocab int) (Tokens, error) {
 func (s *shardSet) len() int { return s.start[len(s.start)-1] }
 
 // window copies tokens [off, off+len(dst)), across shard boundaries where it spans them.
-func (s *shardSet) window(dst []int32, off int) {
+func (s *shardSet) window(dst []int32, off int) error {
 	i := sort.SearchInts(s.start, off+1) - 1
 	for len(dst) > 0 {
 		local := off - s.start[i]
 		n := min(len(dst), s.start[i+1]-off)
-		s.parts[i].Window(dst[:n], local)
+		if err := s.parts[i].Window(dst[:n], local); err != nil {
+			return err
+		}
 		dst, off, i = dst[n:], off+n, i+1
 	}
+	return nil
 }

@@ -52,13 +52,22 @@ func TestShardsHoldTheDocumentsInOrder(t *testing.T) {
 	}
 	for off := 0; off+10 <= len(train); off += 3 {
 		w := make([]int32, 10)
-		ds.Train.Window(w, off)
+		if err := ds.Train.Window(w, off); err != nil {
+			t.Fatal(err)
+		}
 		if !equalInt32(w, train[off:off+10]) {
 			t.Fatalf("window at %d: %v, want %v", off, w, train[off:off+10])
 		}
 	}
-	// A shard changed on disk is refused, naming it.
+	// A shard truncated under training fails the window that reads it, naming it.
 	p := filepath.Join(out, m.Train[1].Hash+".tok")
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.Train.Window(make([]int32, 4), m.Train[0].Tokens); !errors.Is(err, ErrBadData) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("truncated shard: got %v, want ErrBadData naming %s", err, p)
+	}
+	// A shard changed on disk is refused, naming it.
 	os.WriteFile(p, make([]byte, 14), 0o644)
 	if _, err := LoadShards(out); !errors.Is(err, ErrBadData) || !strings.Contains(err.Error(), p) {
 		t.Fatalf("corrupt shard: %v", err)
