@@ -66,7 +66,8 @@ func sampleProfile() Profile {
 			Multiprocessors: 132, SMClockMHz: 1980, MemoryClockMHz: 2619, ComputeCapability: "9.0"}},
 		OS: "linux", Arch: "amd64", Version: "v0.9", MeasuredAt: at,
 		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu",
-		Links: []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
+		Links:     []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
+		LocalData: []string{"clinic-a", "web-2024"},
 	}
 }
 

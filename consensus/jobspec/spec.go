@@ -62,8 +62,9 @@ type Model struct {
 	NormEps float64 `json:"norm_eps,omitempty" yaml:"norm_eps"`
 }
 
-// Data names the corpus: either Source (a builtin corpus or a path on the submitting node)
-// or a Train/Val pair of nanoGPT-style uint16 .bin token files.
+// Data names the corpus: either Source (a builtin corpus or a path on the submitting node),
+// a Train/Val pair of nanoGPT-style uint16 .bin token files, or Local (a dataset each
+// training node holds itself).
 type Data struct {
 	// Source is "builtin:gostd" (the default: the Go standard library's source) or a path
 	// to a text file or directory on the submitting node. Empty when Train is set.
@@ -78,6 +79,13 @@ type Data struct {
 	Tokenizer string `json:"tokenizer,omitempty" yaml:"tokenizer"`
 	// TextField is the field of each .jsonl line that holds its text. Empty: "text".
 	TextField string `json:"text_field,omitempty" yaml:"text_field"`
+	// Local names a local dataset (federated data): every replica trains and evaluates on
+	// the dataset its own node's operator exposed under this name (`meshnode join
+	// --local-data NAME=PATH`), and none of it crosses the wire; the planner places
+	// replicas only on nodes that announce it, one node per replica. A spec names it,
+	// never a path, so a submitter can make a node read only what its operator exposed.
+	// Excludes Source, Train, Val and Tokenizer.
+	Local string `json:"local,omitempty" yaml:"local"`
 	// Blob is the ID of the dataset blob the submitting node packed from the fields above
 	// (node.PublishDataset), which every node of the job fetches and trains on. The node
 	// sets it at submission; a spec's YAML cannot (it is an unknown field there).
