@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/meshnode/meshnode/balancer"
@@ -104,10 +105,33 @@ func candidates(members []Member) []candidate {
 	return out
 }
 
+// withLocalData is the candidates that expose the local dataset name (all of them when
+// name is empty: the job's data travels as a blob); an error naming data.local when none
+// does.
+func withLocalData(cands []candidate, name string) ([]candidate, error) {
+	if name == "" {
+		return cands, nil
+	}
+	var out []candidate
+	for _, c := range cands {
+		if slices.Contains(c.profile.LocalData, name) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("data.local: no live node exposes a local dataset %q (its operator exposes one with meshnode join --local-data %s=PATH)", name, name)
+	}
+	return out, nil
+}
+
 // planInputs builds the balancer's inputs for spec from the candidates, pricing links with
 // what the candidates measured (their profiles' Links) and the sync traffic with the
 // codec's compression ratio.
 func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.Codec) float64) (PlanInputs, error) {
+	cands, err := withLocalData(cands, spec.Data.Local)
+	if err != nil {
+		return PlanInputs{}, err
+	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS })
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
@@ -140,6 +164,11 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 	}
 	if !spec.Parallel.Stages.IsAuto {
 		in.Stages = spec.Parallel.Stages.N
+	}
+	if spec.Data.Local != "" {
+		// Each replica trains on one node's own data: a pipeline would read inputs on one
+		// node and targets on another, from different corpora.
+		in.Stages = 1
 	}
 	if spec.Model.TiedHead() {
 		// The head shares the embedding's table: one stage (model.Config.CheckStage), and
