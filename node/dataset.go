@@ -26,6 +26,8 @@ type datasets struct {
 	n     *Node
 	blobs *blob.Service
 
+	local *localDatasets // the datasets the operator exposed (--local-data)
+
 	mu      sync.Mutex
 	loaded  map[string]*datasetLoad // blob ID → decoded dataset (or its load in progress)
 	builtin map[string]string       // builtin corpus → its blob ID (packed once per process)
@@ -44,7 +46,8 @@ func newDatasets(n *Node) (*datasets, error) {
 		return nil, err
 	}
 	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica})
-	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
+	return &datasets{n: n, blobs: blobs, local: &localDatasets{paths: n.cfg.LocalData},
+		loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }
 
 // Blobs is the node's blob service: its store and the blob protocol.
@@ -74,6 +77,9 @@ func (n *Node) LoadDataset(ctx context.Context, blobID string, holders []peer.ID
 }
 
 func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, int, error) {
+	if d.Local != "" {
+		return "", vocab, nil // every node trains on its own: nothing to publish
+	}
 	if d.Source == jobspec.BuiltinGoStd {
 		s.mu.Lock()
 		id := s.builtin[d.Source]

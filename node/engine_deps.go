@@ -151,6 +151,10 @@ func (d nodeDatasets) LoadDataset(ctx context.Context, blob string) (*model.Data
 	return d.n.LoadDataset(ctx, blob, nil)
 }
 
+func (d nodeDatasets) LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error) {
+	return d.n.data.local.load(ctx, name, vocab)
+}
+
 // acceptReplica is the blob service's policy for peers asking this node to hold a blob:
 // the dataset of a job the control plane holds and that has not ended (replicated at
 // submit, so that the job outlives its submitter), or any blob from a node that shares a

@@ -10,11 +10,15 @@ import (
 )
 
 // dataset returns the job's corpus: the blob its submitting node published (fetched from
-// a holder and verified if this node lacks it), or, for a job submitted without one
-// (straight through the consensus API), the corpus read locally.
+// a holder and verified if this node lacks it), the local dataset this node exposes under
+// data.local, or, for a job submitted without either (straight through the consensus
+// API), the corpus read locally.
 func (r *Runner) dataset(ctx context.Context, j consensus.Job) (*model.Dataset, error) {
 	if blob := j.Spec.Data.Blob; blob != "" {
 		return r.cfg.Datasets.LoadDataset(ctx, blob)
+	}
+	if name := j.Spec.Data.Local; name != "" {
+		return r.cfg.Datasets.LoadLocalDataset(ctx, name, j.Spec.Model.Vocab)
 	}
 	key := j.Spec.Data.Source + "|" + j.Spec.Data.Train + "|" + j.Spec.Data.Val + "|" + j.Spec.Data.Tokenizer + "|" + j.Spec.Data.TextField
 	r.mu.Lock()

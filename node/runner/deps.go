@@ -73,9 +73,14 @@ type Network interface {
 	DataAddr(node string) (string, bool)
 }
 
-// Datasets loads the dataset blob a job names, fetching it if needed.
+// Datasets loads the dataset a job names: the blob its submitting node published,
+// fetching it if needed, or the local dataset this node's operator exposed under a name.
 type Datasets interface {
 	LoadDataset(ctx context.Context, blob string) (*model.Dataset, error)
+	// LoadLocalDataset opens the local dataset exposed as name (data.local), its ids
+	// checked against vocab; an error wrapping model.ErrBadData when the node exposes none
+	// of that name. Nothing of it is read from or sent to another node.
+	LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error)
 }
 
 // Config is a Runner's dependencies and settings.

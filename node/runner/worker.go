@@ -87,6 +87,10 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 		}
 	}
 	t := newTraining(r, j, epoch, jp, cfg, w)
+	if name := j.Spec.Data.Local; name != "" {
+		t.local = &localData{name: name, trainTokens: data.Train.Len(), valTokens: data.Val.Len()}
+		r.log.Info("training on a local dataset", "job", j.ID, "data", name, "train_tokens", t.local.trainTokens, "val_tokens", t.local.valTokens)
+	}
 	t.follower = &run.follower
 	defer t.writes.Wait()
 	if jp.ResumeStep == 0 {
