@@ -7,15 +7,30 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/parallel"
 	"github.com/meshnode/meshnode/scheduler"
 )
+
+// dataLabel names the job's corpus for the engine's configuration: data.source, else the
+// data.train file, else "local:" and the data.local name.
+func dataLabel(d jobspec.Data) string {
+	switch {
+	case d.Source != "":
+		return d.Source
+	case d.Train != "":
+		return d.Train
+	case d.Local != "":
+		return "local:" + d.Local
+	}
+	return ""
+}
 
 // jobConfig is the engine's configuration of a job under a plan.
 func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.JobConfig {
 	s := j.Spec
 	tc := parallel.DefaultTrainConfig()
-	tc.Model, tc.Data = scheduler.ModelConfig(s), s.Data.Source
+	tc.Model, tc.Data = scheduler.ModelConfig(s), dataLabel(s.Data)
 	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
 	sc := parallel.DefaultSyncConfig()
