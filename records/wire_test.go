@@ -23,7 +23,7 @@ func f64(v float64) *float64 { return &v }
 
 func sampleJob() Job {
 	spec := jobspec.DefaultSpec()
-	spec.Name, spec.Data.Blob = "gostd-small", "b1a2"
+	spec.Name, spec.Data.Blob, spec.Data.TrainShards = "gostd-small", "b1a2", 3
 	spec.Data.Tokenizer, spec.Data.TextField = "/data/tokenizer.json", "body"
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
 	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set
@@ -52,7 +52,9 @@ func TestWireFormats(t *testing.T) {
 		"promotion_result": PromotionResult{ID: "n3", Decision: "approved", Suffrage: "nonvoter",
 			Note: "promoted at the next free voter seat once it is alive and caught up"},
 	} {
-		t.Run(name, func(t *testing.T) { testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val") })
+		t.Run(name, func(t *testing.T) {
+			testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val", ".Data.Local")
+		})
 	}
 }
 

@@ -69,3 +69,34 @@ func TestLocalDataPlacesReplicasOnlyOnNodesThatHaveIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPlanRecordsEachReplicasShards: a sharded dataset's training shards are assigned to the
+// plan's replicas (model.ReplicaShards) and the assignment is in the committed plan; a
+// replica lost in place takes its shards with it, the survivors keep theirs.
+func TestPlanRecordsEachReplicasShards(t *testing.T) {
+	s := jobspec.DefaultSpec()
+	s.Parallel.Sync, s.Parallel.Stages, s.Parallel.Replicas = jobspec.SyncDiLoCo, jobspec.Fixed(1), jobspec.Fixed(3)
+	s.Data.Blob, s.Data.TrainShards = strings.Repeat("ab", 32), 7
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ms := members("a", "b", "c")
+	jp, err := PlanJob(s, ms, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]int{{0, 3, 6}, {1, 4}, {2, 5}}
+	if len(jp.DataShards) != 3 || !slices.EqualFunc(jp.DataShards, want, slices.Equal) {
+		t.Fatalf("data shards %v, want %v", jp.DataShards, want)
+	}
+	j := Job{ID: "j", Spec: s, Status: jobspec.JobRunning, Epoch: 1, Plan: &jp}
+	dead := jp.Replicas[1][0].Node
+	d := continueWithout(j, newLiveness(with(ms, dead, MemberDead), "a"))
+	if d == nil || !slices.EqualFunc(d.Plan.DataShards, [][]int{want[0], want[2]}, slices.Equal) {
+		t.Fatalf("continued without replica 1: %+v", d)
+	}
+	s.Data.TrainShards = 0
+	if jp, _ := PlanJob(s, ms, Config{}); jp.DataShards != nil {
+		t.Fatalf("an unsharded dataset got shards %v", jp.DataShards)
+	}
+}

@@ -33,6 +33,11 @@ type JobPlan struct {
 	// state and step on, restoring nothing; ResumeStep is then 0 (replicas lost) or the
 	// previous epoch's (recalibrated), and nothing restores from it.
 	Continues bool `json:"continues,omitempty"`
+	// DataShards are, for a sharded dataset (data.train_shards > 0), the training shards
+	// each replica trains on, by index in the dataset's manifest: model.ReplicaShards of
+	// the replica count at planning. Every node of replica r fetches shards DataShards[r]
+	// and nothing else of the training split. nil: the dataset is one blob.
+	DataShards [][]int `json:"data_shards,omitempty"`
 	// PredictedGFLOPS are the node speeds PredictedStepS was predicted with where they are
 	// not the inputs' (an in-place epoch that recalibrated the prediction of the same plan,
 	// calibration.go); nil: the inputs' snapshot.
@@ -237,7 +242,24 @@ func PlanJob(spec jobspec.Spec, members []Member, cfg Config) (JobPlan, error) {
 	if err != nil {
 		return JobPlan{}, err
 	}
-	return jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
+	jp, err := jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
+	if err == nil {
+		jp.DataShards = dataShards(spec.Data.TrainShards, len(jp.Replicas))
+	}
+	return jp, err
+}
+
+// dataShards assigns n training shards to R replicas (model.ReplicaShards); nil when the
+// dataset is not sharded.
+func dataShards(n, R int) [][]int {
+	if n <= 0 {
+		return nil
+	}
+	out := make([][]int, R)
+	for r := range out {
+		out[r] = model.ReplicaShards(n, r, R)
+	}
+	return out
 }
 
 // jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check

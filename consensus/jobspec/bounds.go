@@ -28,6 +28,9 @@ const (
 	// MaxDataPathBytes bounds data.source, data.train and data.val (a path on the
 	// submitting node): every spec is kept by every replica and listed to every client.
 	MaxDataPathBytes = 1024
+	// MaxTrainShards bounds data.train_shards, the training shards of a sharded dataset:
+	// at the default 16 Mi tokens per shard, 2^40 tokens.
+	MaxTrainShards = 1 << 16
 	// MaxEncodedSpecBytes bounds a spec's JSON encoding, what the FSM stores and every job
 	// listing carries; the field bounds keep a real spec far below it.
 	MaxEncodedSpecBytes = 16 << 10

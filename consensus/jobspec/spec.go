@@ -90,6 +90,11 @@ type Data struct {
 	// (node.PublishDataset), which every node of the job fetches and trains on. The node
 	// sets it at submission; a spec's YAML cannot (it is an unknown field there).
 	Blob string `json:"blob,omitempty" yaml:"-"`
+	// TrainShards is, when Blob is a sharded dataset (a manifest of shard blobs), how many
+	// training shards it lists: the planner assigns them to replicas
+	// (model.ReplicaShards) and records the assignment in the plan, and each node fetches
+	// only its replica's. The node sets it with Blob; 0: Blob is one packed dataset.
+	TrainShards int `json:"train_shards,omitempty" yaml:"-"`
 }
 
 // Train holds the training loop's settings. The defaults are `meshnode train`'s recipe

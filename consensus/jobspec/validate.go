@@ -72,6 +72,9 @@ func (d Data) validate(v *validator) {
 	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
 	}
+	if d.TrainShards < 0 || d.TrainShards > MaxTrainShards || d.TrainShards > 0 && d.Blob == "" {
+		v.addf("data.train_shards", "must be 0…%d, and set only with data.blob, got %d", MaxTrainShards, d.TrainShards)
+	}
 	if d.Local != "" {
 		d.validateLocal(v)
 		return
