@@ -192,6 +192,8 @@ func (noDatasets) LoadLocalDataset(context.Context, string, int) (*model.Dataset
 	return nil, errors.New("no local datasets")
 }
 
-func (noDatasets) LoadDataset(context.Context, string) (*model.Dataset, error) {
+func (noDatasets) DatasetParts(string) []string { return nil }
+
+func (noDatasets) LoadDataset(context.Context, string, []int) (*model.Dataset, error) {
 	return nil, errors.New("no dataset blobs in this test")
 }

@@ -73,7 +73,7 @@ func (r *Runner) runWorker(ctx context.Context, j consensus.Job, run *jobRun, jp
 // train runs the worker; reached is set to the steps it completed (or resumed from).
 func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp scheduler.JobPlan, reached *int) error {
 	epoch := run.epochAtStart()
-	data, err := r.dataset(ctx, j)
+	data, err := r.dataset(ctx, j, jp)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}

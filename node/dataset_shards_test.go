@@ -1,0 +1,193 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+)
+
+// byteEncoder encodes text as its bytes (vocabulary 256), enough to shard a corpus.
+type byteEncoder struct{}
+
+func (byteEncoder) AppendEncode(dst []uint32, text []byte) []uint32 {
+	for _, b := range text {
+		dst = append(dst, uint32(b))
+	}
+	return dst
+}
+
+func (byteEncoder) VocabSize() int { return 256 }
+
+// shardedCorpus writes docs documents of about 2 KB into a text directory under dir and
+// shards them at shardTokens ids per shard; it returns the corpus directory and manifest.
+func shardedCorpus(t *testing.T, dir string, docs, shardTokens int) (string, *model.ShardManifest) {
+	t.Helper()
+	src := filepath.Join(dir, "docs")
+	os.Mkdir(src, 0o755)
+	for k := range docs {
+		text := strings.Repeat(fmt.Sprintf("document %d says hello to shard land. ", k), 50)
+		if err := os.WriteFile(filepath.Join(src, fmt.Sprintf("%03d.txt", k)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "shards")
+	m, err := model.WriteShards(out, src, model.TextOptions{Encoder: byteEncoder{}, EndOfText: -1}, shardTokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, m
+}
+
+// TestShardedDatasetFetchesOnlyItsReplicasShards: a sharded corpus submitted as a job is
+// one blob per shard plus a manifest; a node loading replica r of R fetches the manifest,
+// its replica's training shards and the validation shards, nothing else (its blob counter
+// says so to the byte), and reads exactly those shards' ids.
+func TestShardedDatasetFetchesOnlyItsReplicasShards(t *testing.T) {
+	a, b := dataNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	corpus, cm := shardedCorpus(t, dir, 60, 4096)
+	data, vocab, err := a.PublishJobData(ctx, jobspec.Data{Source: corpus}, 256, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vocab != 256 || data.Blob == "" || data.TrainShards != len(cm.Train) || len(cm.Train) < 6 {
+		t.Fatalf("published %+v vocab %d, want a manifest blob and %d training shards", data, vocab, len(cm.Train))
+	}
+	whole, _ := a.Blobs().Store().Manifest(data.Blob)
+	size := func(s model.ShardRef) int64 { return 2 * int64(s.Tokens) }
+	var total, val int64 = whole.Size, 0
+	for _, s := range cm.Train {
+		total += size(s)
+	}
+	for _, s := range cm.Val {
+		val += size(s)
+	}
+	total += val
+	const R = 3
+	shards := model.ReplicaShards(len(cm.Train), 1, R)
+	want := whole.Size + val
+	var ids []int32
+	for _, i := range shards {
+		want += size(cm.Train[i])
+		ids = append(ids, shardIDs(t, corpus, cm.Train[i])...)
+	}
+	before := b.Blobs().Stats().BytesFetched
+	ds, err := b.LoadDatasetShards(ctx, data.Blob, shards, []peer.ID{a.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetched := b.Blobs().Stats().BytesFetched - before
+	if fetched != want {
+		t.Fatalf("replica 1 of %d fetched %d bytes, want %d (manifest, its %d training shards, the validation shards)", R, fetched, want, len(shards))
+	}
+	t.Logf("replica 1 of %d fetched %d of the dataset's %d bytes (%.0f%%): %d of %d training shards and %d validation shards",
+		R, fetched, total, 100*float64(fetched)/float64(total), len(shards), len(cm.Train), len(cm.Val))
+	if got := tokensOf(ds.Train); !equalIDs(got, ids) {
+		t.Fatalf("replica 1 reads %d ids, not its shards' %d", len(got), len(ids))
+	}
+	for _, i := range []int{0, 2} { // a shard of another replica is not here
+		if b.Blobs().Has(blobOfShard(t, a, data.Blob, i)) {
+			t.Errorf("b holds training shard %d, which replica 1 does not train on", i)
+		}
+	}
+}
+
+// shardIDs reads a shard file's ids.
+func shardIDs(t *testing.T, dir string, s model.ShardRef) []int32 {
+	b, err := os.ReadFile(filepath.Join(dir, s.Hash+".tok"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int32, len(b)/2)
+	for i := range out {
+		out[i] = int32(b[2*i]) | int32(b[2*i+1])<<8
+	}
+	return out
+}
+
+func equalIDs(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// blobOfShard is the blob of training shard i in manifest blob id, read on n.
+func blobOfShard(t *testing.T, n *Node, id string, i int) string {
+	m, err := n.data.readJobShards(id)
+	if err != nil || m == nil {
+		t.Fatalf("read the shard manifest: %v", err)
+	}
+	return m.Train[i].Blob
+}
+
+// TestShardedDatasetRefusesAChangedShard: a shard file whose bytes are not what its name
+// and the manifest say is refused at submit, naming it, and leaves no blob behind.
+func TestShardedDatasetRefusesAChangedShard(t *testing.T) {
+	cfg := testConfig(t)
+	cfg.Consensus.Disabled = true
+	n := startNode(t, cfg)
+	dir := t.TempDir()
+	corpus, cm := shardedCorpus(t, dir, 40, 4096)
+	p := filepath.Join(corpus, cm.Train[2].Hash+".tok")
+	b, _ := os.ReadFile(p)
+	b[10] ^= 1
+	os.WriteFile(p, b, 0o644)
+	held, _ := n.Blobs().Store().List()
+	_, _, err := n.PublishJobData(context.Background(), jobspec.Data{Source: corpus}, 256, dir)
+	if !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "hashes to") {
+		t.Fatalf("changed shard: got %v, want a refusal naming %s", err, p)
+	}
+	if after, _ := n.Blobs().Store().List(); len(after) != len(held)+2 {
+		// shards 0 and 1 were published before shard 2 was refused; shard 2's is removed
+		t.Errorf("blobs %d → %d, want the two good shards only", len(held), len(after))
+	}
+	_, _, err = n.PublishJobData(context.Background(), jobspec.Data{Source: corpus}, 100, dir)
+	if !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), "set model.vocab to at least 256") {
+		t.Fatalf("a vocabulary past model.vocab: %v", err)
+	}
+}
+
+// FuzzDecodeJobShards: whatever bytes a peer's manifest blob holds, decoding returns an
+// error or a manifest whose every entry is within bounds; it never panics.
+func FuzzDecodeJobShards(f *testing.F) {
+	h := strings.Repeat("ab", 32)
+	valid, _ := json.Marshal(jobShards{Format: jobShardsFormat, Source: "/c", Vocab: 256, Tokenizer: h,
+		Train: []shardBlobRef{{ShardRef: model.ShardRef{Hash: h, Tokens: 10}, Blob: h}},
+		Val:   []shardBlobRef{{ShardRef: model.ShardRef{Hash: h, Tokens: 3}, Blob: h}}})
+	f.Add(valid)
+	f.Add([]byte(`{"format":"meshnode-job-shards/1","vocab":0}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeJobShards(b)
+		if err != nil {
+			return
+		}
+		if m.Vocab < 1 || m.Vocab > 1<<16 || len(m.Train) < 1 || len(m.Val) < 1 {
+			t.Fatalf("accepted %+v", m)
+		}
+		for _, s := range append(m.Train, m.Val...) {
+			if s.Tokens < 1 || s.Tokens > maxShardTokens || len(s.Hash) != 64 {
+				t.Fatalf("accepted entry %+v", s)
+			}
+		}
+	})
+}
