@@ -229,6 +229,23 @@ func (s *datasets) loadShards(ctx context.Context, m *jobShards, train []int, ho
 	return ds, nil
 }
 
+// shardTokenizer fetches the manifest blob id and its tokenizer, not its shards: a dataset
+// with only Tokenizer set (nil when the sharded corpus has none).
+func (s *datasets) shardTokenizer(ctx context.Context, id string) (*model.Dataset, error) {
+	if err := s.blobs.Fetch(ctx, id, s.sources(nil)); err != nil {
+		return nil, err
+	}
+	m, err := s.readJobShards(id)
+	if err != nil || m == nil || m.Tokenizer == "" {
+		return &model.Dataset{}, err
+	}
+	if err := s.blobs.Fetch(ctx, m.Tokenizer, s.sources(nil)); err != nil {
+		return nil, err
+	}
+	tok, err := s.blobs.Store().ReadVerified(m.Tokenizer)
+	return &model.Dataset{Tokenizer: tok}, err
+}
+
 // shardSplit fetches refs' blobs and opens them as one split.
 func (s *datasets) shardSplit(ctx context.Context, refs []shardBlobRef, vocab int, holders []peer.ID) (model.Tokens, error) {
 	var parts []model.ShardReader

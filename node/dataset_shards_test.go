@@ -13,8 +13,11 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/scheduler"
 )
 
 // byteEncoder encodes text as its bytes (vocabulary 256), enough to shard a corpus.
@@ -190,4 +193,75 @@ func FuzzDecodeJobShards(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestShardedJobTrainsEachReplicaOnItsShards: a job whose data.source is a sharded corpus
+// (tokenizer shard's output, with its tokenizer.json) trains two DiLoCo replicas on a
+// three-node mesh: the plan records each replica's training shards, the job finishes with
+// its validation loss falling, each node of the plan holds its replica's shards, and GET
+// tokenizer answers the corpus's tokenizer.json from the manifest, without the shards.
+func TestShardedJobTrainsEachReplicaOnItsShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains a small model on three in-process nodes")
+	}
+	nodes := startEngineMesh(t, 3)
+	dir := t.TempDir()
+	docs, _, tokPath, tok := textCorpus(t, dir)
+	eot, _ := tok.EndOfText()
+	corpus := filepath.Join(dir, "shards")
+	cm, err := model.WriteShards(corpus, docs, model.TextOptions{Encoder: tok, EndOfText: int(eot)}, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := os.ReadFile(tokPath)
+	os.WriteFile(filepath.Join(corpus, "tokenizer.json"), tb, 0o644)
+	spec := jobspec.DefaultSpec()
+	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: tok.VocabSize()}
+	spec.Data = jobspec.Data{Source: corpus}
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, jobspec.Fixed(1), 6, 2
+	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync, spec.Parallel.InnerSteps = jobspec.Fixed(2), jobspec.Fixed(1), jobspec.SyncDiLoCo, 4
+	id := submitThroughAPI(t, nodes[1], spec)
+	var job consensus.Job
+	testutil.WaitFor(t, 90*time.Second, "the job to finish", func() bool {
+		var err error
+		job, _, err = nodes[0].Consensus().Job(context.Background(), id, false)
+		return err == nil && job.Status.Terminal()
+	})
+	if job.Status != consensus.JobDone {
+		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
+	}
+	if job.Spec.Data.TrainShards != len(cm.Train) {
+		t.Fatalf("data.train_shards %d, want %d", job.Spec.Data.TrainShards, len(cm.Train))
+	}
+	var jp scheduler.JobPlan
+	json.Unmarshal(job.CurrentPlan().Plan, &jp)
+	if len(jp.Replicas) != 2 || len(jp.DataShards) != 2 {
+		t.Fatalf("plan %+v, data shards %v: want two replicas, each with its shards", jp.Replicas, jp.DataShards)
+	}
+	byID := map[string]*Node{}
+	for _, n := range nodes {
+		byID[n.ID().String()] = n
+	}
+	for r, stages := range jp.Replicas {
+		n := byID[stages[0].Node]
+		for _, i := range jp.DataShards[r] {
+			if !n.Blobs().Has(blobOfShard(t, n, job.Spec.Data.Blob, i)) {
+				t.Errorf("replica %d's node lacks its training shard %d", r, i)
+			}
+		}
+	}
+	var vals []float64
+	for _, s := range job.Progress {
+		if s.ValLoss != nil {
+			vals = append(vals, *s.ValLoss)
+		}
+	}
+	if len(vals) < 2 || !(vals[len(vals)-1] < vals[0]) {
+		t.Fatalf("validation losses %v: none, or not falling", vals)
+	}
+	t.Logf("data shards %v of %d; validation loss %.3f → %.3f", jp.DataShards, len(cm.Train), vals[0], vals[len(vals)-1])
+	got, err := testClient(t, nodes[0]).Tokenizer(context.Background(), id)
+	if err != nil || string(got) != string(tb) {
+		t.Fatalf("GET tokenizer: %d bytes, %v; want the corpus's %d", len(got), err, len(tb))
+	}
 }
