@@ -265,3 +265,52 @@ func TestShardedJobTrainsEachReplicaOnItsShards(t *testing.T) {
 		t.Fatalf("GET tokenizer: %d bytes, %v; want the corpus's %d", len(got), err, len(tb))
 	}
 }
+
+// BenchmarkShardedFetch measures what one node of replica R−1 of R fetches of a sharded
+// job dataset (about 13 MB: 64 documents of 200 KB, 256 Ki-token shards), against the
+// whole dataset, for R = 1, 2, 4, 8: a fresh pair of nodes per R.
+//
+//	go test ./node -run XXX -bench ShardedFetch -benchtime 1x
+func BenchmarkShardedFetch(b *testing.B) {
+	dir := b.TempDir()
+	src := filepath.Join(dir, "docs")
+	os.Mkdir(src, 0o755)
+	for k := range 64 {
+		text := strings.Repeat(fmt.Sprintf("document %d, line of a longer corpus for the shards. ", k), 3800)
+		os.WriteFile(filepath.Join(src, fmt.Sprintf("%03d.txt", k)), []byte(text), 0o644)
+	}
+	corpus := filepath.Join(dir, "shards")
+	cm, err := model.WriteShards(corpus, src, model.TextOptions{Encoder: byteEncoder{}, EndOfText: -1}, 256<<10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, R := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("R=%d", R), func(b *testing.B) {
+			for range b.N {
+				cfg := testConfig(b)
+				cfg.Consensus.Disabled = true
+				a := startNode(b, cfg)
+				cfg = testConfig(b, a.Status().Addrs...)
+				cfg.Consensus.Disabled = true
+				n := startNode(b, cfg)
+				ctx := context.Background()
+				data, _, err := a.PublishJobData(ctx, jobspec.Data{Source: corpus}, 256, dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				var total int64
+				for _, id := range append([]string{data.Blob}, a.data.parts(data.Blob)...) {
+					m, _ := a.Blobs().Store().Manifest(id)
+					total += m.Size
+				}
+				if _, err := n.LoadDatasetShards(ctx, data.Blob, model.ReplicaShards(len(cm.Train), R-1, R), []peer.ID{a.ID()}); err != nil {
+					b.Fatal(err)
+				}
+				fetched := n.Blobs().Stats().BytesFetched
+				b.ReportMetric(float64(fetched), "fetched-bytes")
+				b.ReportMetric(float64(total), "dataset-bytes")
+				b.ReportMetric(float64(fetched)/float64(total), "fraction")
+			}
+		})
+	}
+}
