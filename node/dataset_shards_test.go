@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,6 +251,14 @@ func TestShardedJobTrainsEachReplicaOnItsShards(t *testing.T) {
 			}
 		}
 	}
+	// --dataset-replicas 1: one member besides the submitter holds the manifest and every
+	// shard (a worker alone holds its replica's half), pulled before the submit answered.
+	all := append([]string{job.Spec.Data.Blob}, nodes[1].data.parts(job.Spec.Data.Blob)...)
+	if !slices.ContainsFunc(nodes, func(n *Node) bool {
+		return n != nodes[1] && !slices.ContainsFunc(all, func(id string) bool { return !n.Blobs().Has(id) })
+	}) {
+		t.Errorf("no member besides the submitter holds the whole sharded dataset (%d blobs)", len(all))
+	}
 	var vals []float64
 	for _, s := range job.Progress {
 		if s.ValLoss != nil {
@@ -312,5 +321,41 @@ func BenchmarkShardedFetch(b *testing.B) {
 				b.ReportMetric(float64(fetched)/float64(total), "fraction")
 			}
 		})
+	}
+}
+
+// TestShardOfLiveDatasetIsAccepted: a member asked to hold a blob as part of a sharded
+// dataset accepts it only when a live job's manifest, which it already holds, lists it:
+// not a blob the manifest does not list, not for a finished job, not before it holds the
+// manifest.
+func TestShardOfLiveDatasetIsAccepted(t *testing.T) {
+	a, b := dataNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	corpus, _ := shardedCorpus(t, dir, 40, 4096)
+	data, _, err := a.PublishJobData(ctx, jobspec.Data{Source: corpus}, 256, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := a.data.parts(data.Blob)[1]
+	job := consensus.Job{ID: "j", Status: consensus.JobRunning, Spec: jobspec.DefaultSpec()}
+	job.Spec.Data = data
+	jobs := []consensus.Job{job}
+	if b.data.partOfLiveDataset(jobs, shard) {
+		t.Fatal("accepted a shard before holding its manifest")
+	}
+	if err := b.Blobs().Fetch(ctx, data.Blob, []peer.ID{a.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	if !b.data.partOfLiveDataset(jobs, shard) {
+		t.Fatal("refused a shard the live job's manifest lists")
+	}
+	if b.data.partOfLiveDataset(jobs, strings.Repeat("cd", 32)) || b.data.partOfLiveDataset(jobs, data.Blob) {
+		t.Fatal("accepted a blob the manifest does not list as a part")
+	}
+	jobs[0].Status = consensus.JobDone
+	if b.data.partOfLiveDataset(jobs, shard) {
+		t.Fatal("accepted a shard of a finished job")
 	}
 }
