@@ -35,7 +35,7 @@ func localDataJob(local string) []byte {
 	spec.Name = "federated"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Local: local}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = 60, 8, jobspec.Fixed(1)
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = 40, 8, jobspec.Fixed(1)
 	spec.Train.EvalEvery, spec.Train.Warmup, spec.Train.LR = 20, 5, 0.005
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync = jobspec.Fixed(3), jobspec.Auto(), jobspec.SyncDiLoCo
 	spec.Parallel.InnerSteps = 5
