@@ -220,6 +220,9 @@ func printLayerMap(w io.Writer, raw json.RawMessage) {
 		if r < len(jp.Batches) {
 			batch = fmt.Sprintf(", batch %d", jp.Batches[r])
 		}
+		if r < len(jp.DataShards) {
+			batch += fmt.Sprintf(", training shards %v", jp.DataShards[r])
+		}
 		fmt.Fprintf(w, "  replica %d%s\n", r, batch)
 		for _, s := range stages {
 			fmt.Fprintf(w, "    layers %3d–%-3d %s\n", s.First, s.Last-1, s.Node)
