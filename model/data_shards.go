@@ -104,6 +104,21 @@ func WriteShards(dir, source string, opt TextOptions, shardTokens int) (*ShardMa
 	if err != nil {
 		return nil, err
 	}
+	return WriteShardsFrom(dir, source, docs, opt, shardTokens)
+}
+
+// WriteShardsFrom is WriteShards over the documents docs yields (one call of yield per
+// document, in order), for a caller that reads them itself; source only names them.
+func WriteShardsFrom(dir, source string, docs func(yield func([]byte) error) error, opt TextOptions, shardTokens int) (*ShardManifest, error) {
+	if opt.Encoder == nil {
+		return nil, fmt.Errorf("%w: sharding needs a tokenizer", ErrBadData)
+	}
+	if v := opt.Encoder.VocabSize(); v > 1<<16 {
+		return nil, fmt.Errorf("%w: a vocabulary of %d does not fit the shards' uint16 ids", ErrBadData, v)
+	}
+	if shardTokens <= 0 {
+		shardTokens = DefaultShardTokens
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -111,7 +126,7 @@ func WriteShards(dir, source string, opt TextOptions, shardTokens int) (*ShardMa
 	val := &shardWriter{dir: dir, max: shardTokens}
 	var ids []uint32
 	k := 0
-	err = docs(func(b []byte) error {
+	err := docs(func(b []byte) error {
 		ids = opt.Encoder.AppendEncode(ids[:0], b)
 		if opt.EndOfText >= 0 {
 			ids = append(ids, uint32(opt.EndOfText))

@@ -70,12 +70,18 @@ func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int, da
 }
 
 // PublishJobData publishes the corpus of a submitted job and returns its data section as
-// the job records it: a sharded corpus directory (model.ShardManifestFile) as one blob per
+// the job records it: a sharded corpus directory (model.ShardManifestFile), or a text
+// source with data.tokenizer and data.shard_tokens (sharded here first), as one blob per
 // shard plus a manifest blob (data.blob) and its training shard count
 // (data.train_shards); anything else as PublishDataset does. The vocabulary returned is
 // PublishDataset's.
 func (n *Node) PublishJobData(ctx context.Context, d jobspec.Data, vocab int, dataRoot string) (jobspec.Data, int, error) {
 	files := newLocalFiles(dataRoot, n.cfg.DataRoots, n.cfg.MaxDataBytes)
+	if d.ShardTokens > 0 && d.Tokenizer != "" {
+		var err error
+		d.Blob, d.TrainShards, vocab, err = n.data.shardAtSubmit(ctx, d, vocab, files)
+		return d, vocab, err
+	}
 	if d.Source != "" && d.Source != jobspec.BuiltinGoStd && d.Local == "" {
 		if real, st, err := files.resolve("data.source", d.Source); err == nil && st.IsDir() && model.IsShardedCorpus(real) {
 			d.Blob, d.TrainShards, err = n.data.publishShards(ctx, d, vocab, files, real)

@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -326,4 +328,49 @@ func (s *datasets) readJobShards(id string) (*jobShards, error) {
 		return nil, err
 	}
 	return decodeJobShards(b)
+}
+
+// shardAtSubmit encodes the text data.source with data.tokenizer into a sharded corpus of
+// d.ShardTokens tokens per shard (model.WriteShardsFrom: one document and one shard in
+// memory at a time) in a temporary directory of the data dir, and publishes it shard by
+// shard. Every file goes through files' root and per-file size checks; the corpus's total
+// is not limited. It returns the manifest blob, the training shard count and the
+// vocabulary (the tokenizer's; a vocab other than 0 must equal it).
+func (s *datasets) shardAtSubmit(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, int, int, error) {
+	tokJSON, err := files.read(ctx, "data.tokenizer", d.Tokenizer)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	tok, err := tokenizer.Parse(tokJSON, d.Tokenizer)
+	if err != nil {
+		return "", 0, 0, badData("data.tokenizer: %v", err)
+	}
+	switch n := tok.VocabSize(); {
+	case n > jobspec.MaxVocab:
+		return "", 0, 0, badData("data.tokenizer: %s has a vocabulary of %d, more than model.vocab's limit of %d", d.Tokenizer, n, jobspec.MaxVocab)
+	case vocab != 0 && vocab != n:
+		return "", 0, 0, badData("model.vocab: %d does not match data.tokenizer %s, whose vocabulary is %d (leave model.vocab out to use it)", vocab, d.Tokenizer, n)
+	}
+	tmp, err := os.MkdirTemp(s.n.cfg.DataDir, "shard-at-submit-")
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer os.RemoveAll(tmp) // the blobs hold copies
+	opt := model.TextOptions{Encoder: tok, EndOfText: -1, TextField: d.TextField}
+	if id, ok := tok.EndOfText(); ok {
+		opt.EndOfText = int(id)
+	}
+	docs := func(yield func([]byte) error) error { return readDocuments(ctx, d, files, false, yield) }
+	if _, err := model.WriteShardsFrom(tmp, d.Source, docs, opt, d.ShardTokens); err != nil {
+		if errors.Is(err, model.ErrBadData) {
+			return "", 0, 0, badData("data.source: %s", strings.TrimPrefix(err.Error(), model.ErrBadData.Error()+": "))
+		}
+		return "", 0, 0, err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "tokenizer.json"), tokJSON, 0o600); err != nil {
+		return "", 0, 0, err
+	}
+	sharded := jobspec.Data{Source: d.Source}
+	id, n, err := s.publishShards(ctx, sharded, tok.VocabSize(), newLocalFiles("", []string{tmp}, MaxShardBytes), tmp)
+	return id, n, tok.VocabSize(), err
 }

@@ -359,3 +359,50 @@ func TestShardOfLiveDatasetIsAccepted(t *testing.T) {
 		t.Fatal("accepted a shard of a finished job")
 	}
 }
+
+// TestTextShardedAtSubmit: a text source with data.tokenizer and data.shard_tokens is
+// encoded into shards by the submitting node (the same shards `tokenizer shard` writes)
+// and shipped shard by shard, with the tokenizer; a replica's node reads exactly its
+// shards' ids. The temporary shard directory is gone afterwards.
+func TestTextShardedAtSubmit(t *testing.T) {
+	a, b := dataNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	docs, _, tokPath, tok := textCorpus(t, dir)
+	data, vocab, err := a.PublishJobData(ctx, jobspec.Data{Source: docs, Tokenizer: tokPath, ShardTokens: 1024}, 0, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eot, _ := tok.EndOfText()
+	local := filepath.Join(t.TempDir(), "shards")
+	cm, err := model.WriteShards(local, docs, model.TextOptions{Encoder: tok, EndOfText: int(eot)}, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vocab != tok.VocabSize() || data.TrainShards != len(cm.Train) || data.TrainShards < 4 {
+		t.Fatalf("published %+v vocab %d; want %d training shards, vocabulary %d", data, vocab, len(cm.Train), tok.VocabSize())
+	}
+	shards := model.ReplicaShards(len(cm.Train), 0, 2)
+	ds, err := b.LoadDatasetShards(ctx, data.Blob, shards, []peer.ID{a.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int32
+	for _, i := range shards {
+		want = append(want, shardIDs(t, local, cm.Train[i])...)
+	}
+	if got := tokensOf(ds.Train); !equalIDs(got, want) {
+		t.Fatalf("replica 0 reads %d ids, want its %d shards' %d", len(got), len(shards), len(want))
+	}
+	tb, _ := os.ReadFile(tokPath)
+	if string(ds.Tokenizer) != string(tb) {
+		t.Error("the tokenizer did not travel with the shards")
+	}
+	if left, _ := filepath.Glob(filepath.Join(a.cfg.DataDir, "shard-at-submit-*")); len(left) != 0 {
+		t.Errorf("temporary shard directories left: %v", left)
+	}
+	if _, _, err := a.PublishJobData(ctx, jobspec.Data{Source: docs, Tokenizer: tokPath, ShardTokens: 1024}, 300, dir); !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), "model.vocab: 300 does not match") {
+		t.Fatalf("a model.vocab other than the tokenizer's: %v", err)
+	}
+}

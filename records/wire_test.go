@@ -23,7 +23,7 @@ func f64(v float64) *float64 { return &v }
 
 func sampleJob() Job {
 	spec := jobspec.DefaultSpec()
-	spec.Name, spec.Data.Blob, spec.Data.TrainShards = "gostd-small", "b1a2", 3
+	spec.Name, spec.Data.Blob, spec.Data.TrainShards, spec.Data.ShardTokens = "gostd-small", "b1a2", 3, 4096
 	spec.Data.Tokenizer, spec.Data.TextField = "/data/tokenizer.json", "body"
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
 	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set

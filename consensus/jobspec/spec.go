@@ -79,6 +79,12 @@ type Data struct {
 	Tokenizer string `json:"tokenizer,omitempty" yaml:"tokenizer"`
 	// TextField is the field of each .jsonl line that holds its text. Empty: "text".
 	TextField string `json:"text_field,omitempty" yaml:"text_field"`
+	// ShardTokens, with Tokenizer, makes the submitting node encode Source into a sharded
+	// corpus of this many tokens per shard (as `meshnode tokenizer shard` does: document k
+	// to validation when k mod 20 = 19) and ship it shard by shard, so that each replica
+	// fetches only its shards and no total size limit applies. 0: one dataset blob, the
+	// last 5% of the tokens for validation.
+	ShardTokens int `json:"shard_tokens,omitempty" yaml:"shard_tokens"`
 	// Local names a local dataset (federated data): every replica trains and evaluates on
 	// the dataset its own node's operator exposed under this name (`meshnode join
 	// --local-data NAME=PATH`), and none of it crosses the wire; the planner places

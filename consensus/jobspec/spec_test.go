@@ -137,6 +137,8 @@ func TestBadSpecs(t *testing.T) {
 		{"pair not bin", `data: {train: a.txt, val: b.bin}`, []string{`data.train: must be a .bin file`}},
 		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
 		{"tokenizer on gostd", "data: {tokenizer: /t/tokenizer.json}", []string{"data.tokenizer: encodes text"}},
+		{"shard tokens without tokenizer", "data: {source: /c.txt, shard_tokens: 4096}", []string{"data.shard_tokens: shards the text data.tokenizer encodes"}},
+		{"shard tokens too few", "data: {source: /c.txt, tokenizer: /t.json, shard_tokens: 10}", []string{"data.shard_tokens: must be 0 (one dataset blob) or 1024…"}},
 		{"local is a path", "data: {local: /etc/passwd}", []string{"data.local: must name a local dataset"}},
 		{"local with source", "data: {local: web, source: /x.txt}", []string{"data.source: must be empty with data.local"}},
 		{"local with a pair", "data: {local: web, train: a.bin, val: b.bin}", []string{"data.train: must be empty with data.local", "data.val: must be empty with data.local"}},

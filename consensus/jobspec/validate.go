@@ -72,6 +72,12 @@ func (d Data) validate(v *validator) {
 	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
 	}
+	switch {
+	case d.ShardTokens != 0 && (d.ShardTokens < MinShardTokens || d.ShardTokens > MaxShardTokens):
+		v.addf("data.shard_tokens", "must be 0 (one dataset blob) or %d…%d tokens per shard, got %d", MinShardTokens, MaxShardTokens, d.ShardTokens)
+	case d.ShardTokens != 0 && d.Tokenizer == "":
+		v.addf("data.shard_tokens", "shards the text data.tokenizer encodes: set data.tokenizer (a sharded corpus directory as data.source is already sharded)")
+	}
 	if d.TrainShards < 0 || d.TrainShards > MaxTrainShards || d.TrainShards > 0 && d.Blob == "" {
 		v.addf("data.train_shards", "must be 0…%d, and set only with data.blob, got %d", MaxTrainShards, d.TrainShards)
 	}
