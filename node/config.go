@@ -98,6 +98,12 @@ type Config struct {
 	DataAdvertise string
 	// Region labels where the node is; it travels in the profile.
 	Region string
+	// LocalData maps the names of the local datasets this node's operator exposes
+	// (--local-data NAME=PATH) to their paths: a job with data.local NAME trains here on
+	// PATH, which never leaves the node; the names travel in the profile, the paths do not.
+	// A path is a sharded corpus directory, a directory holding train.bin and val.bin, or
+	// a text file. Empty exposes none: no spec can make the node read a local file.
+	LocalData map[string]string
 
 	// Version is the meshnode release reported in the profile and the API.
 	Version string
@@ -154,6 +160,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if err := validateAPIAddr(c.API); err != nil {
+		return err
+	}
+	if err := validateLocalData(c.LocalData); err != nil {
 		return err
 	}
 	if err := c.validateAPIAccess(); err != nil {

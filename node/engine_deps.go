@@ -147,8 +147,14 @@ func (w nodeNetwork) DataAddr(node string) (string, bool) {
 	return "", false
 }
 
-func (d nodeDatasets) LoadDataset(ctx context.Context, blob string) (*model.Dataset, error) {
-	return d.n.LoadDataset(ctx, blob, nil)
+func (d nodeDatasets) DatasetParts(blob string) []string { return d.n.data.parts(blob) }
+
+func (d nodeDatasets) LoadDataset(ctx context.Context, blob string, train []int) (*model.Dataset, error) {
+	return d.n.LoadDatasetShards(ctx, blob, train, nil)
+}
+
+func (d nodeDatasets) LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error) {
+	return d.n.data.local.load(ctx, name, vocab)
 }
 
 // acceptReplica is the blob service's policy for peers asking this node to hold a blob:
@@ -166,7 +172,7 @@ func (n *Node) acceptReplica(from peer.ID, hash string) error {
 	if err != nil {
 		return fmt.Errorf("read jobs: %w", err)
 	}
-	if datasetOfLiveJob(jobs, hash) {
+	if datasetOfLiveJob(jobs, hash) || n.data.partOfLiveDataset(jobs, hash) {
 		return nil
 	}
 	self := n.ID().String()

@@ -71,7 +71,7 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 		return nil
 	}
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
-		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps}
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

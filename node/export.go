@@ -94,11 +94,17 @@ func (n *Node) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if j.Spec.Data.Tokenizer == "" || j.Spec.Data.Blob == "" {
+	if (j.Spec.Data.Tokenizer == "" && j.Spec.Data.TrainShards == 0) || j.Spec.Data.Blob == "" {
 		replyError(w, http.StatusNotFound, fmt.Errorf("job %s was not trained with a tokenizer (data.tokenizer): its text is bytes or .bin ids", j.ID))
 		return
 	}
-	ds, err := n.LoadDataset(r.Context(), j.Spec.Data.Blob, nil)
+	var ds *model.Dataset
+	var err error
+	if j.Spec.Data.TrainShards > 0 {
+		ds, err = n.data.shardTokenizer(r.Context(), j.Spec.Data.Blob) // not the shards
+	} else {
+		ds, err = n.LoadDataset(r.Context(), j.Spec.Data.Blob, nil)
+	}
 	if err != nil {
 		replyError(w, http.StatusInternalServerError, err)
 		return

@@ -77,7 +77,7 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 	// The corpus is read here, where its paths live, and published as a blob that every
 	// node of the job fetches; a missing, refused or unusable path is the user's error.
 	pctx, pcancel := context.WithTimeout(r.Context(), datasetPublishTimeout)
-	spec.Data.Blob, spec.Model.Vocab, err = h.s.n.PublishDataset(pctx, spec.Data, spec.Model.Vocab, r.Header.Get(api.DataRootHeader))
+	spec.Data, spec.Model.Vocab, err = h.s.n.PublishJobData(pctx, spec.Data, spec.Model.Vocab, r.Header.Get(api.DataRootHeader))
 	pcancel()
 	if err == nil && spec.Data.Tokenizer != "" {
 		err = spec.Validate() // the tokenizer's vocabulary is known only now

@@ -103,6 +103,9 @@ type Profile struct {
 	// directory, what offloaded training state moves at (0: not measured, the balancer's
 	// conservative default).
 	DiskReadBps, DiskWriteBps float64
+	// LocalData names the local datasets the node's operator exposed: a job with
+	// data.local is planned only on nodes that list its name.
+	LocalData []string
 }
 
 // Link is one measured link from a node to a peer.

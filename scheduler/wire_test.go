@@ -25,6 +25,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 		Batches:      []int{16},
 		MicroBatches: 4, Strategy: jobspec.StrategyAuto, PredictedStepS: 0.12, Reason: "bound by compute", ResumeStep: 100, Continues: true,
 		PredictedGFLOPS: map[string]float64{"n2": 33.5},
+		DataShards:      [][]int{{0, 2}},
 		Inputs: PlanInputs{
 			Snapshot: balancer.Snapshot{
 				Nodes: []balancer.Node{{ID: "n1", GFLOPS: 40, MemoryBytes: 20 << 20, GPU: &balancer.GPU{Name: "H100", GFLOPS: 5e5, MemoryBytes: 80 << 30},

@@ -41,6 +41,9 @@ type NodeSpec struct {
 	// Env adds variables to the node's environment, such as a fault-injection hook
 	// (node.CrashInCheckpointEnv). Names are upper-case letters, digits and '_'.
 	Env map[string]string `yaml:"env" json:"env,omitempty"`
+	// LocalData are the local datasets the node exposes, each "NAME=PATH" as its
+	// --local-data flag takes it (the node checks them when it starts). Empty: none.
+	LocalData []string `yaml:"local_data" json:"local_data,omitempty"`
 }
 
 // LinkSpec sets the emulated link between two regions, as written in YAML.
@@ -166,6 +169,11 @@ func (t *Topology) Validate() error {
 		for k := range n.Env {
 			if !envNameRE.MatchString(k) {
 				bad("%s.env: %q is not a variable name (A-Z, 0-9, _)", f, k)
+			}
+		}
+		for _, d := range n.LocalData {
+			if name, path, ok := strings.Cut(d, "="); !ok || name == "" || path == "" || strings.Contains(d, ",") {
+				bad("%s.local_data: %q is not NAME=PATH (without commas)", f, d)
 			}
 		}
 	}

@@ -26,6 +26,7 @@ type joinOptions struct {
 	probeMax     string
 	relayBytes   string
 	maxData      string
+	localData    []string
 	threads      int
 	logLevel     string
 }
@@ -59,6 +60,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringVar(&c.API, "api", c.API, "loopback host:port of the local HTTP API (port 0: any free port; empty: no API)")
 	f.StringSliceVar(&c.APIHosts, "api-host", nil, "extra host:port names the API answers to (default: 127.0.0.1, localhost and [::1] with its port)")
 	f.StringSliceVar(&c.DataRoots, "data-root", nil, "directories whose files jobs submitted here may use as local data, besides the submitter's working directory")
+	f.StringSliceVar(&o.localData, "local-data", nil, "expose a local dataset to jobs as NAME=PATH (repeatable): a job with data.local NAME trains here on PATH (a sharded corpus, a directory with train.bin and val.bin, or a text file), which never leaves this node; only the name is announced")
 	f.StringVar(&o.maxData, "max-data-bytes", "1GiB", "largest local data file a submitted job may name")
 	f.IntVar(&c.DatasetReplicas, "dataset-replicas", node.DefaultDatasetReplicas, "members besides this node that hold a job's dataset before a submit here answers, so the job outlives this node (0: none)")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
@@ -186,6 +188,9 @@ func (o *joinOptions) finish() error {
 		return usagef("--max-data-bytes %q: want a size such as 1GiB", o.maxData)
 	}
 	c.MaxDataBytes = int64(min(maxData, 1<<50))
+	if c.LocalData, err = node.ParseLocalData(o.localData); err != nil {
+		return usageError{err: err}
+	}
 	switch {
 	case c.DatasetReplicas < 0:
 		return usagef("--dataset-replicas: must be ≥ 0 (got %d)", c.DatasetReplicas)

@@ -46,8 +46,8 @@ func Parse(b []byte) (Spec, error) {
 	case root.Kind != yaml.MappingNode:
 		return s, fmt.Errorf("job spec must be a YAML mapping of sections (name, model, data, ...), got a %s", kindName(root.Kind))
 	default:
-		if pairWithoutSource(root) {
-			s.Data.Source = "" // a train/val pair replaces the default corpus
+		if pairWithoutSource(root) || sectionHasKey(root, "data", "local") && !sectionHasKey(root, "data", "source") {
+			s.Data.Source = "" // a train/val pair or a local dataset replaces the default corpus
 		}
 		if preset := modelPreset(root); preset != "" {
 			// The preset's shape replaces the default model; the fields written beside

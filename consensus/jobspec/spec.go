@@ -62,8 +62,9 @@ type Model struct {
 	NormEps float64 `json:"norm_eps,omitempty" yaml:"norm_eps"`
 }
 
-// Data names the corpus: either Source (a builtin corpus or a path on the submitting node)
-// or a Train/Val pair of nanoGPT-style uint16 .bin token files.
+// Data names the corpus: either Source (a builtin corpus or a path on the submitting node),
+// a Train/Val pair of nanoGPT-style uint16 .bin token files, or Local (a dataset each
+// training node holds itself).
 type Data struct {
 	// Source is "builtin:gostd" (the default: the Go standard library's source) or a path
 	// to a text file or directory on the submitting node. Empty when Train is set.
@@ -78,10 +79,28 @@ type Data struct {
 	Tokenizer string `json:"tokenizer,omitempty" yaml:"tokenizer"`
 	// TextField is the field of each .jsonl line that holds its text. Empty: "text".
 	TextField string `json:"text_field,omitempty" yaml:"text_field"`
+	// ShardTokens, with Tokenizer, makes the submitting node encode Source into a sharded
+	// corpus of this many tokens per shard (as `meshnode tokenizer shard` does: document k
+	// to validation when k mod 20 = 19) and ship it shard by shard, so that each replica
+	// fetches only its shards and no total size limit applies. 0: one dataset blob, the
+	// last 5% of the tokens for validation.
+	ShardTokens int `json:"shard_tokens,omitempty" yaml:"shard_tokens"`
+	// Local names a local dataset (federated data): every replica trains and evaluates on
+	// the dataset its own node's operator exposed under this name (`meshnode join
+	// --local-data NAME=PATH`), and none of it crosses the wire; the planner places
+	// replicas only on nodes that announce it, one node per replica. A spec names it,
+	// never a path, so a submitter can make a node read only what its operator exposed.
+	// Excludes Source, Train, Val and Tokenizer.
+	Local string `json:"local,omitempty" yaml:"local"`
 	// Blob is the ID of the dataset blob the submitting node packed from the fields above
 	// (node.PublishDataset), which every node of the job fetches and trains on. The node
 	// sets it at submission; a spec's YAML cannot (it is an unknown field there).
 	Blob string `json:"blob,omitempty" yaml:"-"`
+	// TrainShards is, when Blob is a sharded dataset (a manifest of shard blobs), how many
+	// training shards it lists: the planner assigns them to replicas
+	// (model.ReplicaShards) and records the assignment in the plan, and each node fetches
+	// only its replica's. The node sets it with Blob; 0: Blob is one packed dataset.
+	TrainShards int `json:"train_shards,omitempty" yaml:"-"`
 }
 
 // Train holds the training loop's settings. The defaults are `meshnode train`'s recipe

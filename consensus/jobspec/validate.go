@@ -34,6 +34,9 @@ func (s Spec) Validate() error {
 	s.validateZero(&v)
 	s.validateMemory(&v)
 	s.validateLoRA(&v)
+	if st := s.Parallel.Stages; s.Data.Local != "" && !st.IsAuto && st.N != 1 {
+		v.addf("parallel.stages", "must be 1 or \"auto\" with data.local (a replica trains on one node's own data), got %d", st.N)
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -71,6 +74,19 @@ func (d Data) validate(v *validator) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
 	}
 	switch {
+	case d.ShardTokens != 0 && (d.ShardTokens < MinShardTokens || d.ShardTokens > MaxShardTokens):
+		v.addf("data.shard_tokens", "must be 0 (one dataset blob) or %d…%d tokens per shard, got %d", MinShardTokens, MaxShardTokens, d.ShardTokens)
+	case d.ShardTokens != 0 && d.Tokenizer == "":
+		v.addf("data.shard_tokens", "shards the text data.tokenizer encodes: set data.tokenizer (a sharded corpus directory as data.source is already sharded)")
+	}
+	if d.TrainShards < 0 || d.TrainShards > MaxTrainShards || d.TrainShards > 0 && d.Blob == "" {
+		v.addf("data.train_shards", "must be 0…%d, and set only with data.blob, got %d", MaxTrainShards, d.TrainShards)
+	}
+	if d.Local != "" {
+		d.validateLocal(v)
+		return
+	}
+	switch {
 	case d.Source != "" && (d.Train != "" || d.Val != ""):
 		v.addf("data", "set either data.source or data.train and data.val, not both")
 	case d.Source == "" && d.Train == "" && d.Val == "":
@@ -87,6 +103,29 @@ func (d Data) validate(v *validator) {
 	case len(d.TextField) > MaxDataPathBytes:
 		v.addf("data.text_field", "must be at most %d bytes, got %d", MaxDataPathBytes, len(d.TextField))
 	}
+}
+
+// LocalDataNamePattern is what a local dataset's name (data.local, --local-data NAME=PATH)
+// looks like: a label, never a path.
+var LocalDataNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+func (d Data) validateLocal(v *validator) {
+	if !LocalDataNamePattern.MatchString(d.Local) {
+		v.addf("data.local", "must name a local dataset a node's operator exposed (--local-data NAME=PATH; a name of 1-64 lowercase letters, digits, '.', '_' or '-'), got %q", truncate(d.Local, 80))
+	}
+	for _, f := range []struct{ name, val string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}, {"data.tokenizer", d.Tokenizer}, {"data.text_field", d.TextField}, {"data.blob", d.Blob}} {
+		if f.val != "" {
+			v.addf(f.name, "must be empty with data.local (each node trains on its own local dataset), got %q", truncate(f.val, 80))
+		}
+	}
+}
+
+// truncate shortens s for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func binFile(v *validator, field, path string) {
