@@ -169,6 +169,8 @@ func TestSubmitInvalidSpecExits2(t *testing.T) {
 		"model: {layerz: 3}\n":                               "model.layerz: unknown field",
 		"data: {train: missing.bin, val: missing-val.bin}\n": "data.train: ",
 		"data: {source: ., tokenizer: missing.json}\n":       "data.tokenizer: ",
+		"model: {init: missing-dir}\n":                       "model.init: ",
+		"model: {init: .}\n":                                 "model.init: ",
 	} {
 		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
 		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {

@@ -17,6 +17,7 @@ import (
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 )
 
 type submitOptions struct {
@@ -162,8 +163,15 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 	resolve("data.train", &spec.Data.Train)
 	resolve("data.val", &spec.Data.Val)
 	resolve("data.tokenizer", &spec.Data.Tokenizer)
+	resolve("model.init", &spec.Model.Init)
 	if len(errs) > 0 {
 		return spec, usagef("%s: %w", path, errors.Join(errs...))
+	}
+	if spec.Model.Init != "" {
+		// The node reads the directory whole; its config.json is checked here first.
+		if _, err := model.ReadHFConfig(spec.Model.Init); err != nil {
+			return spec, usagef("%s: model.init: %v", path, err)
+		}
 	}
 	return spec, nil
 }

@@ -58,6 +58,12 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
 	m.validateFamily(v)
+	if len(m.Init) > MaxDataPathBytes {
+		v.addf("model.init", "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(m.Init))
+	}
+	if m.InitBlob != "" && !blobIDPattern.MatchString(m.InitBlob) {
+		v.addf("model.init_blob", "must be a blob ID (64 lowercase hex digits), got %q", m.InitBlob)
+	}
 }
 
 func (d Data) validate(v *validator) {

@@ -74,12 +74,15 @@ func (r *Runner) pruneCheckpointBlobs(jobs []consensus.Job) {
 }
 
 // referencedBlobs are the blobs some job still needs: the files of retained checkpoints
-// and every job's dataset.
+// and every job's dataset and initial weights (model.init).
 func referencedBlobs(jobs []consensus.Job) map[string]bool {
 	keep, _ := scheduler.RetainedCheckpoints(JobViews(jobs))
 	for _, j := range jobs {
 		if j.Spec.Data.Blob != "" {
 			keep[j.Spec.Data.Blob] = true
+		}
+		if j.Spec.Model.InitBlob != "" {
+			keep[j.Spec.Model.InitBlob] = true
 		}
 	}
 	return keep
