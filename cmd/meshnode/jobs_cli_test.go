@@ -170,7 +170,7 @@ func TestSubmitInvalidSpecExits2(t *testing.T) {
 		"data: {train: missing.bin, val: missing-val.bin}\n": "data.train: ",
 		"data: {source: ., tokenizer: missing.json}\n":       "data.tokenizer: ",
 		"model: {init: missing-dir}\n":                       "model.init: ",
-		"model: {init: .}\n":                                 "model.init: ",
+		"model: {init: .}\n":                                 "config.json: no such file or directory",
 	} {
 		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
 		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {
