@@ -102,7 +102,7 @@ class Model(torch.nn.Module):
                 p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"] = torch.randn(I, d) * rs, torch.zeros(d)
             p["transformer.ln_f.weight"], p["transformer.ln_f.bias"] = torch.ones(d), torch.zeros(d)
             self.embed = "transformer.wte.weight"
-            self.tied = True
+            self.tied = getattr(a, "gpt2_tied", True)  # hf_ref.py reads untied exports
         else:
             p["model.embed_tokens.weight"] = torch.randn(V, d) * 0.02
             for i in range(L):

@@ -118,6 +118,7 @@ def model_of(directory):
         a.family, a.layers, a.heads, a.kv_heads = "gpt2", c["n_layer"], c["n_head"], 0
         a.d_model, a.context, a.norm_eps = c["n_embd"], c["n_positions"], c["layer_norm_epsilon"]
         a.intermediate, a.rope_theta, a.tied = c.get("n_inner") or 0, 10000.0, True
+        a.gpt2_tied = c.get("tie_word_embeddings", True)  # false: meshnode's gpt family
     else:
         a.family, a.layers, a.heads = "llama", c["num_hidden_layers"], c["num_attention_heads"]
         a.kv_heads, a.d_model, a.context = c["num_key_value_heads"], c["hidden_size"], c["max_position_embeddings"]
