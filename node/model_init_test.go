@@ -21,7 +21,8 @@ import (
 // model from config.json and starts from its weights: the spec the control plane holds is
 // the directory's model with an init blob, and the job's step-0 validation loss is the one
 // those weights give on the corpus here (not the seed's initialisation's). A model.init
-// that is not there, or not a model, is refused at submit with the reason.
+// that is not there, not a model, or with a file that leads outside the data roots is
+// refused at submit with the reason.
 func TestJobStartsFromModelInit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a small model on an in-process node")
@@ -68,7 +69,16 @@ func TestJobStartsFromModelInit(t *testing.T) {
 	}
 	t.Logf("step-0 validation loss %.6f, model.init's weights %.6f", *step0, want)
 
+	escape := filepath.Join(t.TempDir(), "escape")
+	if err := os.CopyFS(escape, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(escape, "config.json"))
+	if err := os.Symlink("/etc/passwd", filepath.Join(escape, "config.json")); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ init, want string }{
+		{escape, "config.json leads outside the allowed data roots"},
 		{filepath.Join(t.TempDir(), "nope"), "does not exist on the submitting node"},
 		{corpus, "is not a directory"},
 		{t.TempDir(), "config.json: no such file or directory"},
