@@ -31,6 +31,8 @@ type hfConfigJSON struct {
 	NInner             *int     `json:"n_inner"`
 	LayerNormEpsilon   *float64 `json:"layer_norm_epsilon"`
 	ActivationFunction *string  `json:"activation_function"`
+	ScaleAttnWeights   *bool    `json:"scale_attn_weights"`
+	ScaleAttnByLayer   *bool    `json:"scale_attn_by_inverse_layer_idx"`
 
 	// Llama.
 	HiddenSize            *int            `json:"hidden_size"`
@@ -46,6 +48,7 @@ type hfConfigJSON struct {
 	AttentionBias         *bool           `json:"attention_bias"`
 	MLPBias               *bool           `json:"mlp_bias"`
 	RopeScaling           json.RawMessage `json:"rope_scaling"`
+	RopeInterleaved       *bool           `json:"rope_interleaved"`
 }
 
 // hfFieldError is a config.json field that is absent or cannot be meshnode's.
@@ -114,6 +117,12 @@ func (c *hfConfigJSON) gpt2() (Config, error) {
 			return Config{}, err
 		}
 	}
+	switch {
+	case c.ScaleAttnWeights != nil && !*c.ScaleAttnWeights:
+		return Config{}, hfFieldError{"scale_attn_weights", "false: meshnode's attention divides by √(head width)"}
+	case c.ScaleAttnByLayer != nil && *c.ScaleAttnByLayer:
+		return Config{}, hfFieldError{"scale_attn_by_inverse_layer_idx", "true: meshnode's attention does not scale by layer"}
+	}
 	if c.TieWordEmbeddings != nil && !*c.TieWordEmbeddings {
 		// An untied GPT-2 is meshnode's gpt family, whose LayerNorm epsilon is fixed.
 		if eps := jobspec.Model(cfg).Eps(); eps != 1e-5 {
@@ -157,6 +166,8 @@ func (c *hfConfigJSON) llama() (Config, error) {
 		return Config{}, hfFieldError{"mlp_bias", "true: meshnode's Llama MLP has no biases"}
 	case len(c.RopeScaling) > 0 && !bytes.Equal(bytes.TrimSpace(c.RopeScaling), []byte("null")):
 		return Config{}, hfFieldError{"rope_scaling", "set: meshnode computes plain rotary positions (rope_scaling null)"}
+	case c.RopeInterleaved != nil && *c.RopeInterleaved:
+		return Config{}, hfFieldError{"rope_interleaved", "true: meshnode rotates Hugging Face's rotate_half pairs (the two halves of a head)"}
 	case c.HeadDim != nil && cfg.Heads > 0 && *c.HeadDim != cfg.DModel/cfg.Heads:
 		return Config{}, hfFieldError{"head_dim", fmt.Sprintf("%d: meshnode's head width is hidden_size/num_attention_heads (%d)", *c.HeadDim, cfg.DModel/cfg.Heads)}
 	}

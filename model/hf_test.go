@@ -256,6 +256,9 @@ func TestHFImportRefusesBadInput(t *testing.T) {
 		{"field of the wrong type", cfg, editConfig(func(c map[string]any) { c["num_hidden_layers"] = "two" }), HFConfigFile, "not a config.json"},
 		{"impossible shape", cfg, editConfig(func(c map[string]any) { c["num_attention_heads"] = 3; delete(c, "head_dim") }), HFConfigFile, "cannot build"},
 		{"other activation", cfg, editConfig(func(c map[string]any) { c["hidden_act"] = "gelu" }), HFConfigFile, "hidden_act"},
+		{"interleaved rotation", cfg, editConfig(func(c map[string]any) { c["rope_interleaved"] = true }), HFConfigFile, "rope_interleaved: true"},
+		{"gpt2 attention scaled by layer", gpt2, editConfig(func(c map[string]any) { c["scale_attn_by_inverse_layer_idx"] = true }), HFConfigFile, "scale_attn_by_inverse_layer_idx: true"},
+		{"gpt2 other activation", gpt2, editConfig(func(c map[string]any) { c["activation_function"] = "relu" }), HFConfigFile, `activation_function: "relu"`},
 		{"rope scaling", cfg, editConfig(func(c map[string]any) { c["rope_scaling"] = map[string]any{"type": "linear", "factor": 2} }), HFConfigFile, "rope_scaling"},
 		{"malformed config.json", cfg, func(t *testing.T, dir string) {
 			os.WriteFile(filepath.Join(dir, HFConfigFile), []byte("{\"model_type\": \"llama\",\n"), 0o644)
@@ -317,11 +320,11 @@ func TestParseHFConfigReadsEveryField(t *testing.T) {
 		json string
 		want Config
 	}{
-		{`{"model_type":"gpt2","n_layer":12,"n_head":12,"n_embd":768,"n_positions":1024,"n_inner":null,"vocab_size":50257,"layer_norm_epsilon":1e-05,"activation_function":"gelu_new"}`,
+		{`{"model_type":"gpt2","n_layer":12,"n_head":12,"n_embd":768,"n_positions":1024,"n_inner":null,"vocab_size":50257,"layer_norm_epsilon":1e-05,"activation_function":"gelu_new","n_ctx":1024,"scale_attn_weights":true,"scale_attn_by_inverse_layer_idx":false,"reorder_and_upcast_attn":false,"bos_token_id":50256}`,
 			Config{Family: jobspec.FamilyGPT2, Layers: 12, Heads: 12, DModel: 768, Context: 1024, Vocab: 50257, NormEps: 1e-5}},
 		{`{"model_type":"gpt2","n_layer":2,"n_head":2,"n_embd":8,"n_positions":16,"n_inner":64,"vocab_size":256,"tie_word_embeddings":false}`,
 			Config{Family: jobspec.FamilyGPT, Layers: 2, Heads: 2, DModel: 8, Context: 16, Vocab: 256, Intermediate: 64}},
-		{`{"model_type":"llama","hidden_size":64,"intermediate_size":160,"num_hidden_layers":3,"num_attention_heads":8,"num_key_value_heads":2,"rms_norm_eps":1e-06,"rope_theta":500000.0,"max_position_embeddings":256,"tie_word_embeddings":true,"vocab_size":512,"hidden_act":"silu","rope_scaling":null,"head_dim":8}`,
+		{`{"model_type":"llama","hidden_size":64,"intermediate_size":160,"num_hidden_layers":3,"num_attention_heads":8,"num_key_value_heads":2,"rms_norm_eps":1e-06,"rope_theta":500000.0,"max_position_embeddings":256,"tie_word_embeddings":true,"vocab_size":512,"hidden_act":"silu","rope_scaling":null,"head_dim":8,"rope_interleaved":false,"pretraining_tp":1,"attention_bias":false}`,
 			Config{Family: jobspec.FamilyLlama, Layers: 3, Heads: 8, KVHeads: 2, DModel: 64, Intermediate: 160, Context: 256, Vocab: 512, NormEps: 1e-6, RopeTheta: 500000, Tied: true}},
 	}
 	for _, c := range cases {
