@@ -1,10 +1,15 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/tokenizer"
 )
 
 // hfRecipe is smallTrain's recipe without its model flags (--init gives the model).
@@ -106,6 +111,51 @@ func TestTrainInitRefusesBadInput(t *testing.T) {
 		}
 		if _, err := os.Stat(out); err == nil {
 			t.Fatalf("%s: wrote %s", c.name, out)
+		}
+	}
+}
+
+// TestGenerateFromAHuggingFaceDirectory: generate reads a Hugging Face directory with its
+// tokenizer.json (the prompt encoded with it), and one without a tokenizer as bytes even
+// when its vocabulary is padded past 256 (only byte ids are sampled).
+func TestGenerateFromAHuggingFaceDirectory(t *testing.T) {
+	tok, err := os.ReadFile("../../tokenizer/testdata/gpt2-style-2048.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name         string
+		cfg          model.Config
+		tok          []byte
+		promptTokens int
+	}{
+		{"tokenizer", model.Config{Family: jobspec.FamilyGPT2, Layers: 1, DModel: 16, Heads: 2, Context: 16, Vocab: 2048}, tok, 0},
+		{"bytes, padded vocabulary", model.Config{Family: jobspec.FamilyLlama, Layers: 1, DModel: 16, Heads: 2, Context: 16, Vocab: 300}, nil, len("func main() {")},
+	} {
+		dir := filepath.Join(t.TempDir(), "hf")
+		g := model.New(c.cfg, 2)
+		if err := model.WriteHF(dir, model.HFExport{Config: c.cfg, Weights: model.ParamTensors(g.Params()), Tokenizer: c.tok}); err != nil {
+			t.Fatal(err)
+		}
+		want := c.promptTokens
+		if c.tok != nil {
+			tk, err := tokenizer.Parse(c.tok, "t")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = len(tk.Encode([]byte("func main() {")))
+		}
+		code, out, errs := runCLI(t, "generate", "--checkpoint", dir, "--prompt", "func main() {", "--tokens", "20", "-o", "json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.name, code, errs)
+		}
+		var res struct {
+			Text            string `json:"text"`
+			PromptTokens    int    `json:"prompt_tokens"`
+			GeneratedTokens int    `json:"generated_tokens"`
+		}
+		if err := json.Unmarshal([]byte(out), &res); err != nil || res.PromptTokens != want || res.GeneratedTokens != 20 || !strings.HasPrefix(res.Text, "func main() {") {
+			t.Fatalf("%s: %q (%v); want %d prompt tokens and 20 more", c.name, out, err, want)
 		}
 	}
 }
