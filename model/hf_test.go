@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -137,7 +138,7 @@ type rawTensor struct {
 }
 
 // writeRaw writes tensors in any dtype, as files written elsewhere hold them.
-func writeRaw(t *testing.T, path string, tensors map[string]rawTensor) {
+func writeRaw(t testing.TB, path string, tensors map[string]rawTensor) {
 	t.Helper()
 	names := make([]string, 0, len(tensors))
 	for n := range tensors {
@@ -336,4 +337,31 @@ func TestParseHFConfigReadsEveryField(t *testing.T) {
 			t.Errorf("%s:\n got %+v\nwant %+v", c.json, got, c.want)
 		}
 	}
+}
+
+// FuzzDecodeHFSafetensors: the widening decoder of Hugging Face files (F16, BF16, skipped
+// buffers) never panics and returns only tensors whose data fills their shape.
+func FuzzDecodeHFSafetensors(f *testing.F) {
+	dir := f.TempDir()
+	tt := &kernels.Tensor{Shape: []int{2, 3}, Data: []float32{1, -2, 0.5, 3e-3, 65504, -0}}
+	for i, dtype := range []string{"BF16", "F16"} {
+		p := filepath.Join(dir, strconv.Itoa(i))
+		writeRaw(f, p, map[string]rawTensor{"w": halve(tt, dtype), "h.0.attn.bias": {"F32", []int{1}, make([]byte, 4)}})
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		tf, err := decodeSafetensors(b, decodeOptions{widen: true, skip: func(n string) bool { return strings.HasSuffix(n, ".attn.bias") }})
+		if err != nil {
+			return
+		}
+		for name, tensor := range tf.Tensors {
+			if kernels.ShapeSize(tensor.Shape) != len(tensor.Data) {
+				t.Fatalf("%s: shape %v with %d elements", name, tensor.Shape, len(tensor.Data))
+			}
+		}
+	})
 }
