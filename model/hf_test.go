@@ -365,3 +365,39 @@ func FuzzDecodeHFSafetensors(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHFImportExport writes and reads a Hugging Face directory of SmolLM-135M's
+// shape (30 layers, d 576, 9 heads, 3 key/value heads, intermediate 1536, vocabulary
+// 49152, tied: 135 M parameters, 540 MB of float32):
+//
+//	go test ./model -run X -bench HFImportExport -benchtime 3x
+func BenchmarkHFImportExport(b *testing.B) {
+	m, err := jobspec.PresetModel("preset", "smollm-135m")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config(m)
+	cfg.Context = 256
+	g := New(cfg, 1)
+	dir := filepath.Join(b.TempDir(), "hf")
+	var bytes int64
+	for _, p := range g.Params() {
+		bytes += 4 * int64(len(p.Value.Data))
+	}
+	b.Run("export", func(b *testing.B) {
+		b.SetBytes(bytes)
+		for b.Loop() {
+			if err := WriteHF(dir, HFExport{Config: cfg, Weights: ParamTensors(g.Params())}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("import", func(b *testing.B) {
+		b.SetBytes(bytes)
+		for b.Loop() {
+			if _, err := LoadHF(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
