@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
@@ -168,6 +170,9 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 		return spec, usagef("%s: %w", path, errors.Join(errs...))
 	}
 	if spec.Model.Init != "" {
+		if field := modelFieldBesideInit(b); field != "" {
+			return spec, usagef("%s: model.%s: the model is model.init's config.json; leave the other model fields out", path, field)
+		}
 		// The node reads the directory whole; its config.json is checked here first.
 		if _, err := model.ReadHFConfig(spec.Model.Init); err != nil {
 			return spec, usagef("%s: model.init: %v", path, err)
@@ -234,4 +239,27 @@ func (o *submitOptions) follow(ctx context.Context, c *api.Client, id string, w 
 		case <-t.C:
 		}
 	}
+}
+
+// modelFieldBesideInit is the first field the spec's model section writes besides init
+// ("" when none): the submitting node replaces the model with config.json's, so a field
+// written there would be silently dropped.
+func modelFieldBesideInit(spec []byte) string {
+	var doc struct {
+		Model map[string]yaml.Node `yaml:"model"`
+	}
+	if yaml.Unmarshal(spec, &doc) != nil {
+		return ""
+	}
+	var keys []string
+	for k := range doc.Model {
+		if k != "init" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }
