@@ -147,6 +147,9 @@ func WriteHF(dir string, e HFExport) error {
 		if tok, err = tokenizer.Parse(e.Tokenizer, "the exported tokenizer"); err != nil {
 			return fmt.Errorf("export: %w", err)
 		}
+		if tok.VocabSize() > cfg.Vocab {
+			return fmt.Errorf("export: the tokenizer's vocabulary of %d is larger than the model's %d", tok.VocabSize(), cfg.Vocab)
+		}
 	}
 	special := hfSpecialTokens(tok)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
