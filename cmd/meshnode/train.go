@@ -14,7 +14,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -322,7 +321,7 @@ func checkWritableDir(dir string) error {
 			if !st.IsDir() {
 				return fmt.Errorf("%s is not a directory", p)
 			}
-			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+			if err := canWriteDir(p); err != nil {
 				return fmt.Errorf("%s is not writable: %v", p, err)
 			}
 			return nil
