@@ -20,7 +20,8 @@ import (
 // it at step 0 (node/runner).
 
 // readInit reads spec's model.init on this node and applies it to the spec: the model's
-// fields are config.json's (Init kept), and data.tokenizer is the directory's
+// fields are config.json's (Init kept; a Llama's context may be the spec's, shorter), and
+// data.tokenizer is the directory's
 // tokenizer.json unless the spec names its own and the directory has none. Every refusal
 // is a model.ErrBadData naming model.init and the file.
 func (n *Node) readInit(spec *jobspec.Spec, dataRoot string) (*model.HFModel, error) {
@@ -45,9 +46,18 @@ func (n *Node) readInit(spec *jobspec.Spec, dataRoot string) (*model.HFModel, er
 		}
 		spec.Data.Tokenizer = m.TokenizerPath
 	}
-	init := spec.Model.Init
+	init, ctx := spec.Model.Init, spec.Model.Context
 	spec.Model = jobspec.Model(m.Config)
 	spec.Model.Init = init
+	switch {
+	case ctx == 0 || ctx == m.Config.Context:
+	case m.Config.FamilyName() != jobspec.FamilyLlama:
+		return nil, badData("model.context: %d, but a GPT-2's positions are the %d rows of model.init %s's table (n_positions): leave model.context out", ctx, m.Config.Context, init)
+	case ctx > m.Config.Context:
+		return nil, badData("model.context: %d is longer than model.init %s's max_position_embeddings %d", ctx, init, m.Config.Context)
+	default:
+		spec.Model.Context = ctx // rotary positions: a shorter context is the same model
+	}
 	return m, nil
 }
 

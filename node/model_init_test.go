@@ -36,7 +36,9 @@ func TestJobStartsFromModelInit(t *testing.T) {
 	}
 	corpus := writeCorpus(t, "func (n *Node) Join(ctx context.Context) error { return nil }\n", 200)
 	spec := jobspec.DefaultSpec()
-	spec.Model.Init = dir // the model's other fields are the default GPT's: config.json replaces them
+	// The model's other fields are the default GPT's, which config.json replaces; the
+	// context is set shorter than its max_position_embeddings.
+	spec.Model.Init, spec.Model.Context = dir, 8
 	spec.Data = jobspec.Data{Source: corpus}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 2, 4, jobspec.Fixed(1), 2, 1
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.InnerSteps = jobspec.Fixed(1), jobspec.Fixed(1), 2
@@ -51,7 +53,7 @@ func TestJobStartsFromModelInit(t *testing.T) {
 		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
 	}
 	m := job.Spec.Model
-	if m.Family != jobspec.FamilyLlama || m.DModel != 16 || m.Intermediate != 32 || m.InitBlob == "" || m.Init != dir {
+	if m.Family != jobspec.FamilyLlama || m.DModel != 16 || m.Intermediate != 32 || m.Context != 8 || m.InitBlob == "" || m.Init != dir {
 		t.Fatalf("the job's model %+v: want config.json's with an init blob", m)
 	}
 	var step0 *float64
@@ -63,7 +65,9 @@ func TestJobStartsFromModelInit(t *testing.T) {
 	if step0 == nil {
 		t.Fatalf("no step-0 validation loss: %+v", job.Progress)
 	}
-	want := initValLoss(t, cfg, corpus, g)
+	short := cfg
+	short.Context = 8
+	want := initValLoss(t, short, corpus, g)
 	if math.Abs(*step0-want) > 1e-5 {
 		t.Fatalf("step-0 validation loss %.6f; the model.init weights give %.6f here", *step0, want)
 	}
@@ -77,16 +81,21 @@ func TestJobStartsFromModelInit(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(escape, "config.json")); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ init, want string }{
-		{escape, "config.json leads outside the allowed data roots"},
-		{filepath.Join(t.TempDir(), "nope"), "does not exist on the submitting node"},
-		{corpus, "is not a directory"},
-		{t.TempDir(), "config.json: no such file or directory"},
+	for _, c := range []struct {
+		init    string
+		context int
+		want    string
+	}{
+		{escape, 0, "config.json leads outside the allowed data roots"},
+		{dir, 32, "model.context: 32 is longer than model.init"},
+		{filepath.Join(t.TempDir(), "nope"), 0, "does not exist on the submitting node"},
+		{corpus, 0, "is not a directory"},
+		{t.TempDir(), 0, "config.json: no such file or directory"},
 	} {
-		spec.Model.Init = c.init
+		spec.Model.Init, spec.Model.Context = c.init, c.context
 		body, _ := json.Marshal(spec)
 		_, err := testClient(t, nodes[0]).Submit(context.Background(), body, os.TempDir())
-		if err == nil || !strings.Contains(err.Error(), "model.init: ") || !strings.Contains(err.Error(), c.want) {
+		if err == nil || !strings.Contains(err.Error(), "model.") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("model.init %s: %v, want a refusal saying %q", c.init, err, c.want)
 		}
 	}

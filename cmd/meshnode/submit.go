@@ -171,7 +171,7 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 	}
 	if spec.Model.Init != "" {
 		if field := modelFieldBesideInit(b); field != "" {
-			return spec, usagef("%s: model.%s: the model is model.init's config.json; leave the other model fields out", path, field)
+			return spec, usagef("%s: model.%s: the model is model.init's config.json; leave the other model fields out (a Llama's context may be set shorter)", path, field)
 		}
 		// The node reads the directory whole; its config.json is checked here first.
 		if _, err := model.ReadHFConfig(spec.Model.Init); err != nil {
@@ -242,8 +242,8 @@ func (o *submitOptions) follow(ctx context.Context, c *api.Client, id string, w 
 }
 
 // modelFieldBesideInit is the first field the spec's model section writes besides init
-// ("" when none): the submitting node replaces the model with config.json's, so a field
-// written there would be silently dropped.
+// and context ("" when none): the submitting node replaces the model with config.json's,
+// so such a field would be silently dropped.
 func modelFieldBesideInit(spec []byte) string {
 	var doc struct {
 		Model map[string]yaml.Node `yaml:"model"`
@@ -253,7 +253,7 @@ func modelFieldBesideInit(spec []byte) string {
 	}
 	var keys []string
 	for k := range doc.Model {
-		if k != "init" {
+		if k != "init" && k != "context" {
 			keys = append(keys, k)
 		}
 	}

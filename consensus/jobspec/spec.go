@@ -32,7 +32,8 @@ type Model struct {
 	DModel int `json:"d_model" yaml:"d_model"`
 	// Heads is the number of attention heads (≥ 1). Default 4.
 	Heads int `json:"heads" yaml:"heads"`
-	// Context is the sequence length (≥ 1). Default 128.
+	// Context is the sequence length (≥ 1). Default 128, or with Init its config.json's
+	// (0 until the submitting node has read it; a Llama's may be set shorter).
 	Context int `json:"context" yaml:"context"`
 	// Vocab is the vocabulary size (1…65536). Default 256 (bytes), or, with data.tokenizer,
 	// the tokenizer's: 0 until the submitting node has read it.

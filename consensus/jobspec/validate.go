@@ -48,7 +48,9 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 	v.between("model.layers", m.Layers, 1, MaxLayers)
 	v.between("model.d_model", m.DModel, 1, MaxDModel)
 	v.between("model.heads", m.Heads, 1, MaxHeads)
-	v.between("model.context", m.Context, 1, MaxContext)
+	if m.Context != 0 || m.Init == "" { // 0 with model.init: its config.json's
+		v.between("model.context", m.Context, 1, MaxContext)
+	}
 	if m.Vocab > MaxVocab {
 		v.addf("model.vocab", "must be ≤ %d (tokens are uint16), got %d", MaxVocab, m.Vocab)
 	} else if m.Vocab != 0 || !fromTokenizer {
