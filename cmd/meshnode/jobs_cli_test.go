@@ -172,6 +172,7 @@ func TestSubmitInvalidSpecExits2(t *testing.T) {
 		"model: {init: missing-dir}\n":                       "model.init: ",
 		"model: {init: .}\n":                                 "config.json: no such file or directory",
 		"model: {init: ., layers: 3}\n":                      "model.layers: the model is model.init's config.json",
+		"model: {init: ., context: 64}\n":                    "config.json: no such file or directory", // context may be written beside init
 	} {
 		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
 		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {
