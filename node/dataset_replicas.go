@@ -25,10 +25,11 @@ const datasetReplicaTimeout = 2 * time.Minute
 // (its control plane has not applied the job yet); then the next candidate is asked.
 const datasetRefusalTimeout = 10 * time.Second
 
-// datasetOfLiveJob reports whether hash is the dataset blob of a job that has not ended.
+// datasetOfLiveJob reports whether hash is the dataset blob (or the model.init weights'
+// blob) of a job that has not ended.
 func datasetOfLiveJob(jobs []consensus.Job, hash string) bool {
 	for _, j := range jobs {
-		if j.Spec.Data.Blob == hash && !j.Status.Terminal() {
+		if (j.Spec.Data.Blob == hash || j.Spec.Model.InitBlob == hash) && !j.Status.Terminal() {
 			return true
 		}
 	}

@@ -51,8 +51,14 @@ func (b nodeBlobs) Publish(ctx context.Context, data []byte) (string, error) {
 	return b.n.Blobs().Publish(ctx, bytes.NewReader(data))
 }
 
+// Fetch fetches a blob from holders; with none named (a job's model.init weights, which
+// the submitting node and its replicas hold), from every live peer.
 func (b nodeBlobs) Fetch(ctx context.Context, hash string, holders []string) error {
-	return b.n.Blobs().Fetch(ctx, hash, peerIDs(holders))
+	from := peerIDs(holders)
+	if len(holders) == 0 {
+		from = b.n.data.sources(nil)
+	}
+	return b.n.Blobs().Fetch(ctx, hash, from)
 }
 
 func (b nodeBlobs) ReadVerified(hash string) ([]byte, error) {

@@ -36,6 +36,7 @@ type trainOptions struct {
 	dataDir         string
 	preset          string
 	lora            loraOptions
+	init            string
 }
 
 func newTrainCmd() *cobra.Command {
@@ -54,8 +55,9 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
   meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
   meshnode train --data corpus.txt --layers 6 --d-model 256 -o json
   meshnode train --data docs/ --tokenizer tokenizer.json --family llama --out ckpt
+  meshnode train --init ./SmolLM2-135M --data corpus.txt --context 256 --out ckpt
   meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode
-  meshnode train --family llama --init base/ --lora-rank 8 --lora-targets q,v --out ft && meshnode lora-export ft --out adapter`,
+  meshnode train --init ./SmolLM2-135M --lora-rank 8 --lora-targets q,v --out ft && meshnode lora-export ft --out adapter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -85,6 +87,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.IntVar(&c.EvalWindows, "eval-windows", c.EvalWindows, "validation windows")
 	f.StringVar(&o.out, "out", "", "directory for checkpoints (step-0, every --checkpoint-every, and the last)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "also checkpoint every N steps (needs --out)")
+	f.StringVar(&o.init, "init", "", "start from these weights: a Hugging Face model directory (config.json, model.safetensors or its sharded index, tokenizer.json: its model, weights and tokenizer; docs/models.md), or a .safetensors file or checkpoint directory of meshnode's (the model flags must match it)")
 	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
 	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -131,6 +134,10 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.applyPreset(cmd); err != nil {
 		return err
 	}
+	hf, err := o.loadInit(cmd)
+	if err != nil {
+		return err
+	}
 	var ck *parallel.Checkpoint
 	if o.resume != "" {
 		var err error
@@ -141,7 +148,7 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
-	if err := o.lora.apply(cmd, &o.cfg, ck != nil); err != nil {
+	if err := o.lora.apply(cmd, &o.cfg, o.init, ck != nil); err != nil {
 		return err
 	}
 	if err := o.data.loadTokenizer(cmd, o); err != nil {
@@ -178,6 +185,11 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if ck != nil {
 		if err := tr.Restore(ck); err != nil {
 			return usagef("--resume: %v", err)
+		}
+	}
+	if hf != nil && o.cfg.Init == "" {
+		if err := o.startFromInit(tr, hf); err != nil {
+			return err
 		}
 	}
 	kernels.SetThreads(o.threads)

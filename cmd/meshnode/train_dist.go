@@ -61,7 +61,7 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if d.replicas < 1 {
 		return usagef("--replicas must be ≥ 1 (got %d)", d.replicas)
 	}
-	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every"} {
+	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every", "init"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s works with single-process training only: drop --stages/--replicas, or run the job on a mesh (meshnode submit), whose stages checkpoint every checkpoint.every steps and resume by themselves", name)
 		}

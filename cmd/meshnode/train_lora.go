@@ -8,12 +8,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel"
 )
 
-// loraOptions are train's fine-tuning flags: the base checkpoint and LoRA's adapters.
+// loraOptions are train's LoRA flags (the base comes from --init, trainOptions.init).
 type loraOptions struct {
-	init    string
 	rank    int
 	alpha   float64
 	targets string
@@ -21,15 +21,17 @@ type loraOptions struct {
 
 func (l *loraOptions) addFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&l.init, "init", "", "start from these weights: a .safetensors file or a checkpoint directory (step-N, or an --out directory's latest); the model flags must match it")
 	f.IntVar(&l.rank, "lora-rank", 0, "fine-tune LoRA adapters of this rank on the frozen base (0: train every weight); docs/lora.md")
 	f.Float64Var(&l.alpha, "lora-alpha", 0, "LoRA's alpha: the adapters are scaled by alpha/rank (0: the rank)")
 	f.StringVar(&l.targets, "lora-targets", "attn", "comma-separated modules that get adapters: llama q,k,v,o,gate,up,down; gpt/gpt2 qkv,o,up,down; attn and mlp for all of either")
 }
 
-// apply sets cfg's Init and LoRA from the flags given. A resumed run keeps its
-// checkpoint's: giving them with --resume is an error.
-func (l *loraOptions) apply(cmd *cobra.Command, cfg *parallel.TrainConfig, resumed bool) error {
+// apply sets cfg's Init and LoRA from the flags given: init is --init's path, read by the
+// engine (parallel.ReadInitWeights) when it is a meshnode checkpoint, or a Hugging Face
+// directory under LoRA (whose frozen base every stage reads; without LoRA the trainer
+// restores a Hugging Face directory's weights at step 0, train_init.go). A resumed run
+// keeps its checkpoint's: giving them with --resume is an error.
+func (l *loraOptions) apply(cmd *cobra.Command, cfg *parallel.TrainConfig, init string, resumed bool) error {
 	changed := cmd.Flags().Changed
 	for _, name := range []string{"init", "lora-rank", "lora-alpha", "lora-targets"} {
 		if resumed && changed(name) {
@@ -39,7 +41,9 @@ func (l *loraOptions) apply(cmd *cobra.Command, cfg *parallel.TrainConfig, resum
 	if resumed {
 		return nil
 	}
-	cfg.Init = l.init
+	if init != "" && (!model.IsHFDir(init) || changed("lora-rank")) {
+		cfg.Init = init
+	}
 	if !changed("lora-rank") {
 		if changed("lora-alpha") || changed("lora-targets") {
 			return usagef("--lora-alpha and --lora-targets need --lora-rank")

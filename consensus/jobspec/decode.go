@@ -60,6 +60,9 @@ func Parse(b []byte) (Spec, error) {
 		if s.Data.Tokenizer != "" && !sectionHasKey(root, "model", "vocab") {
 			s.Model.Vocab = 0 // the tokenizer's, which the submitting node reads
 		}
+		if s.Model.Init != "" && !sectionHasKey(root, "model", "context") {
+			s.Model.Context = 0 // model.init's config.json's, which the submitting node reads
+		}
 	}
 	if len(errs) > 0 {
 		return s, errors.Join(errs...)

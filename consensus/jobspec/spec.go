@@ -32,7 +32,8 @@ type Model struct {
 	DModel int `json:"d_model" yaml:"d_model"`
 	// Heads is the number of attention heads (≥ 1). Default 4.
 	Heads int `json:"heads" yaml:"heads"`
-	// Context is the sequence length (≥ 1). Default 128.
+	// Context is the sequence length (≥ 1). Default 128, or with Init its config.json's
+	// (0 until the submitting node has read it; a Llama's may be set shorter).
 	Context int `json:"context" yaml:"context"`
 	// Vocab is the vocabulary size (1…65536). Default 256 (bytes), or, with data.tokenizer,
 	// the tokenizer's: 0 until the submitting node has read it.
@@ -60,6 +61,15 @@ type Model struct {
 	// NormEps is the epsilon of the normalisations (gpt2's LayerNorm, llama's RMSNorm).
 	// 0 means 1e-5; the gpt family's LayerNorm always uses 1e-5.
 	NormEps float64 `json:"norm_eps,omitempty" yaml:"norm_eps"`
+	// Init is a Hugging Face model directory on the submitting node (config.json, the
+	// weights, tokenizer.json) the job starts from instead of a random initialisation.
+	// The submitting node replaces the fields above with its config.json's, encodes the
+	// corpus with its tokenizer and publishes its weights as InitBlob. Empty: none.
+	Init string `json:"init,omitempty" yaml:"init"`
+	// InitBlob is the ID of the blob of initial weights (a safetensors file of every
+	// parameter under meshnode's names) the submitting node packed from Init, which every
+	// node of the job fetches. The node sets it at submission; a spec's YAML cannot.
+	InitBlob string `json:"init_blob,omitempty" yaml:"-"`
 }
 
 // Data names the corpus: either Source (a builtin corpus or a path on the submitting node),

@@ -52,7 +52,9 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 	v.between("model.layers", m.Layers, 1, MaxLayers)
 	v.between("model.d_model", m.DModel, 1, MaxDModel)
 	v.between("model.heads", m.Heads, 1, MaxHeads)
-	v.between("model.context", m.Context, 1, MaxContext)
+	if m.Context != 0 || m.Init == "" { // 0 with model.init: its config.json's
+		v.between("model.context", m.Context, 1, MaxContext)
+	}
 	if m.Vocab > MaxVocab {
 		v.addf("model.vocab", "must be ≤ %d (tokens are uint16), got %d", MaxVocab, m.Vocab)
 	} else if m.Vocab != 0 || !fromTokenizer {
@@ -62,6 +64,12 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
 	m.validateFamily(v)
+	if len(m.Init) > MaxDataPathBytes {
+		v.addf("model.init", "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(m.Init))
+	}
+	if m.InitBlob != "" && !blobIDPattern.MatchString(m.InitBlob) {
+		v.addf("model.init_blob", "must be a blob ID (64 lowercase hex digits), got %q", m.InitBlob)
+	}
 }
 
 func (d Data) validate(v *validator) {

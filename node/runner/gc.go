@@ -74,7 +74,8 @@ func (r *Runner) pruneCheckpointBlobs(jobs []consensus.Job) {
 }
 
 // referencedBlobs are the blobs some job still needs: the files of retained checkpoints,
-// every job's dataset, and the blobs a sharded dataset's manifest lists (parts).
+// every job's dataset and initial weights (model.init), and the blobs a sharded dataset's
+// manifest lists (parts).
 func referencedBlobs(jobs []consensus.Job, parts func(blob string) []string) map[string]bool {
 	keep, _ := scheduler.RetainedCheckpoints(JobViews(jobs))
 	for _, j := range jobs {
@@ -85,6 +86,9 @@ func referencedBlobs(jobs []consensus.Job, parts func(blob string) []string) map
 					keep[p] = true
 				}
 			}
+		}
+		if j.Spec.Model.InitBlob != "" {
+			keep[j.Spec.Model.InitBlob] = true
 		}
 	}
 	return keep

@@ -101,6 +101,10 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
 			return err
 		}
+	} else if blob := j.Spec.Model.InitBlob; blob != "" {
+		if err := r.startFromInit(ctx, w, blob, cfg.Train.Model); err != nil {
+			return err
+		}
 	}
 	t := newTraining(r, j, epoch, jp, cfg, w)
 	if name := j.Spec.Data.Local; name != "" {
