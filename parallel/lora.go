@@ -42,6 +42,13 @@ func ReadInitWeights(path string) (*model.TensorFile, error) {
 		return nil, fmt.Errorf("init: %w", err)
 	}
 	file := path
+	if st.IsDir() && model.IsHFDir(path) {
+		m, err := model.LoadHF(path)
+		if err != nil {
+			return nil, fmt.Errorf("init: %w", err)
+		}
+		return m.Weights, nil
+	}
 	if st.IsDir() {
 		dir, err := latestStepDir(path)
 		if err != nil {

@@ -60,6 +60,15 @@ func TestTrainFromAnExportedHuggingFaceDirectory(t *testing.T) {
 		if !(*trained[1].TrainLoss < *want[1].TrainLoss-0.1) {
 			t.Fatalf("%v: first loss %v from the trained weights, %v from the initial ones", fam, *trained[1].TrainLoss, *want[1].TrainLoss)
 		}
+		// LoRA on the Hugging Face directory as its frozen base: B starts at zero, so the
+		// first loss is the base's.
+		code, out, errs = runCLI(t, hfRecipe(data, "--init", final, "--lora-rank", "4", "--lora-targets", "attn")...)
+		if code != 0 {
+			t.Fatalf("%v: train --init --lora-rank: %s", fam, errs)
+		}
+		if lora, _ := parseTrain(t, out); *lora[1].TrainLoss != *trained[1].TrainLoss {
+			t.Fatalf("%v: LoRA's first loss %v on the Hugging Face base, the base's %v", fam, *lora[1].TrainLoss, *trained[1].TrainLoss)
+		}
 		gen := []string{"generate", "--tokens", "12", "--temperature", "0", "--prompt", "func "}
 		_, a, errs := runCLI(t, append(gen, "--checkpoint", step0)...)
 		code, b, errs2 := runCLI(t, append(gen, "--checkpoint", hf)...)
