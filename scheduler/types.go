@@ -103,6 +103,10 @@ type Profile struct {
 	// directory, what offloaded training state moves at (0: not measured, the balancer's
 	// conservative default).
 	DiskReadBps, DiskWriteBps float64
+	// DiskFreeBytes is the free space of the node's data directory it announced: stages
+	// offload on it only within jobspec.OffloadDiskRoom of it (balancer.Node.DiskFreeBytes).
+	// Nil: not known, no bound; the node's engine always sets it.
+	DiskFreeBytes *uint64
 }
 
 // Link is one measured link from a node to a peer.
