@@ -43,7 +43,7 @@ func newDatasets(n *Node) (*datasets, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica})
+	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica, AllowServe: n.allowServe})
 	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }
 
