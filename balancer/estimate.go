@@ -122,7 +122,24 @@ func (in *instance) estimateReplica(r replicaDraft, m int) replicaEstimate {
 	e := pipelineStep(in.sched, c, comm, xmax, mr)
 	e.step += optIO
 	e.compute += optIO
+	if t := in.tiedExchange(r); t > 0 {
+		e.step += t
+		e.transfer += t
+	}
 	return e
+}
+
+// tiedExchange is the time a pipeline of a tied model spends per step sending the token
+// table from its first stage to its last and the gradient back (model/tied.go); zero for
+// one stage or an untied model.
+func (in *instance) tiedExchange(r replicaDraft) float64 {
+	S := len(r.nodes)
+	if in.tiedTable == 0 || S < 2 {
+		return 0
+	}
+	bwF, latF := in.link(r.nodes[0], r.nodes[S-1])
+	bwB, latB := in.link(r.nodes[S-1], r.nodes[0])
+	return in.tiedTable/bwF + latF + in.tiedTable/bwB + latB
 }
 
 // boundText names what bound a replica's estimate.

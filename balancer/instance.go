@@ -26,6 +26,7 @@ type instance struct {
 	prevSmaller                    []int     // per layer: the last earlier layer with strictly smaller out, or -1
 	params                         []float64 // per layer: parameter bytes (the sync payload before compression)
 	tokens                         float64   // context
+	tiedTable                      float64   // a tied head's table bytes (model.LayerCost.TiedTableBytes), else 0
 	inner                          float64   // steps per sync
 	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
@@ -145,6 +146,9 @@ func (in *instance) addLayers(job Job) {
 		in.prevSmaller[i] = p
 	}
 	in.addMemoryCosts(job)
+	if L > 0 {
+		in.tiedTable = float64(job.Layers[L-1].TiedTableBytes)
+	}
 	in.tokens = float64(job.Context)
 	in.sched = job.Schedule
 	if in.sched == "" {

@@ -33,6 +33,9 @@ type stageMode struct {
 // the gradient accumulation buffer stays whole either way, see docs/memory.md).
 func (in *instance) stageStatic(j, e, R int) float64 {
 	st := in.static[e] - in.static[j]
+	if j > 0 && e == in.L {
+		st += in.tiedTable // a tied head's copy of the token table
+	}
 	if in.zero == 0 || R < 2 {
 		return st
 	}

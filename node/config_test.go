@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh"
 )
@@ -20,6 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		"bad allow":         func(c *Config) { c.Allow = []string{"nope"} },
 		"slowdown below 1":  func(c *Config) { c.Profile.Slowdown = 0.5 },
 		"budget fraction 2": func(c *Config) { c.MemoryBudgetFraction = 2 },
+		"relay circuits":    func(c *Config) { c.Relay.MaxCircuits = -1 },
+		"relay duration":    func(c *Config) { c.Relay.CircuitDuration = -time.Second },
 	} {
 		c := good
 		mut(&c)
@@ -46,5 +49,18 @@ func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
 	}
 	if pp == nil || pp.DiskFreeBytes == nil || *pp.DiskFreeBytes != 20<<30 {
 		t.Errorf("the balancer's profile %+v does not carry the announced free disk", pp)
+	}
+}
+
+// TestRelayLimitsReachTheMesh: join's --relay-* limits are the relay service's.
+func TestRelayLimitsReachTheMesh(t *testing.T) {
+	c := testConfig(t)
+	c.Relay = mesh.RelayConfig{MaxReservations: 5, MaxCircuits: 3, CircuitBytes: 1 << 20, CircuitDuration: time.Minute}
+	mc, err := c.meshConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.Relay != c.Relay {
+		t.Fatalf("mesh relay config %+v, want %+v", mc.Relay, c.Relay)
 	}
 }

@@ -157,6 +157,9 @@ func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) 
 			merged.Tensors[k] = v
 		}
 	}
+	if j.Spec.Train.LoRA != nil {
+		return exportLoRA(j, cfg, m.Step, merged) // export_lora.go
+	}
 	g := model.New(cfg, 0)
 	if err := model.LoadParams(merged, g.Params()); err != nil {
 		return nil, fmt.Errorf("checkpoint of step %d: %w", m.Step, err)

@@ -138,6 +138,13 @@ func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute b
 	if err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
+	var init *model.TensorFile
+	if cfg.Init != "" {
+		if init, err = ReadInitWeights(cfg.Init); err != nil {
+			st.store.Close()
+			return nil, err
+		}
+	}
 	for i, l := range shells {
 		cs := st.ids(offload.Value, st.lay.LayerChunks[i])
 		if err := st.store.Pin(cs, allTrue(len(cs))); err != nil {
@@ -145,7 +152,14 @@ func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute b
 			return nil, fmt.Errorf("data-dir: %w", err)
 		}
 		model.InitLayer(cfg.Model, l, cfg.Seed, first+i)
+		if init != nil {
+			err = model.LoadParams(init, l.Params())
+		}
 		st.store.Unpin(cs)
+		if err != nil {
+			st.store.Close()
+			return nil, fmt.Errorf("init %s: %w", cfg.Init, err)
+		}
 	}
 	return st, nil
 }

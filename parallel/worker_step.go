@@ -63,6 +63,9 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		return res, fmt.Errorf("step %d: %w", w.step+1, err)
 	}
 	defer w.state.EndStep()
+	if err := w.shareTiedTable(ctx, tiedTableMicro); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
 	M := w.micro
 	flight := make([]inflight, M)
 	inFlight := 0
@@ -86,6 +89,9 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
+	if err := w.foldTiedGrad(ctx); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
 	if err := w.sync.reduce(ctx); err != nil {
 		return res, err
 	}
@@ -175,6 +181,9 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 // (ok), the others return ok = false.
 func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
 	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
+	if err := w.shareTiedTable(ctx, tiedEvalTableMicro); err != nil {
+		return 0, false, fmt.Errorf("evaluation: %w", err)
+	}
 	var total float64
 	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {
 		w.ws.Reset()

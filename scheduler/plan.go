@@ -142,9 +142,9 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 		in.Stages = spec.Parallel.Stages.N
 	}
 	if spec.Model.TiedHead() {
-		// The head shares the embedding's table: one stage (model.Config.CheckStage), and
-		// no offload store, which pins the table only with the embedding.
-		in.Stages, in.Job.Offload = 1, jobspec.OffloadOff
+		// No offload store: it pins the token table only with the embedding, not the
+		// head's view of it (model/tied.go).
+		in.Job.Offload = jobspec.OffloadOff
 	}
 	return in, nil
 }

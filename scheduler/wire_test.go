@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // change the replicated state; this golden file fails first.
 func TestJobPlanWireFormat(t *testing.T) {
 	cost := model.LayerCost{Name: "block.0", ForwardFLOPsPerToken: 1e6, BackwardFLOPsPerToken: 2e6, ParamBytes: 1 << 20,
-		GradBytes: 1 << 20, OptimizerBytes: 2 << 20, OutputBytesPerToken: 512, SavedBytesPerToken: 4096}
+		GradBytes: 1 << 20, OptimizerBytes: 2 << 20, OutputBytesPerToken: 512, SavedBytesPerToken: 4096, TiedTableBytes: 1 << 18}
 	plan := JobPlan{
 		// Not a plan the balancer would make (a stage of layers [2,6) alone): every field is set.
 		Replicas:     [][]Stage{{{Node: "n2", First: 2, Last: 6, Recompute: true, MemoryBudget: 4 << 20}}},

@@ -13,6 +13,7 @@ import (
 
 type generateOptions struct {
 	checkpoint string
+	adapter    string
 	tokenizer  string
 	prompt     string
 	heads      int
@@ -38,6 +39,7 @@ beside the safetensors file. Without one, text is bytes and the model's vocabula
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.checkpoint, "checkpoint", "", "model.safetensors, or a checkpoint directory (required)")
+	f.StringVar(&o.adapter, "lora-adapter", "", "a PEFT LoRA adapter directory (meshnode lora-export) to apply to the checkpoint's model, its base")
 	f.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (default: the checkpoint's; none: bytes)")
 	f.StringVar(&o.prompt, "prompt", "\n", "text to continue")
 	f.IntVar(&o.sample.Tokens, "tokens", o.sample.Tokens, "tokens (bytes) to generate")
@@ -72,6 +74,11 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("--checkpoint: %v", err)
 	}
+	if o.adapter != "" {
+		if g.Layers, err = model.LoadPEFTAdapter(o.adapter, g.Config, g.Layers); err != nil {
+			return usagef("--lora-adapter: %v", err)
+		}
+	}
 	codec, err := o.textCodec(g.Config.Vocab)
 	if err != nil {
 		return err
@@ -99,12 +106,16 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadModelFile loads a GPT from a safetensors file or a checkpoint directory.
+// loadModelFile loads a GPT from a safetensors file or a checkpoint directory (a LoRA
+// run's: its adapters on its base).
 func loadModelFile(path string, heads int) (*model.GPT, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		ck, err := parallel.LoadCheckpoint(path)
 		if err != nil {
 			return nil, err
+		}
+		if ck.Config.LoRA != nil { // adapters only: on the base its run was initialised from
+			return parallel.CheckpointModel(ck)
 		}
 		path = filepath.Join(ck.Dir, parallel.ModelFile)
 	}

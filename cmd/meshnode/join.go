@@ -24,6 +24,7 @@ type joinOptions struct {
 	memoryBudget string
 	gemmShape    string
 	probeMax     string
+	relayBytes   string
 	maxData      string
 	threads      int
 	logLevel     string
@@ -63,6 +64,10 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
 	f.BoolVar(&c.DHT, "dht", c.DHT, "advertise and find members through the mesh's Kademlia DHT")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "NAT traversal: UPnP/NAT-PMP port mapping, AutoNAT, hole punching, relay v2")
+	f.IntVar(&c.Relay.MaxReservations, "relay-reservations", 0, "members that may hold a relay reservation on this node at once (0: 64)")
+	f.IntVar(&c.Relay.MaxCircuits, "relay-circuits", 0, "relayed connections open to or from one member at once (0: 8)")
+	f.StringVar(&o.relayBytes, "relay-circuit-bytes", "0", "bytes one relayed connection carries in each direction before this node resets it (0: 4GiB)")
+	f.DurationVar(&c.Relay.CircuitDuration, "relay-circuit-duration", 0, "longest a relayed connection stays open (0: 1h)")
 	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval")
 	f.DurationVar(&c.SuspectAfter, "suspect-after", 0, "heartbeat age after which a peer is suspect (default 3 heartbeats)")
 	f.DurationVar(&c.DeadAfter, "dead-after", 0, "heartbeat age after which a peer is dead (default 5 heartbeats)")
@@ -171,6 +176,11 @@ func (o *joinOptions) finish() error {
 		return usagef("--probe-max-bytes: %v", err)
 	}
 	c.Probe.MaxBytes = int(min(probeMax, 1<<40))
+	relayBytes, err := parseSize(o.relayBytes)
+	if err != nil {
+		return usagef("--relay-circuit-bytes: %v", err)
+	}
+	c.Relay.CircuitBytes = int64(min(relayBytes, 1<<50))
 	maxData, err := parseSize(o.maxData)
 	if err != nil || maxData == 0 {
 		return usagef("--max-data-bytes %q: want a size such as 1GiB", o.maxData)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -36,6 +35,7 @@ type trainOptions struct {
 	memoryBudget    string
 	dataDir         string
 	preset          string
+	lora            loraOptions
 }
 
 func newTrainCmd() *cobra.Command {
@@ -54,7 +54,8 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
   meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
   meshnode train --data corpus.txt --layers 6 --d-model 256 -o json
   meshnode train --data docs/ --tokenizer tokenizer.json --family llama --out ckpt
-  meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode`,
+  meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode
+  meshnode train --family llama --init base/ --lora-rank 8 --lora-targets q,v --out ft && meshnode lora-export ft --out adapter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -91,6 +92,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
 	o.data.addFlags(cmd)
 	o.dist.addFlags(cmd)
+	o.lora.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -139,6 +141,9 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if err := o.lora.apply(cmd, &o.cfg, ck != nil); err != nil {
+		return err
+	}
 	if err := o.data.loadTokenizer(cmd, o); err != nil {
 		return err
 	}
@@ -160,6 +165,7 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.data.saveTokenizer(o.out); err != nil {
 		return err
 	}
+	o.lora.report(cmd.OutOrStdout(), o.cfg, o.output == "json")
 	if o.dist.distributed() {
 		kernels.SetThreads(o.threads)
 		return o.dist.run(cmd.Context(), cmd.OutOrStdout(), o, data)
@@ -310,7 +316,7 @@ func checkWritableDir(dir string) error {
 			if !st.IsDir() {
 				return fmt.Errorf("%s is not a directory", p)
 			}
-			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+			if err := canWriteDir(p); err != nil {
 				return fmt.Errorf("%s is not writable: %v", p, err)
 			}
 			return nil

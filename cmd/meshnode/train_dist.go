@@ -58,9 +58,6 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if L := o.cfg.Model.NumLayers(); d.stages < 1 || d.stages > L {
 		return usagef("--stages must be between 1 and the %d layers of the model (embedding, %d blocks, head), got %d", L, o.cfg.Model.Layers, d.stages)
 	}
-	if d.stages > 1 && o.cfg.Model.TiedHead() {
-		return usagef("--stages: a tied %s model trains in one stage (its head shares the embedding's table), got %d", o.cfg.Model.FamilyName(), d.stages)
-	}
 	if d.replicas < 1 {
 		return usagef("--replicas must be ≥ 1 (got %d)", d.replicas)
 	}

@@ -98,6 +98,14 @@ func decodeField(val *yaml.Node, f reflect.Value, path string, errs *[]error) {
 		}
 		return
 	}
+	if f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct && val.Kind == yaml.MappingNode {
+		// An optional section (train.lora): present means set, its fields checked by name.
+		if f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+		decodeStruct(val, f.Elem(), path+".", errs)
+		return
+	}
 	if isSection {
 		if val.Kind != yaml.MappingNode {
 			*errs = append(*errs, fmt.Errorf("%s: must be a mapping, got a %s (line %d)", path, kindName(val.Kind), val.Line))

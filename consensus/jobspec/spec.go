@@ -104,6 +104,9 @@ type Train struct {
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+	// LoRA, when set, fine-tunes low-rank adapters on a frozen base instead of every
+	// weight (docs/lora.md). Nil (the default) trains every weight; omitted from JSON then.
+	LoRA *LoRA `json:"lora,omitempty" yaml:"lora"`
 }
 
 // BuiltinGoStd is the default corpus: the Go standard library's source.

@@ -18,6 +18,7 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	tc.Model, tc.Data = scheduler.ModelConfig(s), s.Data.Source
 	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
+	tc.LoRA = s.Train.LoRA // adapters on the seed's base: a job has no init checkpoint yet (docs/lora.md)
 	sc := parallel.DefaultSyncConfig()
 	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
 	sc.Codec = s.Parallel.Codec
