@@ -43,6 +43,7 @@ type instance struct {
 	allowRecompute, allowOffload, forceRecompute bool
 	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
 	diskRead, diskWrite                          []float64 // per node, bytes/s
+	diskRoom                                     []float64 // per node, bytes an offload may take (Node.diskRoom)
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -87,6 +88,7 @@ func (in *instance) addNodes(nodes []Node) error {
 			return err
 		}
 		in.diskRead, in.diskWrite = append(in.diskRead, rd), append(in.diskWrite, wr)
+		in.diskRoom = append(in.diskRoom, nd.diskRoom())
 	}
 	return nil
 }

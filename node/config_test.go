@@ -38,13 +38,17 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestPlanProfileCarriesDiskBandwidths: the balancer's view of a profile keeps the
-// measured disk bandwidths, which price offloaded training state.
+// measured disk bandwidths, which price offloaded training state, and the free space that
+// bounds it (issue 25).
 func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
 	prof := mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40, MemoryBudgetBytes: 1 << 30,
-		DiskReadBps: 500e6, DiskWriteBps: 250e6, DataAddr: "127.0.0.1:1"}
+		DiskReadBps: 500e6, DiskWriteBps: 250e6, DiskFreeBytes: 20 << 30, DataAddr: "127.0.0.1:1"}
 	pp := planProfile(&prof)
 	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 {
 		t.Errorf("the balancer's profile %+v does not carry the training rate and disk bandwidths", pp)
+	}
+	if pp == nil || pp.DiskFreeBytes == nil || *pp.DiskFreeBytes != 20<<30 {
+		t.Errorf("the balancer's profile %+v does not carry the announced free disk", pp)
 	}
 }
 

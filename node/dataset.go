@@ -45,7 +45,11 @@ func newDatasets(n *Node) (*datasets, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica})
+	cfg := blob.Config{Logger: n.log, AcceptPull: n.acceptReplica, AllowServe: n.allowServe}
+	if n.cfg.Consensus.Disabled {
+		cfg.AllowServe = nil // no jobs to decide by: a node without a control plane serves what it holds to members
+	}
+	blobs := blob.NewService(n.mesh, store, cfg)
 	return &datasets{n: n, blobs: blobs, local: &localDatasets{paths: n.cfg.LocalData},
 		loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }

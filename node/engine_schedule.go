@@ -70,8 +70,9 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" || p.Validate() != nil {
 		return nil
 	}
+	free := p.DiskFreeBytes // offload plans stay within it, less a reserve
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
-		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData}
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData, DiskFreeBytes: &free}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

@@ -48,6 +48,10 @@ type TrainConfig struct {
 	// Neither is part of a checkpoint: they describe the machine, not the run.
 	MemoryBudget int64  `json:"-"`
 	OffloadDir   string `json:"-"`
+	// DiskFree reports the bytes available in a directory's file system, −1 when it cannot
+	// tell; an offload store is refused before anything is written when its file does not
+	// fit jobspec.OffloadDiskRoom of it. Nil: the file system's own (offload.FreeBytes).
+	DiskFree func(dir string) int64 `json:"-"`
 	// Init, when set, replaces the initial weights with a checkpoint's (ReadInitWeights: a
 	// .safetensors file or a checkpoint directory) before training: the base a fine-tune
 	// starts from. Empty: the seed's initialisation.

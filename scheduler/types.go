@@ -106,6 +106,10 @@ type Profile struct {
 	// LocalData names the local datasets the node's operator exposed: a job with
 	// data.local is planned only on nodes that list its name.
 	LocalData []string
+	// DiskFreeBytes is the free space of the node's data directory it announced: stages
+	// offload on it only within jobspec.OffloadDiskRoom of it (balancer.Node.DiskFreeBytes).
+	// Nil: not known, no bound; the node's engine always sets it.
+	DiskFreeBytes *uint64
 }
 
 // Link is one measured link from a node to a peer.

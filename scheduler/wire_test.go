@@ -10,6 +10,8 @@ import (
 	"github.com/meshnode/meshnode/model"
 )
 
+var diskFree uint64 = 20 << 30
+
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ (after a deliberate, additive change)")
 
 // TestJobPlanWireFormat pins the plan the leader commits through Raft (a plan epoch's
@@ -29,7 +31,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 		Inputs: PlanInputs{
 			Snapshot: balancer.Snapshot{
 				Nodes: []balancer.Node{{ID: "n1", GFLOPS: 40, MemoryBytes: 20 << 20, GPU: &balancer.GPU{Name: "H100", GFLOPS: 5e5, MemoryBytes: 80 << 30},
-					DiskReadBps: 2e9, DiskWriteBps: 1e9}},
+					DiskReadBps: 2e9, DiskWriteBps: 1e9, DiskFreeBytes: &diskFree}},
 				Links: []balancer.Link{{From: "n1", To: "n2", RTT: 0.02, Bandwidth: 12.5e6}},
 			},
 			Job: balancer.Job{Layers: []model.LayerCost{cost}, Batch: 16, Context: 128, MicroBatches: 4, Schedule: jobspec.Schedule1F1B,

@@ -89,7 +89,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&c.Consensus.Bootstrap, "bootstrap-raft", false, "found a new Raft control plane even with --bootstrap peers (default: only without them)")
 	f.IntVar(&c.Consensus.Voters, "voters", 3, "Raft voting members the leader keeps (odd); later nodes join as non-voters")
-	f.IntVar(&c.Consensus.MaxLiveJobsPerMember, "max-live-jobs", consensus.DefaultMaxLiveJobsPerMember, "live jobs the Raft leader lets one member have (this node's setting applies while it leads)")
+	f.IntVar(&c.Consensus.MaxLiveJobsPerMember, "max-live-jobs", consensus.DefaultMaxLiveJobsPerMember, "live jobs one member may have (a cluster setting: the founding leader's value is replicated and kept)")
 	f.DurationVar(&c.Consensus.Probation, "raft-probation", consensus.DefaultProbation, "how long the leader watches a live non-voter before promoting it to voter ('meshnode raft promote|refuse' decide earlier)")
 	return withEnv(cmd)
 }
