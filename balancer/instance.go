@@ -42,6 +42,10 @@ type instance struct {
 	allowRecompute, allowOffload, forceRecompute bool
 	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
 	diskRead, diskWrite                          []float64 // per node, bytes/s
+	// host is each node's host index (colocation.go), hostShare the share of its host's
+	// cores each node keeps busy while it computes.
+	host      []int
+	hostShare []float64
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -87,6 +91,7 @@ func (in *instance) addNodes(nodes []Node) error {
 		}
 		in.diskRead, in.diskWrite = append(in.diskRead, rd), append(in.diskWrite, wr)
 	}
+	in.hostGroups(nodes)
 	return nil
 }
 

@@ -71,11 +71,20 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 		return nil
 	}
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
-		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps}
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, Host: p.Host, HostShare: hostShare(p.Slowdown)}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}
 	return out
+}
+
+// hostShare is the share of its host's cores a node keeps busy while it computes: an
+// emulated slowdown k sleeps (k−1)/k of its kernels' time (kernels.SetSlowdown).
+func hostShare(slowdown float64) float64 {
+	if slowdown > 1 {
+		return 1 / slowdown
+	}
+	return 1
 }
 
 // schedulerConfig prices sync traffic with the engine's codecs and checks plans with the
