@@ -279,9 +279,20 @@ func (r *testnetReporter) summary(s testnet.Summary) {
 	}
 	w := r.w
 	fmt.Fprintf(w, "\njob %s: %s after %d steps (plan epoch %d, %s)\n", s.Job, s.Status, s.Steps, s.PlanEpoch, s.Strategy)
-	fmt.Fprintf(w, "%-8s %-8s %-9s %-12s %-13s %s\n", "NODE", "REGION", "SLOWDOWN", "GEMM GFLOPS", "TRAIN GFLOPS", "LAYERS")
+	fmt.Fprintf(w, "%-8s %-8s %-9s %-12s %-13s %-9s %-8s %s\n", "NODE", "REGION", "SLOWDOWN", "GEMM GFLOPS", "TRAIN GFLOPS", "MEMORY", "REPLICA", "LAYERS")
 	for _, n := range s.Nodes {
-		fmt.Fprintf(w, "%-8s %-8s %-9g %-12.1f %-13.1f %s\n", n.Name, n.Region, n.Slowdown, n.GemmGFLOPS, n.TrainGFLOPS, testnet.LayerMap(n.Layers))
+		replica := "—"
+		if n.Replica > 0 {
+			replica = fmt.Sprint(n.Replica)
+		}
+		fmt.Fprintf(w, "%-8s %-8s %-9g %-12.1f %-13.1f %-9s %-8s %s\n", n.Name, n.Region, n.Slowdown, n.GemmGFLOPS, n.TrainGFLOPS,
+			humanBytes(int64(n.MemoryBudgetBytes)), replica, testnet.LayerMap(n.Layers))
+	}
+	if s.Split != "" {
+		fmt.Fprintf(w, "split            %s\n", s.Split)
+	}
+	if s.Reason != "" {
+		fmt.Fprintf(w, "plan             %s\n", s.Reason)
 	}
 	fmt.Fprintf(w, "step time        %.3f s (predicted %.3f s)\n", s.StepTimeS, s.PredictedStepTimeS)
 	fmt.Fprintf(w, "throughput       %.0f tokens/s\n", s.TokensPerSec)
