@@ -105,15 +105,8 @@ func speedFactor(plan JobPlan, speeds map[string]float64, measured, ratio float6
 	}
 	k := 1.0
 	for range speedFactorRounds {
-		snap := plan.Inputs.Snapshot
-		snap.Nodes = slices.Clone(snap.Nodes)
-		for i, n := range snap.Nodes {
-			if g, ok := speeds[n.ID]; ok {
-				snap.Nodes[i].GFLOPS, snap.Nodes[i].GPU = g/k, nil
-			}
-		}
-		step, err := balancer.PlanStep(snap, plan.Inputs.Job, bp)
-		if err != nil || !(step > 0) {
+		step, ok := plan.priceWith(bp, speeds, k)
+		if !ok || !(step > 0) {
 			return ratio
 		}
 		next := k * measured / step
@@ -126,6 +119,30 @@ func speedFactor(plan JobPlan, speeds map[string]float64, measured, ratio float6
 		return ratio
 	}
 	return k
+}
+
+// priceAt is the step the balancer predicts for the plan (balancer.PlanStep) with the
+// nodes in speeds at those speeds (GFLOP/s), every other input as planned; ok is false
+// when the plan cannot be priced again (balancerPlan).
+func (p JobPlan) priceAt(speeds map[string]float64) (float64, bool) {
+	bp, ok := p.balancerPlan()
+	if !ok {
+		return 0, false
+	}
+	return p.priceWith(bp, speeds, 1)
+}
+
+// priceWith is priceAt of bp, the plan's balancer form, with the speeds divided by k.
+func (p JobPlan) priceWith(bp balancer.Plan, speeds map[string]float64, k float64) (float64, bool) {
+	snap := p.Inputs.Snapshot
+	snap.Nodes = slices.Clone(snap.Nodes)
+	for i, n := range snap.Nodes {
+		if g, ok := speeds[n.ID]; ok {
+			snap.Nodes[i].GFLOPS, snap.Nodes[i].GPU = g/k, nil
+		}
+	}
+	step, err := balancer.PlanStep(snap, p.Inputs.Job, bp)
+	return step, err == nil
 }
 
 // balancerPlan is the balancer's form of the plan, to price it again; ok is false for a
