@@ -33,8 +33,11 @@ func newTestnetRunCmd() *cobra.Command {
 		Long: `Start a testnet (default: 4 nodes in 2 emulated regions, slowdowns 1, 1, 2 and 3), wait until
 every node has measured itself and its links, submit the default job (the default GPT on
 builtin:gostd, --steps steps) or --job FILE, follow its progress, print a summary (each
-node's emulated slowdown, measured GEMM speed and layers in the plan; step time, tokens/s,
-bytes on the wire per step, initial and final validation loss) and stop every process.
+node's emulated slowdown, measured speeds, memory budget, replica and layers in the plan;
+whether any node could hold the model alone and the balancer's reason for the layout; step
+time against the prediction, tokens/s, bytes on the wire per step, initial and final
+validation loss) and stop every process. The default nodes offer 12 MiB each, less than
+the default model's training state, so the default job is always cut across nodes.
 It exits 0 when the job ends "done". Ctrl-C stops everything.
 
 Without --dir the testnet lives in a temporary directory removed at the end; with --dir it
