@@ -209,6 +209,7 @@ func (in *instance) holders(d draft) [][]int {
 // estimate is the planner's predicted step of a draft: the slowest replica plus the
 // amortised sync, and the reason naming the binding constraint.
 func (in *instance) estimate(d draft) (Breakdown, string) {
+	in = in.shared(d)
 	var b Breakdown
 	reason := ""
 	for _, r := range d.replicas {
@@ -228,7 +229,10 @@ func (in *instance) estimate(d draft) (Breakdown, string) {
 }
 
 // estimateStep is estimate's step time alone.
-func (in *instance) estimateStep(d draft) float64 {
+func (in *instance) estimateStep(d draft) float64 { return in.shared(d).estimateStepAlone(d) }
+
+// estimateStepAlone is estimateStep on in's speeds as they are, co-location aside.
+func (in *instance) estimateStepAlone(d draft) float64 {
 	step := 0.0
 	for _, r := range d.replicas {
 		step = math.Max(step, in.estimateReplica(r, d.m).step)

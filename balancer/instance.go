@@ -44,6 +44,10 @@ type instance struct {
 	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
 	diskRead, diskWrite                          []float64 // per node, bytes/s
 	diskRoom                                     []float64 // per node, bytes an offload may take (Node.diskRoom)
+	// host is each node's host index (colocation.go), hostShare the share of its host's
+	// cores each node keeps busy while it computes.
+	host      []int
+	hostShare []float64
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -90,6 +94,7 @@ func (in *instance) addNodes(nodes []Node) error {
 		in.diskRead, in.diskWrite = append(in.diskRead, rd), append(in.diskWrite, wr)
 		in.diskRoom = append(in.diskRoom, nd.diskRoom())
 	}
+	in.hostGroups(nodes)
 	return nil
 }
 

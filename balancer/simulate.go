@@ -49,6 +49,7 @@ func Simulate(snap Snapshot, job Job, plan Plan) (Simulation, error) {
 }
 
 func (in *instance) simulate(d draft) Simulation {
+	in = in.shared(d) // the speeds co-located nodes get (colocation.go), as the estimate prices them
 	var sim Simulation
 	loads := map[[2]int]float64{}
 	for _, r := range d.replicas {

@@ -32,6 +32,14 @@ type Node struct {
 	// state (the offload store's file holds every chunk) fits jobspec.OffloadDiskRoom of it.
 	// Nil: not known, no bound (simulations); the scheduler always sets it.
 	DiskFreeBytes *uint64 `json:"disk_free_bytes,omitempty"`
+	// Host names the machine the node runs on (records.Profile.Host): nodes of one host
+	// share its cores, and a plan's step is priced with the share each gets while the
+	// others compute (colocation.go). Empty: the node has its machine to itself.
+	Host string `json:"host,omitempty"`
+	// HostShare is the fraction of its host's cores the node keeps busy while it computes,
+	// in (0, 1]: 1/k for a testnet node whose emulated slowdown k sleeps the rest of its
+	// kernels' time. 0 means 1.
+	HostShare float64 `json:"host_share,omitempty"`
 }
 
 // diskRoom is how many bytes of offloaded training state the node's disk may take, +Inf

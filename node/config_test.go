@@ -38,14 +38,15 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestPlanProfileCarriesDiskBandwidths: the balancer's view of a profile keeps the
-// measured disk bandwidths, which price offloaded training state, and the free space that
-// bounds it (issue 25).
+// measured disk bandwidths, which price offloaded training state, the free space that
+// bounds it (issue 25), and the host identity, which prices co-located nodes' shares of it
+// (an emulated slowdown claims no smaller share).
 func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
 	prof := mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40, MemoryBudgetBytes: 1 << 30,
-		DiskReadBps: 500e6, DiskWriteBps: 250e6, DiskFreeBytes: 20 << 30, DataAddr: "127.0.0.1:1"}
+		DiskReadBps: 500e6, DiskWriteBps: 250e6, DiskFreeBytes: 20 << 30, DataAddr: "127.0.0.1:1", Host: "3f2a9c0d51e7b684", Slowdown: 3}
 	pp := planProfile(&prof)
-	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 {
-		t.Errorf("the balancer's profile %+v does not carry the training rate and disk bandwidths", pp)
+	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 || pp.Host != prof.Host || pp.HostShare != 0 {
+		t.Errorf("the balancer's profile %+v does not carry the training rate, disk bandwidths and host", pp)
 	}
 	if pp == nil || pp.DiskFreeBytes == nil || *pp.DiskFreeBytes != 20<<30 {
 		t.Errorf("the balancer's profile %+v does not carry the announced free disk", pp)

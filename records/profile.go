@@ -57,6 +57,11 @@ type Profile struct {
 	DataAddrs []string `json:"data_addrs,omitempty"`
 	// Region is an operator-given label of where the node is (a testnet's emulated region).
 	Region string `json:"region,omitempty"`
+	// Host identifies the machine the node runs on (a hash of its machine id and boot id,
+	// never the ids themselves): nodes that announce the same Host share its cores, and the
+	// balancer prices their concurrent compute as sharing them. Empty means unknown (the
+	// node is taken to have its machine to itself).
+	Host string `json:"host,omitempty"`
 	// Links are this node's latest measurements of its paths to peers, so that every node,
 	// and the leader planning a job, learns the whole link matrix from heartbeats.
 	Links []ProfileLink `json:"links,omitempty"`

@@ -68,7 +68,7 @@ func sampleProfile() Profile {
 		GPUs: []GPU{{Index: 1, Name: "NVIDIA H100", UUID: "GPU-1", MemoryTotalBytes: 80 << 30, MemoryFreeBytes: 79 << 30,
 			Multiprocessors: 132, SMClockMHz: 1980, MemoryClockMHz: 2619, ComputeCapability: "9.0"}},
 		OS: "linux", Arch: "amd64", Version: "v0.9", MeasuredAt: at,
-		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu",
+		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu", Host: "3f2a9c0d51e7b684",
 		Links:     []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
 		LocalData: []string{"clinic-a", "web-2024"},
 	}

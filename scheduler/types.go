@@ -110,6 +110,12 @@ type Profile struct {
 	// offload on it only within jobspec.OffloadDiskRoom of it (balancer.Node.DiskFreeBytes).
 	// Nil: not known, no bound; the node's engine always sets it.
 	DiskFreeBytes *uint64
+	// Host names the machine the node runs on (records.Profile.Host); nodes of one host
+	// share its cores (balancer.Node.Host). Empty: unknown.
+	Host string
+	// HostShare is the fraction of its host's cores the node keeps busy while it computes
+	// (balancer.Node.HostShare; 0 means 1).
+	HostShare float64
 }
 
 // Link is one measured link from a node to a peer.
