@@ -118,7 +118,30 @@ func (r ProgressRequest) validate() error {
 	if len(r.Samples) > maxSamplesPerReport {
 		err = fmt.Errorf("%d progress samples (max %d)", len(r.Samples), maxSamplesPerReport)
 	}
-	return errors.Join(checkJobID("job id", r.JobID), err)
+	errs := []error{checkJobID("job id", r.JobID), err}
+	if len(r.Stages) > maxStagesPerReport {
+		errs = append(errs, fmt.Errorf("%d phase times (max %d)", len(r.Stages), maxStagesPerReport))
+	}
+	for _, s := range r.Stages {
+		errs = append(errs, checkNodeID("phase times node", s.Node), checkStageTimes(s))
+	}
+	return errors.Join(errs...)
+}
+
+// maxPhaseSeconds bounds one phase's mean time per step in a StageTimes entry.
+const maxPhaseSeconds = 1e6
+
+// checkStageTimes requires finite, non-negative phase times and a positive step count.
+func checkStageTimes(s StageTimes) error {
+	for _, v := range []float64{s.Compute, s.Transfer, s.Bubble, s.Sync} {
+		if !(v >= 0 && v <= maxPhaseSeconds) {
+			return fmt.Errorf("phase times of %s: %v s is not a time between 0 and %g s", s.Node, v, float64(maxPhaseSeconds))
+		}
+	}
+	if s.Steps < 1 || s.Step < 0 {
+		return fmt.Errorf("phase times of %s: %d steps up to step %d", s.Node, s.Steps, s.Step)
+	}
+	return nil
 }
 
 func (r CheckpointRequest) validate() error {

@@ -193,6 +193,9 @@ func (f *FSM) applyProgress(req ProgressRequest) any {
 		j.Progress = appendBounded(j.Progress, MaxProgressPerJob, s)
 		j.UpdatedAt = s.Time
 	}
+	for _, s := range req.Stages {
+		j.StageTimes = appendBounded(j.StageTimes, MaxStageTimesPerJob, s)
+	}
 	return nil
 }
 

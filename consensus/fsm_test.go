@@ -171,6 +171,36 @@ func TestFSMBounds(t *testing.T) {
 	}
 }
 
+// TestFSMStageTimes: the plan members' phase times are kept in a bounded history, and an
+// entry with too many of them, a time that is not one, or no node is refused whole.
+func TestFSMStageTimes(t *testing.T) {
+	h := newHarness(t)
+	h.mustOK(JobSubmitType, JobSubmitRequest{ID: "j", Spec: jobspec.DefaultSpec(), Time: t0})
+	ok := StageTimes{Time: t0, Epoch: 1, Node: "n1", Steps: 4, Compute: 0.2, Transfer: 0.01, Bubble: 0.05}
+	for i := range MaxStageTimesPerJob + 3 {
+		s := ok
+		s.Step = i
+		h.mustOK(ProgressType, ProgressRequest{JobID: "j", Stages: []StageTimes{s}})
+	}
+	if j := h.job("j"); len(j.StageTimes) != MaxStageTimesPerJob || j.StageTimes[0].Step != 3 {
+		t.Fatalf("stage times bound: %d entries, first step %d", len(j.StageTimes), j.StageTimes[0].Step)
+	}
+	bad := func(f func(*StageTimes)) ProgressRequest {
+		s := ok
+		f(&s)
+		return ProgressRequest{JobID: "j", Samples: []ProgressSample{{Step: 1, Time: t0}}, Stages: []StageTimes{s}}
+	}
+	for name, req := range map[string]ProgressRequest{
+		"negative": bad(func(s *StageTimes) { s.Bubble = -1 }),
+		"huge":     bad(func(s *StageTimes) { s.Sync = 1e9 }),
+		"no steps": bad(func(s *StageTimes) { s.Steps = 0 }),
+		"no node":  bad(func(s *StageTimes) { s.Node = "" }),
+		"too many": {JobID: "j", Stages: make([]StageTimes, maxStagesPerReport+1)},
+	} {
+		t.Run(name, func(t *testing.T) { h.t = t; h.mustErr(ErrBadEntry, ProgressType, req) })
+	}
+}
+
 type memSink struct {
 	bytes.Buffer
 	cancelled bool

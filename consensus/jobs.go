@@ -63,8 +63,12 @@ type (
 	}
 )
 
-// maxSamplesPerReport bounds one progress report.
-const maxSamplesPerReport = 1024
+// maxSamplesPerReport bounds one progress report; maxStagesPerReport its phase times
+// (one member's own: a few entries when earlier reports failed).
+const (
+	maxSamplesPerReport = 1024
+	maxStagesPerReport  = 16
+)
 
 // SubmitJob validates spec and commits it as a new job in status submitted; the leader
 // assigns the id and submission time. It works on any node.
@@ -98,7 +102,13 @@ func (c *Consensus) SetPlan(ctx context.Context, jobID string, plan json.RawMess
 // ReportProgress appends samples to the job's bounded progress history. Samples without
 // a time get the leader's.
 func (c *Consensus) ReportProgress(ctx context.Context, jobID string, samples []ProgressSample) error {
-	return c.do(ctx, "progress", ProgressRequest{JobID: jobID, Samples: samples}, nil)
+	return c.ReportProgressTimes(ctx, jobID, samples, nil)
+}
+
+// ReportProgressTimes is ReportProgress with this member's own phase times (stages),
+// which the leader records as this member's (StageTimes.Node).
+func (c *Consensus) ReportProgressTimes(ctx context.Context, jobID string, samples []ProgressSample, stages []StageTimes) error {
+	return c.do(ctx, "progress", ProgressRequest{JobID: jobID, Samples: samples, Stages: stages}, nil)
 }
 
 // AddCheckpoint records a checkpoint manifest for the job.
@@ -245,6 +255,9 @@ func (c *Consensus) handleProgress(ctx context.Context, from peer.ID, body []byt
 	if len(args.Samples) > maxSamplesPerReport {
 		return nil, fmt.Errorf("%d progress samples in one report (max %d): %w", len(args.Samples), maxSamplesPerReport, ErrTooLarge)
 	}
+	if len(args.Stages) > maxStagesPerReport {
+		return nil, fmt.Errorf("%d phase times in one report (max %d): %w", len(args.Stages), maxStagesPerReport, ErrTooLarge)
+	}
 	if err := c.authorizeReporter(from, args.JobID); err != nil {
 		return nil, err
 	}
@@ -252,6 +265,12 @@ func (c *Consensus) handleProgress(ctx context.Context, from peer.ID, body []byt
 	for i := range args.Samples {
 		if args.Samples[i].Time.IsZero() {
 			args.Samples[i].Time = t
+		}
+	}
+	for i := range args.Stages {
+		args.Stages[i].Node = from.String() // who measured them: calibration prices that node
+		if args.Stages[i].Time.IsZero() {
+			args.Stages[i].Time = t
 		}
 	}
 	_, err = c.propose(ctx, ProgressType, args)

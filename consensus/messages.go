@@ -78,6 +78,9 @@ type PlanSetRequest struct {
 type ProgressRequest struct {
 	JobID   string           `json:"job_id"`
 	Samples []ProgressSample `json:"samples"`
+	// Stages are the reporting member's own phase times; the leader stamps each entry's
+	// Node with the member that sent the report.
+	Stages []StageTimes `json:"stages,omitempty"`
 }
 
 // CheckpointRequest records a checkpoint manifest for a job.

@@ -8,6 +8,7 @@ type (
 	Job                = records.Job
 	PlanEpoch          = records.PlanEpoch
 	ProgressSample     = records.ProgressSample
+	StageTimes         = records.StageTimes
 	CheckpointFile     = records.CheckpointFile
 	CheckpointManifest = records.CheckpointManifest
 	Event              = records.Event

@@ -263,6 +263,22 @@ func TestPerOpAuthorization(t *testing.T) {
 		}
 		return errors.New("the event is not applied yet")
 	})
+	// Phase times are recorded as the reporting member's own, whatever node they name.
+	if err := a.c.ReportProgressTimes(ctx, id, nil, []StageTimes{{Epoch: 1, Node: b.id.String(), Steps: 2, Compute: 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitForErr(t, 5*time.Second, func() error {
+		j, _, err := a.c.FSM().Job(id)
+		if err != nil {
+			return err
+		}
+		if n := len(j.StageTimes); n == 0 {
+			return errors.New("the phase times are not applied yet")
+		} else if j.StageTimes[n-1].Node != a.id.String() {
+			t.Fatalf("phase times reported by %s name %q", a.id, j.StageTimes[n-1].Node)
+		}
+		return nil
+	})
 	if _, err := a.c.call(ctx, leader.id, "event", []byte(`{"job_id":"`+id+`","event":{"kind":"x"},"bogus":1}`)); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("unknown field: %v, want ErrBadRequest", err)
 	}

@@ -10,8 +10,11 @@ import (
 
 // Bounds on what one job keeps in the FSM. Older entries are dropped first.
 const (
-	MaxEventsPerJob      = 256
-	MaxProgressPerJob    = 512
+	MaxEventsPerJob   = 256
+	MaxProgressPerJob = 512
+	// MaxStageTimesPerJob bounds the plan members' phase times kept (records.StageTimes):
+	// each member reports one entry per runner.stageTimesEvery or so.
+	MaxStageTimesPerJob  = 256
 	MaxPlansPerJob       = 16
 	MaxCheckpointsPerJob = 16
 	// MaxFilesPerCheckpoint bounds the files (stages × kinds × holders) of one manifest.

@@ -99,12 +99,12 @@ func (c nodeControl) consensus() (*consensus.Consensus, error) {
 	return nil, errNoConsensus
 }
 
-func (c nodeControl) ReportProgress(ctx context.Context, job string, s []consensus.ProgressSample) error {
+func (c nodeControl) ReportProgress(ctx context.Context, job string, s []consensus.ProgressSample, stages []consensus.StageTimes) error {
 	cs, err := c.consensus()
 	if err != nil {
 		return err
 	}
-	return cs.ReportProgress(ctx, job, s)
+	return cs.ReportProgressTimes(ctx, job, s, stages)
 }
 
 func (c nodeControl) AddCheckpoint(ctx context.Context, job string, m consensus.CheckpointManifest) error {

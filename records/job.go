@@ -37,6 +37,23 @@ type ProgressSample struct {
 	StepSeconds float64 `json:"step_s,omitempty"`
 }
 
+// StageTimes is one plan member's own step phase times (parallel.StepTimes): the means
+// over its Steps steps since its previous report, in seconds. Every node of a plan reports
+// them, so the time a step spends is attributed to the stage that spent it.
+type StageTimes struct {
+	Time  time.Time `json:"time"`
+	Epoch uint64    `json:"epoch"`
+	Step  int       `json:"step"` // the newest step the means cover
+	// Node is the member that reported them, as the leader authenticated it (it overwrites
+	// whatever the sender put).
+	Node     string  `json:"node"`
+	Steps    int     `json:"steps"`
+	Compute  float64 `json:"compute_s"`
+	Transfer float64 `json:"transfer_s"`
+	Bubble   float64 `json:"bubble_s"`
+	Sync     float64 `json:"sync_s"`
+}
+
 // CheckpointFile is one stage's file of a checkpoint, addressed by content hash.
 type CheckpointFile struct {
 	// Kind is "model" (the layers' weights, GPT-2 names) or "optimizer" (their AdamW
@@ -73,15 +90,17 @@ type Event struct {
 
 // Job is one submitted job and everything the control plane knows about it.
 type Job struct {
-	ID          string               `json:"id"`
-	Name        string               `json:"name"`
-	Spec        jobspec.Spec         `json:"spec"`
-	Status      JobStatus            `json:"status"`
-	SubmittedAt time.Time            `json:"submitted_at"`
-	SubmittedBy string               `json:"submitted_by,omitempty"` // the member that submitted it, whose live-job quota it counts against ("" before quotas)
-	UpdatedAt   time.Time            `json:"updated_at"`
-	Plans       []PlanEpoch          `json:"plans"`
-	Progress    []ProgressSample     `json:"progress"`
+	ID          string           `json:"id"`
+	Name        string           `json:"name"`
+	Spec        jobspec.Spec     `json:"spec"`
+	Status      JobStatus        `json:"status"`
+	SubmittedAt time.Time        `json:"submitted_at"`
+	SubmittedBy string           `json:"submitted_by,omitempty"` // the member that submitted it, whose live-job quota it counts against ("" before quotas)
+	UpdatedAt   time.Time        `json:"updated_at"`
+	Plans       []PlanEpoch      `json:"plans"`
+	Progress    []ProgressSample `json:"progress"`
+	// StageTimes are the plan members' phase times, oldest first (a bounded history).
+	StageTimes  []StageTimes         `json:"stage_times,omitempty"`
 	Checkpoints []CheckpointManifest `json:"checkpoints"`
 	Events      []Event              `json:"events"`
 	// FinishedIndex is the log index at which the job reached a terminal status, 0 while

@@ -50,6 +50,9 @@ type ProgressView struct {
 	ValLoss        *float64         `json:"val_loss"`
 	UpdatedAt      *time.Time       `json:"updated_at"`
 	Samples        []ProgressSample `json:"samples"`
+	// Stages are the newest phase times of each node that reported its own (StageTimes)
+	// in the newest epoch any node reported in, in the order of their reports.
+	Stages []StageTimes `json:"stages,omitempty"`
 }
 
 // Summary is the job's JobSummary.
@@ -79,7 +82,30 @@ func (j *Job) Detail(index uint64) JobDetail {
 			d.Progress.ValLoss = v
 		}
 	}
+	d.Progress.Stages = newestStageTimes(j.StageTimes)
 	return d
+}
+
+// newestStageTimes is the newest entry of each node in the newest epoch of ts.
+func newestStageTimes(ts []StageTimes) []StageTimes {
+	if len(ts) == 0 {
+		return nil
+	}
+	epoch := ts[len(ts)-1].Epoch
+	var out []StageTimes
+	at := map[string]int{}
+	for _, t := range ts {
+		if t.Epoch != epoch {
+			continue
+		}
+		if i, ok := at[t.Node]; ok {
+			out[i] = t
+			continue
+		}
+		at[t.Node] = len(out)
+		out = append(out, t)
+	}
+	return out
 }
 
 // LastEventMessage is ": " and the newest non-empty event message, or "": what to append

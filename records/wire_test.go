@@ -34,6 +34,7 @@ func sampleJob() Job {
 		Plans: []PlanEpoch{{Epoch: 1, Plan: json.RawMessage(`{"replicas":[[{"node":"n1","first":0,"last":6}]]}`), Reason: "initial", SetAt: at}},
 		Progress: []ProgressSample{{Time: at, Epoch: 1, Step: 100, Loss: 2.5, TokensPerSec: 16000, BytesSent: 1 << 20,
 			ValLoss: f64(2.6), StepSeconds: 0.12}},
+		StageTimes: []StageTimes{{Time: at, Epoch: 1, Step: 100, Node: "n1", Steps: 16, Compute: 0.09, Transfer: 0.01, Bubble: 0.015, Sync: 0.005}},
 		Checkpoints: []CheckpointManifest{{Epoch: 1, Step: 100, Time: at, Files: []CheckpointFile{
 			{Kind: "model", Node: "n1", Layers: [2]int{0, 5}, Hash: "h1", Bytes: 1234, Replica: 1}}}},
 		Events:        []Event{{Time: at, Kind: jobspec.EventPlan, Epoch: 1, Step: 100, Message: "plan set initial", By: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"}},

@@ -48,7 +48,9 @@ var ErrBlobCorrupt = errors.New("blob does not match its hash")
 
 // Control is the control plane's write side, as the runner uses it.
 type Control interface {
-	ReportProgress(ctx context.Context, jobID string, samples []consensus.ProgressSample) error
+	// ReportProgress commits progress samples and this node's own phase times (either
+	// may be empty); the leader records the times as this node's.
+	ReportProgress(ctx context.Context, jobID string, samples []consensus.ProgressSample, stages []consensus.StageTimes) error
 	AddCheckpoint(ctx context.Context, jobID string, m consensus.CheckpointManifest) error
 	AddEvent(ctx context.Context, jobID string, e consensus.Event) error
 	SetJobStatus(ctx context.Context, jobID string, status consensus.JobStatus, message string) error

@@ -41,8 +41,8 @@ func (c *fsmControl) apply(mt consensus.MessageType, msg any) error {
 	return nil
 }
 
-func (c *fsmControl) ReportProgress(_ context.Context, job string, s []consensus.ProgressSample) error {
-	return c.apply(consensus.ProgressType, consensus.ProgressRequest{JobID: job, Samples: s})
+func (c *fsmControl) ReportProgress(_ context.Context, job string, s []consensus.ProgressSample, stages []consensus.StageTimes) error {
+	return c.apply(consensus.ProgressType, consensus.ProgressRequest{JobID: job, Samples: s, Stages: stages})
 }
 
 func (c *fsmControl) AddCheckpoint(_ context.Context, job string, m consensus.CheckpointManifest) error {

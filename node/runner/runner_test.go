@@ -154,6 +154,25 @@ func TestRunnerTrainsAJobLikeASplitRun(t *testing.T) {
 		}
 	}
 	checkCheckpoints(t, j, []int{5, 10, 15})
+	checkStageTimes(t, j, "a", "b")
+}
+
+// checkStageTimes checks that every one of nodes reported its own phase times (not only
+// the node that reports progress), each entry a mean over steps with compute in it.
+func checkStageTimes(t *testing.T, j consensus.Job, nodes ...string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, s := range j.StageTimes {
+		if s.Epoch != 1 || s.Steps < 1 || !(s.Compute > 0) || s.Transfer < 0 || s.Bubble < 0 || s.Sync < 0 {
+			t.Errorf("phase times entry %+v", s)
+		}
+		seen[s.Node] = true
+	}
+	for _, n := range nodes {
+		if !seen[n] {
+			t.Errorf("node %s reported no phase times; entries %+v", n, j.StageTimes)
+		}
+	}
 }
 
 // localRunLosses trains j's plan in one process and returns the training and validation

@@ -48,7 +48,7 @@ func newTraining(r *Runner, j consensus.Job, epoch uint64, jp scheduler.JobPlan,
 		global = cfg.Train.Batch * len(jp.Replicas)
 	}
 	report, evaluates := roles(jp, r.cfg.Self)
-	p := &progress{control: r.cfg.Control, job: j.ID, epoch: epoch, report: report, tokens: global * cfg.Train.Model.Context}
+	p := &progress{control: r.cfg.Control, job: j.ID, self: r.cfg.Self, epoch: epoch, report: report, members: len(jp.Nodes()), tokens: global * cfg.Train.Model.Context}
 	return &training{r: r, job: j, epoch: epoch, jp: jp, steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone(), evaluates: evaluates}
 }
 
@@ -66,6 +66,7 @@ func (t *training) followEpoch() {
 	}
 	t.epoch, t.jp, t.p.epoch = epoch, jp, epoch
 	t.p.report, t.evaluates = roles(jp, t.r.cfg.Self)
+	t.p.members = len(jp.Nodes())
 }
 
 // StepsDone implements parallel.Stepper.
@@ -80,8 +81,7 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	}
 	t.r.cfg.Metrics.ObserveStep(t.job.ID, res.Times)
 	t.reportIntegrity(ctx, res)
-	t.p.steps++
-	t.p.elapsed += time.Since(start)
+	t.p.step(time.Since(start), res.Times)
 	return res.Loss, nil
 }
 
