@@ -38,6 +38,18 @@ type Measure struct {
 	// the ratios, corrected for what of a step does not scale with compute speed (link
 	// latency and transfer, and the co-located nodes' shares of their host).
 	Factor, EarlyFactor float64
+	// Compute and EarlyCompute are, for each plan node that reported its own phase times
+	// in the epoch (enough of them past the warm-up), its measured compute time per step
+	// over the balancer's prediction of it at its plan speed (balancer.StageCompute): the
+	// median of its newest and of its first entries. 3 says the node computed 3× slower
+	// than it was priced at.
+	Compute, EarlyCompute map[string]float64
+	// Speeds and EarlySpeeds are the plan nodes' calibrated speeds at Measured and at
+	// Early: each node's plan speed divided by its own compute ratio (1 for a node without
+	// one), all of them then divided by the factor that makes the balancer predict the
+	// measured step with them (speedFactor), so that the step stays explained while the
+	// nodes are told apart by their own compute times.
+	Speeds, EarlySpeeds map[string]float64
 }
 
 // Ratio is measured over predicted: above 1 the plan runs slower than predicted.
@@ -85,7 +97,76 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	}
 	m.Factor = speedFactor(*plan, m.PlanSpeeds, m.Measured, m.Ratio())
 	m.EarlyFactor = speedFactor(*plan, m.PlanSpeeds, m.Early, m.Early/m.Predicted)
+	m.EarlyCompute, m.Compute = computeRatios(j, epoch, *plan, m.PlanSpeeds)
+	m.Speeds = calibratedSpeeds(*plan, m.PlanSpeeds, m.Compute, m.Measured, m.Factor)
+	m.EarlySpeeds = calibratedSpeeds(*plan, m.PlanSpeeds, m.EarlyCompute, m.Early, m.EarlyFactor)
 	return m, true
+}
+
+// computeRatios are, for each node of plan with calibrationMin entries of its own phase
+// times in epoch past its first calibrationWarmup, the median of its first and of its
+// newest calibrationWindow entries' compute time over the balancer's prediction of its
+// stage's compute at speeds; nil without any such node or when the plan cannot be priced
+// again.
+func computeRatios(j Job, epoch uint64, plan JobPlan, speeds map[string]float64) (early, late map[string]float64) {
+	byNode := map[string][]float64{}
+	seen := map[string]int{}
+	for _, s := range j.StageTimes {
+		if s.Epoch != epoch || !(s.ComputeS > 0) || !plan.Has(s.Node) {
+			continue
+		}
+		if seen[s.Node]++; seen[s.Node] > calibrationWarmup {
+			byNode[s.Node] = append(byNode[s.Node], s.ComputeS)
+		}
+	}
+	if len(byNode) == 0 {
+		return nil, nil
+	}
+	predicted, ok := plan.stageCompute(speeds)
+	if !ok {
+		return nil, nil
+	}
+	early, late = map[string]float64{}, map[string]float64{}
+	for id, xs := range byNode {
+		p := predicted[id]
+		if len(xs) < calibrationMin || !(p > 0) {
+			continue
+		}
+		early[id] = median(xs[:min(len(xs), calibrationWindow)]) / p
+		late[id] = median(xs[max(0, len(xs)-calibrationWindow):]) / p
+	}
+	if len(late) == 0 {
+		return nil, nil
+	}
+	return early, late
+}
+
+// calibratedSpeeds are the plan nodes' speeds (Measure.Speeds): each one's in speeds
+// divided by its own compute ratio (1 without one), all then divided by the factor that
+// prices the plan at measured seconds a step with them; without any compute ratio, every
+// speed divided by factor (the plan's gap spread over its nodes alike).
+func calibratedSpeeds(plan JobPlan, speeds, ratios map[string]float64, measured, factor float64) map[string]float64 {
+	out := map[string]float64{}
+	if len(ratios) == 0 {
+		for id, g := range speeds {
+			out[id] = g / factor
+		}
+		return out
+	}
+	for id, g := range speeds {
+		out[id] = g
+		if r := ratios[id]; r > 0 {
+			out[id] = g / r
+		}
+	}
+	k := 1.0
+	if step, ok := plan.priceAt(out); ok && step > 0 {
+		k = speedFactor(plan, out, measured, measured/step)
+	}
+	for id := range out {
+		out[id] /= k
+	}
+	return out
 }
 
 // speedFactorRounds bounds speedFactor's iteration.
@@ -145,6 +226,24 @@ func (p JobPlan) priceWith(bp balancer.Plan, speeds map[string]float64, k float6
 	return step, err == nil
 }
 
+// stageCompute is the compute time per step the balancer predicts for each node of the
+// plan (balancer.StageCompute) with the nodes in speeds at those speeds; ok as priceAt's.
+func (p JobPlan) stageCompute(speeds map[string]float64) (map[string]float64, bool) {
+	bp, ok := p.balancerPlan()
+	if !ok {
+		return nil, false
+	}
+	snap := p.Inputs.Snapshot
+	snap.Nodes = slices.Clone(snap.Nodes)
+	for i, n := range snap.Nodes {
+		if g, ok := speeds[n.ID]; ok {
+			snap.Nodes[i].GFLOPS, snap.Nodes[i].GPU = g, nil
+		}
+	}
+	c, err := balancer.StageCompute(snap, p.Inputs.Job, bp)
+	return c, err == nil
+}
+
 // balancerPlan is the balancer's form of the plan, to price it again; ok is false for a
 // plan with an offloading stage (its offloaded bytes are not kept).
 func (p JobPlan) balancerPlan() (balancer.Plan, bool) {
@@ -189,9 +288,10 @@ type Calibration struct {
 	Speeds map[string]float64
 }
 
-// Calibrate derives the calibration from the jobs' plan epochs and progress samples. The gap
-// of a plan with several nodes is attributed to all of them alike: the progress samples
-// time whole steps, not a node's share of one.
+// Calibrate derives the calibration from the jobs' plan epochs, progress samples and the
+// plan members' own phase times. A node that reported its compute time is priced by it
+// (Measure.Speeds: a slow stage's node slow, the others not); the gap of a plan whose nodes
+// reported none is attributed to all of them alike.
 func Calibrate(jobs []Job) Calibration {
 	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}}
 	newest := map[string]time.Time{}
@@ -205,9 +305,9 @@ func Calibrate(jobs []Job) Calibration {
 				if gflops <= 0 {
 					continue
 				}
-				c.Baseline[id] = max(c.Baseline[id], gflops/m.EarlyFactor)
+				c.Baseline[id] = max(c.Baseline[id], m.EarlySpeeds[id])
 				if m.At.After(newest[id]) {
-					newest[id], c.Speeds[id] = m.At, gflops/m.Factor
+					newest[id], c.Speeds[id] = m.At, m.Speeds[id]
 				}
 			}
 		}

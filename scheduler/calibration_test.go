@@ -81,3 +81,68 @@ func TestCalibrationPricesThePlanAtItsMeasuredStep(t *testing.T) {
 		t.Errorf("speeds divided by the ratio price the plan at %.4g s; want well under the measured %.4g s (links do not scale)", got, want)
 	}
 }
+
+// stagedPipeline is a three-stage pipeline of a, b and c (equal speeds), measured at the
+// step the balancer predicts with b at a third of its speed; with stages, every node also
+// reports its own compute time per step: b 3× what its stage was priced at, a and c as
+// priced.
+func stagedPipeline(t *testing.T, stages bool) (Job, map[string]float64) {
+	t.Helper()
+	j := running(t, spec(), members("a", "b", "c"))
+	plan := map[string]float64{}
+	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
+		plan[n.ID] = n.GFLOPS
+	}
+	slow := map[string]float64{"a": plan["a"], "b": plan["b"] / 3, "c": plan["c"]}
+	j = measured(j, 8, priceAt(t, j, slow)/j.Plan.PredictedStepS)
+	if !stages {
+		return j, plan
+	}
+	predicted, ok := j.Plan.stageCompute(plan)
+	if !ok || len(predicted) != 3 {
+		t.Fatalf("stage compute of the plan: %v, %v", predicted, ok)
+	}
+	for range 8 {
+		for _, id := range []string{"a", "b", "c"} {
+			c := predicted[id]
+			if id == "b" {
+				c *= 3
+			}
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: c})
+		}
+	}
+	return j, plan
+}
+
+// A node whose own compute time is 3× what its stage was priced at is calibrated at a
+// third of its speed, and the other nodes of its plan keep theirs: the step's gap is the
+// slow stage's, not every node's alike (as it is without the nodes' own times).
+func TestCalibrationPricesEachNodeByItsOwnCompute(t *testing.T) {
+	j, plan := stagedPipeline(t, true)
+	c := Calibrate([]Job{j})
+	for id, want := range map[string]float64{"a": plan["a"], "b": plan["b"] / 3, "c": plan["c"]} {
+		if got := c.Speeds[id]; math.Abs(got-want) > 0.02*want {
+			t.Errorf("node %s calibrated at %.4g GFLOP/s, want %.4g (speeds %v)", id, got, want, c.Speeds)
+		}
+	}
+	layers := func(p JobPlan, id string) int {
+		for _, st := range p.Replicas[0] {
+			if st.Node == id {
+				return st.Last - st.First
+			}
+		}
+		return 0
+	}
+	next, err := PlanJob(spec(), c.Apply(members("a", "b", "c")), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before, after := layers(*j.Plan, "b"), layers(next, "b"); after >= before {
+		t.Errorf("planned on calibrated speeds, b holds %d layers (had %d): the slow stage keeps its share", after, before)
+	}
+	whole, _ := stagedPipeline(t, false)
+	cw := Calibrate([]Job{whole})
+	if !(cw.Speeds["a"] < 0.9*plan["a"]) || math.Abs(cw.Speeds["a"]-cw.Speeds["b"]) > 1e-9*cw.Speeds["a"] {
+		t.Errorf("without the nodes' own times the gap is spread alike: speeds %v", cw.Speeds)
+	}
+}

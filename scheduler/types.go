@@ -56,6 +56,17 @@ type Job struct {
 	// (calibration.go) compares what each epoch measured with what its plan predicted.
 	Progress []Sample
 	Epochs   []EpochPlan
+	// StageTimes are the plan members' own phase times, oldest first (a bounded history):
+	// calibration prices each node by its own compute time where it has them.
+	StageTimes []StageSample
+}
+
+// StageSample is one plan member's own mean compute time per step over the steps since
+// its previous report (records.StageTimes), as the leader attributed it.
+type StageSample struct {
+	Epoch    uint64
+	Node     string
+	ComputeS float64
 }
 
 // Sample is one progress report of a job's reporting worker (the last stage of replica 0).
