@@ -63,7 +63,7 @@ func TestSummarize(t *testing.T) {
 			{Time: t0, Epoch: 1, Step: 0, ValLoss: &v0},
 			{Time: t0.Add(20 * time.Second), Epoch: 1, Step: 50, TokensPerSec: 1000, BytesSent: 5000},
 			{Time: t0.Add(40 * time.Second), Epoch: 1, Step: 100, TokensPerSec: 3000, BytesSent: 10000, ValLoss: &v1},
-		}}}
+		}, Stages: []consensus.StageTimes{{Epoch: 1, Node: "B", Steps: 10, Compute: 0.3, Bubble: 0.1}}}}
 	nodes := []NodeState{{Name: "a", ID: "A", Region: "eu", Slowdown: 1}, {Name: "b", ID: "B", Region: "us", Slowdown: 3}}
 	peers := map[string]api.Peer{"A": {Profile: &mesh.Profile{GemmGFLOPS: 60}}, "B": {Profile: &mesh.Profile{GemmGFLOPS: 20}}}
 	s := Summarize(job, nodes, peers)
@@ -79,6 +79,9 @@ func TestSummarize(t *testing.T) {
 	if a, b := s.Nodes[0], s.Nodes[1]; a.GemmGFLOPS != 60 || len(a.Layers) != 1 || a.Layers[0] != [2]int{0, 4} ||
 		b.Layers[0] != [2]int{4, 6} || b.Slowdown != 3 {
 		t.Errorf("nodes %+v", s.Nodes)
+	}
+	if a, b := s.Nodes[0], s.Nodes[1]; a.Phases != nil || b.Phases == nil || b.Phases.Compute != 0.3 || b.Phases.Bubble != 0.1 {
+		t.Errorf("phases: a %+v, b %+v; want b's own only", a.Phases, b.Phases)
 	}
 	if got := LayerMap(s.Nodes[0].Layers); got != "0–3" {
 		t.Errorf("LayerMap = %q", got)

@@ -65,6 +65,9 @@ type SummaryNode struct {
 	MemoryBudgetBytes uint64 `json:"memory_budget_bytes,omitempty"`
 	// Replica is the plan replica the node's stage belongs to, from 1; 0: no stage.
 	Replica int `json:"replica,omitempty"`
+	// Phases are the node's own newest phase times per step (compute, transfer, bubble,
+	// sync) in the newest epoch reported; nil when it reported none.
+	Phases *consensus.StageTimes `json:"phases,omitempty"`
 }
 
 // Summarize builds the summary of job from its detail, the nodes' states and the profiles
@@ -90,6 +93,11 @@ func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]api.
 					sn.Layers = append(sn.Layers, [2]int{st.First, st.Last})
 					sn.Replica = ri + 1
 				}
+			}
+		}
+		for i := range job.Progress.Stages {
+			if st := job.Progress.Stages[i]; st.Node == n.ID {
+				sn.Phases = &st
 			}
 		}
 		s.Nodes = append(s.Nodes, sn)

@@ -302,6 +302,12 @@ func (r *testnetReporter) summary(s testnet.Summary) {
 	fmt.Fprintf(w, "bytes per step   %s reported, %s on the emulated links (predicted %s)\n",
 		humanBytes(int64(s.BytesPerStep)), humanBytes(int64(s.WireBytesPerStep)), humanBytes(int64(s.PredictedBytesPerStep)))
 	fmt.Fprintf(w, "validation loss  %s → %s\n", fmtLoss(s.InitialValLoss), fmtLoss(s.FinalValLoss))
+	for _, n := range s.Nodes {
+		if p := n.Phases; p != nil {
+			fmt.Fprintf(w, "phases %-9s compute %.3f s, transfer %.3f s, bubble %.3f s, sync %.3f s per step (epoch %d, %d steps to step %d)\n",
+				n.Name, p.Compute, p.Transfer, p.Bubble, p.Sync, p.Epoch, p.Steps, p.Step)
+		}
+	}
 }
 
 func fmtLoss(v *float64) string {
