@@ -50,6 +50,12 @@ type Measure struct {
 	// measured step with them (speedFactor), so that the step stays explained while the
 	// nodes are told apart by their own compute times.
 	Speeds, EarlySpeeds map[string]float64
+	// Handoff is the latency every hand-off between the plan's stages paid beyond its
+	// link (seconds, one way: a process waking up on a busy host, the transport's own
+	// turnaround): when every node of a pipeline reported its compute, what the plan
+	// must add to each link's latency to be priced at Measured with each node at its own
+	// measured speed (Speeds then stay those, not scaled); 0 otherwise.
+	Handoff float64
 }
 
 // Ratio is measured over predicted: above 1 the plan runs slower than predicted.
@@ -98,8 +104,8 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	m.Factor = speedFactor(*plan, m.PlanSpeeds, m.Measured, m.Ratio())
 	m.EarlyFactor = speedFactor(*plan, m.PlanSpeeds, m.Early, m.Early/m.Predicted)
 	m.EarlyCompute, m.Compute = computeRatios(j, epoch, *plan, m.PlanSpeeds)
-	m.Speeds = calibratedSpeeds(*plan, m.PlanSpeeds, m.Compute, m.Measured, m.Factor)
-	m.EarlySpeeds = calibratedSpeeds(*plan, m.PlanSpeeds, m.EarlyCompute, m.Early, m.EarlyFactor)
+	m.Speeds, m.Handoff = calibratedSpeeds(*plan, m.PlanSpeeds, m.Compute, m.Measured, m.Factor)
+	m.EarlySpeeds, _ = calibratedSpeeds(*plan, m.PlanSpeeds, m.EarlyCompute, m.Early, m.EarlyFactor)
 	return m, true
 }
 
@@ -142,16 +148,18 @@ func computeRatios(j Job, epoch uint64, plan JobPlan, speeds map[string]float64)
 }
 
 // calibratedSpeeds are the plan nodes' speeds (Measure.Speeds): each one's in speeds
-// divided by its own compute ratio (1 without one), all then divided by the factor that
-// prices the plan at measured seconds a step with them; without any compute ratio, every
-// speed divided by factor (the plan's gap spread over its nodes alike).
-func calibratedSpeeds(plan JobPlan, speeds, ratios map[string]float64, measured, factor float64) map[string]float64 {
+// divided by its own compute ratio (1 without one). When every node has a ratio and its
+// pipeline is slower than those speeds price it, the rest is the hand-offs' (handoff,
+// Measure.Handoff) and the speeds stay; otherwise they are all divided by the factor that
+// prices the plan at measured seconds a step with them. Without any compute ratio, every
+// speed is divided by factor (the plan's gap spread over its nodes alike).
+func calibratedSpeeds(plan JobPlan, speeds, ratios map[string]float64, measured, factor float64) (map[string]float64, float64) {
 	out := map[string]float64{}
 	if len(ratios) == 0 {
 		for id, g := range speeds {
 			out[id] = g / factor
 		}
-		return out
+		return out, 0
 	}
 	for id, g := range speeds {
 		out[id] = g
@@ -159,12 +167,95 @@ func calibratedSpeeds(plan JobPlan, speeds, ratios map[string]float64, measured,
 			out[id] = g / r
 		}
 	}
-	k := 1.0
-	if step, ok := plan.priceAt(out); ok && step > 0 {
-		k = speedFactor(plan, out, measured, measured/step)
+	step, ok := plan.priceAt(out)
+	if !ok || !(step > 0) {
+		return out, 0
 	}
+	if len(ratios) == len(speeds) && measured > handoffMargin*step {
+		if h := plan.handoffFor(out, measured); h > 0 {
+			return out, h
+		}
+	}
+	k := speedFactor(plan, out, measured, measured/step)
 	for id := range out {
 		out[id] /= k
+	}
+	return out, 0
+}
+
+// handoffRounds bounds handoffFor's bisection; maxHandoff bounds the latency it finds;
+// handoffMargin is how much slower than its nodes' own speeds price it a pipeline must
+// run for the rest to be taken for its hand-offs' (less is noise: the speeds are scaled).
+const (
+	handoffMargin = 1.02
+	handoffRounds = 30
+	maxHandoff    = 1.0
+)
+
+// handoffFor is the latency h (seconds, one way) that, added to every link of the plan,
+// prices it at measured seconds a step with its nodes at speeds; 0 when no h up to
+// maxHandoff does (a plan of one stage has no hand-off to price) or it cannot be priced.
+func (p JobPlan) handoffFor(speeds map[string]float64, measured float64) float64 {
+	bp, ok := p.balancerPlan()
+	if !ok {
+		return 0
+	}
+	price := func(h float64) float64 {
+		step, ok := p.priceWithHandoff(bp, speeds, h)
+		if !ok {
+			return math.NaN()
+		}
+		return step
+	}
+	if !(price(maxHandoff) >= measured) || !(price(0) < measured) {
+		return 0
+	}
+	lo, hi := 0.0, maxHandoff
+	for range handoffRounds {
+		mid := (lo + hi) / 2
+		if price(mid) < measured {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return (lo + hi) / 2
+}
+
+// priceWithHandoff is priceWith of speeds (k 1) with h added to every link's one-way
+// latency (2h to its RTT), links the snapshot leaves unmeasured included.
+func (p JobPlan) priceWithHandoff(bp balancer.Plan, speeds map[string]float64, h float64) (float64, bool) {
+	p.Inputs.Snapshot.Links = withHandoff(p.Inputs.Snapshot, h) // p is a copy
+	return p.priceWith(bp, speeds, 1)
+}
+
+// withHandoff is snap's links with 2h added to every RTT, every ordered pair of its
+// nodes given a link (an unmeasured pair as the worst measured link, as the balancer
+// prices it) so that every hand-off pays h.
+func withHandoff(snap balancer.Snapshot, h float64) []balancer.Link {
+	if h == 0 {
+		return snap.Links
+	}
+	worst := balancer.Link{RTT: 0.1, Bandwidth: 100e6 / 8}
+	have := map[[2]string]bool{}
+	out := make([]balancer.Link, 0, len(snap.Links))
+	for i, l := range snap.Links {
+		if i == 0 || l.RTT > worst.RTT {
+			worst.RTT = l.RTT
+		}
+		if i == 0 || l.Bandwidth < worst.Bandwidth {
+			worst.Bandwidth = l.Bandwidth
+		}
+		have[[2]string{l.From, l.To}] = true
+		l.RTT += 2 * h
+		out = append(out, l)
+	}
+	for _, a := range snap.Nodes {
+		for _, b := range snap.Nodes {
+			if a.ID != b.ID && !have[[2]string{a.ID, b.ID}] {
+				out = append(out, balancer.Link{From: a.ID, To: b.ID, RTT: worst.RTT + 2*h, Bandwidth: worst.Bandwidth})
+			}
+		}
 	}
 	return out
 }
@@ -206,11 +297,16 @@ func speedFactor(plan JobPlan, speeds map[string]float64, measured, ratio float6
 // nodes in speeds at those speeds (GFLOP/s), every other input as planned; ok is false
 // when the plan cannot be priced again (balancerPlan).
 func (p JobPlan) priceAt(speeds map[string]float64) (float64, bool) {
+	return p.priceAtHandoff(speeds, 0)
+}
+
+// priceAtHandoff is priceAt with h added to every hand-off's latency (Measure.Handoff).
+func (p JobPlan) priceAtHandoff(speeds map[string]float64, h float64) (float64, bool) {
 	bp, ok := p.balancerPlan()
 	if !ok {
 		return 0, false
 	}
-	return p.priceWith(bp, speeds, 1)
+	return p.priceWithHandoff(bp, speeds, h)
 }
 
 // priceWith is priceAt of bp, the plan's balancer form, with the speeds divided by k.
@@ -286,6 +382,10 @@ type Calibration struct {
 	// below the baseline (the node slowed), else the baseline (a smaller difference is
 	// taken for noise: it would reorder nodes of about equal speed).
 	Speeds map[string]float64
+	// Handoff is, for each node of a measured pipeline, the newest measured epoch's
+	// latency per hand-off beyond the links (Measure.Handoff): the latency of every link
+	// the node measured is planned that much longer.
+	Handoff map[string]float64
 }
 
 // Calibrate derives the calibration from the jobs' plan epochs, progress samples and the
@@ -293,7 +393,7 @@ type Calibration struct {
 // (Measure.Speeds: a slow stage's node slow, the others not); the gap of a plan whose nodes
 // reported none is attributed to all of them alike.
 func Calibrate(jobs []Job) Calibration {
-	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}}
+	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}, Handoff: map[string]float64{}}
 	newest := map[string]time.Time{}
 	for _, j := range jobs {
 		for _, ep := range j.Epochs {
@@ -307,7 +407,7 @@ func Calibrate(jobs []Job) Calibration {
 				}
 				c.Baseline[id] = max(c.Baseline[id], m.EarlySpeeds[id])
 				if m.At.After(newest[id]) {
-					newest[id], c.Speeds[id] = m.At, m.Speeds[id]
+					newest[id], c.Speeds[id], c.Handoff[id] = m.At, m.Speeds[id], m.Handoff
 				}
 			}
 		}
@@ -339,8 +439,9 @@ func (c Calibration) meshFactor(members []Member) float64 {
 
 // Apply returns members with calibrated compute speeds: a measured node's own (Speeds),
 // any other's profile divided by the mesh factor, so that a node not measured yet is not
-// taken for faster than the measured ones for what they all share. The members' profiles
-// are not modified.
+// taken for faster than the measured ones for what they all share; and a node with a
+// measured hand-off latency (Handoff) with its links' RTTs 2× that longer. The members'
+// profiles are not modified.
 func (c Calibration) Apply(members []Member) []Member {
 	f := c.meshFactor(members)
 	out := slices.Clone(members)
@@ -353,6 +454,12 @@ func (c Calibration) Apply(members []Member) []Member {
 			p.GFLOPS = s
 		} else {
 			p.GFLOPS /= f
+		}
+		if h := c.Handoff[m.ID]; h > 0 {
+			p.Links = slices.Clone(p.Links)
+			for j := range p.Links {
+				p.Links[j].RTTSeconds += 2 * h
+			}
 		}
 		out[i].Profile = &p
 	}

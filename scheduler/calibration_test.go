@@ -146,3 +146,62 @@ func TestCalibrationPricesEachNodeByItsOwnCompute(t *testing.T) {
 		t.Errorf("without the nodes' own times the gap is spread alike: speeds %v", cw.Speeds)
 	}
 }
+
+// A pipeline whose nodes computed as priced but whose step is slower is paying for its
+// hand-offs: the calibration finds the latency per hand-off that prices the plan at the
+// measured step, keeps the nodes' speeds, and plans their links that much slower; a plan
+// made on them pays fewer hand-offs (fewer micro-batches or stages). (At the quick
+// start's 12 MiB a node's activation memory forces one-sequence micro-batches: there the
+// hand-offs' price can only choose which nodes pair.)
+func TestCalibrationPricesTheHandoffs(t *testing.T) {
+	s := jobspec.DefaultSpec()
+	s.Parallel.Replicas = jobspec.Fixed(1)
+	ms := members("a", "b")
+	for _, m := range ms {
+		m.Profile.MemoryBytes = 24 << 20 // room for larger micro-batches, or the whole model
+		for i := range m.Profile.Links {
+			m.Profile.Links[i].RTTSeconds, m.Profile.Links[i].BandwidthBps = 1e-4, 1e9
+		}
+	}
+	j := running(t, s, ms)
+	if len(j.Plan.Replicas[0]) != 2 || j.Plan.MicroBatches < 4 {
+		t.Fatalf("want a pipeline of two nodes with several micro-batches, planned %+v", j.Plan.Replicas)
+	}
+	plan := map[string]float64{"a": 100, "b": 100}
+	bp, _ := j.Plan.balancerPlan()
+	const h = 0.02
+	step, ok := j.Plan.priceWithHandoff(bp, plan, h)
+	if !ok {
+		t.Fatal("the plan does not price")
+	}
+	j = measured(j, 8, step/j.Plan.PredictedStepS)
+	predicted, _ := j.Plan.stageCompute(plan)
+	for range 8 {
+		for _, id := range []string{"a", "b"} {
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: predicted[id]})
+		}
+	}
+	m, ok := MeasureEpoch(j, 1)
+	if !ok || math.Abs(m.Handoff-h) > 0.02*h {
+		t.Fatalf("measured hand-off %.4g s (ok %v), want %.4g s", m.Handoff, ok, h)
+	}
+	c := Calibrate([]Job{j})
+	for id, g := range plan {
+		if math.Abs(c.Speeds[id]-g) > 0.02*g || c.Handoff[id] != m.Handoff {
+			t.Errorf("node %s: speed %.4g (want %.4g), hand-off %.4g", id, c.Speeds[id], g, c.Handoff[id])
+		}
+	}
+	cal := c.Apply(ms)
+	if got := cal[0].Profile.Links[0].RTTSeconds; math.Abs(got-(1e-4+2*m.Handoff)) > 1e-9 {
+		t.Errorf("calibrated link RTT %.4g s, want %.4g", got, 1e-4+2*m.Handoff)
+	}
+	next, err := PlanJob(s, cal, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handoffs := func(p JobPlan) int { return 2 * (len(p.Replicas[0]) - 1) * p.MicroBatches }
+	if handoffs(next) >= handoffs(*j.Plan) {
+		t.Errorf("planned with the hand-offs priced: %d hand-offs a step, as many as before (%d)", handoffs(next), handoffs(*j.Plan))
+	}
+	t.Logf("stages %d → %d, replicas %d; micro-batches %d → %d; predicted %.4g s → %.4g s (measured %.4g s)", len(j.Plan.Replicas[0]), len(next.Replicas[0]), len(next.Replicas), j.Plan.MicroBatches, next.MicroBatches, j.Plan.PredictedStepS, next.PredictedStepS, step)
+}

@@ -124,7 +124,8 @@ const recalibratedReason = "recalibrated: "
 // recalibrate corrects the prediction of a plan that stays when its measure m is more than
 // RecalibrateRatio off: a new epoch that continues the current one in place (the same
 // replicas and resume step, no restore, no step redone: JobPlan.Continues) with the step time the balancer
-// predicts for it on calibrated speeds (members) over the links it was planned on, those
+// predicts for it on calibrated speeds (members) over the links it was planned on (each
+// hand-off m.Handoff slower, when the nodes' own compute times left one), those
 // the calibration priced it with (links probed while the plan's own traffic and compute
 // load the machine read slower, and would be counted on top of what the speeds absorbed). It does so once: not for an epoch that is
 // itself a recalibration. nil when nothing is to be done.
@@ -148,7 +149,7 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	if len(speeds) != len(j.Plan.Nodes()) {
 		return nil // a node of the plan is no candidate now: the plan does not stay
 	}
-	step, ok := j.Plan.priceAt(speeds)
+	step, ok := j.Plan.priceAtHandoff(speeds, m.Handoff)
 	if !ok || math.IsInf(step, 0) || step <= 0 {
 		return nil
 	}
