@@ -87,6 +87,7 @@ func cloneJob(j *Job) Job {
 	c := *j
 	c.Plans = slices.Clone(j.Plans)
 	c.Progress = slices.Clone(j.Progress)
+	c.StageTimes = slices.Clone(j.StageTimes)
 	c.Checkpoints = slices.Clone(j.Checkpoints)
 	c.Events = slices.Clone(j.Events)
 	return c
