@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"math"
 	"testing"
 	"time"
@@ -204,4 +205,62 @@ func TestCalibrationPricesTheHandoffs(t *testing.T) {
 		t.Errorf("planned with the hand-offs priced: %d hand-offs a step, as many as before (%d)", handoffs(next), handoffs(*j.Plan))
 	}
 	t.Logf("stages %d → %d, replicas %d; micro-batches %d → %d; predicted %.4g s → %.4g s (measured %.4g s)", len(j.Plan.Replicas[0]), len(next.Replicas[0]), len(next.Replicas), j.Plan.MicroBatches, next.MicroBatches, j.Plan.PredictedStepS, next.PredictedStepS, step)
+}
+
+// A plan recalibrated in place because it had no checkpoint to move from is weighed again
+// once it has one, when its nodes' own compute times tell them apart: the node that
+// computed 3× slower than priced is left out of the next plan (the other three hold its
+// layers), although the recalibrated epoch runs as predicted.
+func TestRecalibratedPlanMovesOffItsSlowNode(t *testing.T) {
+	ms := members("a", "b", "c", "d")
+	for _, m := range ms {
+		m.Profile.MemoryBytes = 12 << 20 // a pipeline of the four
+	}
+	sp := jobspec.DefaultSpec()
+	sp.Parallel.Replicas = jobspec.Fixed(1)
+	j := running(t, sp, ms)
+	nodes := j.Plan.Nodes()
+	slowID := j.Plan.Replicas[0][1].Node
+	plan := map[string]float64{}
+	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
+		if j.Plan.Has(n.ID) {
+			plan[n.ID] = n.GFLOPS
+		}
+	}
+	stageTimes := func(j *Job, epoch uint64, speeds map[string]float64, n int) {
+		predicted, ok := j.Plan.stageCompute(speeds)
+		if !ok {
+			t.Fatal("the plan does not price")
+		}
+		for range n {
+			for _, id := range nodes {
+				c := predicted[id]
+				if id == slowID && epoch == 1 {
+					c *= 3
+				}
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+			}
+		}
+	}
+	slow := maps.Clone(plan)
+	slow[slowID] /= 3
+	j = measured(j, 10, priceAt(t, j, slow)/j.Plan.PredictedStepS)
+	stageTimes(&j, 1, plan, 10)
+	h := &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	s := New(Config{})
+	if d := decision(t, h, s); d.Kind != DecisionContinue {
+		t.Fatalf("%s (%s), want the prediction recalibrated in place (no checkpoint to move from)", d.Kind, d.Reason)
+	}
+	next := &h.JobList[0]
+	for i := range 10 { // epoch 2 runs as its recalibrated plan predicts
+		next.Progress = append(next.Progress, Sample{Time: t0.Add(time.Duration(40+2*i) * time.Second), Epoch: 2,
+			Step: 200 + 10*i, StepS: next.Plan.PredictedStepS})
+	}
+	stageTimes(next, 2, next.Plan.PredictedGFLOPS, 10)
+	next.Checkpoints = []Checkpoint{ckpt(next.Spec, 2, 200, nodes...)}
+	h.Clock = t0.Add(2 * time.Minute)
+	d := decision(t, h, s)
+	if d.Kind != DecisionRebalance || d.Plan.Has(slowID) {
+		t.Fatalf("%s (%s), want a rebalance off %s", d.Kind, d.Reason, slowID)
+	}
 }

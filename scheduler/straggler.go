@@ -34,13 +34,16 @@ const (
 // nil when the epoch is not measured yet or runs as predicted. A plan that stays (still
 // the best, or nothing to resume from past the step the epoch resumed from) gets its
 // prediction recalibrated instead when it is RecalibrateRatio off (recalibrate), else a
-// decline that says why.
+// decline that says why. An epoch that recalibrated its plan in place (it had no
+// checkpoint to move from) is weighed the same way, whatever its ratio, when its nodes'
+// own compute times tell them apart (Measure.Compute): its prediction was made right, not
+// its layout.
 func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *Decision {
 	m, ok := MeasureEpoch(j, j.Epoch)
 	if !ok {
 		return nil
 	}
-	if m.Ratio() >= StragglerRatio {
+	if m.Ratio() >= StragglerRatio || recalibratedApart(j, m) {
 		d := s.moveStraggler(j, members, live, m)
 		if d.Kind != DecisionDecline {
 			return d
@@ -51,6 +54,12 @@ func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *D
 		return d
 	}
 	return s.recalibrate(j, members, m)
+}
+
+// recalibratedApart says j's current epoch only recalibrated its plan's prediction and its
+// measure m priced the plan's nodes by their own compute times.
+func recalibratedApart(j Job, m Measure) bool {
+	return j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) && len(m.Compute) == len(j.Plan.Nodes())
 }
 
 // moveStraggler is considerStraggler's move of an epoch measured (m) StragglerRatio× or
