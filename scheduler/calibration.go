@@ -437,13 +437,27 @@ func (c Calibration) meshFactor(members []Member) float64 {
 	return median(fs)
 }
 
+// meshHandoff is the median of the measured nodes' hand-off latencies (0 with none): what
+// a node not measured yet is planned with, as meshFactor is for its speed, so that it is
+// not taken for cheaper to hand off to than the measured ones for what they share.
+func (c Calibration) meshHandoff() float64 {
+	var hs []float64
+	for _, h := range c.Handoff {
+		hs = append(hs, h)
+	}
+	if len(hs) == 0 {
+		return 0
+	}
+	return median(hs)
+}
+
 // Apply returns members with calibrated compute speeds: a measured node's own (Speeds),
 // any other's profile divided by the mesh factor, so that a node not measured yet is not
-// taken for faster than the measured ones for what they all share; and a node with a
-// measured hand-off latency (Handoff) with its links' RTTs 2× that longer. The members'
-// profiles are not modified.
+// taken for faster than the measured ones for what they all share; and every node with
+// its links' RTTs twice its measured hand-off latency longer (Handoff; a node not measured,
+// the median of the measured ones'). The members' profiles are not modified.
 func (c Calibration) Apply(members []Member) []Member {
-	f := c.meshFactor(members)
+	f, mh := c.meshFactor(members), c.meshHandoff()
 	out := slices.Clone(members)
 	for i, m := range out {
 		if m.Profile == nil {
@@ -455,7 +469,11 @@ func (c Calibration) Apply(members []Member) []Member {
 		} else {
 			p.GFLOPS /= f
 		}
-		if h := c.Handoff[m.ID]; h > 0 {
+		h, ok := c.Handoff[m.ID]
+		if !ok {
+			h = mh
+		}
+		if h > 0 {
 			p.Links = slices.Clone(p.Links)
 			for j := range p.Links {
 				p.Links[j].RTTSeconds += 2 * h

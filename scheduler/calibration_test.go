@@ -196,6 +196,10 @@ func TestCalibrationPricesTheHandoffs(t *testing.T) {
 	if got := cal[0].Profile.Links[0].RTTSeconds; math.Abs(got-(1e-4+2*m.Handoff)) > 1e-9 {
 		t.Errorf("calibrated link RTT %.4g s, want %.4g", got, 1e-4+2*m.Handoff)
 	}
+	other := c.Apply([]Member{member("c", 100, "a", "b", "c")})[0] // not measured: the mesh's
+	if got := other.Profile.Links[0].RTTSeconds; math.Abs(got-(member("c", 100, "a").Profile.Links[0].RTTSeconds+2*m.Handoff)) > 1e-9 {
+		t.Errorf("an unmeasured node's link RTT %.4g s, want its own plus %.4g", got, 2*m.Handoff)
+	}
 	next, err := PlanJob(s, cal, Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -174,7 +174,9 @@ func defaultTestnetJob(steps int) jobspec.Spec {
 			break
 		}
 	}
-	s.Checkpoint.Every = steps
+	// A checkpoint at every evaluation: the scheduler can move a plan off a node its
+	// first epochs measured slow only by resuming from one.
+	s.Checkpoint.Every = s.Train.EvalEvery
 	return s
 }
 
