@@ -55,6 +55,8 @@ type Measure struct {
 	// turnaround): when every node of a pipeline reported its compute, what the plan
 	// must add to each link's latency to be priced at Measured with each node at its own
 	// measured speed (Speeds then stay those, not scaled); 0 otherwise.
+	// It is relative to the plan's links, which carry whatever hand-off latency the
+	// calibration planned them with: negative when the epoch handed off faster.
 	Handoff float64
 }
 
@@ -171,8 +173,8 @@ func calibratedSpeeds(plan JobPlan, speeds, ratios map[string]float64, measured,
 	if !ok || !(step > 0) {
 		return out, 0
 	}
-	if len(ratios) == len(speeds) && measured > handoffMargin*step {
-		if h := plan.handoffFor(out, measured); h > 0 {
+	if len(ratios) == len(speeds) && (measured > handoffMargin*step || measured*handoffMargin < step) {
+		if h, ok := plan.handoffFor(out, measured); ok {
 			return out, h
 		}
 	}
@@ -193,12 +195,15 @@ const (
 )
 
 // handoffFor is the latency h (seconds, one way) that, added to every link of the plan,
-// prices it at measured seconds a step with its nodes at speeds; 0 when no h up to
-// maxHandoff does (a plan of one stage has no hand-off to price) or it cannot be priced.
-func (p JobPlan) handoffFor(speeds map[string]float64, measured float64) float64 {
+// prices it at measured seconds a step with its nodes at speeds; ok is false when no h
+// does (a plan of one stage has no hand-off to price) or the plan cannot be priced. h is
+// at most maxHandoff and may be negative, down to what leaves every link a latency: a
+// plan made on calibrated links carries an earlier epoch's hand-off latency in them, and
+// may hand off faster than that.
+func (p JobPlan) handoffFor(speeds map[string]float64, measured float64) (float64, bool) {
 	bp, ok := p.balancerPlan()
 	if !ok {
-		return 0
+		return 0, false
 	}
 	price := func(h float64) float64 {
 		step, ok := p.priceWithHandoff(bp, speeds, h)
@@ -207,10 +212,10 @@ func (p JobPlan) handoffFor(speeds map[string]float64, measured float64) float64
 		}
 		return step
 	}
-	if !(price(maxHandoff) >= measured) || !(price(0) < measured) {
-		return 0
+	lo, hi := -minRTT(p.Inputs.Snapshot.Links)/2, maxHandoff
+	if !(price(hi) >= measured) || !(price(lo) < measured) {
+		return 0, false
 	}
-	lo, hi := 0.0, maxHandoff
 	for range handoffRounds {
 		mid := (lo + hi) / 2
 		if price(mid) < measured {
@@ -219,7 +224,19 @@ func (p JobPlan) handoffFor(speeds map[string]float64, measured float64) float64
 			hi = mid
 		}
 	}
-	return (lo + hi) / 2
+	return (lo + hi) / 2, true
+}
+
+// minRTT is the smallest RTT of links; 0 with none.
+func minRTT(links []balancer.Link) float64 {
+	if len(links) == 0 {
+		return 0
+	}
+	m := links[0].RTT
+	for _, l := range links {
+		m = min(m, l.RTT)
+	}
+	return max(0, m)
 }
 
 // priceWithHandoff is priceWith of speeds (k 1) with h added to every link's one-way
@@ -473,7 +490,7 @@ func (c Calibration) Apply(members []Member) []Member {
 		if !ok {
 			h = mh
 		}
-		if h > 0 {
+		if h > 0 { // a negative one (faster than planned) adds nothing to the probed links
 			p.Links = slices.Clone(p.Links)
 			for j := range p.Links {
 				p.Links[j].RTTSeconds += 2 * h

@@ -196,6 +196,17 @@ func TestCalibrationPricesTheHandoffs(t *testing.T) {
 	if got := cal[0].Profile.Links[0].RTTSeconds; math.Abs(got-(1e-4+2*m.Handoff)) > 1e-9 {
 		t.Errorf("calibrated link RTT %.4g s, want %.4g", got, 1e-4+2*m.Handoff)
 	}
+	// A plan made on links that carry an earlier hand-off latency, handing off faster.
+	baked := *j.Plan
+	baked.Inputs.Snapshot.Links = withHandoff(j.Plan.Inputs.Snapshot, h)
+	jb := j
+	jb.Plan, jb.Epochs, jb.Progress = &baked, nil, nil
+	bbp, _ := baked.balancerPlan()
+	faster, _ := baked.priceWithHandoff(bbp, plan, -h/2)
+	jb = measured(jb, 8, faster/baked.PredictedStepS)
+	if mb, ok := MeasureEpoch(jb, 1); !ok || math.Abs(mb.Handoff+h/2) > 0.02*h {
+		t.Errorf("over links carrying %.4g s, measured hand-off %.4g s (ok %v), want %.4g s", h, mb.Handoff, ok, -h/2)
+	}
 	other := c.Apply([]Member{member("c", 100, "a", "b", "c")})[0] // not measured: the mesh's
 	if got := other.Profile.Links[0].RTTSeconds; math.Abs(got-(member("c", 100, "a").Profile.Links[0].RTTSeconds+2*m.Handoff)) > 1e-9 {
 		t.Errorf("an unmeasured node's link RTT %.4g s, want its own plus %.4g", got, 2*m.Handoff)
