@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -37,6 +38,7 @@ type inboundRun struct {
 	n, bad  int
 	steps   int
 	scaleBy float32
+	score   jobspec.Score // "": the default (auto)
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
@@ -52,7 +54,7 @@ func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
-	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = r.sync, 3, r.rule
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate, cfg.Sync.Score = r.sync, 3, r.rule, r.score
 	L := cfg.Train.Model.NumLayers()
 	var names []string
 	var plan Plan
@@ -157,21 +159,65 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 	}
 }
 
+// TestCollusionIsBoundedByHeldOutScore is issue 25's bound on colluders: two replicas of
+// four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
+// central as an honest one) leave an honest replica's validation loss within 3% of an
+// all-honest run with every rule, under DiLoCo with the default held-out scoring and
+// under every-step sync with score: on. The honest workers drop only the colluders and
+// name both offenders; the all-honest runs drop nothing (scoring keeps honest bits).
+func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
+	for _, c := range []struct {
+		sync  jobspec.Sync
+		score jobspec.Score
+	}{{jobspec.SyncDiLoCo, ""}, {jobspec.SyncEveryStep, jobspec.ScoreOn}} {
+		for _, rule := range jobspec.Aggregates() {
+			r := inboundRun{sync: c.sync, rule: rule, n: 4, steps: 24, score: c.score}
+			honest, rej := r.train(t)
+			if len(rej) != 0 {
+				t.Errorf("%s %s all honest: dropped %v", c.sync, rule, rej)
+			}
+			r.bad = 2
+			for _, by := range []float32{-15, -1} {
+				r.scaleBy = by
+				val, rejected, named := r.trainNamed(t)
+				t.Logf("%s %s 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", c.sync, rule, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
+				if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+					t.Errorf("%s %s 2 of 4 ×%g: val %.4f, all honest %.4f", c.sync, rule, by, val, honest)
+				}
+				for _, x := range rejected {
+					if x.Member != "r2" && x.Member != "r3" {
+						t.Errorf("%s %s ×%g: an honest replica was dropped: %+v", c.sync, rule, by, x)
+					}
+				}
+				slices.Sort(named)
+				if fmt.Sprint(named) != "[r2 r2 r3 r3]" {
+					t.Errorf("%s %s ×%g: named %v, want r2 and r3 by each honest worker", c.sync, rule, by, named)
+				}
+			}
+		}
+	}
+}
+
 // TestInboundPoisonTable prints the in-bound poisoning table of docs/PERFORMANCE.md: an
-// honest replica's validation loss all honest and attacked, per sync mode and rule
-// (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
+// honest replica's validation loss all honest and attacked, per sync mode, rule, held-out
+// scoring and attack (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
 func TestInboundPoisonTable(t *testing.T) {
 	if !*inboundTable {
 		t.Skip("the table takes a while: -inbound-table")
 	}
 	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
-		for _, rule := range jobspec.Aggregates() {
-			for _, nb := range [][2]int{{3, 1}, {4, 2}} {
-				r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, scaleBy: -15}
-				honest, _ := r.train(t)
-				r.bad = nb[1]
-				val, rej := r.train(t)
-				t.Logf("| %s | %s | %d of %d | %.4f | %.4f | %+.1f%% | %d |", sync, rule, nb[1], nb[0], honest, val, 100*(val-honest)/honest, len(rej))
+		for _, score := range []jobspec.Score{jobspec.ScoreOff, jobspec.ScoreOn} {
+			for _, rule := range jobspec.Aggregates() {
+				for _, nb := range [][2]int{{3, 1}, {4, 2}} {
+					r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, score: score}
+					honest, hrej := r.train(t)
+					r.bad = nb[1]
+					for _, s := range []float32{-15, -1, 15} {
+						r.scaleBy = s
+						val, rej := r.train(t)
+						t.Logf("| %s | %s | %s | %d of %d | ×%g | %.4f | %.4f | %+.1f%% | %d | %d |", sync, score, rule, nb[1], nb[0], s, honest, val, 100*(val-honest)/honest, len(rej), len(hrej))
+					}
+				}
 			}
 		}
 	}

@@ -165,6 +165,7 @@ func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64, error) {
 	w, z := s.w, s.shards[i]
 	pol := w.policy()
+	pol.score = w.gradientScore(i)
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)
@@ -173,7 +174,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 	fail := func(what string, err error) (float64, error) {
 		return 0, fmt.Errorf("step %d gradient %s of layers [%d, %d): %w", w.step+1, what, run.first, run.last, err)
 	}
-	if !pol.robust() {
+	if !pol.robust() && pol.score == nil {
 		ownNorm := norm2(own)
 		if err := sendScalar(ctx, w.tr, run.group, w.roundKey(zeroContribIndex+run.first), ownNorm); err != nil {
 			return fail("contribution norms", err)
