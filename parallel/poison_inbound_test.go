@@ -39,6 +39,7 @@ type inboundRun struct {
 	steps   int
 	scaleBy float32
 	score   jobspec.Score // "": the default (auto)
+	zero    int           // the ZeRO stage (0: none)
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
@@ -54,7 +55,7 @@ func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
-	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate, cfg.Sync.Score = r.sync, 3, r.rule, r.score
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate, cfg.Sync.Score, cfg.Sync.Zero = r.sync, 3, r.rule, r.score, r.zero
 	L := cfg.Train.Model.NumLayers()
 	var names []string
 	var plan Plan
@@ -163,15 +164,20 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 // four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
 // central as an honest one) leave an honest replica's validation loss within 3% of an
 // all-honest run with every rule, under DiLoCo with the default held-out scoring and
-// under every-step sync with score: on. The honest workers drop only the colluders and
+// under every-step sync with score: on (and ZeRO-1, whose colluders' parameter chunks the
+// honest members refuse and update themselves). The honest workers drop only the colluders and
 // name both offenders; the all-honest runs drop nothing (scoring keeps honest bits).
 func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 	for _, c := range []struct {
 		sync  jobspec.Sync
 		score jobspec.Score
-	}{{jobspec.SyncDiLoCo, ""}, {jobspec.SyncEveryStep, jobspec.ScoreOn}} {
+		zero  int
+	}{{jobspec.SyncDiLoCo, "", 0}, {jobspec.SyncEveryStep, jobspec.ScoreOn, 0}, {jobspec.SyncEveryStep, jobspec.ScoreOn, 1}} {
 		for _, rule := range jobspec.Aggregates() {
-			r := inboundRun{sync: c.sync, rule: rule, n: 4, steps: 24, score: c.score}
+			if c.zero > 0 && rule != jobspec.AggregateMean {
+				continue // ZeRO gathers the same way under every rule: the mean stands for them
+			}
+			r := inboundRun{sync: c.sync, rule: rule, n: 4, steps: 24, score: c.score, zero: c.zero}
 			honest, rej := r.train(t)
 			if len(rej) != 0 {
 				t.Errorf("%s %s all honest: dropped %v", c.sync, rule, rej)
@@ -180,7 +186,7 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 			for _, by := range []float32{-15, -1} {
 				r.scaleBy = by
 				val, rejected, named := r.trainNamed(t)
-				t.Logf("%s %s 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", c.sync, rule, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
+				t.Logf("%s zero %d %s 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", c.sync, c.zero, rule, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
 				if math.IsNaN(val) || (val-honest)/honest > 0.03 {
 					t.Errorf("%s %s 2 of 4 ×%g: val %.4f, all honest %.4f", c.sync, rule, by, val, honest)
 				}
