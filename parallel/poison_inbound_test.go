@@ -204,6 +204,26 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 	}
 }
 
+// TestShrunkUpdateIsDropped: a replica of three that sends its update ×0.05 passes the
+// norm and distance checks and lowers the held-out loss a little, diluting the mean
+// (+13% under DiLoCo); under the defaults its score is under ScoreFloor of the median's
+// and it is dropped: within 3% of all-honest, only it dropped.
+func TestShrunkUpdateIsDropped(t *testing.T) {
+	r := inboundRun{sync: jobspec.SyncDiLoCo, rule: jobspec.AggregateMean, n: 3, steps: 24, scaleBy: 0.05}
+	honest, _ := r.train(t)
+	r.bad = 1
+	val, rejected := r.train(t)
+	t.Logf("diloco 1 of 3 ×0.05: val %.4f, all honest %.4f (%+.1f%%), %d rejections", val, honest, 100*(val-honest)/honest, len(rejected))
+	if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+		t.Errorf("diloco 1 of 3 ×0.05: val %.4f, all honest %.4f", val, honest)
+	}
+	for _, x := range rejected {
+		if x.Member != "r2" {
+			t.Errorf("an honest replica was dropped: %+v", x)
+		}
+	}
+}
+
 // TestInboundPoisonTable prints the in-bound poisoning table of docs/PERFORMANCE.md: an
 // honest replica's validation loss all honest and attacked, per sync mode, rule, held-out
 // scoring and attack (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
@@ -218,7 +238,7 @@ func TestInboundPoisonTable(t *testing.T) {
 					r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, score: score}
 					honest, hrej := r.train(t)
 					r.bad = nb[1]
-					for _, s := range []float32{-15, -1, 15} {
+					for _, s := range []float32{-15, -1, 15, 0.05} {
 						r.scaleBy = s
 						val, rej := r.train(t)
 						t.Logf("| %s | %s | %s | %d of %d | ×%g | %.4f | %.4f | %+.1f%% | %d | %d |", sync, score, rule, nb[1], nb[0], s, honest, val, 100*(val-honest)/honest, len(rej), len(hrej))

@@ -3,6 +3,7 @@ package parallel
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/meshnode/meshnode/model"
@@ -119,32 +120,64 @@ func loadFlat(ps []*model.Param, v []float32) error {
 	return nil
 }
 
-// scoreRejections drops (sets to nil) the contributions of all whose score does not lower
-// the held-out loss and says why, by member. When none lowers it, every contribution is
-// dropped and nobody is named: the collective then moves nothing (its result is zero),
-// and no honest member becomes an offender for a step where the data agreed with nobody.
+// ScoreFloor is the share of the group's reference score (the lower median of the
+// scores) a contribution must reach: one that lowers the held-out loss by less than a
+// quarter of what the median contribution does is dropped too. An update shrunk to
+// nothing (×0.05) lowers the loss a little, passes every other check, and dilutes the
+// aggregate (+13% for one of three under DiLoCo); honest contributions score within a
+// small factor of one another.
+const ScoreFloor = 0.25
+
+// scoreRejections drops (sets to nil) the contributions of all that do not lower the
+// held-out loss by more than the floor (ScoreFloor of the lower median of the scores, 0
+// when that is not positive) and says why, by member. When none clears it, every
+// contribution is dropped and nobody is named: the collective then moves nothing (its
+// result is zero), and no honest member becomes an offender for a step where the data
+// agreed with nobody.
 func scoreRejections(all [][]float32, scores []float64) map[int]string {
+	var kept []float64
+	for m, v := range all {
+		if v != nil {
+			kept = append(kept, scores[m])
+		}
+	}
+	floor := max(0, ScoreFloor*lowerMedian(kept))
 	out := map[int]string{}
 	improves := 0
 	for m, v := range all {
-		if v == nil {
-			continue
-		}
-		if scores[m] > 0 {
+		if v != nil && scores[m] > floor {
 			improves++
 		}
 	}
 	for m, v := range all {
-		if v == nil || scores[m] > 0 {
+		if v == nil || scores[m] > floor {
 			continue
 		}
-		if improves > 0 {
-			out[m] = fmt.Sprintf("raises the held-out loss by %.3g (held-out score)", -scores[m])
-		} else {
+		switch {
+		case improves == 0:
 			out[m] = ""
+		case scores[m] > 0:
+			out[m] = fmt.Sprintf("lowers the held-out loss by %.3g, under %g× the group's %.3g (held-out score)", scores[m], ScoreFloor, floor/ScoreFloor)
+		default:
+			out[m] = fmt.Sprintf("raises the held-out loss by %.3g (held-out score)", -scores[m])
 		}
 	}
 	return out
+}
+
+// lowerMedian is the lower median of the finite values of v (0 when none is).
+func lowerMedian(v []float64) float64 {
+	var finite []float64
+	for _, x := range v {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			finite = append(finite, x)
+		}
+	}
+	if len(finite) == 0 {
+		return 0
+	}
+	slices.Sort(finite)
+	return finite[(len(finite)-1)/2]
 }
 
 // gradientScore is the held-out score of run i's gradients (every-step sync, ZeRO), nil

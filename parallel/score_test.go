@@ -10,7 +10,8 @@ import (
 )
 
 // TestScoreRejections: a contribution is dropped when it does not lower the held-out
-// loss, named unless none lowered it (then all are dropped and nobody is named).
+// loss by more than ScoreFloor of the lower median score, named unless none did (then
+// all are dropped and nobody is named).
 func TestScoreRejections(t *testing.T) {
 	a, b, c := []float32{1}, []float32{2}, []float32{3}
 	for _, tc := range []struct {
@@ -22,6 +23,9 @@ func TestScoreRejections(t *testing.T) {
 		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[1:true 2:true]"},
 		{[][]float32{a, nil, c}, []float64{0.1, math.NaN(), -1}, "map[2:true]"},
 		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[0:false 1:false 2:false]"},
+		{[][]float32{a, b, c}, []float64{0.01, 0.2, 0.3}, "map[0:true]"}, // under a quarter of the median's
+		{[][]float32{a, b, c}, []float64{0.06, 0.2, 0.3}, "map[]"},
+		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]"}, // a median ≤ 0: the floor is 0
 	} {
 		got := map[int]bool{}
 		for m, reason := range scoreRejections(tc.all, tc.scores) {
@@ -89,4 +93,39 @@ func heldOutGradient(t *testing.T, cfg TrainConfig, s *heldOutScorer, step int) 
 		dy = s.layers[i].Backward(&ws, mb, saved[i], dy)
 	}
 	return flattenGrads(model.LayerParams(s.layers))
+}
+
+// BenchmarkHeldOutScore times the held-out scoring of R = 4 contributions of the default
+// model (4 layers, d_model 128, context 128): one probe each, as every-step sync and ZeRO
+// score (R + 1 forward passes of ScoreWindows windows), and two, as DiLoCo does (2R + 1).
+// Read it against a training step of the same model (batch 16), in the same run:
+//
+//	go test ./parallel -run '^$' -bench 'HeldOutScore|TrainStep/default' -count 3
+func BenchmarkHeldOutScore(b *testing.B) {
+	cfg := DefaultTrainConfig()
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := make([]byte, 1<<19)
+	for i := range text {
+		text[i] = byte(32 + rng.IntN(95))
+	}
+	data := &model.Dataset{Source: "bench", Train: model.ByteTokens(text), Val: model.ByteTokens(text), Vocab: 256}
+	runs := []syncRun{{first: 0, last: cfg.Model.NumLayers()}}
+	s := newHeldOutScorer(cfg, data, runs)
+	base := [][]float32{flattenValues(s.runParams[0])}
+	all := make([][]float32, 4)
+	for m := range all {
+		all[m] = make([]float32, len(base[0]))
+		for i := range all[m] {
+			all[m][i] = float32(rng.NormFloat64()) * 1e-4
+		}
+	}
+	for _, probes := range []int{1, 2} {
+		b.Run(fmt.Sprintf("R=4/probes=%d", probes), func(b *testing.B) {
+			for i := range b.N {
+				if _, err := s.scores(i, 0, base, all, func(c []float32) []float64 { return []float64{1, 0.5}[:probes] }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
