@@ -162,7 +162,7 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 
 // TestCollusionIsBoundedByHeldOutScore is issue 25's bound on colluders: two replicas of
 // four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
-// central as an honest one) leave an honest replica's validation loss within 3% of an
+// central as an honest one), or under every-step sync shrunk (×0.05), leave an honest replica's validation loss within 3% of an
 // all-honest run with every rule, under DiLoCo with the default held-out scoring and
 // under every-step sync with score: on (and ZeRO-1, whose colluders' parameter chunks the
 // honest members refuse and update themselves). The honest workers drop only the colluders and
@@ -183,7 +183,14 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 				t.Errorf("%s %s all honest: dropped %v", c.sync, rule, rej)
 			}
 			r.bad = 2
-			for _, by := range []float32{-15, -1} {
+			attacks := []float32{-15, -1}
+			if c.sync == jobspec.SyncEveryStep {
+				// Shrunk: under the lower median of the norms the honest contributions
+				// were dropped as outsized (+22%); scored, the reference is the upper one.
+				// (Under DiLoCo the shrunk pair still dilutes the mean: docs/PERFORMANCE.md.)
+				attacks = append(attacks, 0.05)
+			}
+			for _, by := range attacks {
 				r.scaleBy = by
 				val, rejected, named := r.trainNamed(t)
 				t.Logf("%s zero %d %s 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", c.sync, c.zero, rule, by, val, honest, 100*(val-honest)/honest, len(rejected), named)

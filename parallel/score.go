@@ -120,16 +120,18 @@ func loadFlat(ps []*model.Param, v []float32) error {
 	return nil
 }
 
-// ScoreFloor is the share of the group's reference score (the lower median of the
+// ScoreFloor is the share of the group's reference score (the upper median of the
 // scores) a contribution must reach: one that lowers the held-out loss by less than a
 // quarter of what the median contribution does is dropped too. An update shrunk to
 // nothing (×0.05) lowers the loss a little, passes every other check, and dilutes the
 // aggregate (+13% for one of three under DiLoCo); honest contributions score within a
-// small factor of one another.
+// small factor of one another. The upper median, so that two shrunk colluders of four
+// cannot set it; a colluder cannot raise it far either, as its score is at most that of
+// its direction at the group's length.
 const ScoreFloor = 0.25
 
 // scoreRejections drops (sets to nil) the contributions of all that do not lower the
-// held-out loss by more than the floor (ScoreFloor of the lower median of the scores, 0
+// held-out loss by more than the floor (ScoreFloor of the upper median of the scores, 0
 // when that is not positive) and says why, by member. When none clears it, every
 // contribution is dropped and nobody is named: the collective then moves nothing (its
 // result is zero), and no honest member becomes an offender for a step where the data
@@ -141,7 +143,7 @@ func scoreRejections(all [][]float32, scores []float64) map[int]string {
 			kept = append(kept, scores[m])
 		}
 	}
-	floor := max(0, ScoreFloor*lowerMedian(kept))
+	floor := max(0, ScoreFloor*upperMedian(kept))
 	out := map[int]string{}
 	improves := 0
 	for m, v := range all {
@@ -165,8 +167,8 @@ func scoreRejections(all [][]float32, scores []float64) map[int]string {
 	return out
 }
 
-// lowerMedian is the lower median of the finite values of v (0 when none is).
-func lowerMedian(v []float64) float64 {
+// upperMedian is the upper median of the finite values of v (0 when none is).
+func upperMedian(v []float64) float64 {
 	var finite []float64
 	for _, x := range v {
 		if !math.IsNaN(x) && !math.IsInf(x, 0) {
@@ -177,7 +179,22 @@ func lowerMedian(v []float64) float64 {
 		return 0
 	}
 	slices.Sort(finite)
-	return finite[(len(finite)-1)/2]
+	return finite[len(finite)/2]
+}
+
+// upperMedianNorm is the norm bound's reference when contributions are scored: the upper
+// median of the finite norms. The lower median (refNorm) lets two colluders of four that
+// send shrunk updates (×0.05) own the reference, and the honest contributions were then
+// dropped as outsized and reported; scored, an outsized contribution (×1000, 1e38) is
+// refused by its held-out loss instead, which its own norm cannot raise.
+func upperMedianNorm(norms []float64) float64 {
+	var ok []float64
+	for _, n := range norms {
+		if n >= 0 {
+			ok = append(ok, n)
+		}
+	}
+	return upperMedian(ok)
 }
 
 // gradientScore is the held-out score of run i's gradients (every-step sync, ZeRO), nil
