@@ -183,8 +183,14 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 				t.Errorf("%s %s all honest: dropped %v", c.sync, rule, rej)
 			}
 			r.bad = 2
-			attacks := []float32{-15, -1}
-			if c.sync == jobspec.SyncEveryStep {
+			// ×−15 with every rule; the other attacks with the mean only (every rule drops
+			// the same colluders: the table in docs/PERFORMANCE.md has them all), to keep
+			// the test cheap.
+			attacks := []float32{-15}
+			if rule == jobspec.AggregateMean {
+				attacks = append(attacks, -1)
+			}
+			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncEveryStep {
 				// Shrunk: under the lower median of the norms the honest contributions
 				// were dropped as outsized (+22%); scored, the reference is the upper one.
 				// (Under DiLoCo the shrunk pair still dilutes the mean: docs/PERFORMANCE.md.)
