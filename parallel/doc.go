@@ -20,6 +20,10 @@
 //
 // How replicas synchronise (every step, ZeRO, DiLoCo, streaming) is a syncStrategy,
 // one file each, chosen once when the worker is built: the step has no mode branch.
+// Every contribution a replica receives is checked before it is aggregated (aggregate.go)
+// and, where the job scores, scored on a held-out batch from the weights every honest
+// member shares (score.go); these checks must stay deterministic, so that every honest
+// member drops the same contributions and keeps the same bits.
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

@@ -175,6 +175,12 @@ type Parallel struct {
 	// contribution that is not finite or whose norm is far above this replica's own.
 	// Omitted from JSON when empty: a job stored before it existed means "mean".
 	Aggregate Aggregate `json:"aggregate,omitzero" yaml:"aggregate"`
+	// Score is whether replicas score each contribution on a held-out batch and drop
+	// those that do not lower its loss: "auto" (default: DiLoCo's outer steps), "on"
+	// (every synchronisation, every-step sync and ZeRO too) or "off". It applies where a
+	// replica is one stage. Omitted from JSON when empty: a job stored before it existed
+	// means "auto".
+	Score Score `json:"score,omitzero" yaml:"score"`
 }
 
 // Placement constrains where the job runs.
@@ -213,7 +219,7 @@ func DefaultSpec() Spec {
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
 			InnerSteps: 50, OuterLR: AutoValue(), OuterMomentum: AutoValue(), Codec: CodecInt8,
-			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean,
+			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean, Score: ScoreAuto,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},

@@ -35,6 +35,7 @@ parallel:
   outer_momentum: 0
   codec: none
   aggregate: median
+  score: on
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
 memory: {recompute: on, zero: 2, offload: on}
@@ -49,7 +50,7 @@ memory: {recompute: on, zero: 2, offload: on}
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: Fixed(8), LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
-			InnerSteps: 1, OuterLR: Pinned(1), OuterMomentum: Pinned(0), Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
+			InnerSteps: 1, OuterLR: Pinned(1), OuterMomentum: Pinned(0), Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian, Score: ScoreOn},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
 		Memory:     Memory{Recompute: RecomputeOn, Zero: 2, Offload: OffloadOn},
@@ -166,6 +167,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, streaming, got "async"`}},
 		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
 		{"bad aggregate", "parallel: {aggregate: krum}", []string{`parallel.aggregate: must be one of mean, trimmed, median, centered_clip, got "krum"`}},
+		{"bad score", "parallel: {score: maybe}", []string{`parallel.score: must be one of auto, on, off, got "maybe"`}},
 		{"outer lr negative", "parallel: {outer_lr: -1}", []string{`parallel.outer_lr: must be "auto" or > 0 and ≤ 10, got -1`}},
 		{"outer lr word", "parallel: {outer_lr: fast}", []string{`parallel.outer_lr: must be "auto" or a number, got "fast"`}},
 		{"outer lr infinite", "parallel: {outer_lr: .inf}", []string{`parallel.outer_lr: must be "auto" or a number, got ".inf"`}},

@@ -193,6 +193,9 @@ func (p Parallel) validate(v *validator, m Model) {
 	if p.Aggregate != "" {
 		v.add(p.Aggregate.Check("parallel.aggregate"))
 	}
+	if p.Score != "" {
+		v.add(p.Score.Check("parallel.score"))
+	}
 }
 
 // validateStreaming checks streaming's fields. Other syncs ignore them, and a spec from

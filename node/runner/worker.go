@@ -39,7 +39,7 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	sc.Codec = s.Parallel.Codec
 	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
-	sc.Zero = s.Memory.Zero
+	sc.Zero, sc.Score = s.Memory.Zero, s.Parallel.Score
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
