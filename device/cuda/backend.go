@@ -199,7 +199,9 @@ func (b *Backend) Close() error {
 func (b *Backend) Name() string { return "cuda/" + b.name + "/" + b.cfg.GEMM }
 
 // Device is CUDA device Ordinal.
-func (b *Backend) Device() device.Device { return device.Device{Kind: device.CUDA, Index: b.cfg.Ordinal} }
+func (b *Backend) Device() device.Device {
+	return device.Device{Kind: device.CUDA, Index: b.cfg.Ordinal}
+}
 
 // Describe is one line about the device for logs and `meshnode version`: its name,
 // compute capability, memory and whether cuBLASLt was found.

@@ -30,16 +30,16 @@ type cublasLt struct {
 	handle uintptr
 	soname string
 
-	create          func(h *uintptr) cublasStatus
-	destroy         func(h uintptr) cublasStatus
-	getVersion      func() uint64
-	descCreate      func(d *uintptr, compute, scale int32) cublasStatus
-	descDestroy     func(d uintptr) cublasStatus
-	descSetAttr     func(d uintptr, attr int32, buf unsafe.Pointer, size uint64) cublasStatus
-	layoutCreate    func(l *uintptr, dtype int32, rows, cols uint64, ld int64) cublasStatus
-	layoutDestroy   func(l uintptr) cublasStatus
-	matmul          func(h, desc uintptr, alpha unsafe.Pointer, a uint64, adesc uintptr, b uint64, bdesc uintptr, beta unsafe.Pointer, c uint64, cdesc uintptr, d uint64, ddesc uintptr, algo unsafe.Pointer, ws uint64, wsSize uint64, stream uintptr) cublasStatus
-	ltHandle        uintptr // the cublasLtHandle_t made by open
+	create        func(h *uintptr) cublasStatus
+	destroy       func(h uintptr) cublasStatus
+	getVersion    func() uint64
+	descCreate    func(d *uintptr, compute, scale int32) cublasStatus
+	descDestroy   func(d uintptr) cublasStatus
+	descSetAttr   func(d uintptr, attr int32, buf unsafe.Pointer, size uint64) cublasStatus
+	layoutCreate  func(l *uintptr, dtype int32, rows, cols uint64, ld int64) cublasStatus
+	layoutDestroy func(l uintptr) cublasStatus
+	matmul        func(h, desc uintptr, alpha unsafe.Pointer, a uint64, adesc uintptr, b uint64, bdesc uintptr, beta unsafe.Pointer, c uint64, cdesc uintptr, d uint64, ddesc uintptr, algo unsafe.Pointer, ws uint64, wsSize uint64, stream uintptr) cublasStatus
+	ltHandle      uintptr // the cublasLtHandle_t made by open
 }
 
 // errNoCublasLt says no cuBLASLt library could be loaded.
