@@ -15,9 +15,9 @@ const maxHeadDim = 256
 // warps of 32 threads.
 const attnRows = 4
 
-// AttentionSaveLen is 2·B·H·T: each query row's log-sum-exp and, filled by the backward
-// pass, D = dout·out. The T×T probabilities are never stored.
-func (b *Backend) AttentionSaveLen(B, T, H int) int { return 2 * B * H * T }
+// AttentionSaveLen is B·H·T: each query row's log-sum-exp. The T×T probabilities are
+// never stored; the backward pass recomputes them.
+func (b *Backend) AttentionSaveLen(B, T, H int) int { return B * H * T }
 
 // AttentionForward is GroupedAttentionForward over the fused projection, with KVH = H.
 func (b *Backend) AttentionForward(out, save, qkv device.Tensor, B, T, H, hd int) {
@@ -39,7 +39,7 @@ func (b *Backend) AttentionBackward(dqkv, dout, save, qkv device.Tensor, B, T, H
 	d := H * hd
 	p, dp := b.in(qkv, B*T*3*d), b.out(dqkv, B*T*3*d)
 	off := uint64(4 * d)
-	b.attnBackward(dp, dp+off, dp+2*off, b.in(dout, B*T*d), b.out(save, b.AttentionSaveLen(B, T, H)), p, p+off, p+2*off, B, T, H, H, hd, 3*d, 3*d)
+	b.attnBackward(dp, dp+off, dp+2*off, b.in(dout, B*T*d), b.in(save, b.AttentionSaveLen(B, T, H)), p, p+off, p+2*off, B, T, H, H, hd, 3*d, 3*d)
 }
 
 // GroupedAttentionForward: one warp per query row, online softmax over the keys j ≤ i
@@ -62,7 +62,7 @@ func (b *Backend) GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v devic
 	defer b.leave()
 	pq, pk, pv := b.in(q, B*T*H*hd), b.in(k, B*T*KVH*hd), b.in(v, B*T*KVH*hd)
 	b.attnBackward(b.out(dq, B*T*H*hd), b.out(dk, B*T*KVH*hd), b.out(dv, B*T*KVH*hd), b.in(dout, B*T*H*hd),
-		b.out(save, b.AttentionSaveLen(B, T, H)), pq, pk, pv, B, T, H, KVH, hd, H*hd, KVH*hd)
+		b.in(save, b.AttentionSaveLen(B, T, H)), pq, pk, pv, B, T, H, KVH, hd, H*hd, KVH*hd)
 }
 
 func (b *Backend) attnShape(H, KVH, hd int) bool {
@@ -80,11 +80,14 @@ func (b *Backend) attnForward(out, save, q, k, v uint64, B, T, H, KVH, hd, qs, k
 	b.launch("attention_forward", (T+attnRows-1)/attnRows, B*H, 32*attnRows, 1, out, save, q, k, v, B, T, H, KVH, hd, qs, ks)
 }
 
-func (b *Backend) attnBackward(dq, dk, dv, dout, save, q, k, v uint64, B, T, H, KVH, hd, qs, ks int) {
+func (b *Backend) attnBackward(dq, dk, dv, dout, lse, q, k, v uint64, B, T, H, KVH, hd, qs, ks int) {
 	if !b.attnShape(H, KVH, hd) {
 		return
 	}
-	lse, D := save, save+uint64(4*B*H*T)
+	D := b.stage.alloc(b, uint64(4*B*H*T)) // D = dout·out per query row, scratch
+	if D == 0 {
+		return
+	}
 	g := (T + attnRows - 1) / attnRows
 	b.launch("attention_backward_q", g, B*H, 32*attnRows, 1, dq, D, dout, lse, q, k, v, B, T, H, KVH, hd, qs, ks)
 	b.launch("attention_backward_kv", g, B*KVH, 32*attnRows, 1, dk, dv, dout, lse, D, q, k, v, B, T, H, KVH, hd, qs, ks)

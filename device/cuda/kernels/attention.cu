@@ -7,7 +7,8 @@
 //
 // Layout: query head h of row (b, t) is q[(b·T+t)·qs + h·hd …], key/value head h/(H/KVH)
 // is k[(b·T+t)·ks + kh·hd …] (and v likewise); out and dout are B·T×(H·hd).
-// save is lse[B·H·T] then D[B·H·T] (D_i = dout_i·out_i, filled by the backward pass).
+// The forward pass saves lse[B·H·T]; the backward pass reads it (never writes it) and
+// keeps D_i = dout_i·out_i in a scratch buffer of B·H·T floats.
 #include "common.cuh"
 
 #define MAXC 8 // hd ≤ 32·MAXC = 256
