@@ -462,7 +462,7 @@ func attnForwardMirror(out, lse, q, k, v []float32, B, T, H, KVH, hd, qs, ks int
 func attnBackwardMirror(dq, dk, dv, dout, save, q, k, v []float32, B, T, H, KVH, hd, qs, ks int) {
 	sc := 1 / float32(math.Sqrt(float64(hd)))
 	lse, D := save, make([]float32, B*H*T) // D: the backend's scratch
-	for bh := range B * H { // attention_backward_q
+	for bh := range B * H {                // attention_backward_q
 		b, hh := bh/H, bh%H
 		kh := hh / (H / KVH)
 		for i := range T {
