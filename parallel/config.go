@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshnode/meshnode/device"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -47,6 +48,11 @@ type TrainConfig struct {
 	// Neither is part of a checkpoint: they describe the machine, not the run.
 	MemoryBudget int64  `json:"-"`
 	OffloadDir   string `json:"-"`
+	// Backend computes every stage's layers (model.Workspace.Backend); nil is the CPU. A
+	// backend whose tensors are in device memory runs plans of one stage per process
+	// (pipeline activations arrive as host slices). Like MemoryBudget it describes the
+	// machine and is not part of a checkpoint.
+	Backend device.Backend `json:"-"`
 }
 
 // DefaultTrainConfig is docs/gpt.md's recipe: the default model on builtin:gostd, batch
