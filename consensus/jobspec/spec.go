@@ -104,6 +104,9 @@ type Train struct {
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+	// Precision is "auto" (the default, "" too: fp32 today), "fp32" or "bf16" (refused
+	// until a backend trains in it; docs/gpu.md).
+	Precision Precision `json:"precision,omitempty" yaml:"precision,omitempty"`
 }
 
 // BuiltinGoStd is the default corpus: the Go standard library's source.
