@@ -29,6 +29,7 @@ type Backend struct {
 	stream  uintptr
 	modules []uintptr
 	fns     map[string]uintptr
+	sigs    map[string][]ptxParam // each kernel's PTX parameter types, checked at launch
 	name    string
 	cc      [2]int // compute capability
 	totalB  uint64 // device memory
@@ -67,7 +68,7 @@ func Open(cfg Config) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Backend{drv: drv, cfg: cfg, fns: map[string]uintptr{}}
+	b := &Backend{drv: drv, cfg: cfg, fns: map[string]uintptr{}, sigs: map[string][]ptxParam{}}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := b.open(); err != nil {
@@ -142,6 +143,10 @@ func (b *Backend) loadKernels() error {
 		if err != nil {
 			return err
 		}
+		sigs, err := ptxSignatures(string(src))
+		if err != nil {
+			return fmt.Errorf("%s: %w", mod, err)
+		}
 		var m uintptr
 		if err := b.drv.check("cuModuleLoadData "+mod, b.drv.moduleLoadData(&m, unsafe.Pointer(&src[0]))); err != nil {
 			return err
@@ -152,7 +157,7 @@ func (b *Backend) loadKernels() error {
 			if err := b.drv.check("cuModuleGetFunction "+name, b.drv.moduleGetFunction(&f, m, cString(name))); err != nil {
 				return err
 			}
-			b.fns[name] = f
+			b.fns[name], b.sigs[name] = f, sigs[name]
 		}
 	}
 	return nil

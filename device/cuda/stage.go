@@ -138,6 +138,9 @@ func (b *Backend) launch(fn string, gx, gy, bx, by int, args ...any) {
 	if !ok {
 		panic("device/cuda: no kernel " + fn)
 	}
+	if err := checkArgs(fn, b.sigs[fn], args); err != nil {
+		panic(err) // a launch that does not match its kernel is a programming error
+	}
 	slots := make([]uint64, len(args))
 	params := make([]unsafe.Pointer, len(args))
 	for i, a := range args {
