@@ -64,7 +64,7 @@ func Open(cfg Config) (*Backend, error) {
 	if cfg.GEMM == "" {
 		cfg.GEMM = GemmKernel
 	}
-	drv, err := openDriver(driverLibrary)
+	drv, err := openDriver(driverPath)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,9 @@ import (
 // the dynamic loader's search path.
 const driverLibrary = "libcuda.so.1"
 
+// driverPath is the library Open loads: driverLibrary, or a stand-in in tests.
+var driverPath = driverLibrary
+
 // ErrNoDriver says the driver library could not be loaded: no NVIDIA driver here.
 var ErrNoDriver = errors.New("no NVIDIA driver")
 
