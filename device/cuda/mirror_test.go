@@ -81,31 +81,75 @@ func rowThreads(n int, f func(j int) float32) []float32 {
 	return p
 }
 
-// Gemm is gemm.cu: each element a sequential fused multiply-add over k (the tiles only
-// stage the operands, and padding adds fma(0, 0, acc) = acc).
+// Gemm is gemm.cu block by block: 64×64 tiles of C, 16×16 threads of 4×4 elements each,
+// 64×16 and 16×64 operand slices staged as the kernel's threads stage them.
 func (mirror) Gemm(tA, tB bool, m, n, k int, alpha float32, a device.Tensor, lda int, b device.Tensor, ldb int, beta float32, c device.Tensor, ldc int) {
+	const BM, BN, BK = 64, 64, 16
 	A, B, C := h(a), h(b), h(c)
-	for row := range m {
-		for col := range n {
-			var acc float32
-			for q := range k {
-				var av, bv float32
-				if tA {
-					av = A[q*lda+row]
-				} else {
-					av = A[row*lda+q]
+	for row0 := 0; row0 < m; row0 += BM {
+		for col0 := 0; col0 < n; col0 += BN {
+			var acc [256][4][4]float32 // per thread tid = ty·16 + tx
+			for k0 := 0; k0 < k; k0 += BK {
+				var As [BK][BM]float32
+				var Bs [BK][BN]float32
+				for tid := range 256 {
+					for e := range 4 {
+						idx := tid + 256*e
+						var r, q, cc int
+						if tA {
+							r, q = idx%BM, idx/BM
+						} else {
+							q, r = idx%BK, idx/BK
+						}
+						gr, gq := row0+r, k0+q
+						if gr < m && gq < k {
+							if tA {
+								As[q][r] = A[gq*lda+gr]
+							} else {
+								As[q][r] = A[gr*lda+gq]
+							}
+						}
+						if tB {
+							q, cc = idx%BK, idx/BK
+						} else {
+							cc, q = idx%BN, idx/BN
+						}
+						gc := col0 + cc
+						gq = k0 + q
+						if gq < k && gc < n {
+							if tB {
+								Bs[q][cc] = B[gc*ldb+gq]
+							} else {
+								Bs[q][cc] = B[gq*ldb+gc]
+							}
+						}
+					}
 				}
-				if tB {
-					bv = B[col*ldb+q]
-				} else {
-					bv = B[q*ldb+col]
+				for tid := range 256 {
+					ty, tx := tid/16, tid%16
+					for q := range BK {
+						for i := range 4 {
+							for j := range 4 {
+								acc[tid][i][j] = fma32(As[q][ty+16*i], Bs[q][tx+16*j], acc[tid][i][j])
+							}
+						}
+					}
 				}
-				acc = fma32(av, bv, acc)
 			}
-			if beta == 0 {
-				C[row*ldc+col] = alpha * acc
-			} else {
-				C[row*ldc+col] = alpha*acc + beta*C[row*ldc+col]
+			for tid := range 256 {
+				ty, tx := tid/16, tid%16
+				for i := range 4 {
+					for j := range 4 {
+						row, col := row0+ty+16*i, col0+tx+16*j
+						if row < m && col < n {
+							if beta == 0 {
+								C[row*ldc+col] = alpha * acc[tid][i][j]
+							} else {
+								C[row*ldc+col] = alpha*acc[tid][i][j] + beta*C[row*ldc+col]
+							}
+						}
+					}
+				}
 			}
 		}
 	}

@@ -8,6 +8,9 @@ import (
 	"github.com/meshnode/meshnode/device"
 )
 
+// gemmTile is the side of the C tile one block of gemm_f32 computes (BM = BN in gemm.cu).
+const gemmTile = 64
+
 // span is the elements a row-major rows×cols matrix of row stride ld occupies.
 func span(rows, cols, ld int) int {
 	if rows == 0 || cols == 0 {
@@ -44,7 +47,7 @@ func (b *Backend) gemm(dt device.DType, tA, tB bool, m, n, k int, alpha float32,
 		return
 	}
 	if dt == device.F32 && (b.cfg.GEMM == GemmKernel || k == 0) {
-		b.launch("gemm_f32", (n+15)/16, (m+15)/16, 16, 16, boolInt(tA), boolInt(tB), m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
+		b.launch("gemm_f32", (n+gemmTile-1)/gemmTile, (m+gemmTile-1)/gemmTile, 16, 16, boolInt(tA), boolInt(tB), m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
 		return
 	}
 	if b.lt == nil {
