@@ -179,3 +179,25 @@ func exerciseEveryOp(b *Backend) {
 	b.SumSquares(hst(300))
 	b.AdamWStep(device.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}, hst(10), hst(10), t(10), t(10), 1, true)
 }
+
+// TestLaunchLimitsAreErrors: an attention grid past CUDA's 65535 second dimension is
+// refused with a message and kept for Sync, and later operations are skipped.
+func TestLaunchLimitsAreErrors(t *testing.T) {
+	launches, _ := fakeDriver(t)
+	b, err := Open(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	B, T, H, hd := 65536, 1, 1, 1
+	qkv, out := b.Alloc(B*T*3*H*hd, device.F32), b.Alloc(B*T*H*hd, device.F32)
+	b.AttentionForward(out, b.Alloc(b.AttentionSaveLen(B, T, H), device.F32), qkv, B, T, H, hd)
+	b.Scale(out, 2)
+	err = b.Sync()
+	if err == nil || !strings.Contains(err.Error(), "B·H ≤ 65535") {
+		t.Fatalf("got %v", err)
+	}
+	if launches("attention_forward") != 0 || launches("scale") != 0 {
+		t.Fatal("a kernel ran after the failure")
+	}
+}

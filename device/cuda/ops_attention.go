@@ -65,23 +65,26 @@ func (b *Backend) GroupedAttentionBackward(dq, dk, dv, dout, save, q, k, v devic
 		b.in(save, b.AttentionSaveLen(B, T, H)), pq, pk, pv, B, T, H, KVH, hd, H*hd, KVH*hd)
 }
 
-func (b *Backend) attnShape(H, KVH, hd int) bool {
-	if hd < 1 || hd > maxHeadDim || KVH < 1 || H%KVH != 0 {
-		b.fail(fmt.Errorf("cuda: attention with %d heads, %d key/value heads of dimension %d: the kernels need 1 ≤ hd ≤ %d and KVH dividing H", H, KVH, hd, maxHeadDim))
+func (b *Backend) attnShape(B, H, KVH, hd int) bool {
+	if hd < 1 || hd > maxHeadDim || KVH < 1 || H%KVH != 0 || B*H > maxGridY {
+		b.fail(fmt.Errorf("cuda: attention of %d sequences, %d heads, %d key/value heads of dimension %d: the kernels need 1 ≤ hd ≤ %d, KVH dividing H and B·H ≤ %d", B, H, KVH, hd, maxHeadDim, maxGridY))
 		return false
 	}
 	return true
 }
 
+// maxGridY is CUDA's limit on a grid's second dimension.
+const maxGridY = 65535
+
 func (b *Backend) attnForward(out, save, q, k, v uint64, B, T, H, KVH, hd, qs, ks int) {
-	if !b.attnShape(H, KVH, hd) {
+	if !b.attnShape(B, H, KVH, hd) {
 		return
 	}
 	b.launch("attention_forward", (T+attnRows-1)/attnRows, B*H, 32*attnRows, 1, out, save, q, k, v, B, T, H, KVH, hd, qs, ks)
 }
 
 func (b *Backend) attnBackward(dq, dk, dv, dout, lse, q, k, v uint64, B, T, H, KVH, hd, qs, ks int) {
-	if !b.attnShape(H, KVH, hd) {
+	if !b.attnShape(B, H, KVH, hd) {
 		return
 	}
 	D := b.stage.alloc(b, uint64(4*B*H*T)) // D = dout·out per query row, scratch

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/meshnode/meshnode/device"
 )
@@ -47,6 +48,10 @@ func (b *Backend) gemm(dt device.DType, tA, tB bool, m, n, k int, alpha float32,
 		return
 	}
 	if dt == device.F32 && (b.cfg.GEMM == GemmKernel || k == 0) {
+		if (m+gemmTile-1)/gemmTile > maxGridY {
+			b.fail(fmt.Errorf("cuda: GEMM of %d rows: the kernel's grid holds at most %d", m, maxGridY*gemmTile))
+			return
+		}
 		b.launch("gemm_f32", (n+gemmTile-1)/gemmTile, (m+gemmTile-1)/gemmTile, 16, 16, boolInt(tA), boolInt(tB), m, n, k, alpha, a, lda, bm, ldb, beta, c, ldc)
 		return
 	}
