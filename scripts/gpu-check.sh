@@ -57,7 +57,7 @@ esac
 USABLE=0
 [[ "$CUDA_LINE" == usable:* ]] && USABLE=1
 
-if timeout 120 go test ./device/cuda -count=1 -run 'TestPTXIsFresh|TestEmbeddedPTXDefinesEveryKernel' >"$WORK/ptx.log" 2>&1; then
+if timeout 120 go test ./device/cuda -count=1 -run 'TestPTXIsFresh|TestEmbeddedPTXDefinesEveryKernel|TestPTXAssembles' >"$WORK/ptx.log" 2>&1; then
 	row "PTX matches its sources" PASS "$(grep -o '"compiler_version": "[^"]*"' device/cuda/kernels/manifest.json | cut -d'"' -f4)"
 else
 	row "PTX matches its sources" FAIL "run go generate ./device/cuda ($(grep -m1 -v '^[-=]' "$WORK/ptx.log"))"
