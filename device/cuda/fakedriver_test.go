@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -27,7 +28,13 @@ func fakeDriver(t *testing.T) (launches func(string) int64, frees func() int64) 
 		}
 	}
 	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-	if out, err := exec.Command(cc, "-shared", "-fPIC", "-O1", "-o", lib, "testdata/fakecuda.c").CombinedOutput(); err != nil {
+	args := []string{"-shared", "-fPIC", "-O1", "-o", lib, "testdata/fakecuda.c"}
+	if inc := filepath.Join(os.Getenv("CUDA_HOME"), "include"); fileExists(filepath.Join(inc, "cuda.h")) {
+		// Against the real header, every fake function must have the driver's prototype.
+		args = append(args, "-DFAKECUDA_REAL_HEADER", "-I"+inc)
+		t.Logf("fake driver checked against %s", filepath.Join(inc, "cuda.h"))
+	}
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	old := driverPath
@@ -130,6 +137,11 @@ func TestBackendPlumbingOnAFakeDriver(t *testing.T) {
 	if frees() < before+10 {
 		t.Fatalf("%d of 10 unreachable allocations freed", frees()-before)
 	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 func equal(a, b []float32) bool {

@@ -5,11 +5,26 @@
 // arguments, cuLaunchKernel's eleven (five of them on the stack on amd64) and its
 // kernelParams array. FAKECUDA_INIT_ERROR makes cuInit fail with that code;
 // FAKECUDA_CC_MAJOR sets the compute capability's major number (default 8).
+//
+// It uses cuda.h's type names; built with -DFAKECUDA_REAL_HEADER and the CUDA toolkit's
+// include directory, the compiler checks every function here against the real prototype.
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef FAKECUDA_REAL_HEADER
+#include <cuda.h>
+#else
 typedef int CUresult;
+typedef int CUdevice;
+typedef int CUdevice_attribute;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+#endif
 
 #define MAXFN 128
 static char fn_names[MAXFN][64];
@@ -31,68 +46,70 @@ CUresult cuInit(unsigned flags) {
 }
 CUresult cuDriverGetVersion(int *v) { *v = 12040; return 0; }
 CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
-CUresult cuDeviceGet(int *dev, int ordinal) { *dev = ordinal; return 0; }
-CUresult cuDeviceGetName(char *buf, int n, int dev) { strncpy(buf, "Fake GPU", n); return 0; }
-CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
+CUresult cuDeviceGet(CUdevice *dev, int ordinal) { *dev = ordinal; return 0; }
+CUresult cuDeviceGetName(char *buf, int n, CUdevice dev) { strncpy(buf, "Fake GPU", n); return 0; }
+CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute attr, CUdevice dev) {
 	const char *e = getenv("FAKECUDA_CC_MAJOR");
 	if (attr == 75) *v = e ? atoi(e) : 8;
 	else if (attr == 76) *v = 0;
 	else return 1;
 	return 0;
 }
-CUresult cuDevicePrimaryCtxRetain(uintptr_t *ctx, int dev) { *ctx = 0xc0; return 0; }
-CUresult cuDevicePrimaryCtxRelease_v2(int dev) { return 0; }
-CUresult cuCtxSetCurrent(uintptr_t ctx) { return ctx == 0xc0 ? 0 : 201; }
-CUresult cuMemAlloc_v2(uint64_t *p, size_t n) {
+CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) { *ctx = (CUcontext)0xc0; return 0; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return 0; }
+CUresult cuCtxSetCurrent(CUcontext ctx) { return ctx == (CUcontext)0xc0 ? 0 : 201; }
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	void *m = calloc(1, n);
 	if (!m) return 2;
 	allocs++;
-	*p = (uint64_t)(uintptr_t)m;
+	*p = (CUdeviceptr)(uintptr_t)m;
 	return 0;
 }
-CUresult cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); frees++; return 0; }
+CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)(uintptr_t)p); frees++; return 0; }
 CUresult cuMemGetInfo_v2(size_t *f, size_t *t) { *f = *t = (size_t)80 << 30; return 0; }
-CUresult cuMemcpyHtoDAsync_v2(uint64_t dst, const void *src, size_t n, uintptr_t s) {
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream s) {
 	memcpy((void *)(uintptr_t)dst, src, n);
 	return 0;
 }
-CUresult cuMemcpyDtoHAsync_v2(void *dst, uint64_t src, size_t n, uintptr_t s) {
+CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream s) {
 	memcpy(dst, (void *)(uintptr_t)src, n);
 	return 0;
 }
-CUresult cuMemcpyDtoDAsync_v2(uint64_t dst, uint64_t src, size_t n, uintptr_t s) {
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s) {
 	memmove((void *)(uintptr_t)dst, (void *)(uintptr_t)src, n);
 	return 0;
 }
-CUresult cuMemsetD32Async(uint64_t dst, unsigned v, size_t n, uintptr_t s) {
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
 	unsigned *p = (unsigned *)(uintptr_t)dst;
 	for (size_t i = 0; i < n; i++) p[i] = v;
 	return 0;
 }
-CUresult cuStreamCreate(uintptr_t *s, unsigned flags) { *s = 0x5; return 0; }
-CUresult cuStreamDestroy_v2(uintptr_t s) { return 0; }
-CUresult cuStreamSynchronize(uintptr_t s) { return s == 0x5 ? 0 : 400; }
-CUresult cuEventCreate(uintptr_t *e, unsigned flags) { *e = 0xe; return 0; }
-CUresult cuEventRecord(uintptr_t e, uintptr_t s) { return 0; }
-CUresult cuEventSynchronize(uintptr_t e) { return 0; }
-CUresult cuEventElapsedTime(float *ms, uintptr_t a, uintptr_t b) { *ms = 0; return 0; }
-CUresult cuEventDestroy_v2(uintptr_t e) { return 0; }
-CUresult cuModuleLoadData(uintptr_t *mod, const char *image) {
+CUresult cuStreamCreate(CUstream *s, unsigned flags) { *s = (CUstream)0x5; return 0; }
+CUresult cuStreamDestroy_v2(CUstream s) { return 0; }
+CUresult cuStreamSynchronize(CUstream s) { return s == (CUstream)0x5 ? 0 : 400; }
+CUresult cuEventCreate(CUevent *e, unsigned flags) { *e = (CUevent)0xe; return 0; }
+CUresult cuEventRecord(CUevent e, CUstream s) { return 0; }
+CUresult cuEventSynchronize(CUevent e) { return 0; }
+CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b) { *ms = 0; return 0; }
+CUresult cuEventDestroy_v2(CUevent e) { return 0; }
+CUresult cuModuleLoadData(CUmodule *mod, const void *img) {
+	const char *image = img;
 	if (!strstr(image, ".version") || !strstr(image, ".entry")) return 218; // CUDA_ERROR_INVALID_PTX
 	static uintptr_t next = 0x100;
-	*mod = next++;
+	*mod = (CUmodule)next++;
 	return 0;
 }
-CUresult cuModuleUnload(uintptr_t mod) { return 0; }
-CUresult cuModuleGetFunction(uintptr_t *fn, uintptr_t mod, const char *name) {
+CUresult cuModuleUnload(CUmodule mod) { return 0; }
+CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const char *name) {
 	if (nfn == MAXFN) return 2;
 	strncpy(fn_names[nfn], name, 63);
-	*fn = (uintptr_t)(++nfn);
+	*fn = (CUfunction)(uintptr_t)(++nfn);
 	return 0;
 }
-CUresult cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-		unsigned bz, unsigned shared, uintptr_t stream, void **params, void **extra) {
-	if (f < 1 || f > (uintptr_t)nfn || gz != 1 || bz != 1 || stream != 0x5 || extra) return 1;
+CUresult cuLaunchKernel(CUfunction fh, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+		unsigned bz, unsigned shared, CUstream stream, void **params, void **extra) {
+	uintptr_t f = (uintptr_t)fh;
+	if (f < 1 || f > (uintptr_t)nfn || gz != 1 || bz != 1 || stream != (CUstream)0x5 || extra) return 1;
 	const char *name = fn_names[f - 1];
 	fn_launches[f - 1]++;
 	if (strcmp(name, "scale") == 0) { // (float *x, float s, long n)
@@ -111,7 +128,7 @@ CUresult cuLaunchKernel(uintptr_t f, unsigned gx, unsigned gy, unsigned gz, unsi
 	return 0;
 }
 CUresult cuGetErrorString(CUresult r, const char **s) {
-	switch (r) {
+	switch ((int)r) {
 	case 100: *s = "no CUDA-capable device is detected"; return 0;
 	case 218: *s = "a PTX JIT compilation failed"; return 0;
 	}
