@@ -14,29 +14,45 @@ import (
 	"github.com/ebitengine/purego"
 
 	"github.com/meshnode/meshnode/device"
+	"github.com/meshnode/meshnode/device/devicetest"
 )
 
 // fakeDriver compiles testdata/fakecuda.c (host memory as device memory, a few kernels in
 // C) into a library, points Open at it for the test, and returns the functions that count
 // what it saw. Without a C compiler the test is skipped.
 func fakeDriver(t *testing.T) (launches func(string) int64, frees func() int64) {
+	return buildFake(t, false)
+}
+
+// buildFake is fakeDriver; with emulate, the library also holds the kernels' own CUDA C
+// source compiled for the host (testdata/emukernels.cc), which its cuLaunchKernel runs.
+func buildFake(t *testing.T, emulate bool) (launches func(string) int64, frees func() int64) {
 	t.Helper()
-	cc, err := exec.LookPath("gcc")
-	if err != nil {
-		if cc, err = exec.LookPath("cc"); err != nil {
-			t.Skip("no C compiler to build the fake driver")
-		}
+	cc, cxx := compiler(t, "gcc", "cc"), ""
+	if emulate {
+		cxx = compiler(t, "g++", "c++")
 	}
-	lib := filepath.Join(t.TempDir(), "libfakecuda.so")
-	args := []string{"-shared", "-fPIC", "-O1", "-o", lib, "testdata/fakecuda.c"}
+	dir := t.TempDir()
+	lib := filepath.Join(dir, "libfakecuda.so")
+	args := []string{"-fPIC", "-O1", "-c", "-o", filepath.Join(dir, "fake.o"), "testdata/fakecuda.c"}
 	if inc := filepath.Join(os.Getenv("CUDA_HOME"), "include"); fileExists(filepath.Join(inc, "cuda.h")) {
 		// Against the real header, every fake function must have the driver's prototype.
 		args = append(args, "-DFAKECUDA_REAL_HEADER", "-I"+inc)
 		t.Logf("fake driver checked against %s", filepath.Join(inc, "cuda.h"))
 	}
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	run := func(name string, args ...string) {
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
 	}
+	run(cc, args...)
+	objs := []string{filepath.Join(dir, "fake.o")}
+	link := cc
+	if emulate {
+		run(cxx, "-std=c++20", "-fPIC", "-O2", "-DMESHNODE_EMULATE", "-Itestdata", "-c", "-o", filepath.Join(dir, "emu.o"), "testdata/emukernels.cc")
+		objs, link = append(objs, filepath.Join(dir, "emu.o")), cxx
+	}
+	run(link, append([]string{"-shared", "-o", lib}, objs...)...)
 	old := driverPath
 	driverPath = lib
 	t.Cleanup(func() { driverPath = old })
@@ -49,6 +65,17 @@ func fakeDriver(t *testing.T) (launches func(string) int64, frees func() int64) 
 	purego.RegisterLibFunc(&l, h, "fake_launches")
 	purego.RegisterLibFunc(&f, h, "fake_frees")
 	return func(name string) int64 { return l(cString(name)) }, f
+}
+
+// compiler is the first of names on PATH, or skips the test.
+func compiler(t *testing.T, names ...string) string {
+	for _, n := range names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	t.Skipf("no %s to build the fake driver", names[0])
+	return ""
 }
 
 // TestOpenReportsDriverErrors: cuInit's failure and a GPU too old come back as one line
@@ -211,5 +238,26 @@ func TestLaunchLimitsAreErrors(t *testing.T) {
 	}
 	if launches("attention_forward") != 0 || launches("scale") != 0 {
 		t.Fatal("a kernel ran after the failure")
+	}
+}
+
+// TestConformanceOnEmulatedKernels runs the whole conformance suite through the real
+// backend (purego, staging, launches) on the kernels' own CUDA C source, compiled for the
+// host and run thread by thread by the fake driver: the kernels' index arithmetic,
+// reductions, barriers and warp shuffles as written, without a GPU. What it cannot show
+// is what nvcc/clang's device code generation, the PTX JIT and the hardware do.
+func TestConformanceOnEmulatedKernels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every kernel's threads as host threads")
+	}
+	buildFake(t, true)
+	b, err := Open(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	devicetest.Run(t, b)
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,7 +3,11 @@
 // are PTX instructions through inline asm, so both compilers emit the same math.
 #pragma once
 
-#if defined(__NVCC__)
+#if defined(MESHNODE_EMULATE)
+// The host emulation of device/cuda/testdata/emukernels.cc: each CUDA thread is a host
+// thread whose indices it sets; barriers and warp exchanges are its functions.
+#include "emulate.h"
+#elif defined(__NVCC__)
 #define TID_X threadIdx.x
 #define TID_Y threadIdx.y
 #define BID_X blockIdx.x
@@ -30,6 +34,11 @@
 
 typedef unsigned short bf16_t;
 
+#if defined(MESHNODE_EMULATE)
+static inline float ex2(float x) { return emu_exp2f(x); }
+static inline float lg2(float x) { return emu_log2f(x); }
+static inline float sqrt_rn(float x) { return emu_sqrtf(x); }
+#else
 // ex2 is 2^x (ex2.approx.f32: relative error below 2^-22).
 static __device__ inline float ex2(float x) {
 	float y;
@@ -50,6 +59,7 @@ static __device__ inline float sqrt_rn(float x) {
 	asm("sqrt.rn.f32 %0, %1;" : "=f"(y) : "f"(x));
 	return y;
 }
+#endif
 
 static __device__ inline float expf_(float x) { return ex2(x * 1.4426950408889634f); }
 static __device__ inline float logf_(float x) { return lg2(x) * 0.6931471805599453f; }
