@@ -21,6 +21,8 @@ const (
 	EventContributionRejected = jobspec.EventContributionRejected
 	EventStepSkipped          = jobspec.EventStepSkipped
 	EventOffender             = jobspec.EventOffender
+	// EventLocalEval is a data.local replica's validation loss on its own node's data.
+	EventLocalEval = jobspec.EventLocalEval
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

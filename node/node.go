@@ -285,7 +285,7 @@ func (n *Node) measure(ctx context.Context) error {
 		n.log.Warn("memory budget exceeds available memory", "budget", prof.MemoryBudgetBytes, "available", prof.MemoryAvailableBytes)
 	}
 	n.profMu.Lock()
-	prof.DataAddrs, prof.Region = n.DataAddrs(), n.cfg.Region
+	prof.DataAddrs, prof.Region, prof.LocalData = n.DataAddrs(), n.cfg.Region, n.LocalDataNames()
 	if len(prof.DataAddrs) > 0 {
 		prof.DataAddr = prof.DataAddrs[0]
 	}

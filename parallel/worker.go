@@ -162,7 +162,10 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
-	peers           *peerSet // the plan's members the control plane retired
+	peers           *peerSet     // the plan's members the control plane retired
+	tied            *model.Param // a tied model's table in a stage without the other end (tied.go)
+	tiedPeer        string       // the stage at the other end
+	tiedShared      bool         // the table was sent once (a frozen one is sent only once)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -358,9 +361,6 @@ func (w *Worker) recvTensor(ctx context.Context, from string, k frame.Key, n int
 // holds the moments.
 func (w *Worker) buildStage(st StagePlan) error {
 	t := w.cfg.Train
-	if err := t.Model.CheckStage(st.First, st.Last); err != nil {
-		return fmt.Errorf("stage %d: %w", w.stage, err)
-	}
 	if st.MemoryBudget > 0 {
 		switch {
 		case w.numReplicas > 1:
@@ -377,6 +377,7 @@ func (w *Worker) buildStage(st StagePlan) error {
 		return fmt.Errorf("stage %d %w", w.stage, err)
 	}
 	w.state, w.params = state, state.Params()
+	w.tiedTables()
 	return nil
 }
 

@@ -192,7 +192,7 @@ func continueWithout(j Job, live liveness) *Decision {
 		return nil
 	}
 	next := *j.Plan
-	next.Replicas, next.Batches = nil, nil
+	next.Replicas, next.Batches, next.DataShards = nil, nil, nil
 	var dead []string
 	for r, stages := range j.Plan.Replicas {
 		whole := true
@@ -208,6 +208,11 @@ func continueWithout(j Job, live liveness) *Decision {
 		next.Replicas = append(next.Replicas, stages)
 		if len(j.Plan.Batches) > 0 {
 			next.Batches = append(next.Batches, j.Plan.Batches[r])
+		}
+		if len(j.Plan.DataShards) > r {
+			// The survivors keep the data they were training on: the dead replica's
+			// shards go untrained until a new plan assigns them again.
+			next.DataShards = append(next.DataShards, j.Plan.DataShards[r])
 		}
 	}
 	if len(dead) == 0 || len(next.Replicas) == 0 {

@@ -58,13 +58,10 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 	if L := o.cfg.Model.NumLayers(); d.stages < 1 || d.stages > L {
 		return usagef("--stages must be between 1 and the %d layers of the model (embedding, %d blocks, head), got %d", L, o.cfg.Model.Layers, d.stages)
 	}
-	if d.stages > 1 && o.cfg.Model.TiedHead() {
-		return usagef("--stages: a tied %s model trains in one stage (its head shares the embedding's table), got %d", o.cfg.Model.FamilyName(), d.stages)
-	}
 	if d.replicas < 1 {
 		return usagef("--replicas must be ≥ 1 (got %d)", d.replicas)
 	}
-	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every"} {
+	for _, name := range []string{"out", "resume", "stop-at", "checkpoint-every", "init"} {
 		if cmd.Flags().Changed(name) {
 			return usagef("--%s works with single-process training only: drop --stages/--replicas, or run the job on a mesh (meshnode submit), whose stages checkpoint every checkpoint.every steps and resume by themselves", name)
 		}

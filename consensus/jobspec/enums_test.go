@@ -88,3 +88,18 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 		t.Fatalf("encoded\n%s\nwant\n%s", b, storedJob)
 	}
 }
+
+// TestLocalEvalMessageRoundTrip: the dataset and loss a local evaluation's message carries
+// are read back exactly as written; other messages are not taken for one.
+func TestLocalEvalMessageRoundTrip(t *testing.T) {
+	msg := LocalEvalMessage("clinic-a", 12000, 600, 4.25)
+	name, loss, ok := LocalEvalOf(msg)
+	if !ok || name != "clinic-a" || loss != 4.25 {
+		t.Fatalf("%q read back as %q %v %v", msg, name, loss, ok)
+	}
+	for _, m := range []string{"", "offender x: y", "local data : val loss 1", "local data a: val loss x"} {
+		if _, _, ok := LocalEvalOf(m); ok {
+			t.Errorf("%q taken for a local evaluation", m)
+		}
+	}
+}

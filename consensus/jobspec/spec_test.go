@@ -137,6 +137,13 @@ func TestBadSpecs(t *testing.T) {
 		{"pair not bin", `data: {train: a.txt, val: b.bin}`, []string{`data.train: must be a .bin file`}},
 		{"no data", `data: {source: ""}`, []string{"data.source: must be"}},
 		{"tokenizer on gostd", "data: {tokenizer: /t/tokenizer.json}", []string{"data.tokenizer: encodes text"}},
+		{"shard tokens without tokenizer", "data: {source: /c.txt, shard_tokens: 4096}", []string{"data.shard_tokens: shards the text data.tokenizer encodes"}},
+		{"shard tokens too few", "data: {source: /c.txt, tokenizer: /t.json, shard_tokens: 10}", []string{"data.shard_tokens: must be 0 (one dataset blob) or 1024…"}},
+		{"local is a path", "data: {local: /etc/passwd}", []string{"data.local: must name a local dataset"}},
+		{"local with source", "data: {local: web, source: /x.txt}", []string{"data.source: must be empty with data.local"}},
+		{"local with a pair", "data: {local: web, train: a.bin, val: b.bin}", []string{"data.train: must be empty with data.local", "data.val: must be empty with data.local"}},
+		{"local with tokenizer", "data: {local: web, tokenizer: /t.json}", []string{"data.tokenizer: must be empty with data.local"}},
+		{"local across stages", "data: {local: web}\nparallel: {stages: 2}", []string{"parallel.stages: must be 1 or \"auto\" with data.local"}},
 		{"tokenizer on bins", "data: {train: a.bin, val: b.bin, tokenizer: /t.json}", []string{"data.tokenizer: encodes text"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
@@ -235,5 +242,22 @@ func TestTokenizerVocab(t *testing.T) {
 		if err != nil || s.Model.Vocab != want {
 			t.Errorf("Parse(%q): vocab %d, %v; want %d", in, s.Model.Vocab, err, want)
 		}
+	}
+}
+
+// TestParseLocal: data.local replaces the default corpus (no data.source is left behind) and
+// round-trips through JSON.
+func TestParseLocal(t *testing.T) {
+	s, err := Parse([]byte("data: {local: clinic-a}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Data != (Data{Local: "clinic-a"}) {
+		t.Fatalf("data = %+v, want only local", s.Data)
+	}
+	b, _ := json.Marshal(s)
+	var back Spec
+	if err := json.Unmarshal(b, &back); err != nil || back.Data != s.Data || back.Validate() != nil {
+		t.Fatalf("round trip: %+v, %v", back.Data, err)
 	}
 }
