@@ -218,6 +218,12 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
 		data: data, codec: codec, peers: newPeerSet(), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+	if be := cfg.Train.Backend; be != nil {
+		if !be.Device().IsHost() && w.numStages > 1 {
+			return nil, fmt.Errorf("backend %s: a device backend runs one stage per replica for now (pipeline activations arrive as host slices), the plan has %d", be.Name(), w.numStages)
+		}
+		w.ws.Backend = be
+	}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
 	if err := w.buildStage(st); err != nil {

@@ -133,6 +133,9 @@ type Train struct {
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+	// Precision is "auto" (the default, "" too: fp32 today), "fp32" or "bf16" (refused
+	// until a backend trains in it; docs/gpu.md).
+	Precision Precision `json:"precision,omitempty" yaml:"precision,omitempty"`
 	// LoRA, when set, fine-tunes low-rank adapters on a frozen base instead of every
 	// weight (docs/lora.md). Nil (the default) trains every weight; omitted from JSON then.
 	LoRA *LoRA `json:"lora,omitempty" yaml:"lora"`

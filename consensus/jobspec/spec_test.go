@@ -160,6 +160,8 @@ func TestBadSpecs(t *testing.T) {
 		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
 		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},
 		{"eval negative", "train: {eval_every: -5}", []string{"train.eval_every: must be ≥ 0, got -5"}},
+		{"bad precision", "train: {precision: fp8}", []string{`train.precision: must be one of auto, fp32, bf16, got "fp8"`}},
+		{"bf16 not yet", "train: {precision: bf16}", []string{"train.precision: bf16 is not implemented yet: every backend trains in fp32"}},
 		{"replicas zero", "parallel: {replicas: 0}", []string{`parallel.replicas: must be "auto" or ≥ 1, got 0`}},
 		{"replicas word", "parallel: {replicas: many}", []string{`parallel.replicas: must be "auto" or an integer, got "many"`}},
 		{"stages too many", "model: {layers: 2}\nparallel: {stages: 5}", []string{"parallel.stages: must be ≤ model.layers + 2 (4"}},

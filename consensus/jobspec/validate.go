@@ -165,6 +165,7 @@ func (t Train) validate(v *validator) {
 		v.addf("train.warmup", "must be ≤ train.steps (%d), got %d", t.Steps, t.Warmup)
 	}
 	v.between("train.eval_every", t.EvalEvery, 0, MaxSteps)
+	v.add(t.Precision.Check("train.precision"))
 }
 
 func (p Parallel) validate(v *validator, m Model) {
