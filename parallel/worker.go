@@ -162,7 +162,8 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
-	peers           *peerSet // the plan's members the control plane retired
+	peers           *peerSet  // the plan's members the control plane retired
+	copies          copyQueue // state copies asked of this worker by joiners (state_copy.go)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
