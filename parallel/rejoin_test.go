@@ -19,10 +19,10 @@ import (
 // is set, a fresh worker of c (a restarted node: nothing of its state left) is readmitted
 // at step 6, copies the state from a live replica and trains to the end beside them.
 // It returns the final workers (c's fresh one last, when it rejoined).
-func rejoinRun(t *testing.T, rejoin bool) []*Worker {
+func rejoinRun(t *testing.T, mode jobspec.Sync, rejoin bool) []*Worker {
 	t.Helper()
 	const steps = 24
-	cfg, plan := quorumConfig(steps, 3, jobspec.SyncDiLoCo)
+	cfg, plan := quorumConfig(steps, 3, mode)
 	cfg.Sync.OuterLR, cfg.Sync.OuterMomentum = 0.7, 0.9 // a copy without the momentum forks
 	cfg.Grace = 2 * time.Second
 	net := NewInMemory(planNodes(plan)...)
@@ -67,7 +67,7 @@ func rejoinRun(t *testing.T, rejoin bool) []*Worker {
 	if joinErr != nil {
 		t.Fatalf("the rejoining c: %v", joinErr)
 	}
-	if st.Peer != "a" || st.Step < 6 || st.Step%3 != 0 || st.Bytes <= 0 {
+	if st.Peer != "a" || st.Step < 6 || (mode == jobspec.SyncDiLoCo && st.Step%3 != 0) || st.Bytes <= 0 {
 		t.Fatalf("copy %+v: want one from the live a at an outer-step boundary", st)
 	}
 	served := a.CopiesServed()
@@ -92,19 +92,23 @@ func rejoinRun(t *testing.T, rejoin bool) []*Worker {
 // admitted, and contributes to the outer steps after: the three end with the same bits,
 // and those differ from the run in which c never came back (its contribution counted).
 func TestRejoiningReplicaCatchesUpFromALivePeer(t *testing.T) {
-	ws := rejoinRun(t, true)
-	a := workerParams(ws[0])
-	sameBits(t, "a and b", a, workerParams(ws[1]))
-	sameBits(t, "a and the rejoined c", a, workerParams(ws[2]))
-	without := workerParams(rejoinRun(t, false)[0])
-	diff := 0.0
-	for name, v := range a {
-		for i := range v {
-			diff = math.Max(diff, math.Abs(float64(v[i]-without[name][i])))
-		}
-	}
-	if diff == 0 {
-		t.Fatal("the weights are those of the run without c: its contributions after rejoining did not count")
+	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncStreaming} {
+		t.Run(string(mode), func(t *testing.T) {
+			ws := rejoinRun(t, mode, true)
+			a := workerParams(ws[0])
+			sameBits(t, "a and b", a, workerParams(ws[1]))
+			sameBits(t, "a and the rejoined c", a, workerParams(ws[2]))
+			without := workerParams(rejoinRun(t, mode, false)[0])
+			diff := 0.0
+			for name, v := range a {
+				for i := range v {
+					diff = math.Max(diff, math.Abs(float64(v[i]-without[name][i])))
+				}
+			}
+			if diff == 0 {
+				t.Fatal("the weights are those of the run without c: its contributions after rejoining did not count")
+			}
+		})
 	}
 }
 
