@@ -21,6 +21,8 @@ const (
 	EventContributionRejected = jobspec.EventContributionRejected
 	EventStepSkipped          = jobspec.EventStepSkipped
 	EventOffender             = jobspec.EventOffender
+	// EventStateCopied: a rejoining node copied its state from a live replica.
+	EventStateCopied = jobspec.EventStateCopied
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

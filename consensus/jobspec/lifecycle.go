@@ -50,6 +50,10 @@ const (
 	// consecutive synchronisations; the message (OffenderMessage) names it, and the
 	// scheduler leaves it out of the job's next plan.
 	EventOffender EventKind = "offender"
+	// EventStateCopied: a node that rejoined a running job in place (scheduler.JobPlan.Rejoin)
+	// copied its stage's state from a live replica; the message names the source, the
+	// step, the bytes and how long it took.
+	EventStateCopied EventKind = "state_copied"
 )
 
 // offenderPrefix starts an offender event's message, before the member's id.
