@@ -23,6 +23,8 @@ const (
 	EventOffender             = jobspec.EventOffender
 	// EventStateCopied: a rejoining node copied its state from a live replica.
 	EventStateCopied = jobspec.EventStateCopied
+	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum.
+	EventRejoined = jobspec.EventRejoined
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

@@ -113,6 +113,10 @@ func (w *Worker) Readmit(ctx context.Context, nodes ...string) {
 	}
 }
 
+// Joining reports whether the worker still follows its group's outer steps as a joiner
+// (JoinFrom), not yet admitted into their quorum.
+func (w *Worker) Joining() bool { return w.peers.joiningSelf() }
+
 // joining is the mask of the group's members this member listens to as joiners.
 func (q outerQuorum) joining() uint64 {
 	var j uint64

@@ -54,6 +54,9 @@ const (
 	// copied its stage's state from a live replica; the message names the source, the
 	// step, the bytes and how long it took.
 	EventStateCopied EventKind = "state_copied"
+	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum at
+	// its step; its contributions count from the next outer step on.
+	EventRejoined EventKind = "rejoined"
 )
 
 // offenderPrefix starts an offender event's message, before the member's id.

@@ -136,15 +136,19 @@ func (r *Runner) reconcile(j consensus.Job) {
 	if !jp.Has(r.cfg.Self) {
 		return
 	}
+	start := cur.Epoch
 	if jp.Continues {
-		r.mu.Lock()
-		r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
-		r.mu.Unlock()
-		return
+		if _, ok := joinSources(jp, r.cfg.Self); !ok {
+			r.mu.Lock()
+			r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
+			r.mu.Unlock()
+			return
+		}
+		start = jp.Built // it joins the running workers: their frames carry that epoch
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	run = &jobRun{epoch: cur.Epoch, cancel: cancel, done: make(chan struct{})}
-	run.follower.start, run.follower.epoch, run.follower.jp = cur.Epoch, cur.Epoch, jp
+	run.follower.start, run.follower.epoch, run.follower.jp, run.follower.ctx = start, cur.Epoch, jp, ctx
 	r.mu.Lock()
 	r.runs[j.ID] = run
 	r.mu.Unlock()

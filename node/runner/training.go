@@ -27,6 +27,9 @@ type training struct {
 	// evaluates says whether this worker computes the validation loss.
 	follower  *follower
 	evaluates bool
+	// joining says the worker rejoined in place and has not yet been admitted into its
+	// outer steps' quorum (recorded as EventRejoined once it is).
+	joining bool
 
 	val      *float64 // the latest validation loss
 	lastCkpt int      // the step of the latest checkpoint started
@@ -77,6 +80,7 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	}
 	t.r.cfg.Metrics.ObserveStep(t.job.ID, res.Times)
 	t.reportIntegrity(ctx, res)
+	t.reportAdmission()
 	t.p.steps++
 	t.p.elapsed += time.Since(start)
 	return res.Loss, nil

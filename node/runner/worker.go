@@ -74,22 +74,34 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 	// A stage the plan gives a memory budget keeps its training state's chunks in a file
 	// here (created unlinked: nothing is left behind).
 	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload")
-	w, err := parallel.NewWorker(cfg, EnginePlan(jp), r.cfg.Self, dp, data)
+	// A rejoining node builds the worker the running ones were built with (rejoin.go).
+	w, err := parallel.NewWorker(cfg, EnginePlan(jp.BuiltPlan()), r.cfg.Self, dp, data)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer w.Close()
 	defer func() { *reached = w.StepsDone() }()
+	joins := jp.Continues
+	if joins {
+		run.retireDropped(jp)
+	}
 	run.setWorker(w)
-	if jp.ResumeStep > 0 {
+	switch {
+	case joins:
+		current, _ := run.current()
+		if err := r.join(ctx, j, current, w, jp); err != nil {
+			return err
+		}
+	case jp.ResumeStep > 0:
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
 			return err
 		}
 	}
 	t := newTraining(r, j, epoch, jp, cfg, w)
 	t.follower = &run.follower
+	t.joining = joins
 	defer t.writes.Wait()
-	if jp.ResumeStep == 0 {
+	if jp.ResumeStep == 0 && !joins {
 		if err := t.evaluate(ctx, w.StepsDone(), 0); err != nil {
 			return err
 		}
