@@ -98,7 +98,13 @@ func (r *Runner) continueInPlace(run *jobRun, epoch uint64, jp scheduler.JobPlan
 		return false // the worker failed: it has no state to continue with
 	default:
 	}
-	r.log.Info("continue in place", "epoch", epoch, "from_epoch", run.epoch, "nodes", len(jp.Nodes()))
+	r.log.Info("continue in place", "epoch", epoch, "from_epoch", run.epoch, "nodes", len(jp.Nodes()), "rejoin", jp.Rejoin)
+	if dp := r.cfg.Network.DataPlane(); dp != nil && len(jp.Rejoin) > 0 {
+		// A node that rejoins after a restart listens elsewhere now.
+		if err := r.addressPeers(dp, jp); err != nil {
+			r.log.Warn("address the nodes of an in-place epoch", "epoch", epoch, "err", err)
+		}
+	}
 	run.follow(epoch, jp)
 	run.epoch = epoch
 	return true
