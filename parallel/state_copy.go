@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -27,7 +28,7 @@ import (
 // Frames, all of the group's job and of the epoch the workers were built for, index
 // copyIndex:
 //
-//	request  scalar, step 0,       micro 0: u64 attempt (joiner → source)
+//	request  scalar, step 0,       micro 0: u64 attempt (joiner → source; a random number)
 //	header   scalar, step attempt, micro 0: u64 step, u64 weights bytes, u64 optimizer bytes
 //	chunks   reduce, step attempt, micro i: bytes [i·copyChunk, …) of weights ‖ optimizer,
 //	         safetensors both, each chunk exactly copyChunk bytes but the last
@@ -233,8 +234,11 @@ func (w *Worker) JoinFrom(ctx context.Context, sources []string) (CopyStats, err
 	}
 	start := time.Now()
 	var errs []error
-	for attempt, src := range sources {
-		st, err := w.copyFrom(ctx, src, uint64(attempt))
+	for _, src := range sources {
+		// A fresh request number per request: answers to an earlier worker's requests on
+		// this node (a join that was cut short) are never taken for this one's.
+		attempt := uint64(rand.Uint32()|1) &^ (1 << 31) // the frames' step field; never 0
+		st, err := w.copyFrom(ctx, src, attempt)
 		if err == nil {
 			st.Took = time.Since(start)
 			w.peers.setJoiningSelf(true)

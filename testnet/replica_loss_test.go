@@ -17,8 +17,8 @@ import (
 )
 
 // replicaJob is a DiLoCo job of three replicas (on three nodes: one node each), with an outer step
-// every 5 steps, checkpoints every 100 steps and one evaluation at the end.
-func replicaJob(t *testing.T, steps int) []byte {
+// every 5 steps, checkpoints every ckptEvery steps (0: none) and one evaluation at the end.
+func replicaJob(t *testing.T, steps, ckptEvery int) []byte {
 	t.Helper()
 	corpus := filepath.Join(t.TempDir(), "corpus.txt")
 	os.WriteFile(corpus, []byte(strings.Repeat("if err := n.Start(ctx); err != nil { return err } // testnet\n", 3000)), 0o644)
@@ -31,7 +31,7 @@ func replicaJob(t *testing.T, steps int) []byte {
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync = jobspec.Fixed(3), jobspec.Auto(), jobspec.SyncDiLoCo
 	spec.Parallel.InnerSteps = 5
 	spec.Placement.MinNodes = 3
-	spec.Checkpoint.Every = 100
+	spec.Checkpoint.Every = ckptEvery
 	b, _ := json.Marshal(spec)
 	return b
 }
@@ -76,7 +76,15 @@ func killReplica(t *testing.T, reporterDies bool) {
 	tn := startTestnet(t, slowRegion(3, 4))
 	leader := currentLeader(t, tn)
 	nodes := tn.Nodes()
-	w := submitJob(t, tn, nodes[0], replicaJob(t, 2400))
+	job := replicaJob(t, 2400, 100)
+	if !reporterDies {
+		// Time to restart the victim (its peers take ~30 s to hear it again: their
+		// connection to the dead process must time out first) and bring it back before the
+		// end; no checkpoint, so its state can only come from a live peer (and no
+		// rebalance, which resumes from one, interrupts the survivors).
+		job = replicaJob(t, 4000, 0)
+	}
+	w := submitJob(t, tn, nodes[0], job)
 
 	const killAt = 200
 	// Wait until the job has trained a while, then pick a victim that neither leads Raft
@@ -118,6 +126,11 @@ func killReplica(t *testing.T, reporterDies bool) {
 	}
 	d = w.waitDone(4 * time.Minute)
 
+	for _, ev := range d.Events {
+		if !ev.Is(consensus.EventCheckpoint) {
+			t.Logf("event %s %s epoch %d step %d by %.12s: %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Epoch, ev.Step, ev.By, ev.Message)
+		}
+	}
 	final := planOf(d)
 	switch {
 	case reporterDies && (!final.Continues || final.Has(victim.ID) || len(final.Replicas) != 2):
@@ -176,6 +189,10 @@ func restartVictim(t *testing.T, tn *Testnet, w *jobWatch, victim *Node) time.Ti
 	}
 	if back.ID != victim.ID {
 		t.Fatalf("restarted node has id %s, was %s", back.ID, victim.ID)
+	}
+	t.Logf("restarted %s in %.1f s, at step %d", victim.Spec.Name, time.Since(at).Seconds(), w.detail().Progress.Step)
+	if err := tn.WaitFor(func() bool { return plannable(tn, back) }, time.Minute); err == nil {
+		t.Logf("%s plannable %.1f s after the restart began, at step %d", victim.Spec.Name, time.Since(at).Seconds(), w.detail().Progress.Step)
 	}
 	return at
 }

@@ -98,3 +98,27 @@ func (t *training) reportAdmission() {
 	msg := fmt.Sprintf("%s was admitted into the outer steps' quorum after step %d", t.r.cfg.Self, t.w.StepsDone())
 	t.r.recordEvent(t.job.ID, consensus.NewEvent(consensus.EventRejoined, t.epoch, t.w.StepsDone(), msg))
 }
+
+// peerAddrWait bounds how long a rejoining node waits to hear where the plan's nodes
+// listen.
+const peerAddrWait = 30 * time.Second
+
+// awaitPeerAddrs retries addressPeers until every node of jp announced its data-plane
+// address, up to peerAddrWait.
+func (r *Runner) awaitPeerAddrs(ctx context.Context, dp DataPlane, jp scheduler.JobPlan) error {
+	ctx, cancel := context.WithTimeout(ctx, peerAddrWait)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := r.addressPeers(dp, jp)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (waited %s)", err, peerAddrWait)
+		case <-tick.C:
+		}
+	}
+}

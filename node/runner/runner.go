@@ -123,7 +123,7 @@ func (r *Runner) reconcile(j consensus.Job) {
 		r.mu.Lock()
 		delete(r.runs, j.ID)
 		r.mu.Unlock()
-		r.purgeFrames(j, run.epoch)
+		r.purgeFrames(j, run.epoch, cur)
 		run = nil
 	}
 	if run != nil || j.Status != consensus.JobRunning || cur == nil {
@@ -160,10 +160,17 @@ func (r *Runner) reconcile(j consensus.Job) {
 
 // purgeFrames drops the data-plane frames of a stopped worker's epoch (and of every epoch
 // of a finished job) that are still waiting or arrive late.
-func (r *Runner) purgeFrames(j consensus.Job, stopped uint64) {
+//
+// The frames of an in-place chain's built epoch stay while the chain runs: the node
+// dropped from it may be brought back into it (rejoin.go).
+func (r *Runner) purgeFrames(j consensus.Job, stopped uint64, cur *consensus.PlanEpoch) {
 	through := stopped
 	if cur := j.CurrentPlan(); j.Status.Terminal() && cur != nil && cur.Epoch > through {
 		through = cur.Epoch
+	}
+	var jp scheduler.JobPlan
+	if !j.Status.Terminal() && cur != nil && json.Unmarshal(cur.Plan, &jp) == nil && jp.Continues && jp.Built > 0 && jp.Built <= through {
+		through = jp.Built - 1
 	}
 	dp := r.cfg.Network.DataPlane()
 	if dp == nil {

@@ -66,8 +66,14 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 	if dp == nil {
 		return errNoDataPlane
 	}
-	if err := r.addressPeers(dp, jp); err != nil {
+	if err := r.addressPeers(dp, jp); err != nil && !jp.Continues {
 		return err
+	} else if err != nil {
+		// A node that rejoins right after its restart may not have heard every peer's
+		// announcement yet.
+		if err := r.awaitPeerAddrs(ctx, dp, jp); err != nil {
+			return err
+		}
 	}
 	cfg := jobConfig(j, epoch, jp)
 	cfg.Grace = outerGrace
