@@ -78,11 +78,9 @@ func killReplica(t *testing.T, reporterDies bool) {
 	nodes := tn.Nodes()
 	job := replicaJob(t, 2400, 100)
 	if !reporterDies {
-		// Time to restart the victim (its peers take ~30 s to hear it again: their
-		// connection to the dead process must time out first) and bring it back before the
-		// end; no checkpoint, so its state can only come from a live peer (and no
-		// rebalance, which resumes from one, interrupts the survivors).
-		job = replicaJob(t, 4000, 0)
+		// No checkpoint: the restarted victim's state can only come from a live peer (and
+		// no rebalance, which resumes from one, interrupts the survivors).
+		job = replicaJob(t, 1500, 0)
 	}
 	w := submitJob(t, tn, nodes[0], job)
 
