@@ -76,13 +76,7 @@ func killReplica(t *testing.T, reporterDies bool) {
 	tn := startTestnet(t, slowRegion(3, 4))
 	leader := currentLeader(t, tn)
 	nodes := tn.Nodes()
-	job := replicaJob(t, 2400, 100)
-	if !reporterDies {
-		// No checkpoint: the restarted victim's state can only come from a live peer (and
-		// no rebalance, which resumes from one, interrupts the survivors).
-		job = replicaJob(t, 1500, 0)
-	}
-	w := submitJob(t, tn, nodes[0], job)
+	w := submitJob(t, tn, nodes[0], replicaJob(t, 2400, 100))
 
 	const killAt = 200
 	// Wait until the job has trained a while, then pick a victim that neither leads Raft
