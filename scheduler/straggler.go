@@ -150,7 +150,7 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	// ResumeStep stays: nothing restores from it in place, and it still tells where the
 	// workers' state came from (the moves' guard reads it).
 	next.Built, next.Slots = j.Plan.built(j.Epoch)
-	next.Rejoin = nil // the rejoined nodes are members like the others now
+	// Rejoin stays: a rejoining node that had not started yet still joins this epoch.
 	next.Continues = true
 	next.PredictedStepS, next.PredictedGFLOPS = dec.CurrentStep, map[string]float64{}
 	for _, n := range in.Snapshot.Nodes {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,7 +139,7 @@ func (r *Runner) reconcile(j consensus.Job) {
 	}
 	start := cur.Epoch
 	if jp.Continues {
-		if _, ok := joinSources(jp, r.cfg.Self); !ok {
+		if _, ok := joinSources(jp, r.cfg.Self); !ok || !slices.Contains(jp.Rejoin, r.cfg.Self) {
 			r.mu.Lock()
 			r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
 			r.mu.Unlock()
