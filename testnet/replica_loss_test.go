@@ -17,8 +17,8 @@ import (
 )
 
 // replicaJob is a DiLoCo job of three replicas (on three nodes: one node each), with an outer step
-// every 5 steps, checkpoints every ckptEvery steps (0: none) and one evaluation at the end.
-func replicaJob(t *testing.T, steps, ckptEvery int) []byte {
+// every 5 steps, checkpoints every 100 steps and one evaluation at the end.
+func replicaJob(t *testing.T, steps int) []byte {
 	t.Helper()
 	corpus := filepath.Join(t.TempDir(), "corpus.txt")
 	os.WriteFile(corpus, []byte(strings.Repeat("if err := n.Start(ctx); err != nil { return err } // testnet\n", 3000)), 0o644)
@@ -31,7 +31,7 @@ func replicaJob(t *testing.T, steps, ckptEvery int) []byte {
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync = jobspec.Fixed(3), jobspec.Auto(), jobspec.SyncDiLoCo
 	spec.Parallel.InnerSteps = 5
 	spec.Placement.MinNodes = 3
-	spec.Checkpoint.Every = ckptEvery
+	spec.Checkpoint.Every = 100
 	b, _ := json.Marshal(spec)
 	return b
 }
@@ -76,7 +76,7 @@ func killReplica(t *testing.T, reporterDies bool) {
 	tn := startTestnet(t, slowRegion(3, 4))
 	leader := currentLeader(t, tn)
 	nodes := tn.Nodes()
-	w := submitJob(t, tn, nodes[0], replicaJob(t, 2400, 100))
+	w := submitJob(t, tn, nodes[0], replicaJob(t, 2400))
 
 	const killAt = 200
 	// Wait until the job has trained a while, then pick a victim that neither leads Raft
