@@ -122,7 +122,24 @@ func (in *instance) estimateReplica(r replicaDraft, m int) replicaEstimate {
 	e := pipelineStep(in.sched, c, comm, xmax, mr)
 	e.step += optIO
 	e.compute += optIO
+	if t := in.tiedExchange(r); t > 0 {
+		e.step += t
+		e.transfer += t
+	}
 	return e
+}
+
+// tiedExchange is the time a pipeline of a tied model spends per step sending the token
+// table from its first stage to its last and the gradient back (model/tied.go); zero for
+// one stage or an untied model.
+func (in *instance) tiedExchange(r replicaDraft) float64 {
+	S := len(r.nodes)
+	if in.tiedTable == 0 || S < 2 {
+		return 0
+	}
+	bwF, latF := in.link(r.nodes[0], r.nodes[S-1])
+	bwB, latB := in.link(r.nodes[S-1], r.nodes[0])
+	return in.tiedTable/bwF + latF + in.tiedTable/bwB + latB
 }
 
 // boundText names what bound a replica's estimate.
@@ -192,6 +209,7 @@ func (in *instance) holders(d draft) [][]int {
 // estimate is the planner's predicted step of a draft: the slowest replica plus the
 // amortised sync, and the reason naming the binding constraint.
 func (in *instance) estimate(d draft) (Breakdown, string) {
+	in = in.shared(d)
 	var b Breakdown
 	reason := ""
 	for _, r := range d.replicas {
@@ -211,7 +229,10 @@ func (in *instance) estimate(d draft) (Breakdown, string) {
 }
 
 // estimateStep is estimate's step time alone.
-func (in *instance) estimateStep(d draft) float64 {
+func (in *instance) estimateStep(d draft) float64 { return in.shared(d).estimateStepAlone(d) }
+
+// estimateStepAlone is estimateStep on in's speeds as they are, co-location aside.
+func (in *instance) estimateStepAlone(d draft) float64 {
 	step := 0.0
 	for _, r := range d.replicas {
 		step = math.Max(step, in.estimateReplica(r, d.m).step)

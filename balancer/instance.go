@@ -26,6 +26,7 @@ type instance struct {
 	prevSmaller                    []int     // per layer: the last earlier layer with strictly smaller out, or -1
 	params                         []float64 // per layer: parameter bytes (the sync payload before compression)
 	tokens                         float64   // context
+	tiedTable                      float64   // a tied head's table bytes (model.LayerCost.TiedTableBytes), else 0
 	inner                          float64   // steps per sync
 	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
@@ -42,6 +43,11 @@ type instance struct {
 	allowRecompute, allowOffload, forceRecompute bool
 	zero                                         int       // the job's ZeRO stage where it applies (sync mode), else 0
 	diskRead, diskWrite                          []float64 // per node, bytes/s
+	diskRoom                                     []float64 // per node, bytes an offload may take (Node.diskRoom)
+	// host is each node's host index (colocation.go), hostShare the share of its host's
+	// cores each node keeps busy while it computes.
+	host      []int
+	hostShare []float64
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -86,7 +92,9 @@ func (in *instance) addNodes(nodes []Node) error {
 			return err
 		}
 		in.diskRead, in.diskWrite = append(in.diskRead, rd), append(in.diskWrite, wr)
+		in.diskRoom = append(in.diskRoom, nd.diskRoom())
 	}
+	in.hostGroups(nodes)
 	return nil
 }
 
@@ -143,6 +151,9 @@ func (in *instance) addLayers(job Job) {
 		in.prevSmaller[i] = p
 	}
 	in.addMemoryCosts(job)
+	if L > 0 {
+		in.tiedTable = float64(job.Layers[L-1].TiedTableBytes)
+	}
 	in.tokens = float64(job.Context)
 	in.sched = job.Schedule
 	if in.sched == "" {

@@ -33,6 +33,9 @@ type stageMode struct {
 // the gradient accumulation buffer stays whole either way, see docs/memory.md).
 func (in *instance) stageStatic(j, e, R int) float64 {
 	st := in.static[e] - in.static[j]
+	if j > 0 && e == in.L {
+		st += in.tiedTable // a tied head's copy of the token table
+	}
 	if in.zero == 0 || R < 2 {
 		return st
 	}
@@ -72,8 +75,11 @@ func (in *instance) minResident(j, e int) float64 { return in.staticMax.of(j, e)
 // when the job says on); recomputing where allowed and offloading the training state that
 // does not fit beside the activations (when allowed, and only with one replica: the
 // engine's offload store holds a pure pipeline's state; synchronising replicas keep
-// full-size buffers), keeping at least minResident. ok is false when none fits.
-func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64, R int) (stageMode, bool) {
+// full-size buffers), keeping at least minResident, and only where the node's disk has
+// room for the store's file (the whole training state; Node.DiskFreeBytes). ok is false
+// when none fits. budget is node nd's memory.
+func (in *instance) chooseStage(nd int, j, e int, seqs, inflight float64, R int) (stageMode, bool) {
+	budget := in.mem[nd]
 	static := in.stageStatic(j, e, R)
 	mode := stageMode{recompute: in.forceRecompute && in.stageRecomputes(j, e), static: static}
 	act := in.activations(j, e, seqs, inflight, mode.recompute)
@@ -87,7 +93,7 @@ func (in *instance) chooseStage(budget float64, j, e int, seqs, inflight float64
 			return mode, true
 		}
 	}
-	if in.allowOffload && R < 2 {
+	if in.allowOffload && R < 2 && static <= in.diskRoom[nd] {
 		if resident := budget - act; resident >= math.Min(static, in.minResident(j, e)) {
 			mode.offload, mode.mem = static-resident, budget
 			return mode, true
@@ -170,7 +176,7 @@ func (in *instance) tryModes(r replicaDraft, m, R int, buf []stageMode) (modes [
 	}
 	modes = modes[:S]
 	for s, nd := range r.nodes {
-		mode, ok := in.chooseStage(in.mem[nd], r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)), R)
+		mode, ok := in.chooseStage(nd, r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)), R)
 		if !ok {
 			return nil, s
 		}

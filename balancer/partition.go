@@ -55,7 +55,7 @@ func (p *pipe) stageTime(pos, j, e int) float64 {
 		}
 		return p.compute(pos, j, e)
 	}
-	mode, ok := in.chooseStage(in.mem[nd], j, e, p.maxSeqs, p.infl[pos], p.replicas)
+	mode, ok := in.chooseStage(nd, j, e, p.maxSeqs, p.infl[pos], p.replicas)
 	if !ok {
 		return math.Inf(1)
 	}

@@ -169,7 +169,7 @@ func (p *pipe) toReplica(stages []stageRange) replicaDraft {
 		return r
 	}
 	for i, s := range stages { // not reached: the exact window is within the pipe's bound
-		m, _ := p.in.chooseStage(p.in.mem[r.nodes[i]], s.first, s.last, p.maxSeqs, p.infl[s.pos], p.replicas)
+		m, _ := p.in.chooseStage(r.nodes[i], s.first, s.last, p.maxSeqs, p.infl[s.pos], p.replicas)
 		r.modes = append(r.modes, m)
 	}
 	return r

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strings"
 )
 
 // planTiers plans with the job's memory choices (tiers): the first allowance under which a
@@ -12,7 +13,9 @@ import (
 // technique and what failed without it.
 func (in *instance) planTiers(opts Options) (Plan, error) {
 	var firstErr error
+	offloadTried := false
 	for i, a := range tiers(in.job) {
+		offloadTried = offloadTried || a.offload
 		t := *in
 		t.allowRecompute, t.allowOffload = a.recompute, a.offload
 		p, err := t.plan(opts)
@@ -29,7 +32,25 @@ func (in *instance) planTiers(opts Options) (Plan, error) {
 			firstErr = err
 		}
 	}
+	if note := in.diskNote(); offloadTried && note != "" {
+		return Plan{}, fmt.Errorf("%w; %s", firstErr, note)
+	}
 	return Plan{}, firstErr
+}
+
+// diskNote names the nodes whose disk could not take the model's whole training state
+// offloaded, or "" when none.
+func (in *instance) diskNote() string {
+	var short []string
+	for nd, room := range in.diskRoom {
+		if room < in.static[in.L] && len(short) < 3 {
+			short = append(short, fmt.Sprintf("%s has room for %s of the %s needed", in.ids[nd], gib(room), gib(in.static[in.L])))
+		}
+	}
+	if len(short) == 0 {
+		return ""
+	}
+	return "offload is bounded by each node's free disk less max(1 GiB, 10%): " + strings.Join(short, ", ")
 }
 
 // techniques names what a plan's stages use to fit.

@@ -79,6 +79,20 @@ func Replan(current Plan, snap Snapshot, job Job, opts Options) (Decision, error
 	return dec, nil
 }
 
+// PlanStep is the step time of plan on snap as Replan judges a current plan: simulated
+// when affordable, else the estimate (co-located nodes' shares priced either way).
+func PlanStep(snap Snapshot, job Job, plan Plan) (float64, error) {
+	in, err := newInstance(snap, job)
+	if err != nil {
+		return 0, err
+	}
+	d, err := in.fromPlan(plan)
+	if err != nil {
+		return 0, err
+	}
+	return in.judgedStep(d), nil
+}
+
 // judgedStep is the simulated step when affordable, else the estimate.
 func (in *instance) judgedStep(d draft) float64 {
 	if simEvents(d) <= simBudget {

@@ -49,10 +49,21 @@ func Simulate(snap Snapshot, job Job, plan Plan) (Simulation, error) {
 }
 
 func (in *instance) simulate(d draft) Simulation {
+	in = in.shared(d) // the speeds co-located nodes get (colocation.go), as the estimate prices them
 	var sim Simulation
 	loads := map[[2]int]float64{}
 	for _, r := range d.replicas {
 		t, events := in.simulateReplica(r, d.m, loads)
+		if S := len(r.nodes); in.tiedTable > 0 && S > 1 {
+			// A tied model's table goes from the first stage to the last before the
+			// step, its gradient back after the backward passes (model/tied.go).
+			a, b := r.nodes[0], r.nodes[S-1]
+			bwF, latF := in.link(a, b)
+			bwB, latB := in.link(b, a)
+			t += in.tiedTable/bwF + latF + in.tiedTable/bwB + latB
+			loads[[2]int{a, b}] += in.tiedTable
+			loads[[2]int{b, a}] += in.tiedTable
+		}
 		sim.Replicas = append(sim.Replicas, t)
 		sim.Step = math.Max(sim.Step, t)
 		sim.Events += events

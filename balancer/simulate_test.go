@@ -128,3 +128,52 @@ func TestSimulateRejectsBadPlans(t *testing.T) {
 		}
 	}
 }
+
+// TestTiedTableExchangeIsPriced: a tied model's head stage holds a copy of the token table
+// and the end stages exchange it and its gradient each step: the estimate and the
+// simulation both add the two transfers on the links between the end stages, and the head
+// stage's memory the copy; a plan of one stage pays neither.
+func TestTiedTableExchangeIsPriced(t *testing.T) {
+	const table = 8e6
+	job := Job{Layers: uniformLayers(4, 1e9, 4, 0), Batch: 4, Context: 1}
+	tied := job
+	tied.Layers = append([]model.LayerCost(nil), job.Layers...)
+	tied.Layers[3].TiedTableBytes = table
+	snap := twoNodes(1e6, 0.01)
+	split := Plan{MicroBatches: 1, Replicas: []Replica{{Batch: 4, Stages: []Stage{{Node: "a", First: 0, Last: 2}, {Node: "b", First: 2, Last: 4}}}}}
+	whole := Plan{MicroBatches: 1, Replicas: []Replica{{Batch: 4, Stages: []Stage{{Node: "a", First: 0, Last: 4}}}}}
+	exchange := 2 * (table/1e6 + 0.005)
+	for _, c := range []struct {
+		name  string
+		plan  Plan
+		extra float64
+	}{{"split", split, exchange}, {"one stage", whole, 0}} {
+		plain, err := Simulate(snap, job, c.plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		withTable, err := Simulate(snap, tied, c.plan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := withTable.Step - plain.Step; !near(got, c.extra) {
+			t.Errorf("%s: simulated exchange %g s, want %g", c.name, got, c.extra)
+		}
+		for _, j := range []Job{job, tied} {
+			in, err := newInstance(snap, j)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := in.fromPlan(c.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := in.tiedExchange(d.replicas[0]); j.Layers[3].TiedTableBytes > 0 && !near(got, c.extra) || j.Layers[3].TiedTableBytes == 0 && got != 0 {
+				t.Errorf("%s: estimated exchange %g s, want %g", c.name, got, c.extra)
+			}
+			if got := in.stageStatic(2, 4, 1) - in.stageStatic(0, 2, 1); j.Layers[3].TiedTableBytes > 0 && got != table {
+				t.Errorf("%s: the head stage holds %g bytes more than the first, want the table's %g", c.name, got, table)
+			}
+		}
+	}
+}

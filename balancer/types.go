@@ -27,6 +27,28 @@ type Node struct {
 	// measured (DefaultDiskReadBps, DefaultDiskWriteBps).
 	DiskReadBps  float64 `json:"disk_read_bps,omitempty"`
 	DiskWriteBps float64 `json:"disk_write_bps,omitempty"`
+	// DiskFreeBytes is the free space of the node's data directory it announced
+	// (mesh.Profile.DiskFreeBytes). A stage offloads on the node only if its whole training
+	// state (the offload store's file holds every chunk) fits jobspec.OffloadDiskRoom of it.
+	// Nil: not known, no bound (simulations); the scheduler always sets it.
+	DiskFreeBytes *uint64 `json:"disk_free_bytes,omitempty"`
+	// Host names the machine the node runs on (records.Profile.Host): nodes of one host
+	// share its cores, and a plan's step is priced with the share each gets while the
+	// others compute (colocation.go). Empty: the node has its machine to itself.
+	Host string `json:"host,omitempty"`
+	// HostShare is the fraction of its host's cores the node keeps busy while it computes,
+	// in (0, 1]: 1/k for a testnet node whose emulated slowdown k sleeps the rest of its
+	// kernels' time. 0 means 1.
+	HostShare float64 `json:"host_share,omitempty"`
+}
+
+// diskRoom is how many bytes of offloaded training state the node's disk may take, +Inf
+// where its free space is not known.
+func (n Node) diskRoom() float64 {
+	if n.DiskFreeBytes == nil {
+		return math.Inf(1)
+	}
+	return float64(jobspec.OffloadDiskRoom(*n.DiskFreeBytes))
 }
 
 // disk returns the node's disk read and write bandwidth, the defaults where unmeasured.

@@ -126,9 +126,14 @@ func (c *Consensus) ensureClusterMeta(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.fsm.ClusterID() == id && c.fsm.KeepFinishedJobs() == c.cfg.KeepFinishedJobs {
+	quota := c.fsm.MaxLiveJobsPerMember()
+	if quota != 0 && quota != c.cfg.MaxLiveJobsPerMember && c.quotaNoted.CompareAndSwap(false, true) {
+		c.log.Info("the cluster's live-job quota applies, not this node's setting", "cluster", quota, "this_node", c.cfg.MaxLiveJobsPerMember)
+	}
+	if c.fsm.ClusterID() == id && c.fsm.KeepFinishedJobs() == c.cfg.KeepFinishedJobs && quota != 0 {
 		return nil
 	}
-	_, err := c.propose(ctx, ClusterMetaType|IgnoreUnknownTypeFlag, ClusterMetaRequest{ClusterID: id, KeepFinishedJobs: c.cfg.KeepFinishedJobs})
+	_, err := c.propose(ctx, ClusterMetaType|IgnoreUnknownTypeFlag, ClusterMetaRequest{ClusterID: id, KeepFinishedJobs: c.cfg.KeepFinishedJobs,
+		MaxLiveJobsPerMember: c.cfg.MaxLiveJobsPerMember})
 	return err
 }

@@ -53,8 +53,9 @@ type Config struct {
 	// older ones are dropped, oldest first. The leader commits it, so every replica drops
 	// the same jobs. Zero means 100.
 	KeepFinishedJobs int
-	// MaxLiveJobsPerMember is how many live (not finished) jobs the leader lets one member
-	// have; a submit beyond it fails with ErrQuota. Zero means
+	// MaxLiveJobsPerMember is how many live (not finished) jobs one member may have; a
+	// submit beyond it fails with ErrQuota. The first leader to commit the cluster's
+	// metadata replicates its value, which later leaders keep (quota.go). Zero means
 	// DefaultMaxLiveJobsPerMember (16).
 	MaxLiveJobsPerMember int
 }

@@ -42,6 +42,9 @@ type Consensus struct {
 
 	// raftRef is raft once it runs, for the stream gate, which serves streams before.
 	raftRef atomic.Pointer[raft.Raft]
+	// quotaNoted is set once this node, leading, logged that the cluster's quota differs
+	// from its own setting (cluster_id.go).
+	quotaNoted atomic.Bool
 	// cid is this node's cluster ID ("" until a fresh node joins a cluster).
 	cidMu sync.Mutex
 	cid   string

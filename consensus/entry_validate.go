@@ -146,6 +146,9 @@ func (r ClusterMetaRequest) validate() error {
 	if r.KeepFinishedJobs < 0 || r.KeepFinishedJobs > MaxKeepFinishedJobs {
 		errs = append(errs, fmt.Errorf("keep_finished_jobs %d: must be 0 to %d", r.KeepFinishedJobs, MaxKeepFinishedJobs))
 	}
+	if r.MaxLiveJobsPerMember < 0 || r.MaxLiveJobsPerMember > MaxMaxLiveJobsPerMember {
+		errs = append(errs, fmt.Errorf("max_live_jobs_per_member %d: must be 0 to %d", r.MaxLiveJobsPerMember, MaxMaxLiveJobsPerMember))
+	}
 	return errors.Join(errs...)
 }
 

@@ -25,6 +25,8 @@ const (
 	EventStateCopied = jobspec.EventStateCopied
 	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum.
 	EventRejoined = jobspec.EventRejoined
+	// EventLocalEval is a data.local replica's validation loss on its own node's data.
+	EventLocalEval = jobspec.EventLocalEval
 )
 
 // NewEvent is an event of kind; the control plane stamps its time.

@@ -35,6 +35,9 @@ type fsmState struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// KeepFinished is how many finished jobs are kept; 0 means DefaultKeepFinishedJobs.
 	KeepFinished int `json:"keep_finished,omitempty"`
+	// MaxLiveJobs is the cluster's quota of live jobs per member (quota.go), set once by
+	// the first leader that commits cluster metadata; 0 before.
+	MaxLiveJobs int `json:"max_live_jobs,omitempty"`
 	// Promotions are the operators' decisions on non-voters' promotion, by node ID.
 	Promotions map[string]PromotionDecision `json:"promotions,omitempty"`
 }
@@ -227,6 +230,9 @@ func (f *FSM) applyClusterMeta(req ClusterMetaRequest) any {
 		return fmt.Errorf("%w: cluster id %s is set, refusing %s", ErrForeignCluster, f.state.ClusterID, req.ClusterID)
 	}
 	f.state.ClusterID, f.state.KeepFinished = req.ClusterID, req.KeepFinishedJobs
+	if f.state.MaxLiveJobs == 0 {
+		f.state.MaxLiveJobs = req.MaxLiveJobsPerMember // set once: a later leader's flag does not change it
+	}
 	f.dropFinished()
 	return nil
 }

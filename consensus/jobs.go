@@ -179,6 +179,15 @@ func (c *Consensus) handleSubmit(ctx context.Context, from peer.ID, body []byte)
 	}
 	c.submits.mu.Lock()
 	defer c.submits.mu.Unlock()
+	// A leader elected a moment ago may not have applied every entry committed before: the
+	// count must include the member's earlier submits. Once per term is enough, as a
+	// leader's own submits are applied before propose returns.
+	if term := c.raft.CurrentTerm(); c.submits.barrierTerm != term {
+		if err := c.barrier(ctx); err != nil {
+			return nil, err
+		}
+		c.submits.barrierTerm = term
+	}
 	if err := c.checkQuota(from.String()); err != nil {
 		return nil, err
 	}

@@ -97,6 +97,9 @@ type JobEventRequest struct {
 type ClusterMetaRequest struct {
 	ClusterID        string `json:"cluster_id"`
 	KeepFinishedJobs int    `json:"keep_finished_jobs"`
+	// MaxLiveJobsPerMember is the proposing leader's quota; the FSM takes it only while it
+	// holds none (the founding leader's, or the first leader's since the field exists).
+	MaxLiveJobsPerMember int `json:"max_live_jobs_per_member,omitempty"`
 }
 
 // PromotionRequest records an operator's decision on whether node ID may become a voter.

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // TestLiveJobQuotaPerMember: one member submitting without end (before: 17 submits of
@@ -59,5 +63,38 @@ func TestSubmitRefusesHugePaths(t *testing.T) {
 	_, err := a.c.call(ctx, leader.id, "submit", mustJSON(t, SubmitArgs{Spec: spec}))
 	if !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), "data.source: must be a path of at most 1024 bytes") {
 		t.Fatalf("raw submit of a 1 MiB path: %.200v", err)
+	}
+}
+
+// Issue 25: the quota was the leader's own --max-live-jobs, so a leader change changed it.
+// It is now the founding leader's, replicated in the FSM: a member at the quota stays
+// refused after a leader configured with a larger one takes over.
+func TestLiveJobQuotaSurvivesALeaderChange(t *testing.T) {
+	tc := newMockCluster(t)
+	ctx := ctxT(t)
+	tc.quota = 2
+	n0 := tc.add(true)
+	tc.quota = 5
+	n1, n2 := tc.add(false), tc.add(false)
+	tc.waitMembers(15*time.Second, []*testNode{n0, n1, n2}, nil)
+	if leader := tc.waitLeader(5 * time.Second); leader != n0 {
+		t.Fatalf("%s leads, want the founder", leader.name)
+	}
+	for i := range 2 {
+		if _, err := n1.c.SubmitJob(ctx, namedSpec(fmt.Sprintf("a%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.WaitFor(t, 10*time.Second, "n2 applied the cluster's quota", func() bool { return n2.c.fsm.MaxLiveJobsPerMember() == 2 })
+	if err := n0.c.futureErr(ctx, n0.c.raft.LeadershipTransferToServer(raft.ServerID(n2.id.String()), raft.ServerAddress(n2.id.String()))); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "n2 leads", n2.c.IsLeader)
+	_, err := n1.c.SubmitJob(ctx, namedSpec("a-over"))
+	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "the limit is 2 per member") {
+		t.Fatalf("3rd live job under a leader configured with 5: %v, want ErrQuota at the cluster's 2", err)
+	}
+	if q := n2.c.fsm.MaxLiveJobsPerMember(); q != 2 {
+		t.Fatalf("the new leader changed the cluster's quota to %d", q)
 	}
 }

@@ -1,7 +1,10 @@
 package consensus
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +75,39 @@ func TestStaleNodeFollowsAPromotedLeader(t *testing.T) {
 			return fmt.Errorf("n2 has not caught up: %w", err)
 		}
 		return nil
+	})
+}
+
+// TestCutOffFollowerRefusesAtOnce: a voter cut off from the other two refuses a submit
+// with ErrNoLeader once it has heard from no leader for cutOffAfter election timeouts,
+// instead of retrying until the caller's context ends (the minority's refusal in
+// testnet's TestControlPlanePartition); after healing it submits again.
+func TestCutOffFollowerRefusesAtOnce(t *testing.T) {
+	tc := newMockCluster(t)
+	ctx := ctxT(t)
+	n0 := tc.add(true)
+	tc.waitMembers(10*time.Second, []*testNode{n0}, nil)
+	n1, n2 := tc.add(false), tc.add(false)
+	tc.waitMembers(20*time.Second, []*testNode{n0, n1, n2}, nil)
+	leader := tc.waitLeader(10 * time.Second)
+	var f *testNode
+	for _, n := range []*testNode{n0, n1, n2} {
+		if n != leader {
+			f = n
+		}
+	}
+	waitCaughtUp(t, leader, f)
+	tc.partition(f)
+	sub, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	_, err := f.c.SubmitJob(sub, namedSpec("from-the-minority"))
+	if !errors.Is(err, ErrNoLeader) || !strings.Contains(err.Error(), "no contact with a leader") || sub.Err() != nil {
+		t.Fatalf("submit through a cut-off follower: %v (context: %v), want an early ErrNoLeader", err, sub.Err())
+	}
+	t.Logf("refused: %v", err)
+	tc.heal(f)
+	testutil.WaitForErr(t, 20*time.Second, func() error {
+		_, err := f.c.SubmitJob(ctx, namedSpec("after-healing"))
+		return err
 	})
 }

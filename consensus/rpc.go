@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -178,6 +179,9 @@ func (c *Consensus) do(ctx context.Context, name string, req, resp any) error {
 		if !retryable(err, o) {
 			return err
 		}
+		if cut := c.cutOff(); o.leaderOnly && cut > 0 {
+			return fmt.Errorf("%s: %w: no contact with a leader for %s (cut off from the majority?) (last error: %v)", name, ErrNoLeader, cut.Round(time.Millisecond), err)
+		}
 		if serr := c.sleep(ctx, backoff); serr != nil {
 			if errors.Is(serr, ErrShutdown) {
 				return ErrShutdown
@@ -186,6 +190,30 @@ func (c *Consensus) do(ctx context.Context, name string, req, resp any) error {
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
+}
+
+// cutOffAfter is how many election timeouts a node that once heard from a leader goes
+// without contact before an operation only the leader serves fails at once instead of
+// retrying until its context ends: far longer than an election takes (a leader's death
+// costs one or two timeouts), so only a node cut off from the majority refuses early.
+const cutOffAfter = 3
+
+// cutOff is how long this node has heard from no leader, when that is past cutOffAfter
+// election timeouts (0 otherwise, and for a node that never heard from one: it is
+// still joining).
+func (c *Consensus) cutOff() time.Duration {
+	r := c.raftRef.Load()
+	if r == nil || r.State() == raft.Leader {
+		return 0
+	}
+	last := r.LastContact()
+	if last.IsZero() {
+		return 0
+	}
+	if d := time.Since(last); d > cutOffAfter*c.cfg.ElectionTimeout {
+		return d
+	}
+	return 0
 }
 
 func retryable(err error, o op) bool {

@@ -56,12 +56,19 @@ func (v vecImpl) geluBackwardSpan(dx, x, dy []float32) {
 }
 
 func (v vecImpl) expShiftSpan(dst, src []float32, shift, scale float32) float32 {
+	var acc [16]float32
+	return v.expShiftAcc(dst, src, shift, scale, &acc)
+}
+
+// expShiftAcc is expShiftSpan with the caller's lane sums (overwritten): the SIMD path is
+// called through a function value, so an array of expShiftSpan's own escapes to the heap.
+func (v vecImpl) expShiftAcc(dst, src []float32, shift, scale float32, acc *[16]float32) float32 {
 	n := 0
 	var z float32
 	if v.expShift != nil {
 		if n = len(dst) &^ (vecBlock - 1); n > 0 {
-			var acc [16]float32
-			v.expShift(&dst[0], &src[0], n, shift, scale, &acc)
+			*acc = [16]float32{}
+			v.expShift(&dst[0], &src[0], n, shift, scale, acc)
 			for _, a := range acc {
 				z += a
 			}

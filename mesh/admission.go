@@ -23,25 +23,33 @@ var ErrNotAdmitted = errors.New("peer not admitted to the mesh")
 // admitted once either exchange verified its proof. A peer that sends a wrong proof or a
 // malformed message is banned in the gater (for the ban duration) and disconnected. A peer
 // that is merely slow is not punished: when an attempt's timeout passes, the exchange is
-// started again with twice the time, authAttempts times in all; only a peer silent through
-// every attempt is disconnected, and held off briefly rather than banned.
+// started again with twice the time, authAttempts times in all, within one window from the
+// connection (Config.AuthWindow); only a peer silent through them is disconnected, and held
+// off briefly rather than banned. At most maxPending peers connected inbound wait for their
+// admission at once: one more is disconnected at once.
 type admission struct {
 	host    host.Host
 	gater   *gater
 	secret  []byte
 	mesh    string
 	timeout time.Duration
-	log     *slog.Logger
-	onAdmit func(peer.ID) // called once per admission, on its own goroutine
+	window  time.Duration // the whole admission of a peer, from its first connection
+	// maxPending bounds the undecided peers; an inbound connection of a new peer past it
+	// is closed at once.
+	maxPending int
+	log        *slog.Logger
+	onAdmit    func(peer.ID) // called once per admission, on its own goroutine
 
 	ctx context.Context // cancelled at shutdown
 
-	mu    sync.Mutex
-	peers map[peer.ID]*admitState
+	mu      sync.Mutex
+	peers   map[peer.ID]*admitState
+	pending int // states in peers not yet decided
 
 	failures atomic.Uint64
 	refused  atomic.Uint64
 	retries  atomic.Uint64 // auth attempts started again after a timeout
+	crowded  atomic.Uint64 // inbound connections closed because maxPending peers were pending
 }
 
 type admitState struct {
@@ -49,6 +57,7 @@ type admitState struct {
 	admitted bool          // valid after done is closed
 	attempt  int           // 0-based; guarded by admission.mu
 	timer    *time.Timer
+	deadline time.Time // the end of its admission window
 }
 
 const (
@@ -60,23 +69,30 @@ const (
 	holdOffFactor = 8
 )
 
-// attemptTimeout is the time attempt n (0-based) of an auth exchange has.
+// attemptTimeout is the time attempt n (0-based) of an auth exchange has, if the window
+// leaves it.
 func (a *admission) attemptTimeout(n int) time.Duration { return a.timeout << n }
+
+// stateTimeout is the time st's current attempt has: attemptTimeout, cut at the end of
+// its window.
+func (a *admission) stateTimeout(st *admitState) time.Duration {
+	return max(0, min(a.attemptTimeout(st.attempt), time.Until(st.deadline)))
+}
 
 // currentTimeout is the time p's current auth attempt has.
 func (a *admission) currentTimeout(p peer.ID) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if st, ok := a.peers[p]; ok {
-		return a.attemptTimeout(st.attempt)
+		return a.stateTimeout(st)
 	}
-	return a.timeout
+	return min(a.timeout, a.window)
 }
 
 func newAdmission(ctx context.Context, h host.Host, g *gater, cfg Config, log *slog.Logger) *admission {
 	return &admission{
 		host: h, gater: g, secret: []byte(cfg.JoinSecret), mesh: cfg.meshName(),
-		timeout: cfg.authTimeout(), log: log, ctx: ctx, peers: map[peer.ID]*admitState{},
+		timeout: cfg.authTimeout(), window: cfg.authWindow(), maxPending: cfg.maxPendingAuth(), log: log, ctx: ctx, peers: map[peer.ID]*admitState{},
 		onAdmit: func(peer.ID) {},
 	}
 }
@@ -86,12 +102,33 @@ func newAdmission(ctx context.Context, h host.Host, g *gater, cfg Config, log *s
 func (a *admission) start() {
 	a.host.SetStreamHandler(ProtocolAuth, a.handleAuth)
 	a.host.Network().Notify(&network.NotifyBundle{
-		ConnectedF:    func(_ network.Network, c network.Conn) { a.ensure(c.RemotePeer()) },
+		ConnectedF:    func(_ network.Network, c network.Conn) { a.connected(c) },
 		DisconnectedF: func(_ network.Network, c network.Conn) { a.disconnected(c.RemotePeer()) },
 	})
 	for _, p := range a.host.Network().Peers() {
 		a.ensure(p)
 	}
+}
+
+// connected starts the admission of a newly connected peer. An inbound connection of a
+// peer with no admission under way is closed at once while maxPending peers are pending:
+// peer IDs are free to mint, and each pending peer holds a connection and a timer.
+// Connections this node dialled are never refused here.
+func (a *admission) connected(c network.Conn) {
+	p := c.RemotePeer()
+	if c.Stat().Direction == network.DirInbound {
+		a.mu.Lock()
+		_, known := a.peers[p]
+		crowded := !known && a.pending >= a.maxPending
+		a.mu.Unlock()
+		if crowded {
+			a.crowded.Add(1)
+			a.log.Info("too many peers authenticating; closed a new one", "peer", p, "pending", a.maxPending)
+			go c.Close()
+			return
+		}
+	}
+	a.ensure(p)
 }
 
 // ensure returns p's state, creating it and starting an exchange if p has none.
@@ -101,11 +138,22 @@ func (a *admission) ensure(p peer.ID) *admitState {
 	if st, ok := a.peers[p]; ok {
 		return st
 	}
-	st := &admitState{done: make(chan struct{})}
+	st := &admitState{done: make(chan struct{}), deadline: time.Now().Add(a.window)}
 	a.peers[p] = st
-	st.timer = time.AfterFunc(a.timeout, func() { a.expire(p, st) })
+	a.pending++
+	st.timer = time.AfterFunc(a.stateTimeout(st), func() { a.expire(p, st) })
 	go a.initiate(p)
 	return st
+}
+
+// decideLocked closes st's done channel once: its admission is decided. Called with a.mu.
+func (a *admission) decideLocked(st *admitState) bool {
+	if isClosed(st.done) {
+		return false
+	}
+	close(st.done)
+	a.pending--
+	return true
 }
 
 // isAdmitted reports, without waiting, whether p is admitted.
@@ -208,7 +256,7 @@ func (a *admission) admit(p peer.ID) {
 	if ok && !decided {
 		st.admitted = true
 		st.timer.Stop()
-		close(st.done)
+		a.decideLocked(st)
 	}
 	a.mu.Unlock()
 	if ok && !decided {
@@ -225,7 +273,7 @@ func (a *admission) fail(p peer.ID, reason string) {
 	wasAdmitted := ok && isClosed(st.done) && st.admitted
 	if ok && !isClosed(st.done) {
 		st.timer.Stop()
-		close(st.done)
+		a.decideLocked(st)
 	}
 	a.mu.Unlock()
 	if !wasAdmitted {
@@ -237,16 +285,17 @@ func (a *admission) fail(p peer.ID, reason string) {
 }
 
 // expire runs when p's current attempt timed out: if p is still undecided and connected,
-// it starts the next attempt with twice the time, or gives up after the last one.
+// it starts the next attempt with twice the time (cut at the end of the window), or gives
+// up after the last one or once the window is over.
 func (a *admission) expire(p peer.ID, st *admitState) {
 	a.mu.Lock()
 	current := a.peers[p] == st && !isClosed(st.done)
-	retry := current && st.attempt+1 < authAttempts
+	retry := current && st.attempt+1 < authAttempts && time.Until(st.deadline) > 0
 	if retry {
 		st.attempt++
-		st.timer = time.AfterFunc(a.attemptTimeout(st.attempt), func() { a.expire(p, st) })
+		st.timer = time.AfterFunc(a.stateTimeout(st), func() { a.expire(p, st) })
 	}
-	attempt := st.attempt
+	attempt, timeout := st.attempt, a.stateTimeout(st)
 	a.mu.Unlock()
 	if !current {
 		return
@@ -257,7 +306,7 @@ func (a *admission) expire(p peer.ID, st *admitState) {
 	}
 	if retry {
 		a.retries.Add(1)
-		a.log.Info("auth attempt timed out; retrying", "peer", p, "attempt", attempt+1, "timeout", a.attemptTimeout(attempt))
+		a.log.Info("auth attempt timed out; retrying", "peer", p, "attempt", attempt+1, "timeout", timeout)
 		go a.initiate(p)
 		return
 	}
@@ -268,14 +317,13 @@ func (a *admission) expire(p peer.ID, st *admitState) {
 // for holdOffFactor × AuthTimeout. It is not banned: it may be slow, not hostile.
 func (a *admission) giveUp(p peer.ID, st *admitState) {
 	a.mu.Lock()
-	if !isClosed(st.done) {
-		close(st.done)
-	}
+	a.decideLocked(st)
+	attempts := st.attempt + 1
 	a.mu.Unlock()
 	a.gater.refuse(p, holdOffFactor*a.timeout)
 	a.failures.Add(1)
-	a.log.Warn("peer did not authenticate; disconnected", "peer", p, "attempts", authAttempts,
-		"last_timeout", a.attemptTimeout(authAttempts-1), "hold_off", holdOffFactor*a.timeout)
+	a.log.Warn("peer did not authenticate; disconnected", "peer", p, "attempts", attempts,
+		"window", a.window, "hold_off", holdOffFactor*a.timeout)
 	_ = a.host.Network().ClosePeer(p)
 }
 
@@ -290,9 +338,7 @@ func (a *admission) disconnected(p peer.ID) {
 	if ok {
 		delete(a.peers, p)
 		st.timer.Stop()
-		if !isClosed(st.done) {
-			close(st.done)
-		}
+		a.decideLocked(st)
 	}
 	a.mu.Unlock()
 }

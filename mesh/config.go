@@ -74,10 +74,16 @@ type Config struct {
 	ForgetAfter time.Duration
 	// AuthTimeout bounds the first auth exchange after a connection opens. A peer that
 	// has not authenticated by then (a slow link, a loaded machine) gets authAttempts
-	// attempts in all, each twice as long as the one before; a peer silent through all
-	// of them is disconnected and refused for a short hold-off (8 × AuthTimeout), not
-	// banned. Zero means 5 s.
+	// attempts in all, each twice as long as the one before, all within AuthWindow; a peer
+	// silent through them is disconnected and refused for a short hold-off
+	// (8 × AuthTimeout), not banned. Zero means 5 s.
 	AuthTimeout time.Duration
+	// AuthWindow bounds the whole admission of a connected peer: the attempts stop at
+	// its end, and a peer not admitted by then is disconnected. Zero means 10 s.
+	AuthWindow time.Duration
+	// MaxPendingAuth bounds the peers connected to this node and not yet admitted through
+	// inbound connections; one more is disconnected at once (not banned). Zero means 64.
+	MaxPendingAuth int
 	// BanDuration is how long a peer that sent a wrong proof (or broke the auth protocol)
 	// is refused. Zero means 1 h.
 	BanDuration time.Duration
@@ -152,11 +158,14 @@ func (c Config) Validate() error {
 		name string
 		v    time.Duration
 	}{{"heartbeat interval", c.HeartbeatInterval}, {"suspect-after", c.SuspectAfter}, {"dead-after", c.DeadAfter},
-		{"forget-after", c.ForgetAfter}, {"auth timeout", c.AuthTimeout}, {"ban duration", c.BanDuration},
+		{"forget-after", c.ForgetAfter}, {"auth timeout", c.AuthTimeout}, {"auth window", c.AuthWindow}, {"ban duration", c.BanDuration},
 		{"discovery interval", c.DiscoveryInterval}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s must be ≥ 0 (got %s)", d.name, d.v)
 		}
+	}
+	if c.MaxPendingAuth < 0 {
+		return fmt.Errorf("max pending auth must be ≥ 0 (got %d)", c.MaxPendingAuth)
 	}
 	if s, d := c.suspectAfter(), c.deadAfter(); d <= s {
 		return fmt.Errorf("dead-after (%s) must be longer than suspect-after (%s)", d, s)
@@ -201,6 +210,8 @@ func (c Config) suspectAfter() time.Duration {
 func (c Config) deadAfter() time.Duration   { return orDefault(c.DeadAfter, 5*c.heartbeatInterval()) }
 func (c Config) forgetAfter() time.Duration { return orDefault(c.ForgetAfter, time.Hour) }
 func (c Config) authTimeout() time.Duration { return orDefault(c.AuthTimeout, 5*time.Second) }
+func (c Config) authWindow() time.Duration  { return orDefault(c.AuthWindow, 10*time.Second) }
+func (c Config) maxPendingAuth() int        { return orDefault(c.MaxPendingAuth, 64) }
 func (c Config) discoveryInterval() time.Duration {
 	return orDefault(c.DiscoveryInterval, 30*time.Second)
 }

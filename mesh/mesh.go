@@ -277,6 +277,9 @@ type Stats struct {
 	AuthFailures uint64
 	// AuthRetries counts auth attempts started again because the previous one timed out.
 	AuthRetries uint64
+	// AuthCrowded counts inbound connections closed at once because Config.MaxPendingAuth
+	// peers were authenticating.
+	AuthCrowded uint64
 	// RefusedStreams counts streams reset because their peer was not admitted.
 	RefusedStreams uint64
 	// Malformed counts malformed messages from admitted peers (each disconnects the peer).
@@ -298,7 +301,7 @@ type Stats struct {
 // Stats returns the current counters.
 func (m *Mesh) Stats() Stats {
 	return Stats{
-		AuthFailures: m.adm.failures.Load(), AuthRetries: m.adm.retries.Load(), RefusedStreams: m.adm.refused.Load(),
+		AuthFailures: m.adm.failures.Load(), AuthRetries: m.adm.retries.Load(), AuthCrowded: m.adm.crowded.Load(), RefusedStreams: m.adm.refused.Load(),
 		Malformed: m.malformedCount.Load(), UnadmittedSigners: m.unadmittedSigners.Load(), Connected: len(m.host.Network().Peers()),
 		Admitted: len(m.adm.admitted()), RelayRefused: m.relayRefused.Load(), Reservations: len(m.RelayAddrs()),
 	}

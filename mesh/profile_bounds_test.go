@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -55,6 +56,13 @@ func TestProfileBounds(t *testing.T) {
 		{"links[0].bandwidth_bps 1e-300", func(p *Profile) { p.Links = link(1e-3, 1e-300) }},
 		{"links[0].peer", func(p *Profile) { p.Links = []ProfileLink{{Peer: "not-a-peer", RTTSeconds: 1e-3, BandwidthBps: 1e6}} }},
 		{"data_addr", func(p *Profile) { p.DataAddr = strings.Repeat("x", 300) }},
+		{"local_data lists 33", func(p *Profile) {
+			for i := range 33 {
+				p.LocalData = append(p.LocalData, fmt.Sprintf("d%d", i))
+			}
+		}},
+		{`local_data "/etc/passwd"`, func(p *Profile) { p.LocalData = []string{"/etc/passwd"} }},
+		{`local_data "web"`, func(p *Profile) { p.LocalData = []string{"web", "web"} }},
 	} {
 		hb := validHeartbeat(t)
 		hb.Profile = honest()

@@ -26,6 +26,10 @@ type LayerCost struct {
 	// SavedBytesPerToken is what the forward pass keeps per token for the backward pass,
 	// per in-flight micro-batch.
 	SavedBytesPerToken int64 `json:"saved_bytes_per_token"`
+	// TiedTableBytes is, for a tied head, the token table's size: a pipeline stage that
+	// holds the head without the embedding keeps a copy of it, and the two stages exchange
+	// the table and its gradient once per step (model/tied.go). Zero otherwise.
+	TiedTableBytes int64 `json:"tied_table_bytes,omitempty"`
 }
 
 // FLOPsPerToken is forward plus backward arithmetic per token.
@@ -37,7 +41,8 @@ func (l LayerCost) StaticBytes() int64 { return l.ParamBytes + l.GradBytes + l.O
 
 // LayerCosts returns the cost of every layer of the layer list, in order, for the model's
 // family. A tied head's lm_head is the embedding's parameter: its bytes are counted once,
-// in the embedding, and its arithmetic in the head, which computes with it.
+// in the embedding, and its arithmetic in the head, which computes with it; the head's own
+// gradient buffer for it is in the head's GradBytes.
 func (c Config) LayerCosts() []LayerCost {
 	d, V := float64(c.DModel), float64(c.Vocab)
 	costs := make([]LayerCost, 0, c.NumLayers())
@@ -59,8 +64,13 @@ func (c Config) LayerCosts() []LayerCost {
 	if c.TiedHead() {
 		headParams -= int64(c.Vocab * c.DModel)
 	}
-	costs = append(costs, c.layerCost("head", headParams, headFwd, 2*headFwd, 0, (d+d+V+2)*4))
-	return costs
+	head := c.layerCost("head", headParams, headFwd, 2*headFwd, 0, (d+d+V+2)*4)
+	if c.TiedHead() {
+		// The head accumulates its gradient of the table in a buffer of its own.
+		head.TiedTableBytes = int64(4 * c.Vocab * c.DModel)
+		head.GradBytes += head.TiedTableBytes
+	}
+	return append(costs, head)
 }
 
 // blockCost is one block's forward FLOPs per token, its parameter count and the bytes per

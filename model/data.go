@@ -52,31 +52,31 @@ func (t Tokens) Len() int {
 	return len(t.bytes)
 }
 
-// Window copies tokens [off, off+len(dst)) into dst.
-func (t Tokens) Window(dst []int32, off int) {
+// Window copies tokens [off, off+len(dst)) into dst. Tokens held in memory never fail;
+// tokens read on demand from a file fail when the file no longer holds them (truncated or
+// replaced under a running job), with an error wrapping ErrBadData that names the file.
+func (t Tokens) Window(dst []int32, off int) error {
 	if t.shards != nil {
-		t.shards.window(dst, off)
-		return
+		return t.shards.window(dst, off)
 	}
 	if t.file != nil {
-		t.file.window(dst, off)
-		return
+		return t.file.window(dst, off)
 	}
-	if t.u32 != nil {
+	switch {
+	case t.u32 != nil:
 		for i, v := range t.u32[off : off+len(dst)] {
 			dst[i] = int32(v)
 		}
-		return
-	}
-	if t.u16 != nil {
+	case t.u16 != nil:
 		for i, v := range t.u16[off : off+len(dst)] {
 			dst[i] = int32(v)
 		}
-		return
+	default:
+		for i, v := range t.bytes[off : off+len(dst)] {
+			dst[i] = int32(v)
+		}
 	}
-	for i, v := range t.bytes[off : off+len(dst)] {
-		dst[i] = int32(v)
-	}
+	return nil
 }
 
 // Dataset is a training corpus split into its training and validation tokens.

@@ -18,7 +18,8 @@ type tokenFile struct {
 }
 
 // FileTokens wraps n little-endian uint16 tokens at byte offset off of r, read on demand
-// (not copied). Window panics if r fails to read: the file changed under a running job.
+// (not copied). Window returns an error naming the file (r's Name, when it has one) if r
+// no longer holds them: the file was truncated or replaced under a running job.
 func FileTokens(r io.ReaderAt, off int64, n int) Tokens {
 	return Tokens{file: &tokenFile{r: r, off: off, n: n, width: 2}}
 }
@@ -28,20 +29,33 @@ func FileByteTokens(r io.ReaderAt, off int64, n int) Tokens {
 	return Tokens{file: &tokenFile{r: r, off: off, n: n, width: 1}}
 }
 
-func (f *tokenFile) window(dst []int32, off int) {
+// name is the file's name for an error: r's Name (an *os.File's path) or a description.
+func (f *tokenFile) name() string {
+	if n, ok := f.r.(interface{ Name() string }); ok {
+		return n.Name()
+	}
+	return "the token file"
+}
+
+func (f *tokenFile) window(dst []int32, off int) error {
 	buf := make([]byte, f.width*len(dst))
-	if n, err := f.r.ReadAt(buf, f.off+int64(f.width)*int64(off)); n != len(buf) {
-		panic(fmt.Sprintf("read tokens [%d, %d): %v", off, off+len(dst), err))
+	at := f.off + int64(f.width)*int64(off)
+	if n, err := f.r.ReadAt(buf, at); n != len(buf) {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("the file ends before byte %d: truncated or replaced while training", at+int64(len(buf)))
+		}
+		return fmt.Errorf("%w: %s: read tokens [%d, %d): %v", ErrBadData, f.name(), off, off+len(dst), err)
 	}
 	if f.width == 1 {
 		for i, b := range buf {
 			dst[i] = int32(b)
 		}
-		return
+		return nil
 	}
 	for i := range dst {
 		dst[i] = int32(binary.LittleEndian.Uint16(buf[2*i:]))
 	}
+	return nil
 }
 
 // scanChunk is how many bytes openUint16File reads at a time to check the ids.

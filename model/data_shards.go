@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -103,6 +104,21 @@ func WriteShards(dir, source string, opt TextOptions, shardTokens int) (*ShardMa
 	if err != nil {
 		return nil, err
 	}
+	return WriteShardsFrom(dir, source, docs, opt, shardTokens)
+}
+
+// WriteShardsFrom is WriteShards over the documents docs yields (one call of yield per
+// document, in order), for a caller that reads them itself; source only names them.
+func WriteShardsFrom(dir, source string, docs func(yield func([]byte) error) error, opt TextOptions, shardTokens int) (*ShardManifest, error) {
+	if opt.Encoder == nil {
+		return nil, fmt.Errorf("%w: sharding needs a tokenizer", ErrBadData)
+	}
+	if v := opt.Encoder.VocabSize(); v > 1<<16 {
+		return nil, fmt.Errorf("%w: a vocabulary of %d does not fit the shards' uint16 ids", ErrBadData, v)
+	}
+	if shardTokens <= 0 {
+		shardTokens = DefaultShardTokens
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -110,7 +126,7 @@ func WriteShards(dir, source string, opt TextOptions, shardTokens int) (*ShardMa
 	val := &shardWriter{dir: dir, max: shardTokens}
 	var ids []uint32
 	k := 0
-	err = docs(func(b []byte) error {
+	err := docs(func(b []byte) error {
 		ids = opt.Encoder.AppendEncode(ids[:0], b)
 		if opt.EndOfText >= 0 {
 			ids = append(ids, uint32(opt.EndOfText))
@@ -195,30 +211,15 @@ func openShard(path string, r ShardRef, vocab int) (Tokens, error) {
 	if err != nil {
 		return Tokens{}, fmt.Errorf("%w: %v", ErrBadData, err)
 	}
-	h := sha256.New()
-	buf := make([]byte, scanChunk)
-	var n int64
-	for {
-		k, err := f.Read(buf)
-		for i := 0; i+1 < k; i += 2 {
-			if v := int(binary.LittleEndian.Uint16(buf[i:])); v >= vocab {
-				f.Close()
-				return Tokens{}, fmt.Errorf("%w: %s holds token id %d, not below the vocabulary size %d", ErrBadData, path, v, vocab)
-			}
-		}
-		h.Write(buf[:k])
-		n += int64(k)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			f.Close()
-			return Tokens{}, fmt.Errorf("%w: read %s: %v", ErrBadData, path, err)
-		}
+	st, err := f.Stat()
+	if err != nil {
+		err = fmt.Errorf("%w: %v", ErrBadData, err)
+	} else {
+		err = checkShard(ShardReader{Ref: r, Name: path, R: f, Size: st.Size()}, vocab)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != r.Hash || n != 2*int64(r.Tokens) {
+	if err != nil {
 		f.Close()
-		return Tokens{}, fmt.Errorf("%w: %s: %d bytes hashing to %s, but the manifest lists %d tokens with hash %s", ErrBadData, path, n, got, r.Tokens, r.Hash)
+		return Tokens{}, err
 	}
 	return FileTokens(f, 0, r.Tokens), nil
 }
@@ -226,12 +227,83 @@ func openShard(path string, r ShardRef, vocab int) (Tokens, error) {
 func (s *shardSet) len() int { return s.start[len(s.start)-1] }
 
 // window copies tokens [off, off+len(dst)), across shard boundaries where it spans them.
-func (s *shardSet) window(dst []int32, off int) {
+func (s *shardSet) window(dst []int32, off int) error {
 	i := sort.SearchInts(s.start, off+1) - 1
 	for len(dst) > 0 {
 		local := off - s.start[i]
 		n := min(len(dst), s.start[i+1]-off)
-		s.parts[i].Window(dst[:n], local)
+		if err := s.parts[i].Window(dst[:n], local); err != nil {
+			return err
+		}
 		dst, off, i = dst[n:], off+n, i+1
 	}
+	return nil
+}
+
+// ReplicaShards is the training shards replica r of R trains on, out of n: shard i when
+// i mod R = r, or, with fewer shards than replicas, shard r mod n alone. Every shard is
+// someone's when n ≥ R, and the assignment depends only on (n, r, R), so every node of a
+// replica, and the planner that records it, computes the same one.
+func ReplicaShards(n, r, R int) []int {
+	if n <= 0 || R <= 0 || r < 0 || r >= R {
+		return nil
+	}
+	if n < R {
+		return []int{r % n}
+	}
+	var out []int
+	for i := r; i < n; i += R {
+		out = append(out, i)
+	}
+	return out
+}
+
+// ShardReader is an opened shard: its reference and the file holding its bytes.
+type ShardReader struct {
+	Ref  ShardRef
+	Name string // the file's name, for errors
+	R    io.ReaderAt
+	Size int64
+}
+
+// ShardTokens checks each shard against its hash, token count and vocab in one streamed
+// pass and returns them as one run of tokens read on demand (a split made of shards).
+func ShardTokens(parts []ShardReader, vocab int) (Tokens, error) {
+	if len(parts) == 0 {
+		return Tokens{}, fmt.Errorf("%w: a split of no shards", ErrBadData)
+	}
+	s := &shardSet{start: []int{0}}
+	for _, p := range parts {
+		if err := checkShard(p, vocab); err != nil {
+			return Tokens{}, err
+		}
+		s.parts = append(s.parts, FileTokens(p.R, 0, p.Ref.Tokens))
+		s.start = append(s.start, s.start[len(s.start)-1]+p.Ref.Tokens)
+	}
+	return Tokens{shards: s}, nil
+}
+
+// checkShard hashes p's bytes and checks its ids below vocab, a chunk at a time.
+func checkShard(p ShardReader, vocab int) error {
+	if p.Size != 2*int64(p.Ref.Tokens) {
+		return fmt.Errorf("%w: %s: %d bytes, the manifest lists %d tokens", ErrBadData, p.Name, p.Size, p.Ref.Tokens)
+	}
+	h := sha256.New()
+	buf := make([]byte, scanChunk)
+	for off := int64(0); off < p.Size; off += scanChunk {
+		b := buf[:min(scanChunk, p.Size-off)]
+		if _, err := p.R.ReadAt(b, off); err != nil && !(errors.Is(err, io.EOF) && off+int64(len(b)) == p.Size) {
+			return fmt.Errorf("%w: read %s: %v", ErrBadData, p.Name, err)
+		}
+		for i := 0; i+1 < len(b); i += 2 {
+			if v := int(binary.LittleEndian.Uint16(b[i:])); v >= vocab {
+				return fmt.Errorf("%w: %s holds token id %d, not below the vocabulary size %d", ErrBadData, p.Name, v, vocab)
+			}
+		}
+		h.Write(b)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != p.Ref.Hash {
+		return fmt.Errorf("%w: %s hashes to %s, the manifest lists %s", ErrBadData, p.Name, got, p.Ref.Hash)
+	}
+	return nil
 }

@@ -33,7 +33,10 @@ func TestSamplerRowsAndMicroBatches(t *testing.T) {
 			t.Fatalf("offset of step 2 row %d = %d, want %d", r, got, want)
 		}
 	}
-	mb := s.MicroBatch(2, 1, 2) // rows 2 and 3
+	mb, err := s.MicroBatch(2, 1, 2) // rows 2 and 3
+	if err != nil {
+		t.Fatal(err)
+	}
 	off := s.Offset(2, 3)
 	if mb.B != 2 || mb.Inputs[5] != int32(data[off]) || mb.Targets[9] != int32(data[off+5]) {
 		t.Fatalf("micro-batch 1 of 2 does not hold rows 2..3: %+v", mb)
@@ -126,7 +129,9 @@ func TestLoadDatasetTextAndBin(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := make([]int32, 2)
-	ds.Train.Window(w, 1)
+	if err := ds.Train.Window(w, 1); err != nil {
+		t.Fatal(err)
+	}
 	if w[0] != 2 || w[1] != 300 {
 		t.Fatalf("bin window %v", w)
 	}

@@ -40,8 +40,9 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 
 func allTokens(ds *Dataset) []int32 {
 	out := make([]int32, ds.Train.Len()+ds.Val.Len())
-	ds.Train.Window(out[:ds.Train.Len()], 0)
-	ds.Val.Window(out[ds.Train.Len():], 0)
+	if err := errors.Join(ds.Train.Window(out[:ds.Train.Len()], 0), ds.Val.Window(out[ds.Train.Len():], 0)); err != nil {
+		panic(err) // tokens of a dataset just loaded are all readable
+	}
 	return out
 }
 

@@ -3,7 +3,6 @@ package model
 import (
 	"bytes"
 	"math"
-	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -106,26 +105,61 @@ func paramByName(g *GPT, name string) *Param {
 	panic("no parameter " + name)
 }
 
-// TestTiedModelRefusesASplitEmbeddingAndHead: a stage with the head but not the embedding
-// (or the reverse) of a tied model is refused, naming why.
-func TestTiedModelRefusesASplitEmbeddingAndHead(t *testing.T) {
-	cfg := tinyFamilies["gpt2"]
-	if err := cfg.CheckStage(0, cfg.NumLayers()); err != nil {
-		t.Fatal(err)
-	}
-	if err := cfg.CheckStage(1, 3); err != nil {
-		t.Fatalf("blocks alone: %v", err)
-	}
-	err := cfg.CheckStage(2, cfg.NumLayers())
-	if err == nil || !strings.Contains(err.Error(), "must be in one stage") {
-		t.Fatalf("head without the embedding: %v", err)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Fatal("NewLayers built a tied head without its embedding")
+// TestTiedStagesComputeTheWholeModelsBits: a tied model cut between the embedding and
+// the head trains to the same bits as the whole model, for both tied families, when the
+// head's stage starts from the embedding's table and its gradient of the table is added
+// into the embedding's (what the pipeline does, model/tied.go).
+func TestTiedStagesComputeTheWholeModelsBits(t *testing.T) {
+	for _, name := range []string{"gpt2", "llama-tied"} {
+		cfg := tinyFamilies[name]
+		L := cfg.NumLayers()
+		whole := New(cfg, 4)
+		front, back := NewLayers(cfg, 4, 0, 2), NewLayers(cfg, 4, 2, L)
+		e, h := TiedTables(front)
+		if e == nil || h != nil {
+			t.Fatalf("%s: the front stage's tables: embedding %v, head %v", name, e, h)
 		}
-	}()
-	NewLayers(cfg, 1, 0, 2)
+		if e2, h2 := TiedTables(back); e2 != nil || h2 == nil {
+			t.Fatalf("%s: the back stage's tables: embedding %v, head %v", name, e2, h2)
+		}
+		if _, hw := TiedTables(whole.Layers); &hw.Value.Data[0] != &whole.Params()[0].Value.Data[0] {
+			t.Fatalf("%s: a whole model's head does not read the embedding's table", name)
+		}
+		_, hb := TiedTables(back)
+		copy(hb.Value.Data, e.Value.Data) // what the embedding's stage sends before a step
+		mb := familyBatch(cfg, 2)
+		var ws1, ws2 Workspace
+		want := ForwardBackward(&ws1, whole.Layers, mb, 1)
+		// The split run: forward through both stages, backward through both, then the
+		// head's gradient of the table joins the embedding's.
+		var x []float32
+		var saved []Saved
+		stages := append(append([]Layer(nil), front...), back...)
+		for _, l := range stages {
+			var s Saved
+			x, s = l.Forward(&ws2, mb, x)
+			saved = append(saved, s)
+		}
+		if got := x[0]; math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("%s: loss %v split, %v whole", name, got, want)
+		}
+		dy := []float32{1}
+		for i := len(stages) - 1; i >= 0; i-- {
+			dy = stages[i].Backward(&ws2, mb, saved[i], dy)
+		}
+		AddTiedGrad(e, hb.Grad.Data)
+		for i, p := range LayerParams(stages) {
+			q := whole.Params()[i]
+			for k := range p.Grad.Data {
+				if math.Float32bits(p.Grad.Data[k]) != math.Float32bits(q.Grad.Data[k]) {
+					t.Fatalf("%s: %s grad[%d] %g split, %g whole", name, p.Name, k, p.Grad.Data[k], q.Grad.Data[k])
+				}
+			}
+		}
+		if _, hw := TiedTables(whole.Layers); hw.Grad.Data[0] != 0 {
+			t.Fatalf("%s: FoldTiedGrad left the head's gradient in place", name)
+		}
+	}
 }
 
 // TestFamiliesRecomputeExactly: every family trains with recomputation to the same bits.

@@ -37,7 +37,7 @@ func Generate(g *GPT, prompt []int32, opt SampleOptions) ([]int32, error) {
 			return nil, fmt.Errorf("prompt token %d is outside the vocabulary [0, %d)", t, cfg.Vocab)
 		}
 	}
-	head := g.Layers[len(g.Layers)-1].(*Head)
+	head := unwrapLayer(g.Layers[len(g.Layers)-1]).(*Head) // through LoRALayer, Recomputed
 	body := g.Layers[:len(g.Layers)-1]
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x5a5a))
 	out := append([]int32(nil), prompt...)

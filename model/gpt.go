@@ -1,7 +1,6 @@
 package model
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -25,9 +24,9 @@ func New(cfg Config, seed uint64) *GPT {
 // NewLayers builds layers [first, last) of cfg's layer list, initialised from seed exactly
 // as New initialises them: layer i draws from its own random stream (seed, i), so a
 // pipeline stage can build its slice alone and hold the same weights as a whole model.
-// A tied model's embedding and head must be in the same slice (CheckStage).
+// A tied head in a slice without the embedding starts with a zero table (model/tied.go).
 func NewLayers(cfg Config, seed uint64, first, last int) []Layer {
-	b := layerBuilder{cfg: cfg}
+	b := layerBuilder{cfg: cfg, whole: first == 0 && last == cfg.NumLayers()}
 	layers := make([]Layer, 0, last-first)
 	for i := first; i < last; i++ {
 		l := b.layer(i)
@@ -40,10 +39,11 @@ func NewLayers(cfg Config, seed uint64, first, last int) []Layer {
 // NewLayerShells builds layers [first, last) of cfg's layer list whose parameters have
 // their shapes but no data: the caller binds every Value.Data and Grad.Data (a chunked
 // offload store does, to slices of its resident chunks) and initialises them with
-// InitLayer. Nothing of the parameters' size is allocated. A tied head shares the
-// embedding's parameter, so binding that binds both.
+// InitLayer. Nothing of the parameters' size is allocated. A tied head's view of the
+// table is not among the parameters: shells of a tied head are not supported by the
+// offload store, which refuses tied models.
 func NewLayerShells(cfg Config, first, last int) []Layer {
-	b := layerBuilder{cfg: cfg, shell: true}
+	b := layerBuilder{cfg: cfg, shell: true, whole: first == 0 && last == cfg.NumLayers()}
 	layers := make([]Layer, 0, last-first)
 	for i := first; i < last; i++ {
 		layers = append(layers, b.layer(i))
@@ -51,30 +51,16 @@ func NewLayerShells(cfg Config, first, last int) []Layer {
 	return tie(cfg, layers, first, last)
 }
 
-// CheckStage reports whether layers [first, last) can be built as one stage: a tied
-// model's head reads the embedding's token table, so a stage that holds one of them must
-// hold the other. (Sending the head's gradient to the embedding's stage is not
-// implemented: a tied model trains in one pipeline stage per replica.)
-func (c Config) CheckStage(first, last int) error {
-	if !c.TiedHead() {
-		return nil
-	}
-	if hasEmbed, hasHead := first == 0, last == c.NumLayers(); hasEmbed != hasHead {
-		return fmt.Errorf("model: layers [%d, %d) of a tied %s model: the embedding and the head share lm_head and must be in one stage", first, last, c.FamilyName())
-	}
-	return nil
-}
-
-// tie binds a tied model's head to the embedding's token table (both are in layers, which
-// hold [first, last) of cfg's list; CheckStage's condition).
+// tie gives a tied model's head its view of the token table: in a stage that also holds
+// the embedding, a parameter sharing the embedding's Value with a gradient of its own
+// (model/tied.go); in a stage without it, the head keeps the copy newHead allocated,
+// which the pipeline refreshes from the embedding's stage before each step.
 func tie(cfg Config, layers []Layer, first, last int) []Layer {
-	if err := cfg.CheckStage(first, last); err != nil {
-		panic(err)
-	}
 	if !cfg.TiedHead() || first != 0 || last != cfg.NumLayers() {
 		return layers
 	}
-	layers[len(layers)-1].(*Head).lmHead = layers[0].(*Embedding).wte
+	h, e := layers[len(layers)-1].(*Head), layers[0].(*Embedding)
+	h.lmHead.Value = e.wte.Value
 	return layers
 }
 
@@ -83,6 +69,7 @@ func tie(cfg Config, layers []Layer, first, last int) []Layer {
 type layerBuilder struct {
 	cfg   Config
 	shell bool
+	whole bool // building every layer: a tied head shares the embedding's table
 	rope  *ropeTables
 }
 
@@ -91,7 +78,7 @@ func (b *layerBuilder) layer(i int) Layer {
 	case i == 0:
 		return newEmbedding(b.cfg, b.shell)
 	case i == b.cfg.NumLayers()-1:
-		return newHead(b.cfg, b.shell)
+		return newHead(b.cfg, b.shell, b.whole)
 	case b.cfg.FamilyName() == jobspec.FamilyLlama:
 		if b.rope == nil {
 			b.rope = newRopeTables(b.cfg)
@@ -162,10 +149,13 @@ func LayerParams(layers []Layer) []*Param {
 	return ps
 }
 
-// ZeroGrads clears the gradients of layers.
+// ZeroGrads clears the gradients of layers, a tied head's gradient of the table included.
 func ZeroGrads(layers []Layer) {
 	for _, p := range LayerParams(layers) {
 		p.Grad.Zero()
+	}
+	if _, h := TiedTables(layers); h != nil && h.Grad != nil && h.Grad.Data != nil { // nil: frozen (LoRA)
+		h.Grad.Zero()
 	}
 }
 
@@ -183,6 +173,7 @@ func ForwardBackward(ws *Workspace, layers []Layer, mb *Batch, weight float32) f
 	for i := len(layers) - 1; i >= 0; i-- {
 		dy = layers[i].Backward(ws, mb, saved[i], dy)
 	}
+	FoldTiedGrad(layers)
 	return loss
 }
 

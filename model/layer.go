@@ -16,6 +16,9 @@ type Param struct {
 	Value, Grad *kernels.Tensor
 	// Decay says whether AdamW's weight decay applies: tensors of two or more dimensions.
 	Decay bool
+	// Frozen says the parameter is not trained (a LoRA base weight, model/lora.go): the
+	// layers compute no gradient for it, and its Grad is nil.
+	Frozen bool
 }
 
 // newParam returns a zero parameter of shape, or with shell a parameter whose tensors have
@@ -33,6 +36,16 @@ func (p *Param) value() device.Tensor { return device.Host(p.Value.Data) }
 
 // grad is the gradient as a tensor of the layer's backend.
 func (p *Param) grad() device.Tensor { return device.Host(p.Grad.Data) }
+
+// gradOrScratch is grad, or for a frozen parameter a zeroed buffer of its size in ws that
+// a kernel which always accumulates a weight gradient (the norms') may write and nobody
+// reads.
+func (p *Param) gradOrScratch(ws *Workspace) device.Tensor {
+	if p.Frozen {
+		return ws.allocZero(len(p.Value.Data))
+	}
+	return p.grad()
+}
 
 // Batch is one micro-batch: B sequences of T positions, row r = b·T + t.
 type Batch struct {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/device"
+	"github.com/meshnode/meshnode/kernels"
 )
 
 // Embedding is layer 0: token plus position embedding, wte[token] + wpe[position]; Llama's
@@ -60,6 +61,9 @@ func (e *Embedding) Forward(ws *Workspace, mb *Batch, _ []float32) ([]float32, S
 }
 
 func (e *Embedding) Backward(ws *Workspace, mb *Batch, _ Saved, dy []float32) []float32 {
+	if e.wte.Frozen {
+		return nil // a frozen embedding (LoRA's base) has nothing to learn from dy
+	}
 	dwpe := e.positionGrad()
 	ws.backend().EmbeddingBackward(e.wte.grad(), dwpe, ws.input(dy), mb.Inputs, mb.T, e.cfg.DModel, e.cfg.Vocab)
 	return nil
@@ -168,8 +172,9 @@ func (b *Block) backwardAttn(ws *Workspace, mb *Batch, s *blockSaved, dx2 device
 
 // Head is the last layer: the final normalisation (GPT-2's ln_f, Llama's model.norm), the
 // lm_head projection and the mean cross-entropy against the batch's targets. A tied head's
-// lm_head is the embedding's token table (the same *Param, listed by the embedding only):
-// its gradient accumulates there from both uses.
+// lm_head is its view of the embedding's token table, not listed among its parameters: the
+// same Value when the embedding is in its stage, a copy otherwise, and a gradient of its
+// own that is added into the embedding's at the end of a step (model/tied.go).
 type Head struct {
 	cfg    Config
 	lnf    norm
@@ -177,12 +182,14 @@ type Head struct {
 	tied   bool
 }
 
-// NewHead returns the head of cfg with its norm's weight 1 and a zero lm_head. A tied
-// head has no lm_head of its own: build a tied model with New or NewLayers, which bind it
-// to the embedding's table.
-func NewHead(cfg Config) *Head { return newHead(cfg, false) }
+// NewHead returns the head of cfg with its norm's weight 1 and a zero lm_head (for a tied
+// head, a zero copy of the table: New and NewLayers share the embedding's when they build
+// both).
+func NewHead(cfg Config) *Head { return newHead(cfg, false, false) }
 
-func newHead(cfg Config, shell bool) *Head {
+// newHead builds the head; sharesTable (a tied head built with its embedding) leaves its
+// table's Value for tie to bind.
+func newHead(cfg Config, shell, sharesTable bool) *Head {
 	h := &Head{cfg: cfg, tied: cfg.TiedHead()}
 	if cfg.FamilyName() == jobspec.FamilyLlama {
 		h.lnf = newRMSNorm(shell, "model.norm.weight", cfg.DModel, cfg.normEps())
@@ -190,7 +197,9 @@ func newHead(cfg Config, shell bool) *Head {
 		ln := newLayerNorm(shell, "transformer.ln_f", cfg.DModel, cfg.normEps())
 		h.lnf = &ln
 	}
-	if !h.tied {
+	if h.tied && sharesTable && !shell {
+		h.lmHead = &Param{Name: "lm_head.weight", Grad: kernels.NewTensor(cfg.Vocab, cfg.DModel), Decay: true}
+	} else {
 		h.lmHead = newParam(shell, "lm_head.weight", cfg.Vocab, cfg.DModel)
 	}
 	return h
@@ -252,7 +261,9 @@ func (h *Head) Backward(ws *Workspace, mb *Batch, saved Saved, dy []float32) []f
 	scratch := make([]float64, rows)
 	be.CrossEntropy(scratch, s.logits, s.logits, mb.Targets, V, dy[0]/float32(rows))
 	dlogits := s.logits
-	be.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.grad(), d)
+	if !h.lmHead.Frozen {
+		be.Gemm(true, false, V, d, rows, 1, dlogits, V, s.lnf, d, 1, h.lmHead.grad(), d)
+	}
 	dlnf := ws.AllocTensor(rows * d)
 	be.Gemm(false, false, rows, d, V, 1, dlogits, V, h.lmHead.value(), d, 0, dlnf, d)
 	dx := ws.allocZero(rows * d)

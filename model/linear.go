@@ -8,6 +8,7 @@ import (
 type linear struct {
 	w, b    *Param
 	in, out int
+	lora    *loraAdapter // nil: no adapter (model/lora.go)
 }
 
 func newLinear(shell bool, prefix string, in, out int) linear {
@@ -17,13 +18,21 @@ func newLinear(shell bool, prefix string, in, out int) linear {
 func (l *linear) forward(ws *Workspace, x device.Tensor, rows int) device.Tensor {
 	y := ws.AllocTensor(rows * l.out)
 	ws.backend().MatmulForward(y, x, l.w.value(), l.b.value(), rows, l.in, l.out)
+	l.lora.forward(ws, x, y, rows)
 	return y
 }
 
-// backward accumulates dW += xᵀ·dy and db += Σ dy, and returns dx = dy·Wᵀ.
+// backward accumulates dW += xᵀ·dy and db += Σ dy, and returns dx = dy·Wᵀ. A frozen
+// layer (LoRA's base) computes dx alone, and its adapter adds its gradients and its part
+// of dx.
 func (l *linear) backward(ws *Workspace, x, dy device.Tensor, rows int) device.Tensor {
 	dx := ws.AllocTensor(rows * l.in)
-	ws.backend().MatmulBackward(dx, l.w.grad(), l.b.grad(), dy, x, l.w.value(), rows, l.in, l.out)
+	if l.w.Frozen {
+		ws.backend().Gemm(false, true, rows, l.in, l.out, 1, dy, l.out, l.w.value(), l.out, 0, dx, l.in)
+	} else {
+		ws.backend().MatmulBackward(dx, l.w.grad(), l.b.grad(), dy, x, l.w.value(), rows, l.in, l.out)
+	}
+	l.lora.backward(ws, x, dy, dx, rows)
 	return dx
 }
 
@@ -31,6 +40,7 @@ func (l *linear) backward(ws *Workspace, x, dy device.Tensor, rows int) device.T
 type linearT struct {
 	w       *Param
 	in, out int
+	lora    *loraAdapter // nil: no adapter (model/lora.go)
 }
 
 func newLinearT(shell bool, name string, in, out int) linearT {
@@ -40,15 +50,20 @@ func newLinearT(shell bool, name string, in, out int) linearT {
 func (l *linearT) forward(ws *Workspace, x device.Tensor, rows int) device.Tensor {
 	y := ws.AllocTensor(rows * l.out)
 	ws.backend().Gemm(false, true, rows, l.out, l.in, 1, x, l.in, l.w.value(), l.in, 0, y, l.out)
+	l.lora.forward(ws, x, y, rows)
 	return y
 }
 
-// backward accumulates dW += dyᵀ·x and returns dx = dy·W.
+// backward accumulates dW += dyᵀ·x (not for a frozen W) and returns dx = dy·W, plus the
+// adapter's gradients and part of dx.
 func (l *linearT) backward(ws *Workspace, x, dy device.Tensor, rows int) device.Tensor {
 	be := ws.backend()
-	be.Gemm(true, false, l.out, l.in, rows, 1, dy, l.out, x, l.in, 1, l.w.grad(), l.in)
+	if !l.w.Frozen {
+		be.Gemm(true, false, l.out, l.in, rows, 1, dy, l.out, x, l.in, 1, l.w.grad(), l.in)
+	}
 	dx := ws.AllocTensor(rows * l.in)
 	be.Gemm(false, false, rows, l.in, l.out, 1, dy, l.out, l.w.value(), l.in, 0, dx, l.in)
+	l.lora.backward(ws, x, dy, dx, rows)
 	return dx
 }
 
@@ -81,7 +96,7 @@ func (l *rmsNorm) forward(ws *Workspace, x device.Tensor, rows int) (device.Tens
 }
 
 func (l *rmsNorm) backward(ws *Workspace, dx, dy, x device.Tensor, s layerNormSaved, rows int) {
-	ws.backend().RMSNormBackward(dx, l.w.grad(), dy, x, s.rstd, l.w.value(), rows, l.n)
+	ws.backend().RMSNormBackward(dx, l.w.gradOrScratch(ws), dy, x, s.rstd, l.w.value(), rows, l.n)
 }
 
 // layerNorm is GPT-2's LayerNorm with weight and bias over the last dimension.
@@ -114,5 +129,5 @@ func (l *layerNorm) forward(ws *Workspace, x device.Tensor, rows int) (device.Te
 
 // backward accumulates the gradient with respect to x into dx.
 func (l *layerNorm) backward(ws *Workspace, dx, dy, x device.Tensor, s layerNormSaved, rows int) {
-	ws.backend().LayerNormBackward(dx, l.w.grad(), l.b.grad(), dy, x, s.mean, s.rstd, l.w.value(), rows, l.n)
+	ws.backend().LayerNormBackward(dx, l.w.gradOrScratch(ws), l.b.gradOrScratch(ws), dy, x, s.mean, s.rstd, l.w.value(), rows, l.n)
 }

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/x448/float16"
+
 	"github.com/meshnode/meshnode/internal/fsutil"
 	"github.com/meshnode/meshnode/kernels"
 )
@@ -19,7 +21,8 @@ import (
 // The safetensors format (huggingface/safetensors): an 8-byte little-endian header length
 // N, N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin, end]}, optional
 // "__metadata__": {string: string}}, then the data, offsets relative to its start. meshnode
-// writes and reads float32 ("F32") only.
+// writes float32 ("F32") and reads it; a Hugging Face model directory's files may also hold
+// F16 and BF16, widened to float32 as they are read (hf_weights.go).
 
 // maxHeaderBytes bounds the JSON header, checked before it is read (the format's own
 // limit is 100 MB).
@@ -93,6 +96,19 @@ func EncodeSafetensors(w io.Writer, tensors map[string]*kernels.Tensor, metadata
 // DecodeSafetensors parses a whole safetensors file held in b. Every length and offset is
 // checked against b before use; tensors must be F32, lie inside the data, and not overlap.
 func DecodeSafetensors(b []byte) (*TensorFile, error) {
+	return decodeSafetensors(b, decodeOptions{})
+}
+
+// decodeOptions widen what decodeSafetensors accepts: files written elsewhere (Hugging
+// Face's) hold half-precision tensors and buffers that are not weights.
+type decodeOptions struct {
+	// widen accepts F16 and BF16 tensors, converted to float32 exactly.
+	widen bool
+	// skip, when set, names tensors left out unread (their offsets are still checked).
+	skip func(name string) bool
+}
+
+func decodeSafetensors(b []byte, opt decodeOptions) (*TensorFile, error) {
 	if len(b) < 8 {
 		return nil, fmt.Errorf("%w: %d bytes, shorter than the 8-byte header length", ErrBadCheckpoint, len(b))
 	}
@@ -122,11 +138,17 @@ func DecodeSafetensors(b []byte) (*TensorFile, error) {
 		if err := json.Unmarshal(msg, &ti); err != nil {
 			return nil, fmt.Errorf("%w: tensor %q: %v", ErrBadCheckpoint, name, err)
 		}
-		t, err := decodeTensor(name, ti, data)
-		if err != nil {
-			return nil, err
+		if opt.skip != nil && opt.skip(name) {
+			if lo, hi := ti.DataOffsets[0], ti.DataOffsets[1]; lo < 0 || hi < lo || hi > int64(len(data)) {
+				return nil, fmt.Errorf("%w: tensor %q: offsets [%d, %d) outside the %d data bytes", ErrBadCheckpoint, name, lo, hi, len(data))
+			}
+		} else {
+			t, err := decodeTensor(name, ti, data, opt.widen)
+			if err != nil {
+				return nil, err
+			}
+			tf.Tensors[name] = t
 		}
-		tf.Tensors[name] = t
 		spans = append(spans, span{ti.DataOffsets[0], ti.DataOffsets[1], name})
 	}
 	sort.Slice(spans, func(i, j int) bool { return spans[i].lo < spans[j].lo })
@@ -138,8 +160,15 @@ func DecodeSafetensors(b []byte) (*TensorFile, error) {
 	return tf, nil
 }
 
-func decodeTensor(name string, ti tensorInfo, data []byte) (*kernels.Tensor, error) {
-	if ti.Dtype != "F32" {
+// elemBytes is the size of one element of each dtype meshnode reads.
+var elemBytes = map[string]int64{"F32": 4, "F16": 2, "BF16": 2}
+
+func decodeTensor(name string, ti tensorInfo, data []byte, widen bool) (*kernels.Tensor, error) {
+	width, ok := elemBytes[ti.Dtype]
+	if !ok || (!widen && ti.Dtype != "F32") {
+		if widen {
+			return nil, fmt.Errorf("%w: tensor %q has dtype %s; meshnode reads F32, F16 and BF16", ErrBadCheckpoint, name, ti.Dtype)
+		}
 		return nil, fmt.Errorf("%w: tensor %q has dtype %s; meshnode reads F32 only", ErrBadCheckpoint, name, ti.Dtype)
 	}
 	elems := int64(1)
@@ -150,12 +179,24 @@ func decodeTensor(name string, ti tensorInfo, data []byte) (*kernels.Tensor, err
 		elems *= int64(d)
 	}
 	lo, hi := ti.DataOffsets[0], ti.DataOffsets[1]
-	if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != 4*elems {
-		return nil, fmt.Errorf("%w: tensor %q: offsets [%d, %d) do not hold shape %v in %d data bytes", ErrBadCheckpoint, name, lo, hi, ti.Shape, len(data))
+	if lo < 0 || hi < lo || hi > int64(len(data)) || hi-lo != width*elems {
+		return nil, fmt.Errorf("%w: tensor %q: offsets [%d, %d) do not hold %s shape %v in %d data bytes", ErrBadCheckpoint, name, lo, hi, ti.Dtype, ti.Shape, len(data))
 	}
 	t := &kernels.Tensor{Shape: append([]int{}, ti.Shape...), Data: make([]float32, elems)}
-	for i := range t.Data {
-		t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[lo+4*int64(i):]))
+	src := data[lo:hi]
+	switch ti.Dtype {
+	case "F32":
+		for i := range t.Data {
+			t.Data[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case "F16":
+		for i := range t.Data {
+			t.Data[i] = float16.Frombits(binary.LittleEndian.Uint16(src[2*i:])).Float32()
+		}
+	case "BF16": // bfloat16 is float32's upper half: widening is a shift
+		for i := range t.Data {
+			t.Data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+		}
 	}
 	return t, nil
 }

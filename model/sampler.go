@@ -38,18 +38,28 @@ func (s Sampler) Offset(step, r int) int {
 	return int(SplitMix64(s.Seed, global) % span)
 }
 
-// MicroBatch returns micro-batch m of M of step s: rows [m·B/M, (m+1)·B/M).
-func (s Sampler) MicroBatch(step, m, M int) *Batch {
+// MicroBatch returns micro-batch m of M of step s: rows [m·B/M, (m+1)·B/M). It fails only
+// when tokens read on demand are no longer in their file (Tokens.Window).
+func (s Sampler) MicroBatch(step, m, M int) (*Batch, error) {
 	lo, hi := m*s.Batch/M, (m+1)*s.Batch/M
 	T := s.Context
 	mb := &Batch{B: hi - lo, T: T, Inputs: make([]int32, (hi-lo)*T), Targets: make([]int32, (hi-lo)*T)}
 	for r := lo; r < hi; r++ {
 		off := s.Offset(step, r)
 		i := (r - lo) * T
-		s.Train.Window(mb.Inputs[i:i+T], off)
-		s.Train.Window(mb.Targets[i:i+T], off+1)
+		if err := windowPair(s.Train, mb.Inputs[i:i+T], mb.Targets[i:i+T], off); err != nil {
+			return nil, err
+		}
 	}
-	return mb
+	return mb, nil
+}
+
+// windowPair reads the window at off into inputs and its next-token targets.
+func windowPair(t Tokens, inputs, targets []int32, off int) error {
+	if err := t.Window(inputs, off); err != nil {
+		return err
+	}
+	return t.Window(targets, off+1)
 }
 
 // ValOffsets are the K validation windows of docs/gpt.md: offset_k = ⌊k·(len − T − 1)/K⌋.
@@ -62,12 +72,14 @@ func ValOffsets(val Tokens, T, K int) []int {
 	return offs
 }
 
-// ValBatch builds the batch of windows offs (inputs and next-token targets).
-func ValBatch(val Tokens, offs []int, T int) *Batch {
+// ValBatch builds the batch of windows offs (inputs and next-token targets); it fails as
+// MicroBatch does.
+func ValBatch(val Tokens, offs []int, T int) (*Batch, error) {
 	mb := &Batch{B: len(offs), T: T, Inputs: make([]int32, len(offs)*T), Targets: make([]int32, len(offs)*T)}
 	for i, off := range offs {
-		val.Window(mb.Inputs[i*T:(i+1)*T], off)
-		val.Window(mb.Targets[i*T:(i+1)*T], off+1)
+		if err := windowPair(val, mb.Inputs[i*T:(i+1)*T], mb.Targets[i*T:(i+1)*T], off); err != nil {
+			return nil, err
+		}
 	}
-	return mb
+	return mb, nil
 }

@@ -44,6 +44,13 @@ type Config struct {
 	// MDNS, DHT and NAT switch LAN discovery, DHT rendezvous and NAT traversal; all on in
 	// DefaultConfig, off in the zero value.
 	MDNS, DHT, NAT bool
+	// HostLabel names this node's machine in its profile in place of the machine's ids
+	// (fingerprint.Config.HostLabel): nodes that share a label are priced as sharing one
+	// machine's cores.
+	HostLabel string
+	// Relay bounds the circuit relay this node runs for other members with NAT on; zero
+	// fields take mesh.RelayConfig's defaults.
+	Relay mesh.RelayConfig
 	// API is the host:port of the local HTTP API; the host must be a loopback address.
 	// Port 0 picks a free port (see Node.APIAddr). Empty disables the API.
 	API string
@@ -95,6 +102,12 @@ type Config struct {
 	DataAdvertise string
 	// Region labels where the node is; it travels in the profile.
 	Region string
+	// LocalData maps the names of the local datasets this node's operator exposes
+	// (--local-data NAME=PATH) to their paths: a job with data.local NAME trains here on
+	// PATH, which never leaves the node; the names travel in the profile, the paths do not.
+	// A path is a sharded corpus directory, a directory holding train.bin and val.bin, or
+	// a text file. Empty exposes none: no spec can make the node read a local file.
+	LocalData map[string]string
 
 	// Version is the meshnode release reported in the profile and the API.
 	Version string
@@ -153,12 +166,28 @@ func (c Config) Validate() error {
 	if err := validateAPIAddr(c.API); err != nil {
 		return err
 	}
+	if err := validateLocalData(c.LocalData); err != nil {
+		return err
+	}
 	if err := c.validateAPIAccess(); err != nil {
 		return err
 	}
 	if c.DataAdvertise != "" {
 		if err := mesh.ValidDataAddr(c.DataAdvertise); err != nil {
 			return fmt.Errorf("--data-advertise: %w (want host:port, e.g. 203.0.113.7:4243)", err)
+		}
+	}
+	for _, l := range []struct {
+		flag string
+		bad  bool
+	}{
+		{"--relay-reservations", c.Relay.MaxReservations < 0},
+		{"--relay-circuits", c.Relay.MaxCircuits < 0},
+		{"--relay-circuit-bytes", c.Relay.CircuitBytes < 0},
+		{"--relay-circuit-duration", c.Relay.CircuitDuration < 0},
+	} {
+		if l.bad {
+			return fmt.Errorf("%s must be ≥ 0 (0: the default)", l.flag)
 		}
 	}
 	if c.MemoryBudgetFraction < 0 || c.MemoryBudgetFraction > 1 {
@@ -208,6 +237,7 @@ func (c Config) meshConfig() (mesh.Config, error) {
 	mc := mesh.DefaultConfig()
 	mc.Mesh, mc.JoinSecret = c.Mesh, c.JoinSecret
 	mc.MDNS, mc.DHT, mc.NAT = c.MDNS, c.DHT, c.NAT
+	mc.Relay = c.Relay
 	mc.HeartbeatInterval, mc.SuspectAfter, mc.DeadAfter = c.Heartbeat, c.SuspectAfter, c.DeadAfter
 	mc.AuthTimeout, mc.DiscoveryInterval, mc.Probe = c.AuthTimeout, c.DiscoveryInterval, c.Probe
 	var err error

@@ -2,6 +2,7 @@ package node
 
 import (
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/mesh"
 )
@@ -20,6 +21,8 @@ func TestConfigValidate(t *testing.T) {
 		"bad allow":         func(c *Config) { c.Allow = []string{"nope"} },
 		"slowdown below 1":  func(c *Config) { c.Profile.Slowdown = 0.5 },
 		"budget fraction 2": func(c *Config) { c.MemoryBudgetFraction = 2 },
+		"relay circuits":    func(c *Config) { c.Relay.MaxCircuits = -1 },
+		"relay duration":    func(c *Config) { c.Relay.CircuitDuration = -time.Second },
 	} {
 		c := good
 		mut(&c)
@@ -35,12 +38,30 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestPlanProfileCarriesDiskBandwidths: the balancer's view of a profile keeps the
-// measured disk bandwidths, which price offloaded training state.
+// measured disk bandwidths, which price offloaded training state, the free space that
+// bounds it (issue 25), and the host identity, which prices co-located nodes' shares of it
+// (an emulated slowdown claims no smaller share).
 func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
 	prof := mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40, MemoryBudgetBytes: 1 << 30,
-		DiskReadBps: 500e6, DiskWriteBps: 250e6, DataAddr: "127.0.0.1:1"}
+		DiskReadBps: 500e6, DiskWriteBps: 250e6, DiskFreeBytes: 20 << 30, DataAddr: "127.0.0.1:1", Host: "3f2a9c0d51e7b684", Slowdown: 3}
 	pp := planProfile(&prof)
-	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 {
-		t.Errorf("the balancer's profile %+v does not carry the training rate and disk bandwidths", pp)
+	if pp == nil || pp.DiskReadBps != 500e6 || pp.DiskWriteBps != 250e6 || pp.GFLOPS != 40 || pp.Host != prof.Host || pp.HostShare != 0 {
+		t.Errorf("the balancer's profile %+v does not carry the training rate, disk bandwidths and host", pp)
+	}
+	if pp == nil || pp.DiskFreeBytes == nil || *pp.DiskFreeBytes != 20<<30 {
+		t.Errorf("the balancer's profile %+v does not carry the announced free disk", pp)
+	}
+}
+
+// TestRelayLimitsReachTheMesh: join's --relay-* limits are the relay service's.
+func TestRelayLimitsReachTheMesh(t *testing.T) {
+	c := testConfig(t)
+	c.Relay = mesh.RelayConfig{MaxReservations: 5, MaxCircuits: 3, CircuitBytes: 1 << 20, CircuitDuration: time.Minute}
+	mc, err := c.meshConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mc.Relay != c.Relay {
+		t.Fatalf("mesh relay config %+v, want %+v", mc.Relay, c.Relay)
 	}
 }

@@ -36,8 +36,9 @@ type ConsensusConfig struct {
 	// KeepFinishedJobs (jobs.keep) is how many finished jobs the control plane keeps; the
 	// leader commits it for the whole cluster. Zero means consensus.DefaultKeepFinishedJobs.
 	KeepFinishedJobs int
-	// MaxLiveJobsPerMember (--max-live-jobs) is how many live jobs the leader lets one
-	// member have. Zero means consensus.DefaultMaxLiveJobsPerMember.
+	// MaxLiveJobsPerMember (--max-live-jobs) is how many live jobs one member may have,
+	// if this node founds the cluster (the founding leader's value is replicated and kept).
+	// Zero means consensus.DefaultMaxLiveJobsPerMember.
 	MaxLiveJobsPerMember int
 }
 

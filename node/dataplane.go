@@ -28,6 +28,11 @@ func (s *dataPlaneService) Start(ctx context.Context) error {
 		return err == nil && s.n.mesh.IsAdmitted(p)
 	}
 	cfg.OpenStream = s.openStream
+	// Frames of a job this node runs no worker of expire (the runner follows the FSM's plans).
+	cfg.RunsJob = func(uint64) bool { return false }
+	if e := s.n.engine; e != nil {
+		cfg.RunsJob = e.runner.RunsFrameJob
+	}
 	dp, err := dataplane.New(ctx, cfg)
 	if err != nil {
 		return addrInUse(ListenerData, cfg.ListenAddr, err) // dataplane's errors name it already

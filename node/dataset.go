@@ -26,6 +26,8 @@ type datasets struct {
 	n     *Node
 	blobs *blob.Service
 
+	local *localDatasets // the datasets the operator exposed (--local-data)
+
 	mu      sync.Mutex
 	loaded  map[string]*datasetLoad // blob ID → decoded dataset (or its load in progress)
 	builtin map[string]string       // builtin corpus → its blob ID (packed once per process)
@@ -43,8 +45,13 @@ func newDatasets(n *Node) (*datasets, error) {
 	if err != nil {
 		return nil, err
 	}
-	blobs := blob.NewService(n.mesh, store, blob.Config{Logger: n.log, AcceptPull: n.acceptReplica})
-	return &datasets{n: n, blobs: blobs, loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
+	cfg := blob.Config{Logger: n.log, AcceptPull: n.acceptReplica, AllowServe: n.allowServe}
+	if n.cfg.Consensus.Disabled {
+		cfg.AllowServe = nil // no jobs to decide by: a node without a control plane serves what it holds to members
+	}
+	blobs := blob.NewService(n.mesh, store, cfg)
+	return &datasets{n: n, blobs: blobs, local: &localDatasets{paths: n.cfg.LocalData},
+		loaded: map[string]*datasetLoad{}, builtin: map[string]string{}}, nil
 }
 
 // Blobs is the node's blob service: its store and the blob protocol.
@@ -66,14 +73,50 @@ func (n *Node) PublishDataset(ctx context.Context, d jobspec.Data, vocab int, da
 	return n.data.publish(ctx, d, vocab, newLocalFiles(dataRoot, n.cfg.DataRoots, n.cfg.MaxDataBytes))
 }
 
+// PublishJobData publishes the corpus of a submitted job and returns its data section as
+// the job records it: a sharded corpus directory (model.ShardManifestFile), or a text
+// source with data.tokenizer and data.shard_tokens (sharded here first), as one blob per
+// shard plus a manifest blob (data.blob) and its training shard count
+// (data.train_shards); anything else as PublishDataset does. The vocabulary returned is
+// PublishDataset's.
+func (n *Node) PublishJobData(ctx context.Context, d jobspec.Data, vocab int, dataRoot string) (jobspec.Data, int, error) {
+	files := newLocalFiles(dataRoot, n.cfg.DataRoots, n.cfg.MaxDataBytes)
+	if d.ShardTokens > 0 && d.Tokenizer != "" {
+		var err error
+		d.Blob, d.TrainShards, vocab, err = n.data.shardAtSubmit(ctx, d, vocab, files)
+		return d, vocab, err
+	}
+	if d.Source != "" && d.Source != jobspec.BuiltinGoStd && d.Local == "" {
+		if real, st, err := files.resolve("data.source", d.Source); err == nil && st.IsDir() && model.IsShardedCorpus(real) {
+			d.Blob, d.TrainShards, err = n.data.publishShards(ctx, d, vocab, files, real)
+			return d, vocab, err
+		}
+	}
+	var err error
+	d.Blob, vocab, err = n.data.publish(ctx, d, vocab, files)
+	return d, vocab, err
+}
+
 // LoadDataset returns the dataset in blob blobID, fetching the blob first when this node
 // does not hold it: from holders in order, then from every other live peer. The blob is
-// verified chunk by chunk and whole; the decoded dataset is cached, one copy per blob.
+// verified chunk by chunk and whole; the decoded dataset is cached, one copy per blob. A
+// sharded dataset is loaded whole (LoadDatasetShards loads part of it).
 func (n *Node) LoadDataset(ctx context.Context, blobID string, holders []peer.ID) (*model.Dataset, error) {
-	return n.data.load(ctx, blobID, holders)
+	return n.data.load(ctx, blobID, nil, holders)
+}
+
+// LoadDatasetShards is LoadDataset for a replica of a sharded dataset: it fetches the
+// manifest, the training shards train (indices in the manifest; nil: all) and the
+// validation shards, and nothing else; each shard is checked against its SHA-256. For a
+// dataset that is one blob, train is ignored.
+func (n *Node) LoadDatasetShards(ctx context.Context, blobID string, train []int, holders []peer.ID) (*model.Dataset, error) {
+	return n.data.load(ctx, blobID, train, holders)
 }
 
 func (s *datasets) publish(ctx context.Context, d jobspec.Data, vocab int, files localFiles) (string, int, error) {
+	if d.Local != "" {
+		return "", vocab, nil // every node trains on its own: nothing to publish
+	}
 	if d.Source == jobspec.BuiltinGoStd {
 		s.mu.Lock()
 		id := s.builtin[d.Source]
@@ -146,7 +189,7 @@ func (s *datasets) packSource(ctx context.Context, d jobspec.Data, vocab int, fi
 		return nil, err
 	}
 	if st.IsDir() && model.IsShardedCorpus(real) {
-		return nil, badData("%s: %s is a sharded corpus (manifest.json), which jobs do not take yet: name its text source with data.tokenizer", field, source)
+		return nil, badData("%s: %s is a sharded corpus (manifest.json): it is published shard by shard at submit (PublishJobData), not packed into one blob", field, source)
 	}
 	if isTextSource(d, real, st.IsDir()) {
 		return s.packText(ctx, d, vocab, files)
@@ -208,20 +251,21 @@ func readTokenFile(ctx context.Context, files localFiles, field, path string, vo
 	return b, nil
 }
 
-func (s *datasets) load(ctx context.Context, id string, holders []peer.ID) (*model.Dataset, error) {
+func (s *datasets) load(ctx context.Context, id string, train []int, holders []peer.ID) (*model.Dataset, error) {
 	if !blob.ValidID(id) {
 		return nil, fmt.Errorf("load dataset: %w %q (is the job's data.blob set?)", blob.ErrBadID, id)
 	}
+	key := fmt.Sprint(id, train) // one copy per blob and set of shards
 	s.mu.Lock()
-	l := s.loaded[id]
+	l := s.loaded[key]
 	if l == nil {
 		l = &datasetLoad{done: make(chan struct{})}
-		s.loaded[id] = l
+		s.loaded[key] = l
 		s.mu.Unlock()
-		l.ds, l.err = s.fetchAndDecode(ctx, id, holders)
+		l.ds, l.err = s.fetchAndDecode(ctx, id, train, holders)
 		if l.err != nil {
 			s.mu.Lock()
-			delete(s.loaded, id) // a later call tries again
+			delete(s.loaded, key) // a later call tries again
 			s.mu.Unlock()
 		}
 		close(l.done)
@@ -231,7 +275,7 @@ func (s *datasets) load(ctx context.Context, id string, holders []peer.ID) (*mod
 	select {
 	case <-l.done:
 		if l.err != nil {
-			return s.load(ctx, id, holders) // the other caller failed: try ourselves
+			return s.load(ctx, id, train, holders) // the other caller failed: try ourselves
 		}
 		return l.ds, nil
 	case <-ctx.Done():
@@ -239,9 +283,19 @@ func (s *datasets) load(ctx context.Context, id string, holders []peer.ID) (*mod
 	}
 }
 
-func (s *datasets) fetchAndDecode(ctx context.Context, id string, holders []peer.ID) (*model.Dataset, error) {
+func (s *datasets) fetchAndDecode(ctx context.Context, id string, train []int, holders []peer.ID) (*model.Dataset, error) {
 	if err := s.blobs.Fetch(ctx, id, s.sources(holders)); err != nil {
 		return nil, fmt.Errorf("load dataset: %w", err)
+	}
+	if m, err := s.readJobShards(id); err != nil || m != nil {
+		if err != nil {
+			return nil, fmt.Errorf("load dataset %s: %w", id, err)
+		}
+		ds, err := s.loadShards(ctx, m, train, holders)
+		if err != nil {
+			return nil, fmt.Errorf("load sharded dataset %s: %w", id, err)
+		}
+		return ds, nil
 	}
 	f, err := s.blobs.Open(id)
 	if err != nil {

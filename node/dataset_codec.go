@@ -181,7 +181,7 @@ func decodeTokens(r io.ReaderAt, off, n int64, kind byte, vocab uint32) (model.T
 }
 
 // packTokens turns model tokens back into raw token bytes, block by block.
-func packTokens(t model.Tokens, u16 bool) []byte {
+func packTokens(t model.Tokens, u16 bool) ([]byte, error) {
 	width := 1
 	if u16 {
 		width = 2
@@ -190,7 +190,9 @@ func packTokens(t model.Tokens, u16 bool) []byte {
 	block := make([]int32, 64<<10)
 	for off := 0; off < t.Len(); off += len(block) {
 		w := block[:min(len(block), t.Len()-off)]
-		t.Window(w, off)
+		if err := t.Window(w, off); err != nil {
+			return nil, err
+		}
 		for _, v := range w {
 			if u16 {
 				out = binary.LittleEndian.AppendUint16(out, uint16(v))
@@ -199,5 +201,5 @@ func packTokens(t model.Tokens, u16 bool) []byte {
 			}
 		}
 	}
-	return out
+	return out, nil
 }

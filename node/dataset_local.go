@@ -82,26 +82,38 @@ func (l localFiles) allowed(real string) bool {
 // read returns the content of the regular file field names, reading in chunks that stop
 // as soon as ctx ends.
 func (l localFiles) read(ctx context.Context, field, path string) ([]byte, error) {
-	real, st, err := l.resolve(field, path)
+	f, size, err := l.open(field, path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	return l.readAll(ctx, field, path, f, size)
+}
+
+// open opens the regular file field names, of at most maxBytes (and MaxShardBytes), and
+// returns it with its size; the caller closes it.
+func (l localFiles) open(field, path string) (*os.File, int64, error) {
+	real, st, err := l.resolve(field, path)
+	if err != nil {
+		return nil, 0, err
+	}
 	if !st.Mode().IsRegular() {
-		return nil, badData("%s: %s is not a regular file (%s)", field, path, fileKind(st.Mode()))
+		return nil, 0, badData("%s: %s is not a regular file (%s)", field, path, fileKind(st.Mode()))
 	}
 	f, err := os.Open(real)
 	if err != nil {
-		return nil, badData("%s: %v", field, err)
+		return nil, 0, badData("%s: %v", field, err)
 	}
-	defer f.Close()
 	// The opened file is checked again: the path may have been swapped since resolve.
 	if st, err = f.Stat(); err != nil || !st.Mode().IsRegular() {
-		return nil, badData("%s: %s is not a regular file", field, path)
+		f.Close()
+		return nil, 0, badData("%s: %s is not a regular file", field, path)
 	}
 	if st.Size() > l.maxBytes {
-		return nil, badData("%s: %s has %d bytes, more than the node's limit of %d (--max-data-bytes)", field, path, st.Size(), l.maxBytes)
+		f.Close()
+		return nil, 0, badData("%s: %s has %d bytes, more than the node's limit of %d (--max-data-bytes)", field, path, st.Size(), l.maxBytes)
 	}
-	return l.readAll(ctx, field, path, f, st.Size())
+	return f, st.Size(), nil
 }
 
 func (l localFiles) readAll(ctx context.Context, field, path string, f io.Reader, size int64) ([]byte, error) {

@@ -25,10 +25,14 @@ const datasetReplicaTimeout = 2 * time.Minute
 // (its control plane has not applied the job yet); then the next candidate is asked.
 const datasetRefusalTimeout = 10 * time.Second
 
-// datasetOfLiveJob reports whether hash is the dataset blob of a job that has not ended.
+// datasetOfLiveJob reports whether hash is the dataset blob (or the model.init weights'
+// blob) of a job that has not ended.
 func datasetOfLiveJob(jobs []consensus.Job, hash string) bool {
+	if hash == "" {
+		return false // a job without model.init has no init blob: "" names nothing
+	}
 	for _, j := range jobs {
-		if j.Spec.Data.Blob == hash && !j.Status.Terminal() {
+		if (j.Spec.Data.Blob == hash || j.Spec.Model.InitBlob == hash) && !j.Status.Terminal() {
 			return true
 		}
 	}
@@ -57,18 +61,24 @@ func (n *Node) replicateDataset(ctx context.Context, job, blob string) ([]string
 	if want == 0 || blob == "" {
 		return nil, nil
 	}
-	m, err := n.data.blobs.Store().Manifest(blob)
-	if err != nil {
-		return nil, fmt.Errorf("dataset of job %s: %w", job, err)
+	// A sharded dataset is its manifest, then every shard: the manifest goes first, so
+	// that the member can check that each shard belongs to a live job's dataset.
+	all := append([]string{blob}, n.data.parts(blob)...)
+	var size int64
+	for _, b := range all {
+		m, err := n.data.blobs.Store().Manifest(b)
+		if err != nil {
+			return nil, fmt.Errorf("dataset of job %s: %w", job, err)
+		}
+		size += m.Size
 	}
-	size := m.Size
 	var holders []string
 	var errs []error
 	for _, p := range replicaCandidates(n.mesh.Peers(), uint64(size)) {
 		if len(holders) == want {
 			break
 		}
-		if err := n.replicateTo(ctx, p, blob); err != nil {
+		if err := n.replicateAll(ctx, p, all); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
@@ -79,6 +89,16 @@ func (n *Node) replicateDataset(ctx context.Context, job, blob string) ([]string
 			"want", want+1, "err", errors.Join(errs...))
 	}
 	return holders, nil
+}
+
+// replicateAll asks p to pull every blob of blobs, in order.
+func (n *Node) replicateAll(ctx context.Context, p peer.ID, blobs []string) error {
+	for _, b := range blobs {
+		if err := n.replicateTo(ctx, p, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replicateTo asks p to pull blob. A refusal (p's control plane may lag the commit that

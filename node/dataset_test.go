@@ -26,7 +26,9 @@ import (
 // tokensOf reads every token of t.
 func tokensOf(t model.Tokens) []int32 {
 	out := make([]int32, t.Len())
-	t.Window(out, 0)
+	if err := t.Window(out, 0); err != nil {
+		panic(err) // tokens of a dataset just loaded are all readable
+	}
 	return out
 }
 
@@ -76,7 +78,12 @@ func TestDatasetCodecRoundTrip(t *testing.T) {
 		if ds.Source != p.source || ds.Vocab != p.vocab {
 			t.Fatalf("%s: decoded source %q vocab %d", p.source, ds.Source, ds.Vocab)
 		}
-		again := &packedDataset{source: ds.Source, vocab: ds.Vocab, u16: p.u16, train: packTokens(ds.Train, p.u16), val: packTokens(ds.Val, p.u16)}
+		train, terr := packTokens(ds.Train, p.u16)
+		val, verr := packTokens(ds.Val, p.u16)
+		if err := errors.Join(terr, verr); err != nil {
+			t.Fatalf("%s: %v", p.source, err)
+		}
+		again := &packedDataset{source: ds.Source, vocab: ds.Vocab, u16: p.u16, train: train, val: val}
 		if b2, _ := io.ReadAll(again.reader()); !bytes.Equal(b, b2) {
 			t.Fatalf("%s: decode and re-encode changed the blob", p.source)
 		}
@@ -119,7 +126,9 @@ func FuzzDecodeDataset(f *testing.F) {
 		}
 		for _, toks := range []model.Tokens{ds.Train, ds.Val} {
 			w := make([]int32, toks.Len())
-			toks.Window(w, 0) // every token is readable, and below the vocabulary
+			if err := toks.Window(w, 0); err != nil { // every token is readable, and below the vocabulary
+				t.Fatal(err)
+			}
 			for _, v := range w {
 				if int(v) >= ds.Vocab {
 					t.Fatalf("token %d, vocabulary %d", v, ds.Vocab)

@@ -70,7 +70,7 @@ func (s *datasets) packText(ctx context.Context, d jobspec.Data, vocab int, file
 		}
 		return nil
 	}
-	if err := readDocuments(ctx, d, files, doc); err != nil {
+	if err := readDocuments(ctx, d, files, true, doc); err != nil {
 		return nil, err
 	}
 	p := &packedDataset{source: d.Source, vocab: 256, tokenizer: tokJSON}
@@ -91,8 +91,10 @@ func (s *datasets) packText(ctx context.Context, d jobspec.Data, vocab int, file
 	return p, nil
 }
 
-// readDocuments calls doc with each document of data.source.
-func readDocuments(ctx context.Context, d jobspec.Data, files localFiles, doc func([]byte) error) error {
+// readDocuments calls doc with each document of data.source. Each file is held to the
+// node's --max-data-bytes; capTotal holds a directory's files together to it too (a corpus
+// packed into one blob), which sharding at submit does not need.
+func readDocuments(ctx context.Context, d jobspec.Data, files localFiles, capTotal bool, doc func([]byte) error) error {
 	const field = "data.source"
 	real, st, err := files.resolve(field, d.Source)
 	if err != nil {
@@ -121,7 +123,7 @@ func readDocuments(ctx context.Context, d jobspec.Data, files localFiles, doc fu
 		if err != nil {
 			return err
 		}
-		if total += int64(len(b)); total > files.maxBytes {
+		if total += int64(len(b)); capTotal && total > files.maxBytes {
 			return badData("%s: the files of %s add up to more than the node's limit of %d bytes (--max-data-bytes)", field, d.Source, files.maxBytes)
 		}
 		if err := doc(b); err != nil {

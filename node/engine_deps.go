@@ -3,13 +3,10 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -17,7 +14,6 @@ import (
 	"github.com/meshnode/meshnode/mesh/blob"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/node/runner"
-	"github.com/meshnode/meshnode/scheduler"
 )
 
 // The runner's dependencies, implemented by the node.
@@ -51,8 +47,14 @@ func (b nodeBlobs) Publish(ctx context.Context, data []byte) (string, error) {
 	return b.n.Blobs().Publish(ctx, bytes.NewReader(data))
 }
 
+// Fetch fetches a blob from holders; with none named (a job's model.init weights, which
+// the submitting node and its replicas hold), from every live peer.
 func (b nodeBlobs) Fetch(ctx context.Context, hash string, holders []string) error {
-	return b.n.Blobs().Fetch(ctx, hash, peerIDs(holders))
+	from := peerIDs(holders)
+	if len(holders) == 0 {
+		from = b.n.data.sources(nil)
+	}
+	return b.n.Blobs().Fetch(ctx, hash, from)
 }
 
 func (b nodeBlobs) ReadVerified(hash string) ([]byte, error) {
@@ -147,44 +149,14 @@ func (w nodeNetwork) DataAddr(node string) (string, bool) {
 	return "", false
 }
 
-func (d nodeDatasets) LoadDataset(ctx context.Context, blob string) (*model.Dataset, error) {
-	return d.n.LoadDataset(ctx, blob, nil)
+func (d nodeDatasets) DatasetParts(blob string) []string { return d.n.data.parts(blob) }
+
+func (d nodeDatasets) LoadDataset(ctx context.Context, blob string, train []int) (*model.Dataset, error) {
+	return d.n.LoadDatasetShards(ctx, blob, train, nil)
 }
 
-// acceptReplica is the blob service's policy for peers asking this node to hold a blob:
-// the dataset of a job the control plane holds and that has not ended (replicated at
-// submit, so that the job outlives its submitter), or any blob from a node that shares a
-// running job with this one (checkpoint files).
-func (n *Node) acceptReplica(from peer.ID, hash string) error {
-	c := n.Consensus()
-	if c == nil || n.engine == nil {
-		return errNoConsensus
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	jobs, _, err := c.Jobs(ctx, false)
-	if err != nil {
-		return fmt.Errorf("read jobs: %w", err)
-	}
-	if datasetOfLiveJob(jobs, hash) {
-		return nil
-	}
-	self := n.ID().String()
-	for _, j := range jobs {
-		cur := j.CurrentPlan()
-		if j.Status != consensus.JobRunning || cur == nil {
-			continue
-		}
-		var jp scheduler.JobPlan
-		if json.Unmarshal(cur.Plan, &jp) != nil {
-			continue
-		}
-		if nodes := jp.Nodes(); slices.Contains(nodes, self) && slices.Contains(nodes, from.String()) {
-			n.engine.runner.Pin(hash) // its manifest is committed only once this node holds it
-			return nil
-		}
-	}
-	return errors.New("no running job holds both nodes")
+func (d nodeDatasets) LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error) {
+	return d.n.data.local.load(ctx, name, vocab)
 }
 
 // CrashInCheckpointEnv is a fault-injection hook for tests that exec nodes: a node started

@@ -70,8 +70,14 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	if p == nil || p.GemmGFLOPS <= 0 || p.MemoryBudgetBytes <= 0 || p.DataAddr == "" || p.Validate() != nil {
 		return nil
 	}
+	free := p.DiskFreeBytes // offload plans stay within it, less a reserve
+	// No host share below 1 is claimed for an emulated slowdown, though its sleeps leave
+	// the cores to co-located nodes: under other programs' load the relief is far smaller
+	// than 1−1/k while the slowdown still multiplies the node's own time, and the balancer
+	// then paired the fast nodes with the slowest (quick start runs: 0.40–0.79 s/step with
+	// node3, 0.23–0.27 s/step with node2; docs/testnet.md).
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
-		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps}
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData, DiskFreeBytes: &free, Host: p.Host}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

@@ -94,11 +94,17 @@ func (n *Node) serveTokenizer(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if j.Spec.Data.Tokenizer == "" || j.Spec.Data.Blob == "" {
+	if (j.Spec.Data.Tokenizer == "" && j.Spec.Data.TrainShards == 0) || j.Spec.Data.Blob == "" {
 		replyError(w, http.StatusNotFound, fmt.Errorf("job %s was not trained with a tokenizer (data.tokenizer): its text is bytes or .bin ids", j.ID))
 		return
 	}
-	ds, err := n.LoadDataset(r.Context(), j.Spec.Data.Blob, nil)
+	var ds *model.Dataset
+	var err error
+	if j.Spec.Data.TrainShards > 0 {
+		ds, err = n.data.shardTokenizer(r.Context(), j.Spec.Data.Blob) // not the shards
+	} else {
+		ds, err = n.LoadDataset(r.Context(), j.Spec.Data.Blob, nil)
+	}
 	if err != nil {
 		replyError(w, http.StatusInternalServerError, err)
 		return
@@ -156,6 +162,9 @@ func (n *Node) exportCheckpoint(ctx context.Context, j consensus.Job, step int) 
 		for k, v := range tf.Tensors {
 			merged.Tensors[k] = v
 		}
+	}
+	if j.Spec.Train.LoRA != nil {
+		return exportLoRA(j, cfg, m.Step, merged) // export_lora.go
 	}
 	g := model.New(cfg, 0)
 	if err := model.LoadParams(merged, g.Params()); err != nil {

@@ -74,14 +74,12 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 		replyError(w, http.StatusBadRequest, err)
 		return
 	}
-	// The corpus is read here, where its paths live, and published as a blob that every
-	// node of the job fetches; a missing, refused or unusable path is the user's error.
+	// The corpus (and model.init's directory) is read here, where its paths live, and
+	// published as blobs that every node of the job fetches; a missing, refused or
+	// unusable path is the user's error.
 	pctx, pcancel := context.WithTimeout(r.Context(), datasetPublishTimeout)
-	spec.Data.Blob, spec.Model.Vocab, err = h.s.n.PublishDataset(pctx, spec.Data, spec.Model.Vocab, r.Header.Get(api.DataRootHeader))
+	err = h.s.n.publishSpecFiles(pctx, &spec, r.Header.Get(api.DataRootHeader))
 	pcancel()
-	if err == nil && spec.Data.Tokenizer != "" {
-		err = spec.Validate() // the tokenizer's vocabulary is known only now
-	}
 	if err != nil {
 		code := http.StatusInternalServerError
 		if errors.Is(err, model.ErrBadData) || spec.Data.Tokenizer != "" && spec.Data.Blob != "" {
@@ -101,10 +99,15 @@ func (h jobHandlers) submit(w http.ResponseWriter, r *http.Request) {
 	// leave once it has it: a job the control plane holds is what makes them accept it.
 	rctx, rcancel := context.WithTimeout(r.Context(), datasetReplicaTimeout)
 	holders, err := h.s.n.replicateDataset(rctx, id, spec.Data.Blob)
-	rcancel()
 	if err != nil {
 		h.s.n.log.Warn("replicate dataset", "job", id, "err", err)
 	}
+	if spec.Model.InitBlob != "" {
+		if _, err := h.s.n.replicateDataset(rctx, id, spec.Model.InitBlob); err != nil {
+			h.s.n.log.Warn("replicate initial weights", "job", id, "err", err)
+		}
+	}
+	rcancel()
 	replyJSON(w, http.StatusCreated, api.SubmitResult{ID: id, DatasetHolders: holders})
 }
 

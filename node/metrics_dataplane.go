@@ -26,7 +26,7 @@ const otherPeer = "other"
 type dataPlaneCollector struct {
 	n                                    *Node
 	sentBytes, recvBytes, sent, received *prometheus.Desc
-	bad, inflight, pathBytes             *prometheus.Desc
+	bad, inflight, pathBytes, expired    *prometheus.Desc
 }
 
 func newDataPlaneCollector(n *Node) *dataPlaneCollector {
@@ -42,12 +42,13 @@ func newDataPlaneCollector(n *Node) *dataPlaneCollector {
 		received:  d("received_frames_total", "Valid frames received from a peer.", l...),
 		bad:       d("bad_frames_total", "Frames from peers that failed validation and reset their stream."),
 		inflight:  d("inflight_bytes", "Payload bytes of frames being received now (bounded by the in-flight budget)."),
+		expired:   d("expired_frames_total", "Frames of jobs this node does not run, dropped after waiting the data plane's UnknownJobTTL."),
 		pathBytes: d("path_bytes_total", "Payload bytes exchanged with a peer (both directions) by kind of path: direct, inbound, hole-punched, relayed, libp2p.", "peer", "path"),
 	}
 }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes} {
+	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes, c.expired} {
 		ch <- d
 	}
 }
@@ -82,6 +83,7 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	emitTraffic(ch, recv, c.recvBytes, c.received)
 	ch <- prometheus.MustNewConstMetric(c.bad, prometheus.CounterValue, float64(st.TotalBadFrames()))
 	gauge(ch, c.inflight, float64(st.InFlightBytes))
+	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.ExpiredFrames))
 	paths := map[[2]string]int64{}
 	for p, kinds := range st.Paths {
 		if !members[p] {

@@ -94,7 +94,7 @@ func New(cfg Config) (*Node, error) {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
 	}
 	n.profiler = fingerprint.New(fingerprint.Config{Compute: cfg.Profile, DataDir: cfg.DataDir,
-		MemoryBudget: cfg.MemoryBudget, MemoryBudgetFraction: cfg.MemoryBudgetFraction, Version: cfg.Version})
+		MemoryBudget: cfg.MemoryBudget, MemoryBudgetFraction: cfg.MemoryBudgetFraction, Version: cfg.Version, HostLabel: cfg.HostLabel})
 	n.profiler.SetBusy(func() bool { return n.engine != nil && n.engine.training() })
 	if cfg.profilerHook != nil {
 		cfg.profilerHook(n.profiler)
@@ -285,7 +285,7 @@ func (n *Node) measure(ctx context.Context) error {
 		n.log.Warn("memory budget exceeds available memory", "budget", prof.MemoryBudgetBytes, "available", prof.MemoryAvailableBytes)
 	}
 	n.profMu.Lock()
-	prof.DataAddrs, prof.Region = n.DataAddrs(), n.cfg.Region
+	prof.DataAddrs, prof.Region, prof.LocalData = n.DataAddrs(), n.cfg.Region, n.LocalDataNames()
 	if len(prof.DataAddrs) > 0 {
 		prof.DataAddr = prof.DataAddrs[0]
 	}

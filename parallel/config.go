@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/device"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -47,6 +49,23 @@ type TrainConfig struct {
 	// Neither is part of a checkpoint: they describe the machine, not the run.
 	MemoryBudget int64  `json:"-"`
 	OffloadDir   string `json:"-"`
+	// Backend computes every stage's layers (model.Workspace.Backend); nil is the CPU. A
+	// backend whose tensors are in device memory runs plans of one stage per process
+	// (pipeline activations arrive as host slices). Like MemoryBudget it describes the
+	// machine and is not part of a checkpoint.
+	Backend device.Backend `json:"-"`
+	// DiskFree reports the bytes available in a directory's file system, −1 when it cannot
+	// tell; an offload store is refused before anything is written when its file does not
+	// fit jobspec.OffloadDiskRoom of it. Nil: the file system's own (offload.FreeBytes).
+	DiskFree func(dir string) int64 `json:"-"`
+	// Init, when set, replaces the initial weights with a checkpoint's (ReadInitWeights: a
+	// .safetensors file or a checkpoint directory) before training: the base a fine-tune
+	// starts from. Empty: the seed's initialisation.
+	Init string `json:"init,omitempty"`
+	// LoRA, when set, trains low-rank adapters on the frozen base instead of every weight:
+	// only the adapters have gradients, AdamW state, synchronisation and checkpoints
+	// (docs/lora.md). The base comes from Init (every resume reads it again).
+	LoRA *jobspec.LoRA `json:"lora,omitempty"`
 }
 
 // DefaultTrainConfig is docs/gpt.md's recipe: the default model on builtin:gostd, batch
@@ -111,6 +130,7 @@ func (c TrainConfig) validate(equalMicroBatches bool) error {
 	if c.MemoryBudget > 0 && c.OffloadDir == "" {
 		errs = append(errs, errors.New("memory-budget needs data-dir: the directory of the offload file"))
 	}
+	errs = append(errs, c.validateLoRA()...)
 	return errors.Join(errs...)
 }
 

@@ -1,6 +1,7 @@
 package parallel
 
 import (
+	"context"
 	"math"
 	"testing"
 
@@ -11,8 +12,8 @@ import (
 // TestFamiliesTrainAcrossTheEngineAsOneProcess: Llama (grouped-query, untied) cut into
 // 1–4 pipeline stages, and tied GPT-2 and Llama as replicas of one stage with ZeRO 2, train
 // to the losses of one process (replicas: of one process with their combined batch), with
-// every replica's weights equal. A tied model's plan of several stages is refused at the
-// worker, naming the stage.
+// every replica's weights equal. Tied models cut into stages train to one process's bits
+// (model/tied.go, parallel/tied.go).
 func TestFamiliesTrainAcrossTheEngineAsOneProcess(t *testing.T) {
 	llama := model.Config{Family: jobspec.FamilyLlama, Layers: 2, DModel: 32, Heads: 4, KVHeads: 2, Intermediate: 48, Context: 24, Vocab: 256}
 	cfg := pipelineConfig(6)
@@ -45,17 +46,53 @@ func TestFamiliesTrainAcrossTheEngineAsOneProcess(t *testing.T) {
 		}
 		assertReplicasEqual(t, run)
 
-		net := NewInMemory("s0", "s1")
-		_, err := NewLocalRun(pipelineConfig(1).withModel(m), EvenPlan(m.NumLayers(), []string{"s0", "s1"}), testData(), net.Peer)
-		net.Close()
-		if err == nil {
-			t.Fatalf("%s tied: a plan of two stages was accepted", m.FamilyName())
+		// Cut into 2–4 stages (the embedding and the head apart), one replica: the same bits
+		// as one process, the table and its gradient crossing between the end stages.
+		one := pipelineConfig(6)
+		one.Train.Model, one.Train.Batch, one.Train.MicroBatches = m, 4, 2
+		wantOne := singleProcessLosses(t, one.Train)
+		for S := 2; S <= 4; S++ {
+			got, _ := runLocal(t, one, EvenPlan(m.NumLayers(), nodeNames("s", S)))
+			for i := range wantOne {
+				if math.Float64bits(got[i]) != math.Float64bits(wantOne[i]) {
+					t.Fatalf("%s tied, %d stages, step %d: loss %v, one process %v", m.FamilyName(), S, i+1, got[i], wantOne[i])
+				}
+			}
 		}
-		t.Logf("%s tied in two stages: %v", m.FamilyName(), err)
+		// Evaluation after a step reads the updated table in the head's stage.
+		tr, err := NewTrainer(one.Train, testData())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		step(t, tr)
+		wantEval, err := tr.Evaluate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net := NewInMemory("e0", "e1", "e2")
+		split, err := NewLocalRun(one, EvenPlan(m.NumLayers(), []string{"e0", "e1", "e2"}), testData(), net.Peer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := split.Step(ctx); err != nil {
+			t.Fatal(err)
+		}
+		gotEval, err := split.Evaluate(ctx)
+		net.Close()
+		if err != nil || math.Float64bits(gotEval) != math.Float64bits(wantEval) {
+			t.Fatalf("%s tied, 3 stages: validation loss %v (%v), one process %v", m.FamilyName(), gotEval, err, wantEval)
+		}
+		// Two replicas of two stages, synchronised every step: one process's losses with the
+		// combined batch, every replica's weights equal.
+		two := cfg
+		two.Sync.Zero = 0
+		got, run = runLocal(t, two, EvenPlan(m.NumLayers(), []string{"a0", "a1"}, []string{"b0", "b1"}))
+		for i := range want {
+			if rel := math.Abs(got[i]-want[i]) / want[i]; rel > 1e-4 {
+				t.Fatalf("%s tied, 2 replicas of 2 stages, step %d: loss %v, one process %v", m.FamilyName(), i+1, got[i], want[i])
+			}
+		}
+		assertReplicasEqual(t, run)
 	}
-}
-
-func (c JobConfig) withModel(m model.Config) JobConfig {
-	c.Train.Model = m
-	return c
 }

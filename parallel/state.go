@@ -50,8 +50,11 @@ type trainingState interface {
 // both reach the state. withOptimizer false leaves the moments to ZeRO's shards (a
 // resident state only).
 func newTrainingState(cfg TrainConfig, st StagePlan, withOptimizer bool, passes []op) (trainingState, error) {
+	if st.MemoryBudget > 0 && cfg.LoRA != nil { // the frozen base offloaded, read-only
+		return newLoRAOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)
+	}
 	if st.MemoryBudget > 0 {
 		return newOffloadState(cfg, st.First, st.Last, st.MemoryBudget, st.Recompute, passes)
 	}
-	return newResidentState(cfg, st.First, st.Last, st.Recompute, withOptimizer), nil
+	return newResidentState(cfg, st.First, st.Last, st.Recompute, withOptimizer)
 }

@@ -1,11 +1,13 @@
 package parallel
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"os"
 	"strconv"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/parallel/offload"
@@ -127,10 +129,21 @@ func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute b
 	if err := os.MkdirAll(cfg.OffloadDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
 	}
+	bindings := st.bindings()
+	if err := checkOffloadRoom(cfg, int64(len(bindings))*choice.ChunkBytes); err != nil {
+		return nil, err
+	}
 	st.store, err = offload.Open(offload.Config{Dir: cfg.OffloadDir, ChunkBytes: choice.ChunkBytes,
-		Buffers: choice.Buffers, Bindings: st.bindings(), Ops: st.schedule(passes)})
+		Buffers: choice.Buffers, Bindings: bindings, Ops: st.schedule(passes)})
 	if err != nil {
 		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	var init *model.TensorFile
+	if cfg.Init != "" {
+		if init, err = ReadInitWeights(cfg.Init); err != nil {
+			st.store.Close()
+			return nil, err
+		}
 	}
 	for i, l := range shells {
 		cs := st.ids(offload.Value, st.lay.LayerChunks[i])
@@ -139,9 +152,39 @@ func newOffloadState(cfg TrainConfig, first, last int, budget int64, recompute b
 			return nil, fmt.Errorf("data-dir: %w", err)
 		}
 		model.InitLayer(cfg.Model, l, cfg.Seed, first+i)
+		if init != nil {
+			err = model.LoadParams(init, l.Params())
+		}
 		st.store.Unpin(cs)
+		if err != nil {
+			st.store.Close()
+			return nil, fmt.Errorf("init %s: %w", cfg.Init, err)
+		}
 	}
 	return st, nil
+}
+
+// ErrOffloadDiskShort means the data disk has no room for an offload store's file beside
+// the reserve kept for the Raft WAL and blobs (jobspec.OffloadDiskRoom).
+var ErrOffloadDiskShort = errors.New("not enough free disk for the offload store")
+
+// checkOffloadRoom refuses an offload store of need bytes before anything is written when
+// the disk of cfg.OffloadDir has less room than that (the plan was made from a free space
+// announced earlier; the disk is shared with the WAL, blobs and other jobs).
+func checkOffloadRoom(cfg TrainConfig, need int64) error {
+	free := cfg.DiskFree
+	if free == nil {
+		free = offload.FreeBytes
+	}
+	have := free(cfg.OffloadDir)
+	if have < 0 {
+		return nil
+	}
+	if room := jobspec.OffloadDiskRoom(uint64(have)); uint64(need) > room {
+		return fmt.Errorf("data-dir: %w: %s needs %d bytes, %d are free and %d may be used beside the reserve of max(1 GiB, 10%%) for the raft WAL and blobs; free space there or set memory.offload: off",
+			ErrOffloadDiskShort, cfg.OffloadDir, need, have, room)
+	}
+	return nil
 }
 
 // ids are the chunk ids of chunks ks of kind.

@@ -17,16 +17,17 @@ type residentState struct {
 	cfg    TrainConfig
 }
 
-func newResidentState(cfg TrainConfig, first, last int, recompute, withOptimizer bool) *residentState {
-	s := &residentState{layers: model.NewLayers(cfg.Model, cfg.Seed, first, last), cfg: cfg}
-	if recompute {
-		s.layers = model.WithRecompute(s.layers)
+func newResidentState(cfg TrainConfig, first, last int, recompute, withOptimizer bool) (*residentState, error) {
+	layers, err := stageLayers(cfg, first, last, recompute)
+	if err != nil {
+		return nil, err
 	}
-	s.params = model.LayerParams(s.layers)
+	s := &residentState{layers: layers, cfg: cfg}
+	s.params = model.LayerParams(s.layers) // under LoRA, the adapters alone
 	if withOptimizer {
 		s.opt = NewOptimizer(s.params, cfg.adamW(), cfg.ClipNorm)
 	}
-	return s
+	return s, nil
 }
 
 func (s *residentState) Layers() []model.Layer  { return s.layers }

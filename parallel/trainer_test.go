@@ -2,7 +2,11 @@ package parallel
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -143,4 +147,37 @@ func evaluate(t testing.TB, tr *Trainer) float64 {
 		t.Fatal(err)
 	}
 	return loss
+}
+
+// TestTruncatedDataFileFailsTheStep: a token file truncated while a job trains fails the
+// step with an error naming the file (model.ErrBadData), instead of a panic in the sampler.
+func TestTruncatedDataFileFailsTheStep(t *testing.T) {
+	dir := t.TempDir()
+	b := make([]byte, 2*20000)
+	for i := range 20000 {
+		binary.LittleEndian.PutUint16(b[2*i:], uint16(i*31%256))
+	}
+	for _, name := range []string{"train.bin", "val.bin"} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := model.LoadDataset(dir, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig()
+	cfg.EvalEvery = 0
+	tr, err := NewTrainer(cfg, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	train := filepath.Join(dir, "train.bin")
+	if err := os.Truncate(train, 64); err != nil { // 32 tokens: every window of 24+1 past offset 7 is gone
+		t.Fatal(err)
+	}
+	err = tr.Run(context.Background(), 0, nil, func(Event) {})
+	if !errors.Is(err, model.ErrBadData) || !strings.Contains(err.Error(), train) {
+		t.Fatalf("training on a truncated file: got %v, want ErrBadData naming %s", err, train)
+	}
 }

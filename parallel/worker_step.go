@@ -65,6 +65,9 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		return res, fmt.Errorf("step %d: %w", w.step+1, err)
 	}
 	defer w.state.EndStep()
+	if err := w.shareTiedTable(ctx, tiedTableMicro); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
 	M := w.micro
 	flight := make([]inflight, M)
 	inFlight := 0
@@ -88,6 +91,9 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		}
 	}
 	res.HasLoss = w.IsLast()
+	if err := w.foldTiedGrad(ctx); err != nil {
+		return res, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
 	if err := w.sync.reduce(ctx); err != nil {
 		return res, err
 	}
@@ -118,11 +124,13 @@ func (w *Worker) roundKey(index int) roundKey {
 // forward runs micro-batch m through the stage and passes its output on; on the last stage
 // it returns the micro-batch's loss.
 func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, error) {
-	fl.mb = w.sampler.MicroBatch(w.step, m, M)
+	var err error
+	if fl.mb, err = w.sampler.MicroBatch(w.step, m, M); err != nil {
+		return 0, fmt.Errorf("step %d: %w", w.step, err)
+	}
 	rows, d := fl.mb.Rows(), w.cfg.Train.Model.DModel
 	var x []float32
 	if w.stage > 0 {
-		var err error
 		start := time.Now()
 		if x, err = w.recvTensor(ctx, w.prev, w.key(frame.KindActivation, m, w.stage), rows*d); err != nil {
 			return 0, err
@@ -132,7 +140,6 @@ func (w *Worker) forward(ctx context.Context, fl *inflight, m, M int) (float32, 
 	}
 	fl.saved = make([]model.Saved, len(w.state.Layers()))
 	for i := range w.state.Layers() {
-		var err error
 		if x, fl.saved[i], err = w.state.Forward(&w.ws, fl.mb, m, i, x); err != nil {
 			return 0, err
 		}
@@ -177,11 +184,17 @@ func (w *Worker) backward(ctx context.Context, fl *inflight, m, M int) error {
 // (ok), the others return ok = false.
 func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error) {
 	T, B, d := w.cfg.Train.Model.Context, w.cfg.Train.Batch, w.cfg.Train.Model.DModel
+	if err := w.shareTiedTable(ctx, tiedEvalTableMicro); err != nil {
+		return 0, false, fmt.Errorf("evaluation: %w", err)
+	}
 	var total float64
 	for c, i := 0, 0; i < len(w.valOffs); c, i = c+1, i+B {
 		w.ws.Reset()
 		chunk := w.valOffs[i:min(len(w.valOffs), i+B)]
-		mb := model.ValBatch(w.data.Val, chunk, T)
+		mb, err := model.ValBatch(w.data.Val, chunk, T)
+		if err != nil {
+			return 0, false, fmt.Errorf("evaluation: %w", err)
+		}
 		var x []float32
 		if w.stage > 0 {
 			if x, err = w.recvTensor(ctx, w.prev, w.key(frame.KindActivation, evalMicro+c, w.stage), mb.Rows()*d); err != nil {

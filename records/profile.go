@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // Profile is what a node measured about itself, carried in every heartbeat. The balancer
@@ -55,10 +57,22 @@ type Profile struct {
 	DataAddrs []string `json:"data_addrs,omitempty"`
 	// Region is an operator-given label of where the node is (a testnet's emulated region).
 	Region string `json:"region,omitempty"`
+	// Host identifies the machine the node runs on (a hash of its machine id and boot id,
+	// never the ids themselves): nodes that announce the same Host share its cores, and the
+	// balancer prices their concurrent compute as sharing them. Empty means unknown (the
+	// node is taken to have its machine to itself).
+	Host string `json:"host,omitempty"`
 	// Links are this node's latest measurements of its paths to peers, so that every node,
 	// and the leader planning a job, learns the whole link matrix from heartbeats.
 	Links []ProfileLink `json:"links,omitempty"`
+	// LocalData names the local datasets this node's operator exposed (--local-data
+	// NAME=PATH), sorted: a job with data.local NAME is planned only on nodes listing NAME.
+	// Names only: the paths stay on the node. At most MaxProfileLocalData.
+	LocalData []string `json:"local_data,omitempty"`
 }
+
+// MaxProfileLocalData bounds how many local datasets one profile announces.
+const MaxProfileLocalData = 32
 
 // ProfileLink is one measured path from the announcing node to a peer.
 type ProfileLink struct {
@@ -124,7 +138,26 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("profile: a %d-byte string exceeds %d", len(s), maxProfileString)
 		}
 	}
+	if err := p.validateLocalData(); err != nil {
+		return err
+	}
 	return p.checkBounds() // profile_bounds.go
+}
+
+// validateLocalData checks the announced local dataset names: bounded in count, each a
+// name data.local accepts (jobspec.LocalDataNamePattern), none twice.
+func (p *Profile) validateLocalData() error {
+	if len(p.LocalData) > MaxProfileLocalData {
+		return fmt.Errorf("profile: local_data lists %d datasets, more than %d", len(p.LocalData), MaxProfileLocalData)
+	}
+	seen := map[string]bool{}
+	for _, name := range p.LocalData {
+		if !jobspec.LocalDataNamePattern.MatchString(name) || seen[name] {
+			return fmt.Errorf("profile: local_data %.80q is not a dataset name, or is listed twice", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // Clone returns a deep copy of p.
@@ -136,5 +169,6 @@ func (p *Profile) Clone() *Profile {
 	c.GPUs = append([]GPU{}, p.GPUs...)
 	c.Links = append([]ProfileLink(nil), p.Links...)
 	c.DataAddrs = append([]string(nil), p.DataAddrs...)
+	c.LocalData = append([]string(nil), p.LocalData...)
 	return &c
 }

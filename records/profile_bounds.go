@@ -55,7 +55,7 @@ func (p *Profile) checkBounds() error {
 			bytesAtMost("gpus.memory_free_bytes", g.MemoryFreeBytes, MaxProfileMemoryBytes),
 			atMost("gpus.multiprocessors", float64(g.Multiprocessors), MaxProfileCores))
 	}
-	for _, s := range []struct{ name, v string }{{"data_addr", p.DataAddr}, {"region", p.Region}} {
+	for _, s := range []struct{ name, v string }{{"data_addr", p.DataAddr}, {"region", p.Region}, {"host", p.Host}} {
 		if len(s.v) > maxProfileString {
 			errs = append(errs, fmt.Errorf("profile: %s of %d bytes exceeds %d", s.name, len(s.v), maxProfileString))
 		}

@@ -23,9 +23,11 @@ func f64(v float64) *float64 { return &v }
 
 func sampleJob() Job {
 	spec := jobspec.DefaultSpec()
-	spec.Name, spec.Data.Blob = "gostd-small", "b1a2"
+	spec.Name, spec.Data.Blob, spec.Data.TrainShards, spec.Data.ShardTokens = "gostd-small", "b1a2", 3, 4096
 	spec.Data.Tokenizer, spec.Data.TextField = "/data/tokenizer.json", "body"
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
+	spec.Train.LoRA = &jobspec.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
+	spec.Train.Precision = jobspec.PrecisionFP32
 	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set
 	return Job{
 		ID: "j-1", Name: "gostd-small", Spec: spec, Status: jobspec.JobRunning,
@@ -52,7 +54,9 @@ func TestWireFormats(t *testing.T) {
 		"promotion_result": PromotionResult{ID: "n3", Decision: "approved", Suffrage: "nonvoter",
 			Note: "promoted at the next free voter seat once it is alive and caught up"},
 	} {
-		t.Run(name, func(t *testing.T) { testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val") })
+		t.Run(name, func(t *testing.T) {
+			testutil.CheckWireFormat(t, name, v, *update, ".Data.Train", ".Data.Val", ".Data.Local")
+		})
 	}
 }
 
@@ -65,8 +69,9 @@ func sampleProfile() Profile {
 		GPUs: []GPU{{Index: 1, Name: "NVIDIA H100", UUID: "GPU-1", MemoryTotalBytes: 80 << 30, MemoryFreeBytes: 79 << 30,
 			Multiprocessors: 132, SMClockMHz: 1980, MemoryClockMHz: 2619, ComputeCapability: "9.0"}},
 		OS: "linux", Arch: "amd64", Version: "v0.9", MeasuredAt: at,
-		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu",
-		Links: []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
+		DataAddr: "10.0.0.2:4243", DataAddrs: []string{"10.0.0.2:4243", "127.0.0.1:4243"}, Region: "eu", Host: "3f2a9c0d51e7b684",
+		Links:     []ProfileLink{{Peer: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", RTTSeconds: 0.02, BandwidthBps: 12.5e6}},
+		LocalData: []string{"clinic-a", "web-2024"},
 	}
 }
 

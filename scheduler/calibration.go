@@ -1,8 +1,11 @@
 package scheduler
 
 import (
+	"math"
 	"slices"
 	"time"
+
+	"github.com/meshnode/meshnode/balancer"
 )
 
 // Calibration compares what a plan epoch measured with what its plan predicted, and
@@ -30,6 +33,11 @@ type Measure struct {
 	Samples    int       // how many samples Measured is the median over
 	At         time.Time // the newest of them
 	PlanSpeeds map[string]float64
+	// Factor and EarlyFactor are what the plan's node speeds must be divided by for the
+	// balancer to predict the plan at Measured and at Early seconds a step (speedFactor):
+	// the ratios, corrected for what of a step does not scale with compute speed (link
+	// latency and transfer, and the co-located nodes' shares of their host).
+	Factor, EarlyFactor float64
 }
 
 // Ratio is measured over predicted: above 1 the plan runs slower than predicted.
@@ -75,7 +83,86 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 			}
 		}
 	}
+	m.Factor = speedFactor(*plan, m.PlanSpeeds, m.Measured, m.Ratio())
+	m.EarlyFactor = speedFactor(*plan, m.PlanSpeeds, m.Early, m.Early/m.Predicted)
 	return m, true
+}
+
+// speedFactorRounds bounds speedFactor's iteration.
+const speedFactorRounds = 12
+
+// speedFactor is k such that the balancer predicts plan, every one of its nodes at its
+// speed in speeds divided by k, at measured seconds a step (balancer.PlanStep). The step
+// grows with k in its compute alone (link latency and transfer stay), so k is found by
+// k ← k·measured/step(k) from 1, which converges to it; ratio (measured over predicted)
+// where the plan cannot be priced again (an offloading stage, whose store budget the
+// committed plan keeps but not its bytes) or no k reaches measured (a step faster than
+// its links allow).
+func speedFactor(plan JobPlan, speeds map[string]float64, measured, ratio float64) float64 {
+	bp, ok := plan.balancerPlan()
+	if !ok || !(measured > 0) {
+		return ratio
+	}
+	k := 1.0
+	for range speedFactorRounds {
+		step, ok := plan.priceWith(bp, speeds, k)
+		if !ok || !(step > 0) {
+			return ratio
+		}
+		next := k * measured / step
+		if math.Abs(next-k) <= 1e-4*k {
+			return next
+		}
+		k = next
+	}
+	if k < ratio/10 || k > ratio*10 {
+		return ratio
+	}
+	return k
+}
+
+// priceAt is the step the balancer predicts for the plan (balancer.PlanStep) with the
+// nodes in speeds at those speeds (GFLOP/s), every other input as planned; ok is false
+// when the plan cannot be priced again (balancerPlan).
+func (p JobPlan) priceAt(speeds map[string]float64) (float64, bool) {
+	bp, ok := p.balancerPlan()
+	if !ok {
+		return 0, false
+	}
+	return p.priceWith(bp, speeds, 1)
+}
+
+// priceWith is priceAt of bp, the plan's balancer form, with the speeds divided by k.
+func (p JobPlan) priceWith(bp balancer.Plan, speeds map[string]float64, k float64) (float64, bool) {
+	snap := p.Inputs.Snapshot
+	snap.Nodes = slices.Clone(snap.Nodes)
+	for i, n := range snap.Nodes {
+		if g, ok := speeds[n.ID]; ok {
+			snap.Nodes[i].GFLOPS, snap.Nodes[i].GPU = g/k, nil
+		}
+	}
+	step, err := balancer.PlanStep(snap, p.Inputs.Job, bp)
+	return step, err == nil
+}
+
+// balancerPlan is the balancer's form of the plan, to price it again; ok is false for a
+// plan with an offloading stage (its offloaded bytes are not kept).
+func (p JobPlan) balancerPlan() (balancer.Plan, bool) {
+	bp := balancer.Plan{Strategy: p.Strategy, MicroBatches: p.MicroBatches, Schedule: p.Inputs.Job.Schedule}
+	for i, r := range p.Replicas {
+		rep := balancer.Replica{Batch: p.Inputs.Job.Batch}
+		if i < len(p.Batches) {
+			rep.Batch = p.Batches[i]
+		}
+		for _, st := range r {
+			if st.MemoryBudget > 0 {
+				return balancer.Plan{}, false
+			}
+			rep.Stages = append(rep.Stages, balancer.Stage{Node: st.Node, First: st.First, Last: st.Last, Recompute: st.Recompute})
+		}
+		bp.Replicas = append(bp.Replicas, rep)
+	}
+	return bp, len(bp.Replicas) > 0
 }
 
 func median(xs []float64) float64 {
@@ -91,12 +178,12 @@ func median(xs []float64) float64 {
 // Calibration is what the measured plan epochs of every job say about the nodes' speeds.
 type Calibration struct {
 	// Baseline is each measured node's usual speed (GFLOP/s): the best over the epochs it
-	// ran of the speed the epoch's plan priced it at divided by the epoch's early
-	// measured-over-predicted ratio (Measure.Early), what it delivered before anything
-	// changed during an epoch.
+	// ran of the speed the epoch's plan priced it at divided by the epoch's early speed
+	// factor (Measure.EarlyFactor: about the early measured-over-predicted ratio), what it
+	// delivered before anything changed during an epoch.
 	Baseline map[string]float64
 	// Speeds are the speeds the measured nodes are planned at: the newest measured epoch's
-	// (its plan's speed divided by its newest ratio) when that is StragglerRatio× or more
+	// (its plan's speed divided by its newest speed factor, Measure.Factor) when that is StragglerRatio× or more
 	// below the baseline (the node slowed), else the baseline (a smaller difference is
 	// taken for noise: it would reorder nodes of about equal speed).
 	Speeds map[string]float64
@@ -118,9 +205,9 @@ func Calibrate(jobs []Job) Calibration {
 				if gflops <= 0 {
 					continue
 				}
-				c.Baseline[id] = max(c.Baseline[id], gflops*m.Predicted/m.Early)
+				c.Baseline[id] = max(c.Baseline[id], gflops/m.EarlyFactor)
 				if m.At.After(newest[id]) {
-					newest[id], c.Speeds[id] = m.At, gflops/m.Ratio()
+					newest[id], c.Speeds[id] = m.At, gflops/m.Factor
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/meshnode/meshnode/balancer"
@@ -44,6 +45,11 @@ type JobPlan struct {
 	// dropped): each copies its stage's state from a live replica at an outer-step
 	// boundary instead of restoring a checkpoint, and the others keep training.
 	Rejoin []string `json:"rejoin,omitempty"`
+	// DataShards are, for a sharded dataset (data.train_shards > 0), the training shards
+	// each replica trains on, by index in the dataset's manifest: model.ReplicaShards of
+	// the replica count at planning. Every node of replica r fetches shards DataShards[r]
+	// and nothing else of the training split. nil: the dataset is one blob.
+	DataShards [][]int `json:"data_shards,omitempty"`
 	// PredictedGFLOPS are the node speeds PredictedStepS was predicted with where they are
 	// not the inputs' (an in-place epoch that recalibrated the prediction of the same plan,
 	// calibration.go); nil: the inputs' snapshot.
@@ -116,10 +122,33 @@ func candidates(members []Member) []candidate {
 	return out
 }
 
+// withLocalData is the candidates that expose the local dataset name (all of them when
+// name is empty: the job's data travels as a blob); an error naming data.local when none
+// does.
+func withLocalData(cands []candidate, name string) ([]candidate, error) {
+	if name == "" {
+		return cands, nil
+	}
+	var out []candidate
+	for _, c := range cands {
+		if slices.Contains(c.profile.LocalData, name) {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("data.local: no live node exposes a local dataset %q (its operator exposes one with meshnode join --local-data %s=PATH)", name, name)
+	}
+	return out, nil
+}
+
 // planInputs builds the balancer's inputs for spec from the candidates, pricing links with
 // what the candidates measured (their profiles' Links) and the sync traffic with the
 // codec's compression ratio.
 func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.Codec) float64) (PlanInputs, error) {
+	cands, err := withLocalData(cands, spec.Data.Local)
+	if err != nil {
+		return PlanInputs{}, err
+	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS })
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
@@ -153,10 +182,15 @@ func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.C
 	if !spec.Parallel.Stages.IsAuto {
 		in.Stages = spec.Parallel.Stages.N
 	}
+	if spec.Data.Local != "" {
+		// Each replica trains on one node's own data: a pipeline would read inputs on one
+		// node and targets on another, from different corpora.
+		in.Stages = 1
+	}
 	if spec.Model.TiedHead() {
-		// The head shares the embedding's table: one stage (model.Config.CheckStage), and
-		// no offload store, which pins the table only with the embedding.
-		in.Stages, in.Job.Offload = 1, jobspec.OffloadOff
+		// No offload store: it pins the token table only with the embedding, not the
+		// head's view of it (model/tied.go).
+		in.Job.Offload = jobspec.OffloadOff
 	}
 	return in, nil
 }
@@ -199,7 +233,8 @@ func snapshot(cands []candidate) balancer.Snapshot {
 	}
 	for _, c := range cands {
 		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GFLOPS, MemoryBytes: c.profile.MemoryBytes,
-			DiskReadBps: c.profile.DiskReadBps, DiskWriteBps: c.profile.DiskWriteBps})
+			DiskReadBps: c.profile.DiskReadBps, DiskWriteBps: c.profile.DiskWriteBps, DiskFreeBytes: c.profile.DiskFreeBytes,
+			Host: c.profile.Host, HostShare: c.profile.HostShare})
 		for _, l := range c.profile.Links {
 			if known[l.Peer] && l.BandwidthBps > 0 {
 				snap.Links = append(snap.Links, balancer.Link{From: c.id, To: l.Peer, RTT: l.RTTSeconds, Bandwidth: l.BandwidthBps})
@@ -220,7 +255,24 @@ func PlanJob(spec jobspec.Spec, members []Member, cfg Config) (JobPlan, error) {
 	if err != nil {
 		return JobPlan{}, err
 	}
-	return jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
+	jp, err := jobPlanFrom(bp, in, ModelConfig(spec).NumLayers(), cfg.CheckPlan)
+	if err == nil {
+		jp.DataShards = dataShards(spec.Data.TrainShards, len(jp.Replicas))
+	}
+	return jp, err
+}
+
+// dataShards assigns n training shards to R replicas (model.ReplicaShards); nil when the
+// dataset is not sharded.
+func dataShards(n, R int) [][]int {
+	if n <= 0 {
+		return nil
+	}
+	out := make([][]int, R)
+	for r := range out {
+		out[r] = model.ReplicaShards(n, r, R)
+	}
+	return out
 }
 
 // jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check

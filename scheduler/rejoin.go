@@ -14,6 +14,7 @@ type DroppedReplica struct {
 	Slot   int     `json:"slot"`
 	Stages []Stage `json:"stages"`
 	Batch  int     `json:"batch,omitempty"`
+	Shards []int   `json:"shards,omitempty"` // its training shards (JobPlan.DataShards)
 }
 
 // built returns p's Built epoch and Slots, taking p's own epoch (epoch) and identity slots
@@ -42,16 +43,25 @@ func (p JobPlan) BuiltPlan() JobPlan {
 	if len(p.Batches) > 0 {
 		out.Batches = make([]int, n)
 	}
+	if len(p.DataShards) > 0 {
+		out.DataShards = make([][]int, n)
+	}
 	for i, s := range p.Slots {
 		out.Replicas[s] = p.Replicas[i]
 		if len(p.Batches) > 0 {
 			out.Batches[s] = p.Batches[i]
+		}
+		if len(p.DataShards) > i {
+			out.DataShards[s] = p.DataShards[i]
 		}
 	}
 	for _, d := range p.Dropped {
 		out.Replicas[d.Slot] = d.Stages
 		if len(p.Batches) > 0 {
 			out.Batches[d.Slot] = d.Batch
+		}
+		if len(p.DataShards) > 0 {
+			out.DataShards[d.Slot] = d.Shards
 		}
 	}
 	out.Continues, out.Built, out.Slots, out.Dropped, out.Rejoin = false, 0, nil, nil, nil
@@ -76,7 +86,7 @@ func rejoinDropped(j Job, members []Member) *Decision {
 	}
 	next := *j.Plan
 	next.Replicas, next.Slots, next.Dropped = slices.Clone(j.Plan.Replicas), slices.Clone(j.Plan.Slots), nil
-	next.Batches, next.Rejoin = slices.Clone(j.Plan.Batches), nil
+	next.Batches, next.DataShards, next.Rejoin = slices.Clone(j.Plan.Batches), slices.Clone(j.Plan.DataShards), nil
 	for _, d := range j.Plan.Dropped {
 		if len(d.Stages) != 1 || !ready[d.Stages[0].Node] || next.Has(d.Stages[0].Node) {
 			next.Dropped = append(next.Dropped, d)
@@ -86,6 +96,9 @@ func rejoinDropped(j Job, members []Member) *Decision {
 		next.Slots = append(next.Slots, d.Slot)
 		if len(next.Batches) > 0 {
 			next.Batches = append(next.Batches, d.Batch)
+		}
+		if len(next.DataShards) > 0 {
+			next.DataShards = append(next.DataShards, d.Shards)
 		}
 		next.Rejoin = append(next.Rejoin, d.Stages[0].Node)
 	}
@@ -130,7 +143,7 @@ func dropFailedRejoin(j Job) *Decision {
 		return nil
 	}
 	next := *j.Plan
-	next.Replicas, next.Slots, next.Batches, next.Rejoin = nil, nil, nil, nil
+	next.Replicas, next.Slots, next.Batches, next.DataShards, next.Rejoin = nil, nil, nil, nil, nil
 	next.Dropped = slices.Clone(j.Plan.Dropped)
 	var gone []string
 	for r, stages := range j.Plan.Replicas {
@@ -138,14 +151,21 @@ func dropFailedRejoin(j Job) *Decision {
 		if len(j.Plan.Batches) > 0 {
 			batch = j.Plan.Batches[r]
 		}
+		var shards []int
+		if len(j.Plan.DataShards) > r {
+			shards = j.Plan.DataShards[r]
+		}
 		if len(stages) == 1 && failed[stages[0].Node] {
-			next.Dropped = append(next.Dropped, DroppedReplica{Slot: j.Plan.Slots[r], Stages: stages, Batch: batch})
+			next.Dropped = append(next.Dropped, DroppedReplica{Slot: j.Plan.Slots[r], Stages: stages, Batch: batch, Shards: shards})
 			gone = append(gone, stages[0].Node)
 			continue
 		}
 		next.Replicas, next.Slots = append(next.Replicas, stages), append(next.Slots, j.Plan.Slots[r])
 		if len(j.Plan.Batches) > 0 {
 			next.Batches = append(next.Batches, batch)
+		}
+		if len(j.Plan.DataShards) > r {
+			next.DataShards = append(next.DataShards, shards)
 		}
 	}
 	if len(next.Replicas) == 0 {

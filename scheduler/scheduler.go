@@ -199,7 +199,7 @@ func continueWithout(j Job, live liveness) *Decision {
 		return nil
 	}
 	next := *j.Plan
-	next.Replicas, next.Batches = nil, nil
+	next.Replicas, next.Batches, next.DataShards = nil, nil, nil
 	var slots []int
 	next.Built, slots = j.Plan.built(j.Epoch)
 	next.Slots, next.Dropped, next.Rejoin = nil, slices.Clone(j.Plan.Dropped), nil
@@ -217,6 +217,9 @@ func continueWithout(j Job, live liveness) *Decision {
 			if len(j.Plan.Batches) > 0 {
 				d.Batch = j.Plan.Batches[r]
 			}
+			if len(j.Plan.DataShards) > r {
+				d.Shards = j.Plan.DataShards[r]
+			}
 			next.Dropped = append(next.Dropped, d)
 			continue
 		}
@@ -224,6 +227,11 @@ func continueWithout(j Job, live liveness) *Decision {
 		next.Replicas = append(next.Replicas, stages)
 		if len(j.Plan.Batches) > 0 {
 			next.Batches = append(next.Batches, j.Plan.Batches[r])
+		}
+		if len(j.Plan.DataShards) > r {
+			// The survivors keep the data they were training on: the dead replica's
+			// shards go untrained until a new plan assigns them again.
+			next.DataShards = append(next.DataShards, j.Plan.DataShards[r])
 		}
 	}
 	if len(dead) == 0 || len(next.Replicas) == 0 {

@@ -124,7 +124,9 @@ const recalibratedReason = "recalibrated: "
 // recalibrate corrects the prediction of a plan that stays when its measure m is more than
 // RecalibrateRatio off: a new epoch that continues the current one in place (the same
 // replicas and resume step, no restore, no step redone: JobPlan.Continues) with the step time the balancer
-// predicts for it on calibrated speeds (members). It does so once: not for an epoch that is
+// predicts for it on calibrated speeds (members) over the links it was planned on, those
+// the calibration priced it with (links probed while the plan's own traffic and compute
+// load the machine read slower, and would be counted on top of what the speeds absorbed). It does so once: not for an epoch that is
 // itself a recalibration. nil when nothing is to be done.
 func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	if r := m.Ratio(); r < RecalibrateRatio && r > 1/RecalibrateRatio {
@@ -137,12 +139,17 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	if err != nil {
 		return nil
 	}
-	current, err := j.Plan.Inputs.Replan()
-	if err != nil {
-		return nil
+	speeds := map[string]float64{}
+	for _, n := range in.Snapshot.Nodes {
+		if j.Plan.Has(n.ID) {
+			speeds[n.ID] = n.GFLOPS
+		}
 	}
-	dec, err := balancer.Replan(current, in.Snapshot, in.Job, in.options())
-	if err != nil || math.IsInf(dec.CurrentStep, 0) || dec.CurrentStep <= 0 {
+	if len(speeds) != len(j.Plan.Nodes()) {
+		return nil // a node of the plan is no candidate now: the plan does not stay
+	}
+	step, ok := j.Plan.priceAt(speeds)
+	if !ok || math.IsInf(step, 0) || step <= 0 {
 		return nil
 	}
 	next := *j.Plan
@@ -152,13 +159,8 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	next.Built, next.Slots = j.Plan.built(j.Epoch)
 	// Rejoin stays: a rejoining node that had not started yet still joins this epoch.
 	next.Continues = true
-	next.PredictedStepS, next.PredictedGFLOPS = dec.CurrentStep, map[string]float64{}
-	for _, n := range in.Snapshot.Nodes {
-		if next.Has(n.ID) {
-			next.PredictedGFLOPS[n.ID] = n.GFLOPS
-		}
-	}
+	next.PredictedStepS, next.PredictedGFLOPS = step, speeds
 	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",
-		recalibratedReason, j.Epoch, m.Measured, m.Predicted, dec.CurrentStep)
+		recalibratedReason, j.Epoch, m.Measured, m.Predicted, step)
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
 }

@@ -103,6 +103,19 @@ type Profile struct {
 	// directory, what offloaded training state moves at (0: not measured, the balancer's
 	// conservative default).
 	DiskReadBps, DiskWriteBps float64
+	// LocalData names the local datasets the node's operator exposed: a job with
+	// data.local is planned only on nodes that list its name.
+	LocalData []string
+	// DiskFreeBytes is the free space of the node's data directory it announced: stages
+	// offload on it only within jobspec.OffloadDiskRoom of it (balancer.Node.DiskFreeBytes).
+	// Nil: not known, no bound; the node's engine always sets it.
+	DiskFreeBytes *uint64
+	// Host names the machine the node runs on (records.Profile.Host); nodes of one host
+	// share its cores (balancer.Node.Host). Empty: unknown.
+	Host string
+	// HostShare is the fraction of its host's cores the node keeps busy while it computes
+	// (balancer.Node.HostShare; 0 means 1).
+	HostShare float64
 }
 
 // Link is one measured link from a node to a peer.

@@ -29,7 +29,7 @@ func shrinkJob() []byte {
 }
 
 // TestShrinkingMeshTradesMicroBatchesForMemory is issue 15's scenario: on the default
-// 3-node testnet (20 MiB per node: with micro-batches of 4 sequences, the old default, the
+// 3-node testnet with 20 MiB per node (its default then: with micro-batches of 4 sequences, the old default, the
 // default model fits neither one node nor two), the job's stage holder is SIGKILLed at step
 // 50 of 120, one that is not the Raft leader. The leader replans on the survivors,
 // choosing the micro-batch count again, and the job ends done in a later epoch with a final
@@ -43,7 +43,11 @@ func TestShrinkingMeshTradesMicroBatchesForMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model twice for 120 steps: not in -short mode")
 	}
-	tn := startTestnet(t, DefaultTopology(3))
+	topo := DefaultTopology(3)
+	for i := range topo.Nodes {
+		topo.Nodes[i].Memory = "20MiB" // the scenario's budget (the default is smaller now)
+	}
+	tn := startTestnet(t, topo)
 	nodes := tn.Nodes()
 	spec := shrinkJob()
 	base := submitJob(t, tn, nodes[0], spec).waitDone(10 * time.Minute)

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/api"
+	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/model"
 	"github.com/meshnode/meshnode/scheduler"
 )
 
@@ -79,5 +82,36 @@ func TestSummarize(t *testing.T) {
 	}
 	if got := LayerMap(s.Nodes[0].Layers); got != "0–3" {
 		t.Errorf("LayerMap = %q", got)
+	}
+}
+
+// The summary says whether a node could have held the model alone, from the plan's layer
+// costs and the nodes' budgets, and keeps the reason of the epoch that set the layout.
+func TestSummarizeSaysWhyTheModelWasSplit(t *testing.T) {
+	layers := []model.LayerCost{{ParamBytes: 4 << 20, GradBytes: 4 << 20, OptimizerBytes: 8 << 20}}
+	jp := scheduler.JobPlan{Reason: "recalibrated: epoch 1 measured 0.3 s/step",
+		Replicas: [][]scheduler.Stage{{{Node: "A", First: 0, Last: 1}}, {{Node: "B", First: 0, Last: 1}}},
+		Inputs:   scheduler.PlanInputs{Job: balancer.Job{Layers: layers}}}
+	plan, _ := json.Marshal(jp)
+	job := consensus.JobDetail{ID: "j1", Plan: &consensus.PlanEpoch{Epoch: 2, Plan: plan}, Events: []consensus.Event{
+		{Kind: jobspec.EventPlan, Message: "plan set 2 replica(s), 1 stages; bound by compute on A"},
+		{Kind: jobspec.EventPlan, Message: "plan set recalibrated: epoch 1 measured 0.3 s/step"}}}
+	nodes := []NodeState{{Name: "a", ID: "A"}, {Name: "b", ID: "B"}, {Name: "c", ID: "C"}}
+	budgets := func(a, b, c uint64) map[string]api.Peer {
+		return map[string]api.Peer{"A": {Profile: &mesh.Profile{MemoryBudgetBytes: a}},
+			"B": {Profile: &mesh.Profile{MemoryBudgetBytes: b}}, "C": {Profile: &mesh.Profile{MemoryBudgetBytes: c}}}
+	}
+	s := Summarize(job, nodes, budgets(12<<20, 12<<20, 14<<20))
+	if s.ModelStateBytes != 16<<20 || s.Nodes[0].Replica != 1 || s.Nodes[1].Replica != 2 || s.Nodes[2].Replica != 0 {
+		t.Errorf("model state %d B, replicas %d %d %d; want 16 MiB, 1 2 0", s.ModelStateBytes, s.Nodes[0].Replica, s.Nodes[1].Replica, s.Nodes[2].Replica)
+	}
+	if want := "no node could hold the model alone: its weights, gradients and AdamW moments need 16.0 MiB, and the largest budget, c's, is 14.0 MiB; 2 nodes hold layers in 2 replica(s)"; s.Split != want {
+		t.Errorf("split %q\nwant  %q", s.Split, want)
+	}
+	if s.Reason != "2 replica(s), 1 stages; bound by compute on A" {
+		t.Errorf("reason %q: want the layout's plan event", s.Reason)
+	}
+	if s = Summarize(job, nodes, budgets(12<<20, 64<<20, 14<<20)); !strings.HasPrefix(s.Split, "b could hold the model alone (16.0 MiB of its 64.0 MiB)") {
+		t.Errorf("split %q: want b named as able to hold it", s.Split)
 	}
 }

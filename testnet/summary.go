@@ -3,6 +3,7 @@ package testnet
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
@@ -33,6 +34,16 @@ type Summary struct {
 	PredictedBytesPerStep float64 `json:"predicted_bytes_per_step"`
 	PredictedStepTimeS    float64 `json:"predicted_step_time_s"`
 	Steps                 int     `json:"steps"`
+	// ModelStateBytes is the model's training state (weights, gradients and AdamW
+	// moments, as the balancer costs them) that a node holding it alone would need before
+	// any activation; 0 without the plan's inputs.
+	ModelStateBytes int64 `json:"model_state_bytes,omitempty"`
+	// Split says what the plan cut and why: whether any node could hold the model alone
+	// (the largest memory budget against ModelStateBytes) and what bound the plan.
+	Split string `json:"split,omitempty"`
+	// Reason is the balancer's reason for the plan's layout (a recalibrating epoch keeps
+	// the layout, so its own reason is skipped).
+	Reason string `json:"reason,omitempty"`
 	// InitialValLoss is the untrained model's validation loss (step 0); FinalValLoss the
 	// last evaluation's. Null when the job reported none.
 	InitialValLoss *float64 `json:"initial_val_loss"`
@@ -50,6 +61,10 @@ type SummaryNode struct {
 	// TrainGFLOPS is the node's measured training rate, what the balancer planned with.
 	TrainGFLOPS float64  `json:"train_gflops"`
 	Layers      [][2]int `json:"layers"`
+	// MemoryBudgetBytes is the memory the node offered to training (its profile's).
+	MemoryBudgetBytes uint64 `json:"memory_budget_bytes,omitempty"`
+	// Replica is the plan replica the node's stage belongs to, from 1; 0: no stage.
+	Replica int `json:"replica,omitempty"`
 }
 
 // Summarize builds the summary of job from its detail, the nodes' states and the profiles
@@ -67,20 +82,72 @@ func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]api.
 		sn := SummaryNode{Name: n.Name, ID: n.ID, Region: n.Region, Slowdown: n.Slowdown, Layers: [][2]int{}}
 		if p, ok := peers[n.ID]; ok && p.Profile != nil {
 			sn.GemmGFLOPS, sn.TrainGFLOPS = p.Profile.GemmGFLOPS, p.Profile.TrainGFLOPS
+			sn.MemoryBudgetBytes = p.Profile.MemoryBudgetBytes
 		}
-		for _, r := range plan.Replicas {
+		for ri, r := range plan.Replicas {
 			for _, st := range r {
 				if st.Node == n.ID {
 					sn.Layers = append(sn.Layers, [2]int{st.First, st.Last})
+					sn.Replica = ri + 1
 				}
 			}
 		}
 		s.Nodes = append(s.Nodes, sn)
 	}
+	for _, l := range plan.Inputs.Job.Layers {
+		s.ModelStateBytes += l.StaticBytes()
+	}
+	s.Reason = layoutReason(job, plan)
+	s.Split = s.splitText(len(plan.Replicas))
 	s.InitialValLoss, s.FinalValLoss = valLosses(job.Progress.Samples)
 	s.StepTimeS, s.TokensPerSec, s.BytesPerStep = rates(job.Progress.Samples)
 	return s
 }
+
+// recalibratedPrefix starts the reason of a plan epoch that only recalibrated its
+// prediction (scheduler's recalibrate): the layout is an earlier epoch's.
+const recalibratedPrefix = "recalibrated: "
+
+// layoutReason is the balancer's reason for the current layout: the current plan's, or
+// for a recalibrating epoch the newest plan event's that set a layout.
+func layoutReason(job consensus.JobDetail, plan scheduler.JobPlan) string {
+	if !strings.HasPrefix(plan.Reason, recalibratedPrefix) {
+		return plan.Reason
+	}
+	for i := len(job.Events) - 1; i >= 0; i-- {
+		ev := job.Events[i]
+		if ev.Kind == jobspec.EventPlan && !strings.Contains(ev.Message, recalibratedPrefix) {
+			return strings.TrimPrefix(ev.Message, "plan set ")
+		}
+	}
+	return ""
+}
+
+// splitText says whether a node could hold the model alone, and so why the plan cut it.
+func (s Summary) splitText(replicas int) string {
+	var big *SummaryNode
+	holders := 0
+	for i, n := range s.Nodes {
+		if big == nil || n.MemoryBudgetBytes > big.MemoryBudgetBytes {
+			big = &s.Nodes[i]
+		}
+		if len(n.Layers) > 0 {
+			holders++
+		}
+	}
+	if big == nil || s.ModelStateBytes == 0 || big.MemoryBudgetBytes == 0 {
+		return ""
+	}
+	layout := fmt.Sprintf("%d nodes hold layers in %d replica(s)", holders, replicas)
+	if uint64(s.ModelStateBytes) > big.MemoryBudgetBytes {
+		return fmt.Sprintf("no node could hold the model alone: its weights, gradients and AdamW moments need %s, and the largest budget, %s's, is %s; %s",
+			mib(uint64(s.ModelStateBytes)), big.Name, mib(big.MemoryBudgetBytes), layout)
+	}
+	return fmt.Sprintf("%s could hold the model alone (%s of its %s); %s, the balancer's choice for speed",
+		big.Name, mib(uint64(s.ModelStateBytes)), mib(big.MemoryBudgetBytes), layout)
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 // decodePlan reads the node's plan (scheduler.JobPlan) from a plan epoch; a missing or
 // unreadable plan gives an empty one.

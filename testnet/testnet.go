@@ -245,6 +245,9 @@ func (t *Testnet) joinArgs(n *Node, bootstrap []string) []string {
 	if s.Threads > 0 {
 		args = append(args, "--threads", fmt.Sprint(s.Threads))
 	}
+	for _, d := range s.LocalData {
+		args = append(args, "--local-data", d)
+	}
 	if len(bootstrap) > 0 {
 		args = append(args, "--bootstrap", strings.Join(bootstrap, ","))
 	}

@@ -13,6 +13,7 @@ import (
 
 type generateOptions struct {
 	checkpoint string
+	adapter    string
 	tokenizer  string
 	prompt     string
 	heads      int
@@ -25,19 +26,23 @@ func newGenerateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "generate",
 		Short: "Sample text from a checkpoint",
-		Long: `Sample text from a checkpoint of any model family: a model.safetensors file, or a
-checkpoint directory written by meshnode train --out (the latest step is used).
+		Long: `Sample text from a checkpoint of any model family: a model.safetensors file, a
+checkpoint directory written by meshnode train --out (the latest step is used), or a
+Hugging Face model directory (config.json, model.safetensors or a sharded index, and its
+tokenizer.json; meshnode export writes one).
 
 Text goes through the checkpoint's tokenizer: --tokenizer, else the tokenizer.json that
 meshnode train --tokenizer left in the step directory, the --out directory above it, or
 beside the safetensors file. Without one, text is bytes and the model's vocabulary must be
 256.`,
-		Example: `  meshnode generate --checkpoint ckpt --prompt "func main() {" --tokens 200`,
-		Args:    cobra.NoArgs,
-		RunE:    func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+		Example: `  meshnode generate --checkpoint ckpt --prompt "func main() {" --tokens 200
+  meshnode generate --checkpoint ./gpt2-hf --prompt "Hello" --temperature 0`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.checkpoint, "checkpoint", "", "model.safetensors, or a checkpoint directory (required)")
+	f.StringVar(&o.checkpoint, "checkpoint", "", "model.safetensors, a checkpoint directory, or a Hugging Face model directory (required)")
+	f.StringVar(&o.adapter, "lora-adapter", "", "a PEFT LoRA adapter directory (meshnode lora-export) to apply to the checkpoint's model, its base")
 	f.StringVar(&o.tokenizer, "tokenizer", "", "tokenizer.json (default: the checkpoint's; none: bytes)")
 	f.StringVar(&o.prompt, "prompt", "\n", "text to continue")
 	f.IntVar(&o.sample.Tokens, "tokens", o.sample.Tokens, "tokens (bytes) to generate")
@@ -72,6 +77,11 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return usagef("--checkpoint: %v", err)
 	}
+	if o.adapter != "" {
+		if g.Layers, err = model.LoadPEFTAdapter(o.adapter, g.Config, g.Layers); err != nil {
+			return usagef("--lora-adapter: %v", err)
+		}
+	}
 	codec, err := o.textCodec(g.Config.Vocab)
 	if err != nil {
 		return err
@@ -99,12 +109,27 @@ func (o *generateOptions) run(cmd *cobra.Command) error {
 	return nil
 }
 
-// loadModelFile loads a GPT from a safetensors file or a checkpoint directory.
+// loadModelFile loads a GPT from a safetensors file, a checkpoint directory (a LoRA run's:
+// its adapters on its base) or a Hugging Face model directory.
 func loadModelFile(path string, heads int) (*model.GPT, error) {
+	if model.IsHFDir(path) {
+		m, err := model.LoadHF(path)
+		if err != nil {
+			return nil, err
+		}
+		g := model.New(m.Config, 0)
+		if err := model.LoadParams(m.Weights, g.Params()); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return g, nil
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		ck, err := parallel.LoadCheckpoint(path)
 		if err != nil {
 			return nil, err
+		}
+		if ck.Config.LoRA != nil { // adapters only: on the base its run was initialised from
+			return parallel.CheckpointModel(ck)
 		}
 		path = filepath.Join(ck.Dir, parallel.ModelFile)
 	}

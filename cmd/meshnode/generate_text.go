@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/meshnode/meshnode/model"
+
 	"github.com/meshnode/meshnode/tokenizer"
 )
 
@@ -20,6 +22,10 @@ func (o *generateOptions) textCodec(vocab int) (textCodec, error) {
 		path = findTokenizer(o.checkpoint)
 	}
 	if path == "" {
+		if vocab > 256 && model.IsHFDir(o.checkpoint) {
+			o.sample.Vocab = 256 // a Hugging Face model without a tokenizer reads and writes bytes
+			return textCodec{}, nil
+		}
 		if vocab != 256 {
 			return textCodec{}, usagef("--checkpoint %s: vocabulary of %d and no tokenizer.json beside it: give --tokenizer", o.checkpoint, vocab)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/scheduler"
 )
 
@@ -127,12 +128,42 @@ func printJobDetail(w io.Writer, d consensus.JobDetail, events int) {
 	} else {
 		fmt.Fprintf(w, "progress   none reported (0/%d steps)\n", d.Progress.Steps)
 	}
+	printLocalData(w, d)
 	start := max(0, len(d.Events)-events)
 	if len(d.Events) > 0 && events > 0 {
 		fmt.Fprintln(w, "events")
 	}
 	for _, e := range d.Events[start:] {
 		fmt.Fprintf(w, "  %s  %-10s %s\n", e.Time.Local().Format("15:04:05"), e.Kind, e.Message)
+	}
+}
+
+// printLocalData shows, for a data.local job, which node trained on which local dataset
+// and how its validation loss on its own split went (its local_eval events).
+func printLocalData(w io.Writer, d consensus.JobDetail) {
+	if d.Spec.Data.Local == "" {
+		return
+	}
+	fmt.Fprintf(w, "data       local dataset %q on each node\n", d.Spec.Data.Local)
+	type evals struct{ first, last consensus.Event }
+	by := map[string]*evals{}
+	var order []string
+	for _, e := range d.Events {
+		if e.Kind != consensus.EventLocalEval || e.By == "" {
+			continue
+		}
+		if by[e.By] == nil {
+			by[e.By] = &evals{first: e}
+			order = append(order, e.By)
+		}
+		by[e.By].last = e
+	}
+	for _, node := range order {
+		_, first, ok1 := jobspec.LocalEvalOf(by[node].first.Message)
+		_, last, ok2 := jobspec.LocalEvalOf(by[node].last.Message)
+		if ok1 && ok2 {
+			fmt.Fprintf(w, "  %s  val loss %.4f at step %d, %.4f at step %d; %s\n", node, first, by[node].first.Step, last, by[node].last.Step, by[node].last.Message)
+		}
 	}
 }
 
@@ -188,6 +219,9 @@ func printLayerMap(w io.Writer, raw json.RawMessage) {
 		batch := ""
 		if r < len(jp.Batches) {
 			batch = fmt.Sprintf(", batch %d", jp.Batches[r])
+		}
+		if r < len(jp.DataShards) {
+			batch += fmt.Sprintf(", training shards %v", jp.DataShards[r])
 		}
 		fmt.Fprintf(w, "  replica %d%s\n", r, batch)
 		for _, s := range stages {

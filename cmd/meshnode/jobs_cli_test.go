@@ -169,6 +169,10 @@ func TestSubmitInvalidSpecExits2(t *testing.T) {
 		"model: {layerz: 3}\n":                               "model.layerz: unknown field",
 		"data: {train: missing.bin, val: missing-val.bin}\n": "data.train: ",
 		"data: {source: ., tokenizer: missing.json}\n":       "data.tokenizer: ",
+		"model: {init: missing-dir}\n":                       "model.init: ",
+		"model: {init: .}\n":                                 "config.json: no such file or directory",
+		"model: {init: ., layers: 3}\n":                      "model.layers: the model is model.init's config.json",
+		"model: {init: ., context: 64}\n":                    "config.json: no such file or directory", // context may be written beside init
 	} {
 		code, out, errOut := runJobCLI(t, "submit", writeSpec(t, body), "--api", url)
 		if code != 2 || out != "" || !strings.Contains(errOut, field) || strings.Count(errOut, "\n") != 1 {

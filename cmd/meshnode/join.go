@@ -24,7 +24,9 @@ type joinOptions struct {
 	memoryBudget string
 	gemmShape    string
 	probeMax     string
+	relayBytes   string
 	maxData      string
+	localData    []string
 	threads      int
 	logLevel     string
 }
@@ -58,11 +60,16 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringVar(&c.API, "api", c.API, "loopback host:port of the local HTTP API (port 0: any free port; empty: no API)")
 	f.StringSliceVar(&c.APIHosts, "api-host", nil, "extra host:port names the API answers to (default: 127.0.0.1, localhost and [::1] with its port)")
 	f.StringSliceVar(&c.DataRoots, "data-root", nil, "directories whose files jobs submitted here may use as local data, besides the submitter's working directory")
+	f.StringSliceVar(&o.localData, "local-data", nil, "expose a local dataset to jobs as NAME=PATH (repeatable): a job with data.local NAME trains here on PATH (a sharded corpus, a directory with train.bin and val.bin, or a text file), which never leaves this node; only the name is announced")
 	f.StringVar(&o.maxData, "max-data-bytes", "1GiB", "largest local data file a submitted job may name")
 	f.IntVar(&c.DatasetReplicas, "dataset-replicas", node.DefaultDatasetReplicas, "members besides this node that hold a job's dataset before a submit here answers, so the job outlives this node (0: none)")
 	f.BoolVar(&c.MDNS, "mdns", c.MDNS, "discover members on the local network with mDNS")
 	f.BoolVar(&c.DHT, "dht", c.DHT, "advertise and find members through the mesh's Kademlia DHT")
 	f.BoolVar(&c.NAT, "nat", c.NAT, "NAT traversal: UPnP/NAT-PMP port mapping, AutoNAT, hole punching, relay v2")
+	f.IntVar(&c.Relay.MaxReservations, "relay-reservations", 0, "members that may hold a relay reservation on this node at once (0: 64)")
+	f.IntVar(&c.Relay.MaxCircuits, "relay-circuits", 0, "relayed connections open to or from one member at once (0: 8)")
+	f.StringVar(&o.relayBytes, "relay-circuit-bytes", "0", "bytes one relayed connection carries in each direction before this node resets it (0: 4GiB)")
+	f.DurationVar(&c.Relay.CircuitDuration, "relay-circuit-duration", 0, "longest a relayed connection stays open (0: 1h)")
 	f.DurationVar(&c.Heartbeat, "heartbeat", c.Heartbeat, "heartbeat interval")
 	f.DurationVar(&c.SuspectAfter, "suspect-after", 0, "heartbeat age after which a peer is suspect (default 3 heartbeats)")
 	f.DurationVar(&c.DeadAfter, "dead-after", 0, "heartbeat age after which a peer is dead (default 5 heartbeats)")
@@ -79,10 +86,11 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringVar(&c.DataListen, "data-listen", c.DataListen, "UDP host:port of the tensor data plane (QUIC); port 0: any free port")
 	f.StringVar(&c.DataAdvertise, "data-advertise", "", "the only data-plane address (host:port) announced to peers, for when none of the defaults is reachable, e.g. a forwarded port (default: every interface's address, the address peers observe, loopback last; peers keep the first that answers)")
 	f.StringVar(&c.Region, "region", "", "label of where this node is, carried in its profile")
+	f.StringVar(&c.HostLabel, "host-label", "", "name of the machine this node runs on, in place of its machine and boot ids: the planner prices nodes with one label as sharing that machine's cores (default: the ids, so nodes on one machine share it)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&c.Consensus.Bootstrap, "bootstrap-raft", false, "found a new Raft control plane even with --bootstrap peers (default: only without them)")
 	f.IntVar(&c.Consensus.Voters, "voters", 3, "Raft voting members the leader keeps (odd); later nodes join as non-voters")
-	f.IntVar(&c.Consensus.MaxLiveJobsPerMember, "max-live-jobs", consensus.DefaultMaxLiveJobsPerMember, "live jobs the Raft leader lets one member have (this node's setting applies while it leads)")
+	f.IntVar(&c.Consensus.MaxLiveJobsPerMember, "max-live-jobs", consensus.DefaultMaxLiveJobsPerMember, "live jobs one member may have (a cluster setting: the founding leader's value is replicated and kept)")
 	f.DurationVar(&c.Consensus.Probation, "raft-probation", consensus.DefaultProbation, "how long the leader watches a live non-voter before promoting it to voter ('meshnode raft promote|refuse' decide earlier)")
 	return withEnv(cmd)
 }
@@ -171,11 +179,19 @@ func (o *joinOptions) finish() error {
 		return usagef("--probe-max-bytes: %v", err)
 	}
 	c.Probe.MaxBytes = int(min(probeMax, 1<<40))
+	relayBytes, err := parseSize(o.relayBytes)
+	if err != nil {
+		return usagef("--relay-circuit-bytes: %v", err)
+	}
+	c.Relay.CircuitBytes = int64(min(relayBytes, 1<<50))
 	maxData, err := parseSize(o.maxData)
 	if err != nil || maxData == 0 {
 		return usagef("--max-data-bytes %q: want a size such as 1GiB", o.maxData)
 	}
 	c.MaxDataBytes = int64(min(maxData, 1<<50))
+	if c.LocalData, err = node.ParseLocalData(o.localData); err != nil {
+		return usageError{err: err}
+	}
 	switch {
 	case c.DatasetReplicas < 0:
 		return usagef("--dataset-replicas: must be ≥ 0 (got %d)", c.DatasetReplicas)

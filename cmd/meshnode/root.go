@@ -23,6 +23,7 @@ speed and memory, and every node runs a real training engine.`,
 	root.AddCommand(
 		newVersionCmd(),
 		newExportCmd(),
+		newLoRAExportCmd(),
 		newInitCmd(),
 		newJoinCmd(),
 		newPeersCmd(),

@@ -9,14 +9,17 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
 )
 
 type submitOptions struct {
@@ -162,8 +165,18 @@ func loadSpec(path string, stdin io.Reader) (jobspec.Spec, error) {
 	resolve("data.train", &spec.Data.Train)
 	resolve("data.val", &spec.Data.Val)
 	resolve("data.tokenizer", &spec.Data.Tokenizer)
+	resolve("model.init", &spec.Model.Init)
 	if len(errs) > 0 {
 		return spec, usagef("%s: %w", path, errors.Join(errs...))
+	}
+	if spec.Model.Init != "" {
+		if field := modelFieldBesideInit(b); field != "" {
+			return spec, usagef("%s: model.%s: the model is model.init's config.json; leave the other model fields out (a Llama's context may be set shorter)", path, field)
+		}
+		// The node reads the directory whole; its config.json is checked here first.
+		if _, err := model.ReadHFConfig(spec.Model.Init); err != nil {
+			return spec, usagef("%s: model.init: %v", path, err)
+		}
 	}
 	return spec, nil
 }
@@ -226,4 +239,27 @@ func (o *submitOptions) follow(ctx context.Context, c *api.Client, id string, w 
 		case <-t.C:
 		}
 	}
+}
+
+// modelFieldBesideInit is the first field the spec's model section writes besides init
+// and context ("" when none): the submitting node replaces the model with config.json's,
+// so such a field would be silently dropped.
+func modelFieldBesideInit(spec []byte) string {
+	var doc struct {
+		Model map[string]yaml.Node `yaml:"model"`
+	}
+	if yaml.Unmarshal(spec, &doc) != nil {
+		return ""
+	}
+	var keys []string
+	for k := range doc.Model {
+		if k != "init" && k != "context" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	if len(keys) == 0 {
+		return ""
+	}
+	return keys[0]
 }

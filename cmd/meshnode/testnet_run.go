@@ -33,8 +33,11 @@ func newTestnetRunCmd() *cobra.Command {
 		Long: `Start a testnet (default: 4 nodes in 2 emulated regions, slowdowns 1, 1, 2 and 3), wait until
 every node has measured itself and its links, submit the default job (the default GPT on
 builtin:gostd, --steps steps) or --job FILE, follow its progress, print a summary (each
-node's emulated slowdown, measured GEMM speed and layers in the plan; step time, tokens/s,
-bytes on the wire per step, initial and final validation loss) and stop every process.
+node's emulated slowdown, measured speeds, memory budget, replica and layers in the plan;
+whether any node could hold the model alone and the balancer's reason for the layout; step
+time against the prediction, tokens/s, bytes on the wire per step, initial and final
+validation loss) and stop every process. The default nodes offer 12 MiB each, less than
+the default model's training state, so the default job is always cut across nodes.
 It exits 0 when the job ends "done". Ctrl-C stops everything.
 
 Without --dir the testnet lives in a temporary directory removed at the end; with --dir it
@@ -279,9 +282,20 @@ func (r *testnetReporter) summary(s testnet.Summary) {
 	}
 	w := r.w
 	fmt.Fprintf(w, "\njob %s: %s after %d steps (plan epoch %d, %s)\n", s.Job, s.Status, s.Steps, s.PlanEpoch, s.Strategy)
-	fmt.Fprintf(w, "%-8s %-8s %-9s %-12s %-13s %s\n", "NODE", "REGION", "SLOWDOWN", "GEMM GFLOPS", "TRAIN GFLOPS", "LAYERS")
+	fmt.Fprintf(w, "%-8s %-8s %-9s %-12s %-13s %-9s %-8s %s\n", "NODE", "REGION", "SLOWDOWN", "GEMM GFLOPS", "TRAIN GFLOPS", "MEMORY", "REPLICA", "LAYERS")
 	for _, n := range s.Nodes {
-		fmt.Fprintf(w, "%-8s %-8s %-9g %-12.1f %-13.1f %s\n", n.Name, n.Region, n.Slowdown, n.GemmGFLOPS, n.TrainGFLOPS, testnet.LayerMap(n.Layers))
+		replica := "—"
+		if n.Replica > 0 {
+			replica = fmt.Sprint(n.Replica)
+		}
+		fmt.Fprintf(w, "%-8s %-8s %-9g %-12.1f %-13.1f %-9s %-8s %s\n", n.Name, n.Region, n.Slowdown, n.GemmGFLOPS, n.TrainGFLOPS,
+			humanBytes(int64(n.MemoryBudgetBytes)), replica, testnet.LayerMap(n.Layers))
+	}
+	if s.Split != "" {
+		fmt.Fprintf(w, "split            %s\n", s.Split)
+	}
+	if s.Reason != "" {
+		fmt.Fprintf(w, "plan             %s\n", s.Reason)
 	}
 	fmt.Fprintf(w, "step time        %.3f s (predicted %.3f s)\n", s.StepTimeS, s.PredictedStepTimeS)
 	fmt.Fprintf(w, "throughput       %.0f tokens/s\n", s.TokensPerSec)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -36,6 +35,9 @@ type trainOptions struct {
 	memoryBudget    string
 	dataDir         string
 	preset          string
+	device          deviceOptions
+	lora            loraOptions
+	init            string
 }
 
 func newTrainCmd() *cobra.Command {
@@ -54,7 +56,9 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
   meshnode train --steps 300 --stop-at 150 --out ckpt && meshnode train --resume ckpt
   meshnode train --data corpus.txt --layers 6 --d-model 256 -o json
   meshnode train --data docs/ --tokenizer tokenizer.json --family llama --out ckpt
-  meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode`,
+  meshnode train --init ./SmolLM2-135M --data corpus.txt --context 256 --out ckpt
+  meshnode train --layers 8 --d-model 512 --memory-budget 100MiB --data-dir /var/tmp/meshnode
+  meshnode train --init ./SmolLM2-135M --lora-rank 8 --lora-targets q,v --out ft && meshnode lora-export ft --out adapter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -84,6 +88,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.IntVar(&c.EvalWindows, "eval-windows", c.EvalWindows, "validation windows")
 	f.StringVar(&o.out, "out", "", "directory for checkpoints (step-0, every --checkpoint-every, and the last)")
 	f.IntVar(&o.checkpointEvery, "checkpoint-every", 0, "also checkpoint every N steps (needs --out)")
+	f.StringVar(&o.init, "init", "", "start from these weights: a Hugging Face model directory (config.json, model.safetensors or its sharded index, tokenizer.json: its model, weights and tokenizer; docs/models.md), or a .safetensors file or checkpoint directory of meshnode's (the model flags must match it)")
 	f.StringVar(&o.resume, "resume", "", "continue from a checkpoint: a step-N directory or an --out directory (latest step)")
 	f.IntVar(&o.stopAt, "stop-at", 0, "stop after this step of the schedule and checkpoint (resume later with --resume)")
 	f.IntVar(&o.threads, "threads", 0, "kernel threads (0: GOMAXPROCS)")
@@ -91,6 +96,8 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
 	o.data.addFlags(cmd)
 	o.dist.addFlags(cmd)
+	o.device.addFlags(cmd)
+	o.lora.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
 }
@@ -129,6 +136,10 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.applyPreset(cmd); err != nil {
 		return err
 	}
+	hf, err := o.loadInit(cmd)
+	if err != nil {
+		return err
+	}
 	var ck *parallel.Checkpoint
 	if o.resume != "" {
 		var err error
@@ -138,6 +149,9 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 		if err := o.mergeCheckpointConfig(cmd, ck); err != nil {
 			return err
 		}
+	}
+	if err := o.lora.apply(cmd, &o.cfg, o.init, ck != nil); err != nil {
+		return err
 	}
 	if err := o.data.loadTokenizer(cmd, o); err != nil {
 		return err
@@ -160,10 +174,20 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if err := o.data.saveTokenizer(o.out); err != nil {
 		return err
 	}
+	o.lora.report(cmd.OutOrStdout(), o.cfg, o.output == "json")
 	if o.dist.distributed() {
+		if o.device.device != deviceCPU {
+			return usagef("--device %s: distributed runs compute on the CPU for now (docs/gpu.md)", o.device.device)
+		}
 		kernels.SetThreads(o.threads)
 		return o.dist.run(cmd.Context(), cmd.OutOrStdout(), o, data)
 	}
+	backend, closeBackend, err := o.device.open(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	o.cfg.Backend = backend
 	tr, err := parallel.NewTrainer(o.cfg, data)
 	if err != nil {
 		return usagef("%v", err)
@@ -172,6 +196,11 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	if ck != nil {
 		if err := tr.Restore(ck); err != nil {
 			return usagef("--resume: %v", err)
+		}
+	}
+	if hf != nil && o.cfg.Init == "" {
+		if err := o.startFromInit(tr, hf); err != nil {
+			return err
 		}
 	}
 	kernels.SetThreads(o.threads)
@@ -280,6 +309,9 @@ func (o *trainOptions) validate() error {
 	if err := o.cfg.Validate(); err != nil {
 		return usageError{err: err}
 	}
+	if err := o.device.validate(); err != nil {
+		return err
+	}
 	if o.checkpointEvery < 0 {
 		return usagef("--checkpoint-every must be ≥ 0 (got %d)", o.checkpointEvery)
 	}
@@ -310,7 +342,7 @@ func checkWritableDir(dir string) error {
 			if !st.IsDir() {
 				return fmt.Errorf("%s is not a directory", p)
 			}
-			if err := unix.Access(p, unix.W_OK|unix.X_OK); err != nil {
+			if err := canWriteDir(p); err != nil {
 				return fmt.Errorf("%s is not writable: %v", p, err)
 			}
 			return nil

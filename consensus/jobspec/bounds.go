@@ -28,6 +28,13 @@ const (
 	// MaxDataPathBytes bounds data.source, data.train and data.val (a path on the
 	// submitting node): every spec is kept by every replica and listed to every client.
 	MaxDataPathBytes = 1024
+	// MinShardTokens and MaxShardTokens bound data.shard_tokens: 1 Ki tokens (2 KiB) to
+	// 1 Gi tokens (2 GiB of uint16 ids) per shard.
+	MinShardTokens = 1 << 10
+	MaxShardTokens = 1 << 30
+	// MaxTrainShards bounds data.train_shards, the training shards of a sharded dataset:
+	// at the default 16 Mi tokens per shard, 2^40 tokens.
+	MaxTrainShards = 1 << 16
 	// MaxEncodedSpecBytes bounds a spec's JSON encoding, what the FSM stores and every job
 	// listing carries; the field bounds keep a real spec far below it.
 	MaxEncodedSpecBytes = 16 << 10

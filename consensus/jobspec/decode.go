@@ -46,8 +46,8 @@ func Parse(b []byte) (Spec, error) {
 	case root.Kind != yaml.MappingNode:
 		return s, fmt.Errorf("job spec must be a YAML mapping of sections (name, model, data, ...), got a %s", kindName(root.Kind))
 	default:
-		if pairWithoutSource(root) {
-			s.Data.Source = "" // a train/val pair replaces the default corpus
+		if pairWithoutSource(root) || sectionHasKey(root, "data", "local") && !sectionHasKey(root, "data", "source") {
+			s.Data.Source = "" // a train/val pair or a local dataset replaces the default corpus
 		}
 		if preset := modelPreset(root); preset != "" {
 			// The preset's shape replaces the default model; the fields written beside
@@ -59,6 +59,9 @@ func Parse(b []byte) (Spec, error) {
 		decodeStruct(root, reflect.ValueOf(&s).Elem(), "", &errs)
 		if s.Data.Tokenizer != "" && !sectionHasKey(root, "model", "vocab") {
 			s.Model.Vocab = 0 // the tokenizer's, which the submitting node reads
+		}
+		if s.Model.Init != "" && !sectionHasKey(root, "model", "context") {
+			s.Model.Context = 0 // model.init's config.json's, which the submitting node reads
 		}
 	}
 	if len(errs) > 0 {
@@ -96,6 +99,14 @@ func decodeField(val *yaml.Node, f reflect.Value, path string, errs *[]error) {
 		if !isSection { // an empty section keeps its defaults
 			*errs = append(*errs, fmt.Errorf("%s: has no value (line %d)", path, val.Line))
 		}
+		return
+	}
+	if f.Kind() == reflect.Pointer && f.Type().Elem().Kind() == reflect.Struct && val.Kind == yaml.MappingNode {
+		// An optional section (train.lora): present means set, its fields checked by name.
+		if f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+		decodeStruct(val, f.Elem(), path+".", errs)
 		return
 	}
 	if isSection {

@@ -74,7 +74,7 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	// sync: streaming reads them).
 	want := DefaultSpec()
 	want.Train.MicroBatches, want.Memory = Fixed(4), Memory{}
-	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate = 0, 0, ""
+	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate, want.Parallel.Score = 0, 0, "", ""
 	// The outer step of that time: pinned at 0.7/0.9 ("auto" is the default since).
 	want.Parallel.OuterLR, want.Parallel.OuterMomentum = Pinned(0.7), Pinned(0.9)
 	if !reflect.DeepEqual(s, want) {
@@ -86,5 +86,20 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	}
 	if string(b) != storedJob {
 		t.Fatalf("encoded\n%s\nwant\n%s", b, storedJob)
+	}
+}
+
+// TestLocalEvalMessageRoundTrip: the dataset and loss a local evaluation's message carries
+// are read back exactly as written; other messages are not taken for one.
+func TestLocalEvalMessageRoundTrip(t *testing.T) {
+	msg := LocalEvalMessage("clinic-a", 12000, 600, 4.25)
+	name, loss, ok := LocalEvalOf(msg)
+	if !ok || name != "clinic-a" || loss != 4.25 {
+		t.Fatalf("%q read back as %q %v %v", msg, name, loss, ok)
+	}
+	for _, m := range []string{"", "offender x: y", "local data : val loss 1", "local data a: val loss x"} {
+		if _, _, ok := LocalEvalOf(m); ok {
+			t.Errorf("%q taken for a local evaluation", m)
+		}
 	}
 }

@@ -215,5 +215,7 @@ func (m Model) MarshalJSON() ([]byte, error) {
 		RopeTheta    float64 `json:"rope_theta"`
 		Tied         bool    `json:"tied"`
 		NormEps      float64 `json:"norm_eps"`
+		Init         string  `json:"init,omitempty"`
+		InitBlob     string  `json:"init_blob,omitempty"`
 	}(m))
 }

@@ -55,7 +55,6 @@ func TestFamilyValidationNamesTheField(t *testing.T) {
 		{"family: gpt\n  rope_theta: 500000", "model.rope_theta: only the llama family"},
 		{"family: llama\n  norm_eps: -1", "model.norm_eps: must be ≥ 0"},
 		{"intermediate: -1", "model.intermediate: must be ≥ 0"},
-		{"family: gpt2\nparallel:\n  stages: 2", "parallel.stages: a tied gpt2 model trains in one stage"},
 		{"family: llama\n  tied: true\nmemory:\n  offload: \"on\"", "memory.offload: a tied llama model cannot be offloaded"},
 	} {
 		_, err := Parse([]byte("model:\n  " + c.yaml + "\n"))

@@ -1,6 +1,9 @@
 package jobspec
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // JobStatus is where a job is in its life. The strings are part of the control plane's
 // stored state and of the API: never change one, only add.
@@ -57,7 +60,37 @@ const (
 	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum at
 	// its step; its contributions count from the next outer step on.
 	EventRejoined EventKind = "rejoined"
+	// EventLocalEval: a replica of a data.local job evaluated on its own node's validation
+	// split; the message (LocalEvalMessage) names the node's dataset, its size and the
+	// loss, the event's By the node.
+	EventLocalEval EventKind = "local_eval"
 )
+
+// localEvalPrefix starts a local evaluation event's message, before the dataset's name.
+const localEvalPrefix = "local data "
+
+// LocalEvalMessage is the message of an EventLocalEval: the node's local dataset name,
+// its split sizes in tokens and the validation loss on its own split.
+func LocalEvalMessage(dataset string, trainTokens, valTokens int, loss float64) string {
+	return fmt.Sprintf("%s%s: val loss %.6f (train %d tokens, val %d tokens)", localEvalPrefix, dataset, loss, trainTokens, valTokens)
+}
+
+// LocalEvalOf returns the dataset and the validation loss an EventLocalEval's message
+// names (LocalEvalMessage).
+func LocalEvalOf(msg string) (dataset string, loss float64, ok bool) {
+	rest, ok := strings.CutPrefix(msg, localEvalPrefix)
+	if !ok {
+		return "", 0, false
+	}
+	dataset, rest, ok = strings.Cut(rest, ": val loss ")
+	if !ok || dataset == "" {
+		return "", 0, false
+	}
+	if _, err := fmt.Sscanf(rest, "%g", &loss); err != nil {
+		return "", 0, false
+	}
+	return dataset, loss, true
+}
 
 // offenderPrefix starts an offender event's message, before the member's id.
 const offenderPrefix = "offender "

@@ -32,7 +32,8 @@ type Model struct {
 	DModel int `json:"d_model" yaml:"d_model"`
 	// Heads is the number of attention heads (≥ 1). Default 4.
 	Heads int `json:"heads" yaml:"heads"`
-	// Context is the sequence length (≥ 1). Default 128.
+	// Context is the sequence length (≥ 1). Default 128, or with Init its config.json's
+	// (0 until the submitting node has read it; a Llama's may be set shorter).
 	Context int `json:"context" yaml:"context"`
 	// Vocab is the vocabulary size (1…65536). Default 256 (bytes), or, with data.tokenizer,
 	// the tokenizer's: 0 until the submitting node has read it.
@@ -60,10 +61,20 @@ type Model struct {
 	// NormEps is the epsilon of the normalisations (gpt2's LayerNorm, llama's RMSNorm).
 	// 0 means 1e-5; the gpt family's LayerNorm always uses 1e-5.
 	NormEps float64 `json:"norm_eps,omitempty" yaml:"norm_eps"`
+	// Init is a Hugging Face model directory on the submitting node (config.json, the
+	// weights, tokenizer.json) the job starts from instead of a random initialisation.
+	// The submitting node replaces the fields above with its config.json's, encodes the
+	// corpus with its tokenizer and publishes its weights as InitBlob. Empty: none.
+	Init string `json:"init,omitempty" yaml:"init"`
+	// InitBlob is the ID of the blob of initial weights (a safetensors file of every
+	// parameter under meshnode's names) the submitting node packed from Init, which every
+	// node of the job fetches. The node sets it at submission; a spec's YAML cannot.
+	InitBlob string `json:"init_blob,omitempty" yaml:"-"`
 }
 
-// Data names the corpus: either Source (a builtin corpus or a path on the submitting node)
-// or a Train/Val pair of nanoGPT-style uint16 .bin token files.
+// Data names the corpus: either Source (a builtin corpus or a path on the submitting node),
+// a Train/Val pair of nanoGPT-style uint16 .bin token files, or Local (a dataset each
+// training node holds itself).
 type Data struct {
 	// Source is "builtin:gostd" (the default: the Go standard library's source) or a path
 	// to a text file or directory on the submitting node. Empty when Train is set.
@@ -78,10 +89,28 @@ type Data struct {
 	Tokenizer string `json:"tokenizer,omitempty" yaml:"tokenizer"`
 	// TextField is the field of each .jsonl line that holds its text. Empty: "text".
 	TextField string `json:"text_field,omitempty" yaml:"text_field"`
+	// ShardTokens, with Tokenizer, makes the submitting node encode Source into a sharded
+	// corpus of this many tokens per shard (as `meshnode tokenizer shard` does: document k
+	// to validation when k mod 20 = 19) and ship it shard by shard, so that each replica
+	// fetches only its shards and no total size limit applies. 0: one dataset blob, the
+	// last 5% of the tokens for validation.
+	ShardTokens int `json:"shard_tokens,omitempty" yaml:"shard_tokens"`
+	// Local names a local dataset (federated data): every replica trains and evaluates on
+	// the dataset its own node's operator exposed under this name (`meshnode join
+	// --local-data NAME=PATH`), and none of it crosses the wire; the planner places
+	// replicas only on nodes that announce it, one node per replica. A spec names it,
+	// never a path, so a submitter can make a node read only what its operator exposed.
+	// Excludes Source, Train, Val and Tokenizer.
+	Local string `json:"local,omitempty" yaml:"local"`
 	// Blob is the ID of the dataset blob the submitting node packed from the fields above
 	// (node.PublishDataset), which every node of the job fetches and trains on. The node
 	// sets it at submission; a spec's YAML cannot (it is an unknown field there).
 	Blob string `json:"blob,omitempty" yaml:"-"`
+	// TrainShards is, when Blob is a sharded dataset (a manifest of shard blobs), how many
+	// training shards it lists: the planner assigns them to replicas
+	// (model.ReplicaShards) and records the assignment in the plan, and each node fetches
+	// only its replica's. The node sets it with Blob; 0: Blob is one packed dataset.
+	TrainShards int `json:"train_shards,omitempty" yaml:"-"`
 }
 
 // Train holds the training loop's settings. The defaults are `meshnode train`'s recipe
@@ -104,6 +133,12 @@ type Train struct {
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+	// Precision is "auto" (the default, "" too: fp32 today), "fp32" or "bf16" (refused
+	// until a backend trains in it; docs/gpu.md).
+	Precision Precision `json:"precision,omitempty" yaml:"precision,omitempty"`
+	// LoRA, when set, fine-tunes low-rank adapters on a frozen base instead of every
+	// weight (docs/lora.md). Nil (the default) trains every weight; omitted from JSON then.
+	LoRA *LoRA `json:"lora,omitempty" yaml:"lora"`
 }
 
 // BuiltinGoStd is the default corpus: the Go standard library's source.
@@ -143,6 +178,12 @@ type Parallel struct {
 	// contribution that is not finite or whose norm is far above this replica's own.
 	// Omitted from JSON when empty: a job stored before it existed means "mean".
 	Aggregate Aggregate `json:"aggregate,omitzero" yaml:"aggregate"`
+	// Score is whether replicas score each contribution on a held-out batch and drop
+	// those that do not lower its loss: "auto" (default: DiLoCo's outer steps), "on"
+	// (every synchronisation, every-step sync and ZeRO too) or "off". It applies where a
+	// replica is one stage. Omitted from JSON when empty: a job stored before it existed
+	// means "auto".
+	Score Score `json:"score,omitzero" yaml:"score"`
 }
 
 // Placement constrains where the job runs.
@@ -181,7 +222,7 @@ func DefaultSpec() Spec {
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
 			InnerSteps: 50, OuterLR: AutoValue(), OuterMomentum: AutoValue(), Codec: CodecInt8,
-			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean,
+			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean, Score: ScoreAuto,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},

@@ -33,6 +33,10 @@ func (s Spec) Validate() error {
 	s.validateTied(&v)
 	s.validateZero(&v)
 	s.validateMemory(&v)
+	s.validateLoRA(&v)
+	if st := s.Parallel.Stages; s.Data.Local != "" && !st.IsAuto && st.N != 1 {
+		v.addf("parallel.stages", "must be 1 or \"auto\" with data.local (a replica trains on one node's own data), got %d", st.N)
+	}
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -48,7 +52,9 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 	v.between("model.layers", m.Layers, 1, MaxLayers)
 	v.between("model.d_model", m.DModel, 1, MaxDModel)
 	v.between("model.heads", m.Heads, 1, MaxHeads)
-	v.between("model.context", m.Context, 1, MaxContext)
+	if m.Context != 0 || m.Init == "" { // 0 with model.init: its config.json's
+		v.between("model.context", m.Context, 1, MaxContext)
+	}
 	if m.Vocab > MaxVocab {
 		v.addf("model.vocab", "must be ≤ %d (tokens are uint16), got %d", MaxVocab, m.Vocab)
 	} else if m.Vocab != 0 || !fromTokenizer {
@@ -58,6 +64,12 @@ func (m Model) validate(v *validator, fromTokenizer bool) {
 		v.addf("model.d_model", "must be divisible by model.heads (%d), got %d", m.Heads, m.DModel)
 	}
 	m.validateFamily(v)
+	if len(m.Init) > MaxDataPathBytes {
+		v.addf("model.init", "must be a path of at most %d bytes, got %d bytes", MaxDataPathBytes, len(m.Init))
+	}
+	if m.InitBlob != "" && !blobIDPattern.MatchString(m.InitBlob) {
+		v.addf("model.init_blob", "must be a blob ID (64 lowercase hex digits), got %q", m.InitBlob)
+	}
 }
 
 func (d Data) validate(v *validator) {
@@ -68,6 +80,19 @@ func (d Data) validate(v *validator) {
 	}
 	if d.Blob != "" && !blobIDPattern.MatchString(d.Blob) {
 		v.addf("data.blob", "must be a dataset blob ID (64 lowercase hex digits), got %q", d.Blob)
+	}
+	switch {
+	case d.ShardTokens != 0 && (d.ShardTokens < MinShardTokens || d.ShardTokens > MaxShardTokens):
+		v.addf("data.shard_tokens", "must be 0 (one dataset blob) or %d…%d tokens per shard, got %d", MinShardTokens, MaxShardTokens, d.ShardTokens)
+	case d.ShardTokens != 0 && d.Tokenizer == "":
+		v.addf("data.shard_tokens", "shards the text data.tokenizer encodes: set data.tokenizer (a sharded corpus directory as data.source is already sharded)")
+	}
+	if d.TrainShards < 0 || d.TrainShards > MaxTrainShards || d.TrainShards > 0 && d.Blob == "" {
+		v.addf("data.train_shards", "must be 0…%d, and set only with data.blob, got %d", MaxTrainShards, d.TrainShards)
+	}
+	if d.Local != "" {
+		d.validateLocal(v)
+		return
 	}
 	switch {
 	case d.Source != "" && (d.Train != "" || d.Val != ""):
@@ -86,6 +111,29 @@ func (d Data) validate(v *validator) {
 	case len(d.TextField) > MaxDataPathBytes:
 		v.addf("data.text_field", "must be at most %d bytes, got %d", MaxDataPathBytes, len(d.TextField))
 	}
+}
+
+// LocalDataNamePattern is what a local dataset's name (data.local, --local-data NAME=PATH)
+// looks like: a label, never a path.
+var LocalDataNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+func (d Data) validateLocal(v *validator) {
+	if !LocalDataNamePattern.MatchString(d.Local) {
+		v.addf("data.local", "must name a local dataset a node's operator exposed (--local-data NAME=PATH; a name of 1-64 lowercase letters, digits, '.', '_' or '-'), got %q", truncate(d.Local, 80))
+	}
+	for _, f := range []struct{ name, val string }{{"data.source", d.Source}, {"data.train", d.Train}, {"data.val", d.Val}, {"data.tokenizer", d.Tokenizer}, {"data.text_field", d.TextField}, {"data.blob", d.Blob}} {
+		if f.val != "" {
+			v.addf(f.name, "must be empty with data.local (each node trains on its own local dataset), got %q", truncate(f.val, 80))
+		}
+	}
+}
+
+// truncate shortens s for an error message.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 func binFile(v *validator, field, path string) {
@@ -117,6 +165,7 @@ func (t Train) validate(v *validator) {
 		v.addf("train.warmup", "must be ≤ train.steps (%d), got %d", t.Steps, t.Warmup)
 	}
 	v.between("train.eval_every", t.EvalEvery, 0, MaxSteps)
+	v.add(t.Precision.Check("train.precision"))
 }
 
 func (p Parallel) validate(v *validator, m Model) {
@@ -144,6 +193,9 @@ func (p Parallel) validate(v *validator, m Model) {
 	v.add(p.Codec.Check("parallel.codec"))
 	if p.Aggregate != "" {
 		v.add(p.Aggregate.Check("parallel.aggregate"))
+	}
+	if p.Score != "" {
+		v.add(p.Score.Check("parallel.score"))
 	}
 }
 
@@ -212,17 +264,21 @@ func (v *validator) add(err error) {
 
 func (v *validator) err() error { return errors.Join(v.errs...) }
 
-// validateTied refuses what a tied model cannot do yet: its head shares the embedding's
-// table, so both sit in one pipeline stage, and the offload store pins the table only with
-// the embedding.
+// validateTied refuses what a tied model cannot do yet: the offload store pins the token
+// table only with the embedding, not the head's view of it. (Pipeline stages may part the
+// embedding from the head: the table crosses between them, docs/models.md.)
 func (s Spec) validateTied(v *validator) {
 	if !s.Model.TiedHead() {
 		return
 	}
-	if st := s.Parallel.Stages; !st.IsAuto && st.N > 1 {
-		v.addf("parallel.stages", "a tied %s model trains in one stage per replica (its head shares the embedding's table), got %d", s.Model.FamilyName(), st.N)
-	}
 	if s.Memory.Offload == OffloadOn {
 		v.addf("memory.offload", "a tied %s model cannot be offloaded yet (its head shares the embedding's table)", s.Model.FamilyName())
+	}
+}
+
+// validateLoRA checks train.lora.
+func (s Spec) validateLoRA(v *validator) {
+	if s.Train.LoRA != nil {
+		v.add(s.Train.LoRA.Check("train.lora", s.Model.FamilyName()))
 	}
 }

@@ -102,7 +102,7 @@ class Model(torch.nn.Module):
                 p[h + "mlp.c_proj.weight"], p[h + "mlp.c_proj.bias"] = torch.randn(I, d) * rs, torch.zeros(d)
             p["transformer.ln_f.weight"], p["transformer.ln_f.bias"] = torch.ones(d), torch.zeros(d)
             self.embed = "transformer.wte.weight"
-            self.tied = True
+            self.tied = getattr(a, "gpt2_tied", True)  # hf_ref.py reads untied exports
         else:
             p["model.embed_tokens.weight"] = torch.randn(V, d) * 0.02
             for i in range(L):
@@ -160,6 +160,11 @@ class Model(torch.nn.Module):
         return (att @ v).transpose(1, 2).reshape(B, T, H * hd)
 
     def forward(self, idx, targets):
+        logits = self.logits(idx)
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+
+    def logits(self, idx):
+        """B,T token ids -> B,T,V logits."""
         W, a = self.W, self.a
         B, T = idx.shape
         d, eps = a.d_model, a.norm_eps
@@ -187,8 +192,7 @@ class Model(torch.nn.Module):
                 g = F.silu(F.linear(n, W[h + "mlp.gate_proj.weight"])) * F.linear(n, W[h + "mlp.up_proj.weight"])
                 x = x + F.linear(g, W[h + "mlp.down_proj.weight"])
             x = rms_norm(x, W["model.norm.weight"], eps)
-        logits = self.head(x)
-        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return self.head(x)
 
 
 def rms_norm(x, w, eps):
@@ -214,7 +218,8 @@ def lr_at(step, max_lr, warmup, steps):
     return 0.1 * max_lr + 0.9 * max_lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
-def main():
+def arguments():
+    """The model's and the recipe's flags (hf_ref.py adds its own)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", choices=["gpt2", "llama"], required=True)
     ap.add_argument("--layers", type=int, default=2)
@@ -236,18 +241,26 @@ def main():
     ap.add_argument("--init", help="safetensors with Hugging Face names to start from")
     ap.add_argument("--write-init", help="write the starting weights here")
     ap.add_argument("--json", action="store_true")
-    a = ap.parse_args()
+    return ap
 
+
+def main():
+    a = arguments().parse_args()
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
-    with open(a.data, "rb") as f:
-        raw = f.read()
-    train = raw[:len(raw) - len(raw) * 5 // 100]
     model = Model(a)
     if a.init:
         model.load(read_safetensors(a.init))
     if a.write_init:
         write_safetensors(a.write_init, dict(model.W), {"family": a.family})
+    train(a, model)
+
+
+def train(a, model):
+    """docs/gpt.md's recipe on the sampler's batches, printing each step's loss."""
+    with open(a.data, "rb") as f:
+        raw = f.read()
+    train = raw[:len(raw) - len(raw) * 5 // 100]
     decay = [p for p in model.params if p.dim() >= 2]
     no_decay = [p for p in model.params if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

@@ -5,6 +5,10 @@
 // corrupt file. Fetch spreads chunk requests over several sources; Replicate asks a peer to
 // pull a blob it should hold.
 //
+// Which blob is served to whom, and which pull is taken up to what size, is the caller's
+// policy (Config.AllowServe, Config.AcceptPull); a blob this node offers a peer (Replicate)
+// is served to that peer while the offer lasts.
+//
 // blob must not decide what to store or where (the node and the engine do), and it must
 // not reach peers except through its Host, which serves and opens streams with admitted
 // peers only (mesh.Mesh satisfies it). It imports no membership code.

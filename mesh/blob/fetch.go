@@ -29,6 +29,12 @@ const busyBackoff = 50 * time.Millisecond
 // fails with an error matching ErrNotFound when no source had it, or describing the
 // last failure when every source was dropped. Concurrent Fetches of one blob share the work.
 func (b *Service) Fetch(ctx context.Context, id string, from []peer.ID) error {
+	return b.fetchAtMost(ctx, id, from, 0)
+}
+
+// fetchAtMost is Fetch of a blob of at most maxBytes (≤ 0: any size), checked in its
+// manifest before any chunk is asked for.
+func (b *Service) fetchAtMost(ctx context.Context, id string, from []peer.ID, maxBytes int64) error {
 	if _, err := parseBlobID(id); err != nil {
 		return err
 	}
@@ -42,7 +48,7 @@ func (b *Service) Fetch(ctx context.Context, id string, from []peer.ID) error {
 			c = &fetchCall{done: make(chan struct{})}
 			b.inflight[id] = c
 			b.mu.Unlock()
-			c.err = b.fetch(ctx, id, from)
+			c.err = b.fetch(ctx, id, from, maxBytes)
 			b.mu.Lock()
 			delete(b.inflight, id)
 			b.mu.Unlock()
@@ -73,7 +79,7 @@ type fetchState struct {
 	lastErr  error
 }
 
-func (b *Service) fetch(ctx context.Context, id string, from []peer.ID) error {
+func (b *Service) fetch(ctx context.Context, id string, from []peer.ID, maxBytes int64) error {
 	st := &fetchState{b: b, id: id, fails: map[peer.ID]int{}}
 	for _, p := range from {
 		if !slices.Contains(st.sources, p) {
@@ -86,6 +92,9 @@ func (b *Service) fetch(ctx context.Context, id string, from []peer.ID) error {
 	var err error
 	if st.m, err = st.manifest(ctx); err != nil {
 		return fmt.Errorf("fetch blob %s: %w", id, err)
+	}
+	if maxBytes > 0 && st.m.Size > maxBytes {
+		return fmt.Errorf("fetch blob %s: %w: %d bytes, at most %d allowed", id, ErrTooLarge, st.m.Size, maxBytes)
 	}
 	if err := checkFreeSpace(b.store.dir, st.m.Size); err != nil {
 		return fmt.Errorf("fetch blob %s: %w", id, err)
@@ -319,6 +328,10 @@ const minFreeAfterFetch = 256 << 20
 
 // ErrNoSpace says a blob does not fit the data dir's free disk space.
 var ErrNoSpace = errors.New("not enough free disk space")
+
+// ErrTooLarge says a blob is larger than the fetch allows (a replica larger than any file
+// of the job it was asked for).
+var ErrTooLarge = errors.New("blob larger than allowed")
 
 // ErrRefused is a peer's refusal of a request, e.g. of a Replicate its policy does not
 // accept (yet: its control plane may not know the job that makes it acceptable).

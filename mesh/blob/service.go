@@ -42,9 +42,15 @@ type Config struct {
 	// Logger receives the service's logs. Nil discards them.
 	Logger *slog.Logger
 	// AcceptPull decides whether this node fetches a blob that a peer asks it to hold
-	// (Replicate); a non-nil error refuses, and its message goes back to the peer. Nil
-	// refuses every pull.
-	AcceptPull func(from peer.ID, id string) error
+	// (Replicate), and how large it may be (≤ 0: any size; a larger blob is refused once
+	// its manifest arrives, before any chunk); a non-nil error refuses, and its message
+	// goes back to the peer. Nil refuses every pull.
+	AcceptPull func(from peer.ID, id string) (maxBytes int64, err error)
+	// AllowServe decides whether this node serves blob id (its manifest and chunks) to
+	// peer to; a non-nil error refuses, and its message goes back to the peer. A blob this
+	// node asked to to hold (Replicate, while that request lasts) is always served to it.
+	// Nil serves every held blob to every peer.
+	AllowServe func(to peer.ID, id string) error
 
 	// TamperChunk, when set, may replace each chunk this node serves (fault-injection
 	// tests: it proves that corrupted chunks are detected and refetched). Nil in
@@ -69,6 +75,8 @@ type Stats struct {
 	DroppedSources int64
 	// BlobsFetched and BytesFetched count whole blobs fetched, verified and stored.
 	BlobsFetched, BytesFetched int64
+	// RefusedServes counts requests for blobs Config.AllowServe did not let this node serve.
+	RefusedServes int64
 }
 
 // Service serves the blobs of a Store on ProtocolID and fetches blobs from
@@ -86,6 +94,14 @@ type Service struct {
 
 	mu       sync.Mutex
 	inflight map[string]*fetchCall // one Fetch per blob at a time
+	offers   map[offer]int         // Replicate requests in progress, by peer and blob
+	refused  atomic.Int64          // requests AllowServe refused
+}
+
+// offer is a blob this node asked a peer to pull from it.
+type offer struct {
+	to peer.ID
+	id string
 }
 
 type fetchCall struct {
@@ -100,7 +116,7 @@ func NewService(h Host, store *Store, cfg Config) *Service {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	b := &Service{host: h, store: store, cfg: cfg, log: log.With("component", "blob"),
-		slots: make(chan struct{}, cfg.maxServing()), inflight: map[string]*fetchCall{}}
+		slots: make(chan struct{}, cfg.maxServing()), inflight: map[string]*fetchCall{}, offers: map[offer]int{}}
 	h.Handle(ProtocolID, b.handle)
 	return b
 }
@@ -122,7 +138,8 @@ func (b *Service) Open(id string) (*os.File, error) { return b.store.Open(id) }
 // Stats returns the service's counters.
 func (b *Service) Stats() Stats {
 	return Stats{ChunksServed: b.served.Load(), ChunksFetched: b.fetched.Load(), BadChunks: b.bad.Load(),
-		DroppedSources: b.dropped.Load(), BlobsFetched: b.blobsFetched.Load(), BytesFetched: b.bytesFetched.Load()}
+		DroppedSources: b.dropped.Load(), BlobsFetched: b.blobsFetched.Load(), BytesFetched: b.bytesFetched.Load(),
+		RefusedServes: b.refused.Load()}
 }
 
 // handle serves one request: a deadline on the stream, Reset on any error, Close after
@@ -140,6 +157,10 @@ func (b *Service) handle(s network.Stream) {
 	var payload []byte
 	if req.kind == blobReqPull {
 		status, payload = b.pull(p, req.idString())
+	} else if err := b.allowed(p, req.idString()); err != nil {
+		b.refused.Add(1)
+		b.log.Info("refused to serve a blob", "peer", p, "blob", req.idString(), "err", err)
+		status, payload = blobStatusBad, []byte(truncate("not served: "+err.Error(), maxBlobMessage))
 	} else {
 		status, payload = b.serve(req)
 	}
@@ -149,6 +170,18 @@ func (b *Service) handle(s network.Stream) {
 		return
 	}
 	_ = s.Close()
+}
+
+// allowed reports whether blob id may be served to peer to: offered to it, or allowed by
+// Config.AllowServe.
+func (b *Service) allowed(to peer.ID, id string) error {
+	b.mu.Lock()
+	offered := b.offers[offer{to, id}] > 0
+	b.mu.Unlock()
+	if offered || b.cfg.AllowServe == nil {
+		return nil
+	}
+	return b.cfg.AllowServe(to, id)
 }
 
 func (b *Service) serve(req blobRequest) (byte, []byte) {
@@ -197,6 +230,17 @@ func (b *Service) Replicate(ctx context.Context, to peer.ID, id string) error {
 	if !b.store.Has(id) {
 		return fmt.Errorf("replicate blob %s: %w", id, ErrNotFound)
 	}
+	o := offer{to, id}
+	b.mu.Lock()
+	b.offers[o]++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		if b.offers[o]--; b.offers[o] == 0 {
+			delete(b.offers, o)
+		}
+		b.mu.Unlock()
+	}()
 	_, err = b.request(ctx, to, blobRequest{kind: blobReqPull, id: raw}, 0)
 	return err
 }
@@ -206,12 +250,15 @@ func (b *Service) pull(from peer.ID, id string) (byte, []byte) {
 	if b.cfg.AcceptPull == nil {
 		return blobStatusBad, []byte("this node takes no replicas")
 	}
-	if err := b.cfg.AcceptPull(from, id); err != nil {
+	limit, err := b.cfg.AcceptPull(from, id)
+	if err != nil {
 		return blobStatusBad, []byte(truncate("replica refused: "+err.Error(), maxBlobMessage))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.requestTimeout())
 	defer cancel()
-	if err := b.Fetch(ctx, id, []peer.ID{from}); err != nil {
+	if err := b.fetchAtMost(ctx, id, []peer.ID{from}, limit); errors.Is(err, ErrTooLarge) {
+		return blobStatusBad, []byte(truncate("replica refused: "+err.Error(), maxBlobMessage))
+	} else if err != nil {
 		return blobStatusError, []byte(truncate(err.Error(), maxBlobMessage))
 	}
 	return blobStatusOK, nil

@@ -197,14 +197,14 @@ func TestFetchNotFound(t *testing.T) {
 // a blob the asker does not hold is an error before anything is sent.
 func TestReplicate(t *testing.T) {
 	var asked atomic.Int64
-	accept := func(from peer.ID, id string) error {
+	accept := func(from peer.ID, id string) (int64, error) {
 		asked.Add(1)
 		if id == "" {
-			return errors.New("no id")
+			return 0, errors.New("no id")
 		}
-		return nil
+		return 0, nil
 	}
-	refuse := func(peer.ID, string) error { return errors.New("not in any job with you") }
+	refuse := func(peer.ID, string) (int64, error) { return 0, errors.New("not in any job with you") }
 	nodes := startBlobNodesWith(t, Config{}, Config{AcceptPull: accept}, Config{AcceptPull: refuse}, Config{})
 	holder, taker, refuser, none := nodes[0], nodes[1], nodes[2], nodes[3]
 	data := testBlobData(9*testBlobChunk+17, 3)

@@ -32,6 +32,18 @@ type Config struct {
 	// MailboxBytes bounds the payload bytes one peer may have waiting unclaimed in the
 	// mailbox; a peer past it is disconnected. Zero: 1 GiB. Negative: no bound.
 	MailboxBytes int64
+	// MailboxFrames bounds the frames one peer may have waiting unclaimed in the mailbox,
+	// whatever their size (each also counts frame.FrameCost bytes against MailboxBytes); a
+	// peer past it is disconnected. Zero: 65536. Negative: no bound.
+	MailboxFrames int
+	// RunsJob reports whether this node runs job (the 64-bit id frames carry): frames of a
+	// job it does not run are dropped once they have waited UnknownJobTTL. Nil: every job
+	// counts as run here and frames wait until received, purged or their peer leaves.
+	RunsJob func(job uint64) bool
+	// UnknownJobTTL is how long frames of a job RunsJob denies may wait. It must cover the
+	// lag between a peer starting an epoch and this node's control plane applying it.
+	// Zero: 1 min.
+	UnknownJobTTL time.Duration
 	// MaxInFlightBytes bounds the payload bytes of the frames being received at once,
 	// from all peers together: a frame's announced payload is reserved after its header and
 	// released once the frame is in the mailbox; a frame that does not fit waits unread (QUIC
@@ -121,6 +133,9 @@ func (c Config) Validate() error {
 	if c.KeepAlive < 0 || c.IdleTimeout < 0 || c.DialTimeout < 0 || c.HandshakeTimeout < 0 {
 		return fmt.Errorf("data plane: durations must be ≥ 0 (keep-alive %v, idle %v, dial %v, handshake %v)", c.KeepAlive, c.IdleTimeout, c.DialTimeout, c.HandshakeTimeout)
 	}
+	if c.UnknownJobTTL < 0 {
+		return fmt.Errorf("data plane: UnknownJobTTL must be ≥ 0 (got %v)", c.UnknownJobTTL)
+	}
 	if c.MaxHandshakes < 0 {
 		return fmt.Errorf("data plane: MaxHandshakes must be ≥ 0 (got %d)", c.MaxHandshakes)
 	}
@@ -158,6 +173,18 @@ func (c Config) mailboxBytes() int64 {
 	}
 	return c.MailboxBytes
 }
+
+func (c Config) mailboxFrames() int {
+	switch {
+	case c.MailboxFrames == 0:
+		return 1 << 16
+	case c.MailboxFrames < 0:
+		return 0 // frame.Mailbox: no bound
+	}
+	return c.MailboxFrames
+}
+
+func (c Config) unknownJobTTL() time.Duration { return orDefault(c.UnknownJobTTL, time.Minute) }
 
 func (c Config) logger() *slog.Logger {
 	if c.Logger == nil {

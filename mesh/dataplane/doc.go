@@ -6,7 +6,8 @@
 //
 // A Plane satisfies the engine's Transport (Self, Send, Recv). Which peers may connect is
 // the caller's policy (Config.AllowPeer); where peers listen is told by the caller
-// (SetPeerAddr). Towards a peer no QUIC path reaches (both behind NATs), the same frames
+// (SetPeerAddr); which jobs this node runs, so that frames of others expire, too
+// (Config.RunsJob). Towards a peer no QUIC path reaches (both behind NATs), the same frames
 // ride libp2p streams that the caller opens (Config.OpenStream, on a relayed or
 // hole-punched connection) and hands in (ServeStream), read with the same bounds.
 //

@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
 		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
-		box: frame.NewMailbox(cfg.mailboxBytes()), inflight: newBudget(cfg.maxInFlight()),
+		box: frame.NewBoundedMailbox(cfg.mailboxBytes(), cfg.mailboxFrames()), inflight: newBudget(cfg.maxInFlight()),
 		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
 		routes: map[string]*streamPeer{}, p2p: map[network.Stream]struct{}{},
 	}
@@ -150,6 +150,10 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(1)
 	go d.acceptLoop()
+	if cfg.RunsJob != nil {
+		d.wg.Add(1)
+		go d.expireLoop()
+	}
 	return d, nil
 }
 

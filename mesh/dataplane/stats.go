@@ -39,6 +39,9 @@ type Stats struct {
 	// Handshaking is the incoming connections in their handshake now (at most
 	// MaxHandshakes); RefusedHandshakes counts the attempts refused because that many were.
 	Handshaking, RefusedHandshakes int64
+	// ExpiredFrames counts frames of jobs this node does not run (Config.RunsJob) dropped
+	// after waiting Config.UnknownJobTTL.
+	ExpiredFrames int64
 }
 
 // SentBytes is the payload bytes sent in frames of kind k to all peers.
@@ -160,6 +163,7 @@ func (d *Plane) Stats() Stats {
 	}
 	out.InFlightBytes, out.InFlightWaits = d.inflight.snapshot()
 	out.Handshaking, out.RefusedHandshakes = d.hs.snapshot()
+	out.ExpiredFrames = d.box.Expired()
 	for k, t := range s.traffic {
 		m := out.Sent
 		if k.dir == dirReceived {

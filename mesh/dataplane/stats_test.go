@@ -8,7 +8,7 @@ import (
 
 // Stats splits traffic by codec in Flows and sums the codecs in Sent and Received.
 func TestStatsFlowsByCodec(t *testing.T) {
-	d := &Plane{inflight: newBudget(1 << 20)}
+	d := &Plane{inflight: newBudget(1 << 20), box: frame.NewMailbox(0)}
 	d.stats.init()
 	send := func(dir direction, peer string, kind frame.Kind, codec frame.Codec, n int) {
 		d.stats.count(dir, peer, PathDirect, &frame.Frame{Kind: kind, Codec: codec, Payload: make([]byte, n)})

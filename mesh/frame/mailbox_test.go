@@ -32,7 +32,7 @@ func TestMailboxMatchesKeysInAnyOrder(t *testing.T) {
 }
 
 func TestMailboxBoundsAndClose(t *testing.T) {
-	m := NewMailbox(10)
+	m := NewMailbox(10 + FrameCost)
 	if err := m.Deliver("p", &Frame{Kind: KindScalar, Payload: make([]byte, 8)}); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestMailboxBoundsAndClose(t *testing.T) {
 // the sender's bound, drops late arrivals for the purged epoch, wakes their receivers
 // with ErrPurged, and leaves other epochs and jobs alone.
 func TestMailboxPurgeByJobAndEpoch(t *testing.T) {
-	m := NewMailbox(100)
+	m := NewMailbox(100 + 6*FrameCost)
 	ctx := context.Background()
 	frame := func(job uint64, epoch uint32, step uint32, n int) *Frame {
 		return &Frame{Kind: KindActivation, Job: job, Epoch: epoch, Step: step, Payload: make([]byte, n)}
@@ -89,8 +89,8 @@ func TestMailboxPurgeByJobAndEpoch(t *testing.T) {
 	if err := <-waiter; !errors.Is(err, ErrPurged) {
 		t.Fatalf("a receiver of the purged epoch: %v, want ErrPurged", err)
 	}
-	if frames, bytes, _ := m.Waiting(); frames != 2 || bytes != 15 {
-		t.Fatalf("after the purge: %d frames, %d bytes waiting; want 2, 15", frames, bytes)
+	if frames, bytes, _ := m.Waiting(); frames != 2 || bytes != 15+2*FrameCost {
+		t.Fatalf("after the purge: %d frames, %d bytes waiting; want 2, %d", frames, bytes, 15+2*FrameCost)
 	}
 	if err := m.Deliver("p", frame(7, 2, 1, 80)); err != nil {
 		t.Fatalf("p's bound was not freed: %v", err)

@@ -15,14 +15,7 @@ func (m *Mailbox) Purge(job uint64, throughEpoch uint32) int {
 		if k.key.Job != job || k.key.Epoch > throughEpoch {
 			continue
 		}
-		for _, f := range s.frames {
-			m.buffered[k.from] -= int64(len(f.Payload))
-			dropped++
-		}
-		s.frames = nil
-		if m.buffered[k.from] == 0 {
-			delete(m.buffered, k.from)
-		}
+		dropped += m.dropSlotLocked(k, s)
 		if s.waiters == 0 {
 			delete(m.slots, k)
 			continue
@@ -33,8 +26,19 @@ func (m *Mailbox) Purge(job uint64, throughEpoch uint32) int {
 	return dropped
 }
 
-// Waiting reports the frames held in the mailbox and their payload bytes, and the frames
-// dropped on arrival because their epoch had been purged.
+// dropSlotLocked drops the frames waiting in s (under key k) and returns how many.
+func (m *Mailbox) dropSlotLocked(k mailKey, s *slot) int {
+	n := len(s.frames)
+	for _, f := range s.frames {
+		m.unbufferLocked(k.from, f)
+	}
+	s.frames = nil
+	return n
+}
+
+// Waiting reports the frames held in the mailbox and the bytes they count against their
+// senders' bounds (payload plus FrameCost each), and the frames dropped on arrival because
+// their epoch had been purged.
 func (m *Mailbox) Waiting() (frames int, bytes, stale int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -21,12 +21,13 @@ type Detector interface {
 }
 
 // Profiler measures this machine's device profile with its detectors, in order: compute,
-// memory, disk, GPUs.
+// memory, disk, GPUs, host identity.
 type Profiler struct {
 	compute *computeDetector
 	memory  *memoryDetector
 	disk    *diskDetector
 	gpus    *gpuDetector
+	host    *hostDetector
 	version string
 }
 
@@ -37,13 +38,14 @@ func New(cfg Config) *Profiler {
 		memory:  newMemoryDetector(cfg.MemoryBudget, cfg.MemoryBudgetFraction),
 		disk:    newDiskDetector(cfg.DataDir, cfg.Compute.batchDuration()),
 		gpus:    &gpuDetector{detect: detectGPUs},
+		host:    newHostDetector(cfg.HostLabel),
 		version: cfg.Version,
 	}
 }
 
 // detectors are the profiler's detectors in the order Measure runs them.
 func (p *Profiler) detectors() []Detector {
-	return []Detector{p.compute, p.memory, p.disk, p.gpus}
+	return []Detector{p.compute, p.memory, p.disk, p.gpus, p.host}
 }
 
 // SetBusy tells the profiler how to learn whether this node's workers are training: a
@@ -68,7 +70,7 @@ func (p *Profiler) WrapCompute(wrap func(ComputeHooks) ComputeHooks) {
 
 // Measure runs every detector once: about one second of GEMM on the engine's kernels at
 // the configured training shape, as long of whole training steps of a reference model,
-// then memory, disk and GPUs. A detector that fails (a GPU query, say) leaves its fields
+// then memory, disk, GPUs and the host identity. A detector that fails (a GPU query, say) leaves its fields
 // zero and is returned as warn, never as a failed profile; err is only the context's.
 func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) {
 	if err := ctx.Err(); err != nil {

@@ -73,9 +73,20 @@ type Network interface {
 	DataAddr(node string) (string, bool)
 }
 
-// Datasets loads the dataset blob a job names, fetching it if needed.
+// Datasets loads the dataset a job names: the blob its submitting node published,
+// fetching it if needed, or the local dataset this node's operator exposed under a name.
 type Datasets interface {
-	LoadDataset(ctx context.Context, blob string) (*model.Dataset, error)
+	// LoadDataset loads the dataset blob; for a sharded dataset, only the training shards
+	// train (indices in its manifest; nil: all) and the validation shards.
+	LoadDataset(ctx context.Context, blob string, train []int) (*model.Dataset, error)
+	// DatasetParts is the blobs a sharded dataset's manifest blob lists (its shards and
+	// tokenizer), read from this node's store; nil when the node lacks the manifest or the
+	// blob is one packed dataset. Garbage collection keeps them with the manifest.
+	DatasetParts(blob string) []string
+	// LoadLocalDataset opens the local dataset exposed as name (data.local), its ids
+	// checked against vocab; an error wrapping model.ErrBadData when the node exposes none
+	// of that name. Nothing of it is read from or sent to another node.
+	LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error)
 }
 
 // Config is a Runner's dependencies and settings.

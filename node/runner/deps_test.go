@@ -188,6 +188,12 @@ func (n memNetwork) DataAddr(string) (string, bool) { return "in-memory", true }
 // noDatasets: the tests' jobs name a local corpus, never a dataset blob.
 type noDatasets struct{}
 
-func (noDatasets) LoadDataset(context.Context, string) (*model.Dataset, error) {
+func (noDatasets) LoadLocalDataset(context.Context, string, int) (*model.Dataset, error) {
+	return nil, errors.New("no local datasets")
+}
+
+func (noDatasets) DatasetParts(string) []string { return nil }
+
+func (noDatasets) LoadDataset(context.Context, string, []int) (*model.Dataset, error) {
 	return nil, errors.New("no dataset blobs in this test")
 }

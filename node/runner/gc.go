@@ -73,13 +73,22 @@ func (r *Runner) pruneCheckpointBlobs(jobs []consensus.Job) {
 	r.sweepOrphans(jobs)
 }
 
-// referencedBlobs are the blobs some job still needs: the files of retained checkpoints
-// and every job's dataset.
-func referencedBlobs(jobs []consensus.Job) map[string]bool {
+// referencedBlobs are the blobs some job still needs: the files of retained checkpoints,
+// every job's dataset and initial weights (model.init), and the blobs a sharded dataset's
+// manifest lists (parts).
+func referencedBlobs(jobs []consensus.Job, parts func(blob string) []string) map[string]bool {
 	keep, _ := scheduler.RetainedCheckpoints(JobViews(jobs))
 	for _, j := range jobs {
 		if j.Spec.Data.Blob != "" {
 			keep[j.Spec.Data.Blob] = true
+			if j.Spec.Data.TrainShards > 0 {
+				for _, p := range parts(j.Spec.Data.Blob) {
+					keep[p] = true
+				}
+			}
+		}
+		if j.Spec.Model.InitBlob != "" {
+			keep[j.Spec.Model.InitBlob] = true
 		}
 	}
 	return keep
@@ -100,7 +109,7 @@ func (r *Runner) sweepOrphans(jobs []consensus.Job) {
 		r.log.Warn("list blobs to collect", "err", err)
 		return
 	}
-	live := referencedBlobs(jobs)
+	live := referencedBlobs(jobs, r.cfg.Datasets.DatasetParts)
 	if r.unreferenced == nil {
 		r.unreferenced = map[string]time.Time{}
 	}

@@ -68,15 +68,24 @@ func TestPinnedBlobsExpire(t *testing.T) {
 	}
 }
 
+// partsDatasets is noDatasets whose sharded datasets list parts.
+type partsDatasets struct {
+	noDatasets
+	parts map[string][]string
+}
+
+func (d partsDatasets) DatasetParts(blob string) []string { return d.parts[blob] }
+
 // TestOrphanBlobsAreCollected: a blob that no job references (neither a retained
-// checkpoint's file nor a job's dataset) is deleted once it is older than OrphanAge and
-// the runner has seen it unreferenced that long; a job's dataset, a needed checkpoint file,
-// a recent orphan, a pinned one and one first seen unreferenced just now stay.
+// checkpoint's file nor a job's dataset, nor a shard its sharded dataset's manifest lists)
+// is deleted once it is older than OrphanAge and the runner has seen it unreferenced that
+// long; a job's dataset and its shards, a needed checkpoint file, a recent orphan, a
+// pinned one and one first seen unreferenced just now stay.
 func TestOrphanBlobsAreCollected(t *testing.T) {
 	all := &memBlobs{stores: map[string]map[string][]byte{}, storedAt: map[string]time.Time{}}
 	blobs := nodeBlobs{all: all, self: "a"}
 	ids := map[string]string{}
-	for _, name := range []string{"dataset", "ckpt", "old-orphan", "new-orphan", "pinned"} {
+	for _, name := range []string{"dataset", "shard", "ckpt", "old-orphan", "new-orphan", "pinned"} {
 		id, err := blobs.Publish(t.Context(), []byte(name))
 		if err != nil {
 			t.Fatal(err)
@@ -86,24 +95,24 @@ func TestOrphanBlobsAreCollected(t *testing.T) {
 	}
 	all.storedAt["a/"+ids["new-orphan"]] = time.Now()
 	r, err := New(Config{Self: "a", DataDir: t.TempDir(), Blobs: blobs, Control: &fsmControl{}, Network: memNetwork{},
-		Datasets: noDatasets{}, OrphanAge: time.Hour, PinFor: time.Hour})
+		Datasets: partsDatasets{parts: map[string][]string{ids["dataset"]: {ids["shard"]}}}, OrphanAge: time.Hour, PinFor: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.pins.pin(ids["pinned"])
 	job := consensus.Job{ID: "j", Spec: jobspec.DefaultSpec(), Status: consensus.JobRunning}
-	job.Spec.Data.Blob = ids["dataset"]
+	job.Spec.Data.Blob, job.Spec.Data.TrainShards = ids["dataset"], 1
 	job.Checkpoints = []consensus.CheckpointManifest{{Epoch: 1, Step: 10, Files: []consensus.CheckpointFile{
 		{Kind: "model", Node: "a", Layers: [2]int{0, 5}, Hash: ids["ckpt"]}}}}
 	r.sweepOrphans([]consensus.Job{job}) // a first look deletes nothing: it starts the clock
 	if !blobs.Has(ids["old-orphan"]) {
 		t.Fatal("an orphan was deleted on the first look (a restarted node's FSM may be behind)")
 	}
-	for _, name := range []string{"old-orphan", "new-orphan"} {
+	for _, name := range []string{"old-orphan", "new-orphan", "shard"} {
 		r.unreferenced[ids[name]] = time.Now().Add(-2 * time.Hour) // as if an hour of looks passed
 	}
 	r.sweepOrphans([]consensus.Job{job})
-	for name, want := range map[string]bool{"dataset": true, "ckpt": true, "old-orphan": false, "new-orphan": true, "pinned": true} {
+	for name, want := range map[string]bool{"dataset": true, "shard": true, "ckpt": true, "old-orphan": false, "new-orphan": true, "pinned": true} {
 		if got := blobs.Has(ids[name]); got != want {
 			t.Errorf("%s held: %v, want %v", name, got, want)
 		}

@@ -103,3 +103,18 @@ func (r *Runner) FetchTensors(ctx context.Context, hash string, holders []string
 	}
 	return model.DecodeSafetensors(b)
 }
+
+// startFromInit loads a job's initial weights (model.init, published by the submitting
+// node as one blob of every parameter) into a worker at step 0, with the optimizer of a
+// run that has not stepped: the worker starts from them exactly as from its own
+// initialisation. The blob is fetched by hash and verified like a checkpoint file.
+func (r *Runner) startFromInit(ctx context.Context, w *parallel.Worker, blob string, cfg model.Config) error {
+	tf, err := r.FetchTensors(ctx, blob, nil)
+	if err != nil {
+		return fmt.Errorf("initial weights (model.init): %w", err)
+	}
+	if err := w.Restore(tf, parallel.InitialMoments(cfg), 0); err != nil {
+		return fmt.Errorf("initial weights (model.init) %s: %w", blob, err)
+	}
+	return nil
+}

@@ -102,6 +102,19 @@ func (r *Runner) Training() bool {
 	return len(r.runs) > 0
 }
 
+// RunsFrameJob reports whether this node runs a worker of the job whose data-plane frames
+// carry id job: the data plane drops frames of other jobs once they have waited a while.
+func (r *Runner) RunsFrameJob(job uint64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id := range r.runs {
+		if frameJob(id) == job {
+			return true
+		}
+	}
+	return false
+}
+
 // Pin protects a checkpoint file from pruning for Config.PinFor from now: the blob
 // service calls it for a file this node agreed to hold, before its manifest names it.
 func (r *Runner) Pin(hash string) { r.pins.pin(hash) }

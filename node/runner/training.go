@@ -30,6 +30,9 @@ type training struct {
 	// joining says the worker rejoined in place and has not yet been admitted into its
 	// outer steps' quorum (recorded as EventRejoined once it is).
 	joining bool
+	// local describes this node's own dataset of a data.local job (empty otherwise):
+	// every replica then evaluates on its own validation split and records the loss.
+	local *localData
 
 	val      *float64 // the latest validation loss
 	lastCkpt int      // the step of the latest checkpoint started
@@ -86,17 +89,27 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	return res.Loss, nil
 }
 
+// localData is the local dataset a data.local replica trains on: its name and sizes.
+type localData struct {
+	name                   string
+	trainTokens, valTokens int
+}
+
 // evaluate is the evaluation hook: the first replica's validation loss and the job's traffic,
-// reported at once.
+// reported at once. In a data.local job every replica evaluates on its own node's
+// validation split and records it (EventLocalEval).
 func (t *training) evaluate(ctx context.Context, step int, loss float64) error {
 	t.followEpoch()
 	var val *float64
-	if t.evaluates {
+	if t.evaluates || t.local != nil {
 		v, ok, err := t.w.Evaluate(ctx)
 		if err != nil {
 			return err
 		}
-		if ok {
+		if ok && t.local != nil {
+			t.recordLocalEval(ctx, step, v)
+		}
+		if ok && t.evaluates {
 			val = &v
 		}
 	}
@@ -106,6 +119,15 @@ func (t *training) evaluate(ctx context.Context, step int, loss float64) error {
 	}
 	t.val = val
 	return t.p.add(ctx, step, loss, val, traffic, true)
+}
+
+// recordLocalEval records a data.local replica's validation loss on its own data; a
+// failure to record it is logged, not fatal to training.
+func (t *training) recordLocalEval(ctx context.Context, step int, loss float64) {
+	msg := jobspec.LocalEvalMessage(t.local.name, t.local.trainTokens, t.local.valTokens, loss)
+	if err := t.r.cfg.Control.AddEvent(ctx, t.job.ID, consensus.NewEvent(consensus.EventLocalEval, t.epoch, step, msg)); err != nil && ctx.Err() == nil {
+		t.r.log.Warn("record a local evaluation", "job", t.job.ID, "step", step, "err", err)
+	}
 }
 
 // progress is the hook of the other steps: a sample at most every progressEvery.

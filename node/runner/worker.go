@@ -7,23 +7,39 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/parallel"
 	"github.com/meshnode/meshnode/scheduler"
 )
+
+// dataLabel names the job's corpus for the engine's configuration: data.source, else the
+// data.train file, else "local:" and the data.local name.
+func dataLabel(d jobspec.Data) string {
+	switch {
+	case d.Source != "":
+		return d.Source
+	case d.Train != "":
+		return d.Train
+	case d.Local != "":
+		return "local:" + d.Local
+	}
+	return ""
+}
 
 // jobConfig is the engine's configuration of a job under a plan.
 func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.JobConfig {
 	s := j.Spec
 	tc := parallel.DefaultTrainConfig()
-	tc.Model, tc.Data = scheduler.ModelConfig(s), s.Data.Source
+	tc.Model, tc.Data = scheduler.ModelConfig(s), dataLabel(s.Data)
 	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
+	tc.LoRA = s.Train.LoRA // adapters on the seed's base: a job has no init checkpoint yet (docs/lora.md)
 	sc := parallel.DefaultSyncConfig()
 	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
 	sc.Codec = s.Parallel.Codec
 	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
-	sc.Zero = s.Memory.Zero
+	sc.Zero, sc.Score = s.Memory.Zero, s.Parallel.Score
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
@@ -58,7 +74,7 @@ func (r *Runner) runWorker(ctx context.Context, j consensus.Job, run *jobRun, jp
 // train runs the worker; reached is set to the steps it completed (or resumed from).
 func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp scheduler.JobPlan, reached *int) error {
 	epoch := run.epochAtStart()
-	data, err := r.dataset(ctx, j)
+	data, err := r.dataset(ctx, j, jp)
 	if err != nil {
 		return fmt.Errorf("dataset: %w", err)
 	}
@@ -102,8 +118,16 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
 			return err
 		}
+	case j.Spec.Model.InitBlob != "":
+		if err := r.startFromInit(ctx, w, j.Spec.Model.InitBlob, cfg.Train.Model); err != nil {
+			return err
+		}
 	}
 	t := newTraining(r, j, epoch, jp, cfg, w)
+	if name := j.Spec.Data.Local; name != "" {
+		t.local = &localData{name: name, trainTokens: data.Train.Len(), valTokens: data.Val.Len()}
+		r.log.Info("training on a local dataset", "job", j.ID, "data", name, "train_tokens", t.local.trainTokens, "val_tokens", t.local.valTokens)
+	}
 	t.follower = &run.follower
 	t.joining = joins
 	defer t.writes.Wait()

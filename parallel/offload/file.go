@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Align is the alignment of chunk sizes, file offsets and buffers: direct I/O needs
@@ -36,18 +34,6 @@ func createFile(dir string) (*os.File, bool, error) {
 	direct := setDirect(f) == nil
 	return f, direct, nil
 }
-
-// mapBuffers maps n bytes of anonymous, page-aligned memory outside the Go heap: the
-// resident chunk buffers, allocated once (their pages count in RSS once touched).
-func mapBuffers(n int64) ([]byte, error) {
-	b, err := unix.Mmap(-1, 0, int(n), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
-	if err != nil {
-		return nil, fmt.Errorf("map %d bytes of chunk buffers: %w", n, err)
-	}
-	return b, nil
-}
-
-func unmapBuffers(b []byte) error { return unix.Munmap(b) }
 
 // floats views the first n floats of b.
 func floats(b []byte, n int) []float32 {
