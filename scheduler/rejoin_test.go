@@ -19,7 +19,7 @@ func TestDroppedReplicaRejoinsInPlace(t *testing.T) {
 	diloco := spec()
 	diloco.Parallel.Stages, diloco.Parallel.Replicas, diloco.Parallel.Sync = jobspec.Fixed(1), jobspec.Fixed(3), jobspec.SyncDiLoCo
 	j := running(t, diloco, abc)
-	j.Plan.Batches = []int{2, 4, 6}
+	j.Plan.Batches, j.Plan.DataShards = []int{2, 4, 6}, [][]int{{0}, {1}, {2}}
 	original := *j.Plan
 	victim := j.Plan.Replicas[1][0].Node
 	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(abc, victim, MemberDead), JobList: []Job{j}, Clock: t0}
@@ -36,11 +36,14 @@ func TestDroppedReplicaRejoinsInPlace(t *testing.T) {
 	if d.Kind != DecisionContinue || !p.Continues || !p.Has(victim) || !slices.Equal(p.Rejoin, []string{victim}) || len(p.Dropped) != 0 || p.ResumeStep != 0 {
 		t.Fatalf("decision %s continues=%v on %v, rejoin %v, dropped %+v; want %s back in place", d.Kind, p.Continues, p.Nodes(), p.Rejoin, p.Dropped, victim)
 	}
-	if p.Replicas[0][0] != original.Replicas[0][0] || fmt.Sprint(p.Batches) != "[2 6 4]" || fmt.Sprint(p.Slots) != "[0 2 1]" {
-		t.Fatalf("plan %+v batches %v slots %v: the survivors stay first, the rejoined replica is appended", p.Replicas, p.Batches, p.Slots)
+	if p.Replicas[0][0] != original.Replicas[0][0] || fmt.Sprint(p.Batches) != "[2 6 4]" || fmt.Sprint(p.Slots) != "[0 2 1]" ||
+		fmt.Sprint(p.DataShards) != "[[0] [2] [1]]" {
+		t.Fatalf("plan %+v batches %v slots %v shards %v: the survivors stay first, the rejoined replica is appended with its batch and shards",
+			p.Replicas, p.Batches, p.Slots, p.DataShards)
 	}
 	built := p.BuiltPlan()
-	if fmt.Sprint(built.Replicas) != fmt.Sprint(original.Replicas) || fmt.Sprint(built.Batches) != fmt.Sprint(original.Batches) || built.Continues {
+	if fmt.Sprint(built.Replicas) != fmt.Sprint(original.Replicas) || fmt.Sprint(built.Batches) != fmt.Sprint(original.Batches) ||
+		fmt.Sprint(built.DataShards) != fmt.Sprint(original.DataShards) || built.Continues {
 		t.Fatalf("built plan %+v %v, want epoch 1's %+v %v", built.Replicas, built.Batches, original.Replicas, original.Batches)
 	}
 	if got := h.JobList[0]; got.Epoch != 3 || len(got.Events) != 0 {
