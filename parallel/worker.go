@@ -176,6 +176,7 @@ type Worker struct {
 	tied            *model.Param   // a tied model's table in a stage without the other end (tied.go)
 	tiedPeer        string         // the stage at the other end
 	tiedShared      bool           // the table was sent once (a frozen one is sent only once)
+	copies          copyQueue      // state copies asked of this worker by joiners (state_copy.go)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
