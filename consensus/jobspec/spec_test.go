@@ -145,6 +145,7 @@ func TestBadSpecs(t *testing.T) {
 		{"local with a pair", "data: {local: web, train: a.bin, val: b.bin}", []string{"data.train: must be empty with data.local", "data.val: must be empty with data.local"}},
 		{"local with tokenizer", "data: {local: web, tokenizer: /t.json}", []string{"data.tokenizer: must be empty with data.local"}},
 		{"local across stages", "data: {local: web}\nparallel: {stages: 2}", []string{"parallel.stages: must be 1 or \"auto\" with data.local"}},
+		{"local scored", "data: {local: web}\nparallel: {score: \"on\"}", []string{"parallel.score: on needs a held-out batch every replica shares"}},
 		{"tokenizer on bins", "data: {train: a.bin, val: b.bin, tokenizer: /t.json}", []string{"data.tokenizer: encodes text"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
