@@ -52,6 +52,7 @@ func replicaJob(t *testing.T, steps int) []byte {
 // 5 s through the kill, the restart and the copy. The final validation loss is below the
 // initial one.
 func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -64,6 +65,7 @@ func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
 // first, so this node is the Raft leader too: the survivors elect another, whose
 // scheduler continues the job.
 func TestKillTheReportingDiLoCoReplica(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
