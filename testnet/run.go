@@ -33,7 +33,7 @@ const pollInterval = time.Second
 // Launch starts the nodes, reports each, and waits until the testnet is ready: every
 // node has measured itself and its links and there is a Raft leader.
 func (tn *Testnet) Launch(ctx context.Context, rep Reporter) error {
-	rep.Info("starting %d nodes in %s", len(tn.Nodes()), tn.Dir())
+	rep.Info("starting %d nodes in %s", len(tn.cfg.Topology.Nodes), tn.Dir())
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
 	defer cancel()
 	if err := tn.Start(ctx); err != nil {
