@@ -39,7 +39,16 @@ type Config struct {
 	NodeID string
 	// Timeout bounds one request. Zero means 30 s; negative means no bound but ctx's.
 	Timeout time.Duration
+	// SubmitTimeout bounds a job submit, which the node answers only once it has read,
+	// published and replicated the job's dataset (minutes for a corpus of gigabytes).
+	// Zero means DefaultSubmitTimeout; negative means no bound but ctx's.
+	SubmitTimeout time.Duration
 }
+
+// DefaultSubmitTimeout is how long a submit may wait for the node's answer by default:
+// longer than the node takes at most to publish a job's dataset (5 minutes) and replicate
+// it (2 minutes), so the client does not give up on a submit the node is still serving.
+const DefaultSubmitTimeout = 10 * time.Minute
 
 // Client is a client of one node's HTTP API. It is safe for concurrent use.
 type Client struct {
@@ -49,6 +58,7 @@ type Client struct {
 	tokenSource string
 	nodeID      string
 	http        *http.Client
+	submitHTTP  *http.Client // http with Config.SubmitTimeout, for job submits
 
 	mu     sync.Mutex
 	proven bool // the process at base proved it holds token
@@ -69,15 +79,21 @@ func New(cfg Config) (*Client, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("--api: %q is not host:port or an http URL", addr)
 	}
-	timeout := cfg.Timeout
-	switch {
-	case timeout == 0:
-		timeout = 30 * time.Second
-	case timeout < 0:
-		timeout = 0
-	}
 	return &Client{base: base, host: u.Host, token: cfg.Token, tokenSource: cfg.TokenSource, nodeID: cfg.NodeID,
-		http: &http.Client{Timeout: timeout}}, nil
+		http:       &http.Client{Timeout: requestTimeout(cfg.Timeout, 30*time.Second)},
+		submitHTTP: &http.Client{Timeout: requestTimeout(cfg.SubmitTimeout, DefaultSubmitTimeout)}}, nil
+}
+
+// requestTimeout is an http.Client's Timeout for a configured one: zero means def,
+// negative none.
+func requestTimeout(configured, def time.Duration) time.Duration {
+	switch {
+	case configured == 0:
+		return def
+	case configured < 0:
+		return 0
+	}
+	return configured
 }
 
 // Addr is the base URL the client sends to.
@@ -113,6 +129,11 @@ func StatusCode(err error) int {
 // (an error wrapping ErrNotTheNode if it cannot; nothing else is sent then), and every
 // request is signed with it. A non-2xx answer is an *Error.
 func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, header http.Header, out any) error {
+	return c.do(ctx, c.http, method, path, body, header, out)
+}
+
+// do is Do through hc.
+func (c *Client) do(ctx context.Context, hc *http.Client, method, path string, body io.Reader, header http.Header, out any) error {
 	var payload []byte
 	if body != nil {
 		var err error
@@ -136,7 +157,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, he
 			return fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
-	resp, err := c.http.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return c.unreachable(ctx, err)
 	}
@@ -194,8 +215,4 @@ func decodeAnswer(method, path string, data []byte, out any) error {
 
 func (c *Client) get(ctx context.Context, path string, out any) error {
 	return c.Do(ctx, http.MethodGet, path, nil, nil, out)
-}
-
-func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header, out any) error {
-	return c.Do(ctx, method, path, bytes.NewReader(body), header, out)
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"net/url"
@@ -63,14 +64,15 @@ func (c *Client) Submit(ctx context.Context, spec []byte, dataRoot string) (stri
 }
 
 // SubmitJob is Submit returning the whole answer: the ID and the members that held the
-// job's dataset when the node answered.
+// job's dataset when the node answered. It waits up to Config.SubmitTimeout, not
+// Config.Timeout: the node answers once the dataset is published and replicated.
 func (c *Client) SubmitJob(ctx context.Context, spec []byte, dataRoot string) (SubmitResult, error) {
 	h := http.Header{"Content-Type": {"application/yaml"}}
 	if dataRoot != "" {
 		h.Set(DataRootHeader, dataRoot)
 	}
 	var out SubmitResult
-	return out, c.send(ctx, http.MethodPost, "/v1/jobs", spec, h, &out)
+	return out, c.do(ctx, c.submitHTTP, http.MethodPost, "/v1/jobs", bytes.NewReader(spec), h, &out)
 }
 
 // Cancel is DELETE /v1/jobs/{id}: it cancels the job and returns its summary; 404 when

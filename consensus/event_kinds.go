@@ -21,6 +21,10 @@ const (
 	EventContributionRejected = jobspec.EventContributionRejected
 	EventStepSkipped          = jobspec.EventStepSkipped
 	EventOffender             = jobspec.EventOffender
+	// EventStateCopied: a rejoining node copied its state from a live replica.
+	EventStateCopied = jobspec.EventStateCopied
+	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum.
+	EventRejoined = jobspec.EventRejoined
 	// EventLocalEval is a data.local replica's validation loss on its own node's data.
 	EventLocalEval = jobspec.EventLocalEval
 )

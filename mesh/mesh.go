@@ -175,6 +175,7 @@ func (m *Mesh) Start(ctx context.Context) error {
 			m.mdns = nil
 		}
 	}
+	m.watchRestarts() // restart.go
 	m.goLoop(m.heartbeatLoop)
 	m.goLoop(m.receiveLoop)
 	m.goLoop(m.discoveryLoop)

@@ -44,6 +44,10 @@ type Config struct {
 	// MDNS, DHT and NAT switch LAN discovery, DHT rendezvous and NAT traversal; all on in
 	// DefaultConfig, off in the zero value.
 	MDNS, DHT, NAT bool
+	// HostLabel names this node's machine in its profile in place of the machine's ids
+	// (fingerprint.Config.HostLabel): nodes that share a label are priced as sharing one
+	// machine's cores.
+	HostLabel string
 	// Relay bounds the circuit relay this node runs for other members with NAT on; zero
 	// fields take mesh.RelayConfig's defaults.
 	Relay mesh.RelayConfig

@@ -28,6 +28,9 @@ const datasetRefusalTimeout = 10 * time.Second
 // datasetOfLiveJob reports whether hash is the dataset blob (or the model.init weights'
 // blob) of a job that has not ended.
 func datasetOfLiveJob(jobs []consensus.Job, hash string) bool {
+	if hash == "" {
+		return false // a job without model.init has no init blob: "" names nothing
+	}
 	for _, j := range jobs {
 		if (j.Spec.Data.Blob == hash || j.Spec.Model.InitBlob == hash) && !j.Status.Terminal() {
 			return true

@@ -158,7 +158,7 @@ func TestJoinedNodeIsUsedAtTheNextPlan(t *testing.T) {
 	})
 	joined := startNode(t, testConfig(t, first.Status().Addrs...))
 	var j consensus.Job
-	testutil.WaitFor(t, 240*time.Second, "the job to finish", func() bool {
+	testutil.WaitFor(t, 360*time.Second, "the job to finish", func() bool {
 		j = job()
 		return j.Status.Terminal()
 	})

@@ -35,44 +35,51 @@ func TestJobStartsFromModelInit(t *testing.T) {
 		t.Fatal(err)
 	}
 	corpus := writeCorpus(t, "func (n *Node) Join(ctx context.Context) error { return nil }\n", 200)
-	spec := jobspec.DefaultSpec()
-	// The model's other fields are the default GPT's, which config.json replaces; the
-	// context is set shorter than its max_position_embeddings.
-	spec.Model.Init, spec.Model.Context = dir, 8
-	spec.Data = jobspec.Data{Source: corpus}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 2, 4, jobspec.Fixed(1), 2, 1
-	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.InnerSteps = jobspec.Fixed(1), jobspec.Fixed(1), 2
-	id := submitThroughAPI(t, nodes[0], spec)
-	var job consensus.Job
-	testutil.WaitFor(t, 90*time.Second, "the job to finish", func() bool {
-		var err error
-		job, _, err = nodes[0].Consensus().Job(context.Background(), id, false)
-		return err == nil && job.Status.Terminal()
-	})
-	if job.Status != consensus.JobDone {
-		t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
-	}
-	m := job.Spec.Model
-	if m.Family != jobspec.FamilyLlama || m.DModel != 16 || m.Intermediate != 32 || m.Context != 8 || m.InitBlob == "" || m.Init != dir {
-		t.Fatalf("the job's model %+v: want config.json's with an init blob", m)
-	}
-	var step0 *float64
-	for _, s := range job.Progress {
-		if s.Step == 0 && s.ValLoss != nil {
-			step0 = s.ValLoss
+	// Trained as it is, and with LoRA adapters on it as the frozen base: B starts at zero,
+	// so the step-0 loss is the base's either way.
+	for _, lora := range []*jobspec.LoRA{nil, {Rank: 2, Targets: []string{"attn"}}} {
+		spec := jobspec.DefaultSpec()
+		// The model's other fields are the default GPT's, which config.json replaces; the
+		// context is set shorter than its max_position_embeddings.
+		spec.Model.Init, spec.Model.Context = dir, 8
+		spec.Train.LoRA = lora
+		spec.Data = jobspec.Data{Source: corpus}
+		spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 2, 4, jobspec.Fixed(1), 2, 1
+		spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.InnerSteps = jobspec.Fixed(1), jobspec.Fixed(1), 2
+		id := submitThroughAPI(t, nodes[0], spec)
+		var job consensus.Job
+		testutil.WaitFor(t, 90*time.Second, "the job to finish", func() bool {
+			var err error
+			job, _, err = nodes[0].Consensus().Job(context.Background(), id, false)
+			return err == nil && job.Status.Terminal()
+		})
+		if job.Status != consensus.JobDone {
+			t.Fatalf("job ended %s; events %+v", job.Status, job.Events)
 		}
+		m := job.Spec.Model
+		if m.Family != jobspec.FamilyLlama || m.DModel != 16 || m.Intermediate != 32 || m.Context != 8 || m.InitBlob == "" || m.Init != dir {
+			t.Fatalf("the job's model %+v: want config.json's with an init blob", m)
+		}
+		var step0 *float64
+		for _, s := range job.Progress {
+			if s.Step == 0 && s.ValLoss != nil {
+				step0 = s.ValLoss
+			}
+		}
+		if step0 == nil {
+			t.Fatalf("no step-0 validation loss: %+v", job.Progress)
+		}
+		short := cfg
+		short.Context = 8
+		want := initValLoss(t, short, corpus, g)
+		if math.Abs(*step0-want) > 1e-5 {
+			t.Fatalf("step-0 validation loss %.6f; the model.init weights give %.6f here", *step0, want)
+		}
+		t.Logf("lora %v: step-0 validation loss %.6f, model.init's weights %.6f", lora != nil, *step0, want)
 	}
-	if step0 == nil {
-		t.Fatalf("no step-0 validation loss: %+v", job.Progress)
-	}
-	short := cfg
-	short.Context = 8
-	want := initValLoss(t, short, corpus, g)
-	if math.Abs(*step0-want) > 1e-5 {
-		t.Fatalf("step-0 validation loss %.6f; the model.init weights give %.6f here", *step0, want)
-	}
-	t.Logf("step-0 validation loss %.6f, model.init's weights %.6f", *step0, want)
 
+	spec := jobspec.DefaultSpec()
+	spec.Data = jobspec.Data{Source: corpus}
 	escape := filepath.Join(t.TempDir(), "escape")
 	if err := os.CopyFS(escape, os.DirFS(dir)); err != nil {
 		t.Fatal(err)

@@ -94,7 +94,7 @@ func New(cfg Config) (*Node, error) {
 		n.log.Info("created identity", "id", n.mesh.ID(), "path", filepath.Join(cfg.DataDir, mesh.IdentityFile))
 	}
 	n.profiler = fingerprint.New(fingerprint.Config{Compute: cfg.Profile, DataDir: cfg.DataDir,
-		MemoryBudget: cfg.MemoryBudget, MemoryBudgetFraction: cfg.MemoryBudgetFraction, Version: cfg.Version})
+		MemoryBudget: cfg.MemoryBudget, MemoryBudgetFraction: cfg.MemoryBudgetFraction, Version: cfg.Version, HostLabel: cfg.HostLabel})
 	n.profiler.SetBusy(func() bool { return n.engine != nil && n.engine.training() })
 	if cfg.profilerHook != nil {
 		cfg.profilerHook(n.profiler)

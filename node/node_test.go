@@ -60,6 +60,9 @@ func testConfig(t testing.TB, bootstrap ...string) Config {
 	cfg.Probe = mesh.ProbeConfig{Interval: -1, MinBytes: 16 << 10, MaxBytes: 256 << 10, Target: 20 * time.Millisecond}
 	cfg.Profile = ProfileConfig{GemmM: 128, GemmN: 128, GemmK: 128, BatchDuration: 5 * time.Millisecond, Threads: 1}
 	cfg.Version = "test"
+	// Each in-process node stands for a machine of its own: the planner prices nodes of one
+	// host as sharing its cores, so two nodes of this process would gain nothing over one.
+	cfg.HostLabel = cfg.DataDir
 	cfg.Logger = testLogger(t)
 	cfg.profilerHook = shareFirstMeasurement
 	return cfg

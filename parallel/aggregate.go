@@ -26,6 +26,10 @@ type Rejection struct {
 type policy struct {
 	rule   jobspec.Aggregate
 	reject func(Rejection)
+	// score, when set, returns each contribution's held-out score (NaN for nil ones):
+	// the held-out loss it removes (score.go). Contributions that do not lower it are
+	// dropped after the norm and distance checks.
+	score func(all [][]float32) ([]float64, error)
 }
 
 // checked reports whether the policy inspects every contribution: every rule but a plain

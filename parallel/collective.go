@@ -119,6 +119,9 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		all[m], norms[m] = v, norm2(v)
 	}
 	ref := refNorm(norms)
+	if pol.score != nil {
+		ref = upperMedianNorm(norms)
+	}
 	for m, v := range all {
 		if v == nil {
 			continue
@@ -132,21 +135,52 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
 	}
+	scoredOut, err := dropByScore(g, all, pol)
+	if err != nil {
+		return err
+	}
 	contribs := make([][]float32, 0, R)
 	for _, v := range all {
 		if v != nil {
 			contribs = append(contribs, v)
 		}
 	}
-	if len(contribs) == 0 {
+	switch {
+	case len(contribs) == 0 && scoredOut:
+		clear(x) // no contribution lowered the held-out loss: the collective moves nothing
+	case len(contribs) == 0:
 		return fmt.Errorf("no admissible contribution among %d members", R)
-	}
-	if len(contribs) == R && !pol.robust() && wire == frame.CodecNone {
+	case len(contribs) == R && !pol.robust() && wire == frame.CodecNone:
 		ringOrderMean(x, contribs)
-	} else {
+	default:
 		combine(x, contribs, pol.rule)
 	}
 	return confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+}
+
+// dropByScore drops from all (setting it nil) what the policy's held-out score refuses
+// and reports it; true when it dropped every contribution left.
+func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
+	if pol.score == nil {
+		return false, nil
+	}
+	scores, err := pol.score(all)
+	if err != nil {
+		return false, err
+	}
+	left, out := 0, scoreRejections(all, scores)
+	for m, reason := range out {
+		if reason != "" {
+			pol.report(g.Members[m], "%s", reason)
+		}
+		all[m] = nil
+	}
+	for _, v := range all {
+		if v != nil {
+			left++
+		}
+	}
+	return len(out) > 0 && left == 0, nil
 }
 
 // confirmSameResult sends a digest of this member's result x (SHA-256 of its bits) to every

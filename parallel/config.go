@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/device"
 	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/model"
 )
@@ -48,6 +49,11 @@ type TrainConfig struct {
 	// Neither is part of a checkpoint: they describe the machine, not the run.
 	MemoryBudget int64  `json:"-"`
 	OffloadDir   string `json:"-"`
+	// Backend computes every stage's layers (model.Workspace.Backend); nil is the CPU. A
+	// backend whose tensors are in device memory runs plans of one stage per process
+	// (pipeline activations arrive as host slices). Like MemoryBudget it describes the
+	// machine and is not part of a checkpoint.
+	Backend device.Backend `json:"-"`
 	// DiskFree reports the bytes available in a directory's file system, −1 when it cannot
 	// tell; an offload store is refused before anything is written when its file does not
 	// fit jobspec.OffloadDiskRoom of it. Nil: the file system's own (offload.FreeBytes).

@@ -101,7 +101,9 @@ func (s *dilocoSync) outerStep(ctx context.Context) error {
 	w := s.w
 	for i, run := range w.runs {
 		delta := s.pseudoGradient(i)
-		if err := w.outerQuorum(countingTransport{w}, run).reduce(ctx, delta, w.feedback[i], w.policy()); err != nil {
+		pol := w.policy()
+		pol.score = s.outerScore(i)
+		if err := w.outerQuorum(countingTransport{w}, run).reduce(ctx, delta, w.feedback[i], pol); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
 		s.applyOuter(i, delta, 0)

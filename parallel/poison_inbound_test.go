@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -37,6 +38,8 @@ type inboundRun struct {
 	n, bad  int
 	steps   int
 	scaleBy float32
+	score   jobspec.Score // "": the default (auto)
+	zero    int           // the ZeRO stage (0: none)
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
@@ -52,7 +55,7 @@ func (r inboundRun) trainNamed(t *testing.T) (float64, []Rejection, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
-	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = r.sync, 3, r.rule
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate, cfg.Sync.Score, cfg.Sync.Zero = r.sync, 3, r.rule, r.score, r.zero
 	L := cfg.Train.Model.NumLayers()
 	var names []string
 	var plan Plan
@@ -157,21 +160,103 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 	}
 }
 
+// TestCollusionIsBoundedByHeldOutScore is issue 25's bound on colluders: two replicas of
+// four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
+// central as an honest one), or under every-step sync shrunk (×0.05), leave an honest replica's validation loss within 3% of an
+// all-honest run with every rule, under DiLoCo with the default held-out scoring and
+// under every-step sync with score: on (and ZeRO-1, whose colluders' parameter chunks the
+// honest members refuse and update themselves). The honest workers drop only the colluders and
+// name both offenders; the all-honest runs drop nothing (scoring keeps honest bits).
+func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
+	for _, c := range []struct {
+		sync  jobspec.Sync
+		score jobspec.Score
+		zero  int
+	}{{jobspec.SyncDiLoCo, "", 0}, {jobspec.SyncEveryStep, jobspec.ScoreOn, 0}, {jobspec.SyncEveryStep, jobspec.ScoreOn, 1}} {
+		for _, rule := range jobspec.Aggregates() {
+			if c.zero > 0 && rule != jobspec.AggregateMean {
+				continue // ZeRO gathers the same way under every rule: the mean stands for them
+			}
+			r := inboundRun{sync: c.sync, rule: rule, n: 4, steps: 24, score: c.score, zero: c.zero}
+			honest, rej := r.train(t)
+			if len(rej) != 0 {
+				t.Errorf("%s %s all honest: dropped %v", c.sync, rule, rej)
+			}
+			r.bad = 2
+			// ×−15 with every rule; the other attacks with the mean only (every rule drops
+			// the same colluders: the table in docs/PERFORMANCE.md has them all), to keep
+			// the test cheap.
+			attacks := []float32{-15}
+			if rule == jobspec.AggregateMean {
+				attacks = append(attacks, -1)
+			}
+			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncEveryStep {
+				// Shrunk: under the lower median of the norms the honest contributions
+				// were dropped as outsized (+22%); scored, the reference is the upper one.
+				// (Under DiLoCo the shrunk pair still dilutes the mean: docs/PERFORMANCE.md.)
+				attacks = append(attacks, 0.05)
+			}
+			for _, by := range attacks {
+				r.scaleBy = by
+				val, rejected, named := r.trainNamed(t)
+				t.Logf("%s zero %d %s 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", c.sync, c.zero, rule, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
+				if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+					t.Errorf("%s %s 2 of 4 ×%g: val %.4f, all honest %.4f", c.sync, rule, by, val, honest)
+				}
+				for _, x := range rejected {
+					if x.Member != "r2" && x.Member != "r3" {
+						t.Errorf("%s %s ×%g: an honest replica was dropped: %+v", c.sync, rule, by, x)
+					}
+				}
+				slices.Sort(named)
+				if fmt.Sprint(named) != "[r2 r2 r3 r3]" {
+					t.Errorf("%s %s ×%g: named %v, want r2 and r3 by each honest worker", c.sync, rule, by, named)
+				}
+			}
+		}
+	}
+}
+
+// TestShrunkUpdateIsDropped: a replica of three that sends its update ×0.05 passes the
+// norm and distance checks and lowers the held-out loss a little, diluting the mean
+// (+13% under DiLoCo); under the defaults its score is under ScoreFloor of the median's
+// and it is dropped: within 3% of all-honest, only it dropped.
+func TestShrunkUpdateIsDropped(t *testing.T) {
+	r := inboundRun{sync: jobspec.SyncDiLoCo, rule: jobspec.AggregateMean, n: 3, steps: 24, scaleBy: 0.05}
+	honest, _ := r.train(t)
+	r.bad = 1
+	val, rejected := r.train(t)
+	t.Logf("diloco 1 of 3 ×0.05: val %.4f, all honest %.4f (%+.1f%%), %d rejections", val, honest, 100*(val-honest)/honest, len(rejected))
+	if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+		t.Errorf("diloco 1 of 3 ×0.05: val %.4f, all honest %.4f", val, honest)
+	}
+	for _, x := range rejected {
+		if x.Member != "r2" {
+			t.Errorf("an honest replica was dropped: %+v", x)
+		}
+	}
+}
+
 // TestInboundPoisonTable prints the in-bound poisoning table of docs/PERFORMANCE.md: an
-// honest replica's validation loss all honest and attacked, per sync mode and rule
-// (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
+// honest replica's validation loss all honest and attacked, per sync mode, rule, held-out
+// scoring and attack (go test ./parallel -run TestInboundPoisonTable -v -inbound-table).
 func TestInboundPoisonTable(t *testing.T) {
 	if !*inboundTable {
 		t.Skip("the table takes a while: -inbound-table")
 	}
 	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
-		for _, rule := range jobspec.Aggregates() {
-			for _, nb := range [][2]int{{3, 1}, {4, 2}} {
-				r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, scaleBy: -15}
-				honest, _ := r.train(t)
-				r.bad = nb[1]
-				val, rej := r.train(t)
-				t.Logf("| %s | %s | %d of %d | %.4f | %.4f | %+.1f%% | %d |", sync, rule, nb[1], nb[0], honest, val, 100*(val-honest)/honest, len(rej))
+		for _, score := range []jobspec.Score{jobspec.ScoreOff, jobspec.ScoreOn} {
+			for _, rule := range jobspec.Aggregates() {
+				for _, nb := range [][2]int{{3, 1}, {4, 2}} {
+					r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, score: score}
+					honest, hrej := r.train(t)
+					r.bad = nb[1]
+					for _, s := range []float32{-15, -1, 15, 0.05} {
+						r.scaleBy = s
+						val, rej := r.train(t)
+						t.Logf("| %s | %s | %s | %d of %d | ×%g | %.4f | %.4f | %+.1f%% | %d | %d |", sync, score, rule, nb[1], nb[0], s, honest, val, 100*(val-honest)/honest, len(rej), len(hrej))
+					}
+				}
 			}
 		}
 	}

@@ -128,16 +128,16 @@ func TestPoisonedReplicaLeavesTheJobHealthy(t *testing.T) {
 
 // TestPoisonedReplicaUnderZeroIsDropped: under ZeRO-1 and ZeRO-2 (whose reduce-scatter
 // once skipped every check), a replica of three sending NaN or 1e38 leaves the others'
-// validation loss finite and within 15% of an all-honest run, and only it is named. The
-// bound is looser than without ZeRO: the offender owns a third of the moments, and the
-// parameter chunk it sends is refused each step, so that third stays where it was until
-// the offender leaves the plan.
+// validation loss finite and within 3% of an all-honest run, and only it is named. The
+// offender owns a third of the parameters and sends that chunk poisoned each step: the
+// honest members refuse it and update that third themselves from the gathered aggregate
+// (zeroShard.adopt); before they did, it stayed where it was (+9.3%, bound 15%).
 func TestPoisonedReplicaUnderZeroIsDropped(t *testing.T) {
 	for _, zero := range []int{1, 2} {
 		honest, _ := trainPoisoned(t, jobspec.SyncEveryStep, jobspec.CodecNone, zero, -1, 0)
 		for _, v := range []float32{float32(math.NaN()), 1e38} {
 			val, rejected := trainPoisoned(t, jobspec.SyncEveryStep, jobspec.CodecNone, zero, 1, v)
-			if math.IsNaN(val) || math.Abs(val-honest)/honest > 0.15 {
+			if math.IsNaN(val) || math.Abs(val-honest)/honest > 0.03 {
 				t.Errorf("ZeRO-%d poison %g: val %.4f, honest %.4f", zero, v, val, honest)
 			}
 			named := 0

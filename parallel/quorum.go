@@ -74,12 +74,19 @@ const attemptIndexStride = 0x400
 type peerSet struct {
 	mu      sync.Mutex
 	retired map[string]bool
-	changed chan struct{}                 // closed and replaced at every change
-	serves  map[uint16]context.CancelFunc // per run (its frame index): the result served
+	// joining are retired members the control plane readmitted (rejoin.go): still retired
+	// for every wait and count until an outer step's quorum admits them; heard are those
+	// whose presence reached this member at an outer step; selfJoining says this worker
+	// itself joins and follows the quorum's results until admitted.
+	joining     map[string]bool
+	heard       map[string]bool
+	selfJoining bool
+	changed     chan struct{}                 // closed and replaced at every change
+	serves      map[uint16]context.CancelFunc // per run (its frame index): the result served
 }
 
 func newPeerSet() *peerSet {
-	return &peerSet{retired: map[string]bool{}, changed: make(chan struct{}), serves: map[uint16]context.CancelFunc{}}
+	return &peerSet{retired: map[string]bool{}, joining: map[string]bool{}, heard: map[string]bool{}, changed: make(chan struct{}), serves: map[uint16]context.CancelFunc{}}
 }
 
 // serving returns ctx for serving a run's latest result, and ends the serving of the run's
@@ -101,6 +108,11 @@ func (p *peerSet) retire(ids ...string) {
 	defer p.mu.Unlock()
 	n := 0
 	for _, id := range ids {
+		if p.joining[id] {
+			n++ // a joiner dropped again: its listeners stop
+		}
+		delete(p.joining, id)
+		delete(p.heard, id)
 		if !p.retired[id] {
 			p.retired[id], n = true, n+1
 		}
@@ -188,15 +200,22 @@ func (q outerQuorum) reduce(ctx context.Context, x []float32, ef *ErrorFeedback,
 	if R > maxQuorumMembers {
 		return allReduceMean(ctx, q.tr, q.g, q.k, x, ef, pol)
 	}
+	if q.peers.joiningSelf() {
+		return q.follow(ctx, x)
+	}
 	own := slices.Clone(x)
 	for attempt := range maxQuorumAttempts {
-		in, err := q.agree(ctx, attempt)
+		in, sets, err := q.agree(ctx, attempt)
 		if err != nil {
 			return err
 		}
 		q.reportLeftOut(in)
 		if in&bit(q.g.Self) == 0 {
-			return q.recvResult(ctx, attempt, in, x)
+			if err := q.recvResult(ctx, attempt, in, x); err != nil {
+				return err
+			}
+			q.settleJoiners(ctx, in, sets, x)
+			return nil
 		}
 		copy(x, own)
 		sub := q.subgroup(in)
@@ -221,6 +240,7 @@ func (q outerQuorum) reduce(ctx context.Context, x []float32, ef *ErrorFeedback,
 			q.sendResult(ctx, attempt, in, x)
 		}
 		q.serveFinished(ctx, x)
+		q.settleJoiners(ctx, in, sets, x)
 		return nil
 	}
 	return fmt.Errorf("no outer step after %d attempts: members kept leaving", maxQuorumAttempts)
@@ -295,38 +315,88 @@ func (q outerQuorum) reportLeftOut(in uint64) {
 	}
 }
 
-// agree runs phases 1 and 2: the quorum's mask.
-func (q outerQuorum) agree(ctx context.Context, attempt int) (uint64, error) {
-	held, err := q.presence(ctx, attempt)
-	if err != nil {
-		return 0, err
-	}
-	return q.intersect(ctx, attempt, held)
+// heldSets is what a member announces in phase 2: the active members it heard (held), the
+// joiners it listens to (listening) and the joiners it heard at this outer step (joined).
+type heldSets struct{ held, listening, joined uint64 }
+
+// heldSetsSize is the payload of a phase-2 frame: three little-endian masks.
+const heldSetsSize = 24
+
+func (h heldSets) append(b []byte) []byte {
+	b = binary.LittleEndian.AppendUint64(b, h.held)
+	b = binary.LittleEndian.AppendUint64(b, h.listening)
+	return binary.LittleEndian.AppendUint64(b, h.joined)
 }
 
-// presence is phase 1: the mask of the members that announced themselves.
-func (q outerQuorum) presence(ctx context.Context, attempt int) (uint64, error) {
+// parseHeldSets decodes a phase-2 payload, which must be heldSetsSize bytes.
+func parseHeldSets(b []byte) (heldSets, error) {
+	if len(b) != heldSetsSize {
+		return heldSets{}, fmt.Errorf("quorum sets have %d bytes, want %d", len(b), heldSetsSize)
+	}
+	return heldSets{binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])}, nil
+}
+
+// agree runs phases 1 and 2: the quorum's mask, and the phase-2 sets of the members this
+// member heard (indexed by member).
+func (q outerQuorum) agree(ctx context.Context, attempt int) (uint64, []heldSets, error) {
+	held, joined, err := q.presence(ctx, attempt)
+	if err != nil {
+		return 0, nil, err
+	}
+	return q.intersect(ctx, attempt, heldSets{held: held, listening: q.joining(), joined: joined})
+}
+
+// joinerWait bounds the wait for a joiner heard before when the group has no grace window.
+const joinerWait = 2 * time.Second
+
+// presence is phase 1: the mask of the active members that announced themselves, and of
+// the joiners heard at an earlier outer step that announced themselves in time (only the
+// first attempt waits for joiners; the others are listened to for the next outer step).
+func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined uint64, err error) {
 	me, active := q.g.Self, q.active()
 	need := bits.OnesCount64(active)/2 + 1
 	q.announce(ctx, active, quorumPresence, attempt, 1)
+	var awaited uint64
+	if attempt == 0 {
+		var unheard uint64
+		for m, id := range q.g.Members {
+			if q.joining()&bit(m) == 0 {
+				continue
+			}
+			if q.peers.wasHeard(id) {
+				awaited |= bit(m)
+			} else {
+				unheard |= bit(m)
+			}
+		}
+		q.listenJoiners(ctx, unheard)
+	}
 	type arrival struct {
 		m  int
 		ok bool
 	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
-	ch, pending := make(chan arrival, len(q.g.Members)), 0
+	ch, pending, activePending := make(chan arrival, len(q.g.Members)), 0, 0
 	for m := range q.g.Members {
-		if m == me || active&bit(m) == 0 {
+		if m == me || (active|awaited)&bit(m) == 0 {
 			continue
 		}
 		pending++
+		if awaited&bit(m) != 0 {
+			go func() {
+				_, err := q.recvJoiner(wctx, m, quorumPresence, attempt)
+				ch <- arrival{m, err == nil}
+			}()
+			continue
+		}
+		activePending++
 		go func() {
 			_, err := q.recvFrom(wctx, m, quorumPresence, attempt)
 			ch <- arrival{m, err == nil}
 		}()
 	}
-	held := bit(me)
+	held = bit(me)
 	var grace *time.Timer
 	defer func() {
 		if grace != nil {
@@ -334,56 +404,93 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (uint64, error) 
 		}
 	}()
 	for pending > 0 {
-		if grace == nil && q.grace > 0 && bits.OnesCount64(held) >= need {
-			grace = time.AfterFunc(q.grace, stop) // the rest are late: stop waiting for them
+		if grace == nil && bits.OnesCount64(held) >= need {
+			if q.grace > 0 {
+				grace = time.AfterFunc(q.grace, stop) // the rest are late: stop waiting for them
+			} else if activePending == 0 {
+				grace = time.AfterFunc(joinerWait, stop) // only joiners are left
+			}
 		}
 		a := <-ch
 		pending--
-		if a.ok {
-			held |= bit(a.m)
+		switch {
+		case awaited&bit(a.m) != 0:
+			if a.ok {
+				joined |= bit(a.m)
+			}
+		default:
+			activePending--
+			if a.ok {
+				held |= bit(a.m)
+			}
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if n := bits.OnesCount64(held); n < need {
-		return 0, fmt.Errorf("outer step: %d of the %d active members present, a quorum is %d", n, bits.OnesCount64(active), need)
+		return 0, 0, fmt.Errorf("outer step: %d of the %d active members present, a quorum is %d", n, bits.OnesCount64(active), need)
 	}
-	return held, nil
+	return held, joined, nil
 }
 
-// intersect is phase 2: announce held, and intersect it with the held set of every member
-// in it (one retired meanwhile is passed over).
-func (q outerQuorum) intersect(ctx context.Context, attempt int, held uint64) (uint64, error) {
+// intersect is phase 2: announce this member's sets, and intersect its held set with the
+// held set of every member in it (one retired meanwhile is passed over). It returns the
+// quorum and the sets received (with this member's own), by member.
+func (q outerQuorum) intersect(ctx context.Context, attempt int, own heldSets) (uint64, []heldSets, error) {
 	me := q.g.Self
-	q.announce(ctx, q.active(), quorumHeld, attempt, held)
-	in := held
+	q.announceBytes(ctx, q.active(), quorumHeld, attempt, own.append(nil))
+	sets := make([]heldSets, len(q.g.Members))
+	sets[me] = own
+	in := own.held
 	for m := range q.g.Members {
-		if m == me || held&bit(m) == 0 {
+		if m == me || own.held&bit(m) == 0 {
 			continue
 		}
-		v, err := q.recvFrom(ctx, m, quorumHeld, attempt)
+		v, err := q.recvSets(ctx, m, attempt)
 		if err != nil {
 			if gone, _ := q.peers.anyRetired(q.g.Members[m]); gone && ctx.Err() == nil {
 				continue
 			}
-			return 0, fmt.Errorf("outer step: the set %s holds: %w", q.g.Members[m], err)
+			return 0, nil, fmt.Errorf("outer step: the set %s holds: %w", q.g.Members[m], err)
 		}
-		in &= v
+		sets[m] = v
+		in &= v.held
 	}
-	return in, nil
+	return in, sets, nil
+}
+
+// recvSets waits for member m's phase-2 sets, until they arrive, ctx ends or m is retired.
+func (q outerQuorum) recvSets(ctx context.Context, m, attempt int) (heldSets, error) {
+	id := q.g.Members[m]
+	ctx, cancel := q.peers.untilRetired(ctx, id)
+	defer cancel()
+	f, err := q.tr.Recv(ctx, id, frame.Key{Kind: frame.KindScalar, Job: q.k.job, Epoch: q.k.epoch, Step: q.k.step,
+		Micro: quorumMicro(quorumHeld, attempt, m), Index: q.k.index})
+	if err != nil {
+		return heldSets{}, err
+	}
+	s, err := parseHeldSets(f.Payload)
+	if err != nil {
+		return heldSets{}, fmt.Errorf("%s: %w", id, err)
+	}
+	return s, nil
 }
 
 // announce sends v to every active member but this one, each in the background: a member
 // that died but is not retired yet must not hold the others up.
 func (q outerQuorum) announce(ctx context.Context, active uint64, phase, attempt int, v uint64) {
-	payload := binary.LittleEndian.AppendUint64(nil, v)
+	q.announceBytes(ctx, active, phase, attempt, binary.LittleEndian.AppendUint64(nil, v))
+}
+
+// announceBytes is announce with any payload.
+func (q outerQuorum) announceBytes(ctx context.Context, active uint64, phase, attempt int, payload []byte) {
 	for m, id := range q.g.Members {
 		if m == q.g.Self || active&bit(m) == 0 {
 			continue
 		}
 		f := &frame.Frame{Kind: frame.KindScalar, DType: frame.DTypeU8, Job: q.k.job, Epoch: q.k.epoch, Step: q.k.step,
-			Micro: quorumMicro(phase, attempt, q.g.Self), Index: q.k.index, Shape: []int{8}, Payload: payload}
+			Micro: quorumMicro(phase, attempt, q.g.Self), Index: q.k.index, Shape: []int{len(payload)}, Payload: payload}
 		go q.background().Send(ctx, id, f) //nolint:errcheck // a lost announcement is a member not heard from
 	}
 }

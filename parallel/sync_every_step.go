@@ -19,7 +19,9 @@ func (s everyStep) reduce(ctx context.Context) error {
 		for i, run := range w.runs {
 			g := flattenGrads(w.runParams[i])
 			w.weigh(g)
-			if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], w.policy()); err != nil {
+			pol := w.policy()
+			pol.score = w.gradientScore(i)
+			if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], pol); err != nil {
 				return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 			}
 			unflattenGrads(w.runParams[i], g)

@@ -40,6 +40,10 @@ type SyncConfig struct {
 	// a norm over MaxNormRatio× this replica's own) are dropped: mean ("" too), trimmed or
 	// median.
 	Aggregate jobspec.Aggregate `json:"aggregate,omitempty"`
+	// Score is whether replicas score each other's contributions on a held-out batch and
+	// drop those that do not lower its loss (score.go): "" or auto scores DiLoCo's outer
+	// steps, on every synchronisation, off none. It applies where a replica is one stage.
+	Score jobspec.Score `json:"score,omitempty"`
 	// Zero is the ZeRO stage in sync mode: 0 keeps every replica's full optimizer state,
 	// 1 shards the AdamW moments across a run's replicas (reduce-scatter the gradients,
 	// each updates its chunk, all-gather the parameters), 2 also keeps only the chunk of
@@ -75,6 +79,11 @@ func (c SyncConfig) Validate() error {
 	}
 	if _, err := NewCodec(c.Codec, c.TopKFraction); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Score != "" {
+		if err := c.Score.Check("score"); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := c.checkZero(); err != nil {
 		errs = append(errs, err)
@@ -162,10 +171,12 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
-	peers           *peerSet     // the plan's members the control plane retired
-	tied            *model.Param // a tied model's table in a stage without the other end (tied.go)
-	tiedPeer        string       // the stage at the other end
-	tiedShared      bool         // the table was sent once (a frozen one is sent only once)
+	peers           *peerSet       // the plan's members the control plane retired
+	scorer          *heldOutScorer // nil: contributions are not scored (score.go)
+	tied            *model.Param   // a tied model's table in a stage without the other end (tied.go)
+	tiedPeer        string         // the stage at the other end
+	tiedShared      bool           // the table was sent once (a frozen one is sent only once)
+	copies          copyQueue      // state copies asked of this worker by joiners (state_copy.go)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -208,6 +219,12 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
 		data: data, codec: codec, peers: newPeerSet(), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+	if be := cfg.Train.Backend; be != nil {
+		if !be.Device().IsHost() && w.numStages > 1 {
+			return nil, fmt.Errorf("backend %s: a device backend runs one stage per replica for now (pipeline activations arrive as host slices), the plan has %d", be.Name(), w.numStages)
+		}
+		w.ws.Backend = be
+	}
 	batch, offset, global := plan.replicaBatch(r, cfg.Train.Batch)
 	w.batch, w.micro = batch, min(cfg.Train.MicroBatches, batch)
 	if err := w.buildStage(st); err != nil {
@@ -244,6 +261,12 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		w.feedback = append(w.feedback, ef)
 	}
 	w.sync = newSyncStrategy(w, offloaded)
+	if w.scores(offloaded) {
+		var err error
+		if w.scorer, err = newHeldOutScorer(cfg.Train, data, w.runs); err != nil {
+			return nil, err
+		}
+	}
 	return w, nil
 }
 
@@ -395,6 +418,16 @@ func (w *Worker) policy() policy {
 		w.rejected = append(w.rejected, r)
 		w.rejectMu.Unlock()
 	}}
+}
+
+// scores says whether the worker scores contributions on a held-out batch: where its job
+// asks for it, its replica is one stage holding the whole model (the score is the whole
+// model's loss), there is another replica, and the sync is not streaming (whose
+// collectives run beside the steps while the anchors they would score from move).
+func (w *Worker) scores(offloaded bool) bool {
+	sc := w.cfg.Sync
+	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded &&
+		sc.Mode != jobspec.SyncStreaming
 }
 
 // syncsEveryStep says the replicas synchronise at every step (every-step sync or ZeRO).

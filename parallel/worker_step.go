@@ -49,6 +49,8 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	res, err := w.runStep(ctx)
 	if err != nil {
 		w.sync.abandon()
+	} else if w.sync.consistent() {
+		err = w.serveCopies(ctx)
 	}
 	res.Times = w.times
 	res.Times.Compute = time.Since(start) - w.times.Transfer - w.times.Bubble - w.times.Sync
@@ -231,7 +233,8 @@ func (w *Worker) Evaluate(ctx context.Context) (loss float64, ok bool, err error
 const trafficIndex = 0xfffe
 
 // GatherTraffic returns the payload bytes every worker of the plan has sent so far
-// (pipeline and synchronisation); retired workers (Retire) are passed over. Every worker of
+// (pipeline and synchronisation); retired workers (Retire) are passed over, and a worker
+// still joining (JoinFrom) counts only its own. Every worker of
 // the plan must call it at the same step.
 func (w *Worker) GatherTraffic(ctx context.Context) (int64, error) {
 	var g Group
@@ -244,6 +247,10 @@ func (w *Worker) GatherTraffic(ctx context.Context) (int64, error) {
 		}
 	}
 	pipe, sync := w.BytesSent()
+	if w.peers.joiningSelf() {
+		// A joiner is retired on the others until admitted: they do not send to it.
+		return pipe + sync, nil
+	}
 	k := w.roundKey(trafficIndex)
 	var total float64
 	for i, m := range g.Members {

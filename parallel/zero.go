@@ -28,6 +28,26 @@ type zeroShard struct {
 	segs          []zeroSeg
 	m, v          []float32
 	grad          []float32 // the reduced gradient of the chunk, between sync and update
+	members       int       // R, the run's replicas
+	// full is the whole run's aggregate when this step gathered the contributions (the
+	// checked path), nil after the ring's reduce-scatter: from it a member updates the
+	// chunk of an owner whose parameters it refused (adopt).
+	full []float32
+	// adopted holds, per chunk of an owner whose parameters this member refused, the
+	// AdamW moments it keeps for that chunk from then on.
+	adopted map[int]*adoptedChunk
+	// checked: a parameter chunk was refused, so every later step gathers the
+	// contributions whole (reduceShard; the full aggregate is then at hand for adoption).
+	checked bool
+	ps      []*model.Param // the run's parameters, in flat order
+}
+
+// adoptedChunk is the optimizer state of another owner's chunk that this member updates
+// itself: AdamW's moments from zero at the first refusal, and the updates applied since.
+type adoptedChunk struct {
+	m, v  []float32
+	segs  []zeroSeg
+	steps int
 }
 
 // newZeroShard cuts the run's parameters ps (in flat order) into the chunk a member of a
@@ -35,17 +55,24 @@ type zeroShard struct {
 func newZeroShard(ps []*model.Param, self, R int) *zeroShard {
 	n := countParams(ps)
 	c := mod(self+1, R)
-	z := &zeroShard{chunk: c, lo: n * c / R, hi: n * (c + 1) / R}
+	z := &zeroShard{chunk: c, lo: n * c / R, hi: n * (c + 1) / R, members: R, ps: ps}
 	z.m, z.v = make([]float32, z.hi-z.lo), make([]float32, z.hi-z.lo)
+	z.segs = chunkSegs(ps, z.lo, z.hi)
+	return z
+}
+
+// chunkSegs cuts the flat elements [lo, hi) of ps into the parts of each parameter.
+func chunkSegs(ps []*model.Param, lo, hi int) []zeroSeg {
+	var segs []zeroSeg
 	start := 0
 	for _, p := range ps {
-		a, b := max(start, z.lo), min(start+p.Value.Size(), z.hi)
+		a, b := max(start, lo), min(start+p.Value.Size(), hi)
 		if a < b {
-			z.segs = append(z.segs, zeroSeg{p: p, off: a - start, n: b - a, at: a - z.lo})
+			segs = append(segs, zeroSeg{p: p, off: a - start, n: b - a, at: a - lo})
 		}
 		start += p.Value.Size()
 	}
-	return z
+	return segs
 }
 
 // sumSquares is Σ g² over the shard's reduced gradient.
@@ -147,24 +174,63 @@ func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 		z := s.shards[i]
 		z.update(h, c, s.steps)
 		z.grad = nil
-		if err := w.gatherParams(ctx, run, i, lr); err != nil {
+		err := w.gatherParams(ctx, run, i, lr, func(chunk int, dst []float32) { z.adopt(h, c, chunk, dst) })
+		z.full = nil
+		if err != nil {
 			return false, err
 		}
 	}
 	return false, nil
 }
 
+// adopt updates dst, the parameters of chunk (of the run's flat vector) whose owner sent
+// a chunk this member refused, as the owner should have: AdamW on the step's aggregate
+// (clipped by c) with moments this member keeps for the chunk from then on. Every honest
+// member refuses the same chunk and holds the same aggregate, so all adopt it alike and
+// keep the same bits. Without the aggregate (the ring's reduce-scatter ran: this member
+// holds only its own chunk's sum) the chunk stays as it was for this step; later steps
+// gather the contributions whole (checked).
+func (z *zeroShard) adopt(h kernels.AdamW, c float32, chunk int, dst []float32) {
+	z.checked = true
+	if z.full == nil {
+		return
+	}
+	if z.adopted == nil {
+		z.adopted = map[int]*adoptedChunk{}
+	}
+	a := z.adopted[chunk]
+	if a == nil {
+		n, R := len(z.full), z.members
+		a = &adoptedChunk{m: make([]float32, len(dst)), v: make([]float32, len(dst)),
+			segs: chunkSegs(z.ps, n*chunk/R, n*(chunk+1)/R)}
+		z.adopted[chunk] = a
+	}
+	g := slices.Clone(chunkOf(z.full, chunk, z.members))
+	if c < 1 {
+		kernels.Scale(g, c)
+	}
+	a.steps++
+	// Weight decay per parameter, as the owner applies it.
+	for _, sg := range a.segs {
+		e := sg.at + sg.n
+		h.Step(dst[sg.at:e], g[sg.at:e], a.m[sg.at:e], a.v[sg.at:e], a.steps, sg.p.Decay)
+	}
+}
+
 // reduceShard leaves in run i's shard the aggregate of the replicas' weighted gradients
-// for its chunk and returns Σg² of the whole aggregate, summed from every member's chunk.
-// It is the checked path of allReduceMean cut after the reduce-scatter: with the plain
-// mean the ring reduce-scatters (each chunk summed in the same order as without ZeRO)
-// while the contributions' norms travel beside it; when the aggregate's norm is not
-// admissible beside them (a NaN, an outsized contribution), or the rule is robust, every
-// member gathers the contributions whole, drops what is not admissible and aggregates
-// the rest (gatherAggregate), then keeps its chunk.
+// for its chunk and returns Σg² of the whole aggregate. It is the checked path of
+// allReduceMean cut after the reduce-scatter: with the plain mean the ring
+// reduce-scatters (each chunk summed in the same order as without ZeRO) while the
+// contributions' norms travel beside it, and Σg² is summed from every member's chunk;
+// when the aggregate's norm is not admissible beside them (a NaN, an outsized
+// contribution, a member that adopts a refused chunk and says so with a NaN Σg²), or the
+// rule is robust, or contributions are scored, every member gathers the contributions
+// whole, drops what is not admissible and aggregates the rest (gatherAggregate), keeps
+// its chunk and the whole aggregate (for adopt) and takes Σg² from it.
 func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64, error) {
 	w, z := s.w, s.shards[i]
 	pol := w.policy()
+	pol.score = w.gradientScore(i)
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)
@@ -173,7 +239,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 	fail := func(what string, err error) (float64, error) {
 		return 0, fmt.Errorf("step %d gradient %s of layers [%d, %d): %w", w.step+1, what, run.first, run.last, err)
 	}
-	if !pol.robust() {
+	if !pol.robust() && pol.score == nil {
 		ownNorm := norm2(own)
 		if err := sendScalar(ctx, w.tr, run.group, w.roundKey(zeroContribIndex+run.first), ownNorm); err != nil {
 			return fail("contribution norms", err)
@@ -182,7 +248,13 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 			return fail("reduce-scatter", err)
 		}
 		s.keepShard(z, g, 1/float32(R))
-		sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroNormIndex+run.first), z.sumSquares())
+		mine := z.sumSquares()
+		if z.checked {
+			// This member adopts a refused owner's chunk and needs the whole aggregate: a
+			// non-finite Σg² makes every member fall back to the checked gather below.
+			mine = math.NaN()
+		}
+		sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroNormIndex+run.first), mine)
 		if err != nil {
 			return fail("norm", err)
 		}
@@ -203,15 +275,10 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		return fail("gather", err)
 	}
 	s.keepShard(z, g, 1)
-	sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroCheckedNormIndex+run.first), z.sumSquares())
-	if err != nil {
-		return fail("norm", err)
-	}
-	var sum float64
-	for _, v := range sums {
-		sum += v
-	}
-	return sum, nil
+	z.full = g
+	// Every member holds the whole aggregate: its Σg² needs no member's word for it, nor
+	// a round trip.
+	return kernels.SumSquares(g), nil
 }
 
 // keepShard keeps z's chunk of the reduced vector g, scaled by inv (under ZeRO-2 a copy:
@@ -233,7 +300,7 @@ func (s *zeroSync) keepShard(z *zeroShard, g []float32, inv float32) {
 // no relay that could alter another's chunk), and a chunk is taken only when admissible
 // beside the parameters it replaces (paramStepReason); a member keeps its own values of a
 // chunk it refuses, and reports its owner.
-func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float64) error {
+func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float64, adopt func(chunk int, dst []float32)) error {
 	ps, g := w.runParams[i], run.group
 	R, me := len(g.Members), g.Self
 	x := make([]float32, 0, countParams(ps))
@@ -266,10 +333,12 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 		in := make([]float32, len(dst))
 		if err := decodeF32(in, f.Payload); err != nil {
 			pol.report(g.Members[m], "parameter chunk undecodable: %v", err)
+			adopt(mod(m+1, R), dst)
 			continue
 		}
 		if reason := paramStepReason(in, dst, lr); reason != "" {
 			pol.report(g.Members[m], "parameter chunk %s", reason)
+			adopt(mod(m+1, R), dst)
 			continue
 		}
 		copy(dst, in)
@@ -305,13 +374,9 @@ func paramStepReason(next, old []float32, lr float64) string {
 // run's first layer).
 const zeroNormIndex = 0xf000
 
-// zeroContribIndex and zeroCheckedNormIndex are the bases of the frame indexes of the
-// contributions' norms and of the shard norms after a checked gather (plus the run's
-// first layer).
-const (
-	zeroContribIndex     = 0xe000
-	zeroCheckedNormIndex = 0xd000
-)
+// zeroContribIndex is the base of the frame indexes of the contributions' norms (plus
+// the run's first layer).
+const zeroContribIndex = 0xe000
 
 // zeroPieceSuffix marks a piece of a moment in a checkpoint: "<param>.exp_avg.zero<off>"
 // holds elements [off, off+len) of the parameter's flat moment. A ZeRO snapshot holds the

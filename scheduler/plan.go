@@ -33,6 +33,18 @@ type JobPlan struct {
 	// state and step on, restoring nothing; ResumeStep is then 0 (replicas lost) or the
 	// previous epoch's (recalibrated), and nothing restores from it.
 	Continues bool `json:"continues,omitempty"`
+	// Built is the epoch whose plan the running workers were built with, set on an epoch
+	// that continues another: their frames carry it, and a node that rejoins builds its
+	// worker from that plan (BuiltPlan). Slots are, replica by replica, the index each of
+	// this plan's replicas has there, and Dropped the replicas of that plan this epoch runs
+	// without.
+	Built   uint64           `json:"built,omitempty"`
+	Slots   []int            `json:"slots,omitempty"`
+	Dropped []DroppedReplica `json:"dropped,omitempty"`
+	// Rejoin are the nodes of a continuing epoch that come back into it (they had been
+	// dropped): each copies its stage's state from a live replica at an outer-step
+	// boundary instead of restoring a checkpoint, and the others keep training.
+	Rejoin []string `json:"rejoin,omitempty"`
 	// DataShards are, for a sharded dataset (data.train_shards > 0), the training shards
 	// each replica trains on, by index in the dataset's manifest: model.ReplicaShards of
 	// the replica count at planning. Every node of replica r fetches shards DataShards[r]

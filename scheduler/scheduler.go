@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"slices"
 	"time"
 )
 
@@ -157,7 +158,13 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 		}
 	}
 	if len(why) == 0 {
+		if d := rejoinDropped(j, members); d != nil {
+			return d
+		}
 		return s.considerRebalance(j, members, live, now)
+	}
+	if d := dropFailedRejoin(j); d != nil {
+		return d
 	}
 	if d := continueWithout(j, live); d != nil && failedInEpoch(j) == 0 {
 		return d
@@ -193,6 +200,9 @@ func continueWithout(j Job, live liveness) *Decision {
 	}
 	next := *j.Plan
 	next.Replicas, next.Batches, next.DataShards = nil, nil, nil
+	var slots []int
+	next.Built, slots = j.Plan.built(j.Epoch)
+	next.Slots, next.Dropped, next.Rejoin = nil, slices.Clone(j.Plan.Dropped), nil
 	var dead []string
 	for r, stages := range j.Plan.Replicas {
 		whole := true
@@ -203,8 +213,17 @@ func continueWithout(j Job, live liveness) *Decision {
 			}
 		}
 		if !whole {
+			d := DroppedReplica{Slot: slots[r], Stages: stages}
+			if len(j.Plan.Batches) > 0 {
+				d.Batch = j.Plan.Batches[r]
+			}
+			if len(j.Plan.DataShards) > r {
+				d.Shards = j.Plan.DataShards[r]
+			}
+			next.Dropped = append(next.Dropped, d)
 			continue
 		}
+		next.Slots = append(next.Slots, slots[r])
 		next.Replicas = append(next.Replicas, stages)
 		if len(j.Plan.Batches) > 0 {
 			next.Batches = append(next.Batches, j.Plan.Batches[r])

@@ -166,6 +166,8 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	// The inputs stay those the plan was derived from: anyone can still re-derive it.
 	// ResumeStep stays: nothing restores from it in place, and it still tells where the
 	// workers' state came from (the moves' guard reads it).
+	next.Built, next.Slots = j.Plan.built(j.Epoch)
+	// Rejoin stays: a rejoining node that had not started yet still joins this epoch.
 	next.Continues = true
 	next.PredictedStepS, next.PredictedGFLOPS = step, speeds
 	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",

@@ -28,6 +28,8 @@ func TestJobPlanWireFormat(t *testing.T) {
 		MicroBatches: 4, Strategy: jobspec.StrategyAuto, PredictedStepS: 0.12, Reason: "bound by compute", ResumeStep: 100, Continues: true,
 		PredictedGFLOPS: map[string]float64{"n2": 33.5},
 		DataShards:      [][]int{{0, 2}},
+		Built:           3, Slots: []int{1}, Rejoin: []string{"n2"},
+		Dropped: []DroppedReplica{{Slot: 2, Stages: []Stage{{Node: "n1", First: 2, Last: 6, Recompute: true, MemoryBudget: 4 << 20}}, Batch: 16, Shards: []int{1}}},
 		Inputs: PlanInputs{
 			Snapshot: balancer.Snapshot{
 				Nodes: []balancer.Node{{ID: "n1", GFLOPS: 40, MemoryBytes: 20 << 20, Host: "3f2a9c0d51e7b684", HostShare: 0.5, GPU: &balancer.GPU{Name: "H100", GFLOPS: 5e5, MemoryBytes: 80 << 30},

@@ -137,6 +137,7 @@ func currentLeader(t *testing.T, tn *Testnet) string {
 // undisturbed run of the same job; a new leader is elected within 5 s; and the killed
 // follower, restarted from its data dir, rejoins with its Raft state and is used again.
 func TestKillStageNodesMidJob(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -313,6 +314,7 @@ func alivePeers(n *Node) []string {
 // TestNodeJoinsMidJob starts a fourth, faster node while a job runs on three slow ones; the
 // leader rebalances onto it in a later epoch and the job finishes.
 func TestNodeJoinsMidJob(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -352,6 +354,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 // corrupt copies and fetches them again from another holder, and the job finishes done;
 // the crashed node, restarted from its data dir, rejoins.
 func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -439,6 +442,7 @@ func waitRejoined(t *testing.T, tn *Testnet, back *Node, jobID string, peers int
 // finishes done. Without the replication at submit the dataset lives only on the dead
 // node and every epoch fails fetching it.
 func TestSubmitterKilledRightAfterSubmit(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}

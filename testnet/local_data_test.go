@@ -53,6 +53,7 @@ func localDataJob(local string) []byte {
 // the replicas' reductions. A job naming a dataset no node exposes fails to plan, naming
 // data.local.
 func TestFederatedLocalData(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}

@@ -37,6 +37,7 @@ func shrinkJob() []byte {
 // replan failed: "no partition of 6 layers over 2 nodes fits memory with micro-batches of 4
 // sequences".)
 func TestShrinkingMeshTradesMicroBatchesForMemory(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}

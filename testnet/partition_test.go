@@ -32,6 +32,7 @@ const minoritySubmitLimit = 25 * time.Second
 // fails in the first round: the majority never elects a leader of its own and keeps
 // seeing the cut-off leader alive.
 func TestControlPlanePartition(t *testing.T) {
+	requireScenarios(t)
 	if testing.Short() {
 		t.Skip("three processes and two jobs through two partitions: not in -short mode")
 	}

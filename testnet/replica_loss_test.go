@@ -1,7 +1,9 @@
 package testnet
 
 import (
+	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/records"
 )
 
 // replicaJob is a DiLoCo job of three replicas (on three nodes: one node each), with an outer step
@@ -39,7 +42,17 @@ func replicaJob(t *testing.T, steps int) []byte {
 // largest gap between two samples whose step grew), never goes back, the job gets no
 // replan (no checkpoint restart, no worker of a survivor stopped or failed) and finishes in
 // an epoch that continues the first in place without the killed node.
+//
+// The killed node is then restarted (same identity, empty of the job's state): the leader
+// brings its replica back in a third in-place epoch (plan.rejoin), and the node copies the
+// current weights and optimizer state from a live replica at an outer-step boundary (the
+// state_copied event it records names the survivor it copied from: no checkpoint is
+// restored, none is even due before the end), is admitted into the outer steps' quorum
+// (rejoined) and trains to the end beside the survivors, which never stall more than
+// 5 s through the kill, the restart and the copy. The final validation loss is below the
+// initial one.
 func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -52,6 +65,7 @@ func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
 // first, so this node is the Raft leader too: the survivors elect another, whose
 // scheduler continues the job.
 func TestKillTheReportingDiLoCoReplica(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -100,16 +114,31 @@ func killReplica(t *testing.T, reporterDies bool) {
 			break
 		}
 	}
+	restarted := time.Time{}
+	if !reporterDies {
+		restarted = restartVictim(t, tn, w, victim)
+	}
 	d = w.waitDone(4 * time.Minute)
 
+	for _, ev := range d.Events {
+		if !ev.Is(consensus.EventCheckpoint) {
+			t.Logf("event %s %s epoch %d step %d by %.12s: %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Epoch, ev.Step, ev.By, ev.Message)
+		}
+	}
 	final := planOf(d)
-	if !final.Continues || final.Has(victim.ID) || len(final.Replicas) != 2 {
+	switch {
+	case reporterDies && (!final.Continues || final.Has(victim.ID) || len(final.Replicas) != 2):
 		t.Fatalf("final epoch %d: continues=%v, replicas %+v; want the two survivors continuing in place", d.Plan.Epoch, final.Continues, final.Replicas)
+	case !reporterDies && (!final.Continues || !final.Has(victim.ID) || len(final.Replicas) != 3):
+		t.Fatalf("final epoch %d: continues=%v, replicas %+v; want the survivors and the rejoined %s continuing in place", d.Plan.Epoch, final.Continues, final.Replicas, victim.ID)
 	}
 	for _, ev := range d.Events {
 		if ev.Is(consensus.EventReplan) || ev.Is(consensus.EventWorkerStopped) || ev.Is(consensus.EventWorkerFailed) {
 			t.Errorf("event %s at step %d: %s", ev.Kind, ev.Step, ev.Message)
 		}
+	}
+	if !reporterDies {
+		checkRejoined(t, d, victim, restarted, nodes)
 	}
 	for _, p := range d.Progress.Samples {
 		t.Logf("sample %s epoch %d step %d", p.Time.Format("15:04:05.000"), p.Epoch, p.Step)
@@ -133,4 +162,73 @@ func killReplica(t *testing.T, reporterDies bool) {
 	t.Logf("killed %s at step ≥ %d; the longest wait for a step since: %.1f s (before step %d); %d progress samples",
 		victim.Spec.Name, killAt, stall.Seconds(), at, len(samples))
 	testutil.Within(t, "the survivors' longest stall around the kill", stall, 5*time.Second)
+}
+
+// restartVictim restarts the killed node once the leader has continued the job without
+// it, and returns when it started.
+func restartVictim(t *testing.T, tn *Testnet, w *jobWatch, victim *Node) time.Time {
+	t.Helper()
+	if err := tn.WaitFor(func() bool {
+		jp := planOf(w.detail())
+		return jp.Continues && !jp.Has(victim.ID)
+	}, time.Minute); err != nil {
+		t.Fatalf("the job was not continued without %s: %v", victim.Spec.Name, err)
+	}
+	at := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	back, err := tn.Restart(ctx, victim.Spec.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.ID != victim.ID {
+		t.Fatalf("restarted node has id %s, was %s", back.ID, victim.ID)
+	}
+	t.Logf("restarted %s in %.1f s, at step %d", victim.Spec.Name, time.Since(at).Seconds(), w.detail().Progress.Step)
+	if err := tn.WaitFor(func() bool { return plannable(tn, back) }, time.Minute); err == nil {
+		t.Logf("%s plannable %.1f s after the restart began, at step %d", victim.Spec.Name, time.Since(at).Seconds(), w.detail().Progress.Step)
+	}
+	return at
+}
+
+// checkRejoined checks that the restarted victim copied its state from a survivor (not a
+// checkpoint), was admitted into the quorum, and that the job's loss went down.
+func checkRejoined(t *testing.T, d consensus.JobDetail, victim *Node, restarted time.Time, nodes []*Node) {
+	t.Helper()
+	var copied, admitted *records.Event
+	for i, ev := range d.Events {
+		switch {
+		case ev.Is(consensus.EventStateCopied):
+			copied = &d.Events[i]
+		case ev.Is(consensus.EventRejoined):
+			admitted = &d.Events[i]
+		}
+	}
+	if copied == nil || admitted == nil {
+		t.Fatalf("state_copied %+v, rejoined %+v: want both from the restarted %s", copied, admitted, victim.ID)
+	}
+	from := ""
+	for _, n := range nodes {
+		if n != victim && strings.Contains(copied.Message, "from live replica "+n.ID+":") {
+			from = n.Spec.Name
+		}
+	}
+	if copied.By != victim.ID || admitted.By != victim.ID || from == "" {
+		t.Fatalf("state_copied by %s %q, rejoined by %s: want %s's copy from a survivor", copied.By, copied.Message, admitted.By, victim.ID)
+	}
+	t.Logf("restarted %s at %s; %s (from %s, at %s); %s (at %s)", victim.Spec.Name, restarted.Format("15:04:05.000"),
+		copied.Message, from, copied.Time.Format("15:04:05.000"), admitted.Message, admitted.Time.Format("15:04:05.000"))
+	var first, last *float64
+	for _, p := range d.Progress.Samples {
+		if p.ValLoss != nil {
+			if first == nil {
+				first = p.ValLoss
+			}
+			last = p.ValLoss
+		}
+	}
+	if first == nil || last == nil || math.IsNaN(*last) || *last >= *first {
+		t.Fatalf("validation loss %v → %v: want it down", first, last)
+	}
+	t.Logf("validation loss %.4f → %.4f", *first, *last)
 }

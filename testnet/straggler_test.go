@@ -34,6 +34,7 @@ func measureCurrent(d consensus.JobDetail) (scheduler.Measure, bool) {
 // node is slowed 10× (`testnet slow`), which its profile does not show. The leader's
 // straggler detector re-plans the job off that node within 60 s, and the new epoch trains.
 func TestSlowedNodeIsReplanned(t *testing.T) {
+	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}

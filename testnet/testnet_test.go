@@ -93,3 +93,15 @@ func TestTestnetStartsThreeNodesAndStopsThemAll(t *testing.T) {
 		}
 	}
 }
+
+// requireScenarios skips a multi-process fault scenario (killed, slowed, partitioned or
+// joining nodes; minutes of CPU on two cores) unless the tests are built with
+// -tags scenarios, as CI's scenario step builds them:
+//
+//	go test -tags scenarios -timeout 30m ./testnet
+func requireScenarios(t *testing.T) {
+	t.Helper()
+	if !scenariosEnabled {
+		t.Skip("a multi-process fault scenario: run with -tags scenarios (CI does; docs/testnet.md)")
+	}
+}

@@ -86,6 +86,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.StringVar(&c.DataListen, "data-listen", c.DataListen, "UDP host:port of the tensor data plane (QUIC); port 0: any free port")
 	f.StringVar(&c.DataAdvertise, "data-advertise", "", "the only data-plane address (host:port) announced to peers, for when none of the defaults is reachable, e.g. a forwarded port (default: every interface's address, the address peers observe, loopback last; peers keep the first that answers)")
 	f.StringVar(&c.Region, "region", "", "label of where this node is, carried in its profile")
+	f.StringVar(&c.HostLabel, "host-label", "", "name of the machine this node runs on, in place of its machine and boot ids: the planner prices nodes with one label as sharing that machine's cores (default: the ids, so nodes on one machine share it)")
 	f.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	f.BoolVar(&c.Consensus.Bootstrap, "bootstrap-raft", false, "found a new Raft control plane even with --bootstrap peers (default: only without them)")
 	f.IntVar(&c.Consensus.Voters, "voters", 3, "Raft voting members the leader keeps (odd); later nodes join as non-voters")

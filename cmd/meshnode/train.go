@@ -35,6 +35,7 @@ type trainOptions struct {
 	memoryBudget    string
 	dataDir         string
 	preset          string
+	device          deviceOptions
 	lora            loraOptions
 	init            string
 }
@@ -95,6 +96,7 @@ continues a run from a checkpoint exactly: same losses as if it had never stoppe
 	f.StringVar(&o.dataDir, "data-dir", "", "directory of the offload file with --memory-budget (the file is unlinked at once: nothing stays there)")
 	o.data.addFlags(cmd)
 	o.dist.addFlags(cmd)
+	o.device.addFlags(cmd)
 	o.lora.addFlags(cmd)
 	addOutputFlag(cmd, &o.output)
 	return cmd
@@ -174,9 +176,18 @@ func (o *trainOptions) run(cmd *cobra.Command) error {
 	}
 	o.lora.report(cmd.OutOrStdout(), o.cfg, o.output == "json")
 	if o.dist.distributed() {
+		if o.device.device != deviceCPU {
+			return usagef("--device %s: distributed runs compute on the CPU for now (docs/gpu.md)", o.device.device)
+		}
 		kernels.SetThreads(o.threads)
 		return o.dist.run(cmd.Context(), cmd.OutOrStdout(), o, data)
 	}
+	backend, closeBackend, err := o.device.open(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	defer closeBackend()
+	o.cfg.Backend = backend
 	tr, err := parallel.NewTrainer(o.cfg, data)
 	if err != nil {
 		return usagef("%v", err)
@@ -297,6 +308,9 @@ func setModelField(dst *model.Config, src model.Config, name string) {
 func (o *trainOptions) validate() error {
 	if err := o.cfg.Validate(); err != nil {
 		return usageError{err: err}
+	}
+	if err := o.device.validate(); err != nil {
+		return err
 	}
 	if o.checkpointEvery < 0 {
 		return usagef("--checkpoint-every must be ≥ 0 (got %d)", o.checkpointEvery)

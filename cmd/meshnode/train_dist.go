@@ -23,6 +23,7 @@ type distOptions struct {
 	syncMode         string
 	codec            string
 	aggregate        string
+	score            string
 	transport        string
 	// outerLR and outerMomentum are "auto" or a number, resolved by validate.
 	outerLR, outerMomentum string
@@ -45,6 +46,7 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.IntVar(&d.sync.Overlap, "overlap", d.sync.Overlap, "streaming: inner steps a fragment's all-reduce overlaps before its update is applied (< --inner-steps)")
 	f.Float64Var(&d.sync.MixLocal, "mix-local", d.sync.MixLocal, "streaming with overlap: share of the replica's own weights kept when an update arrives, in [0, 1)")
 	f.StringVar(&d.codec, "codec", string(jobspec.CodecNone), "compression of replica traffic: none, fp16, int8 or topk (with error feedback)")
+	f.StringVar(&d.score, "score", string(jobspec.ScoreAuto), "score each contribution on a held-out batch and drop those that do not lower its loss: auto (DiLoCo's outer steps), on (every sync) or off")
 	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite, outsized or outlying ones: mean, trimmed, median or centered_clip")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
 	f.IntVar(&d.sync.Zero, "zero", 0, "ZeRO sharding across replicas in --sync sync: 1 shards the AdamW moments, 2 also the reduced gradients (same losses)")
@@ -77,6 +79,9 @@ func (d *distOptions) validate(cmd *cobra.Command, o *trainOptions) error {
 		return usageError{err: err}
 	}
 	if d.sync.Aggregate, err = jobspec.ParseAggregate("--aggregate", d.aggregate); err != nil {
+		return usageError{err: err}
+	}
+	if d.sync.Score, err = jobspec.ParseScore("--score", d.score); err != nil {
 		return usageError{err: err}
 	}
 	if err := d.checkZero(); err != nil {

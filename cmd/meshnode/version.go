@@ -29,6 +29,9 @@ type versionInfo struct {
 	// Kernels is the CPU GEMM path the engine dispatches to: "avx512", "avx2" or "go".
 	Kernels string `json:"kernels"`
 	GPU     string `json:"gpu"` // how this build finds GPUs
+	// CUDA says whether `train --device cuda` can run here: "usable: " and the device, or
+	// "unusable: " and what is missing (no driver, a static build, no device).
+	CUDA string `json:"cuda"`
 }
 
 type versionOptions struct {
@@ -46,6 +49,7 @@ func newVersionCmd() *cobra.Command {
 				return err
 			}
 			info := currentVersion(debug.ReadBuildInfo())
+			info.CUDA = cudaStatus()
 			if o.output == "json" {
 				return json.NewEncoder(cmd.OutOrStdout()).Encode(info)
 			}
@@ -89,6 +93,6 @@ func (info versionInfo) text() string {
 	if info.Modified {
 		commit += " (modified)"
 	}
-	return fmt.Sprintf("meshnode %s\ngo:      %s %s/%s\ncommit:  %s\nkernels: %s\ngpu:     %s\n",
-		info.Version, info.Go, info.OS, info.Arch, commit, info.Kernels, info.GPU)
+	return fmt.Sprintf("meshnode %s\ngo:      %s %s/%s\ncommit:  %s\nkernels: %s\ngpu:     %s\ncuda:    %s\n",
+		info.Version, info.Go, info.OS, info.Arch, commit, info.Kernels, info.GPU, info.CUDA)
 }

@@ -23,7 +23,7 @@ func TestVersionJSON(t *testing.T) {
 	}
 	// A test binary records no VCS revision.
 	want := versionInfo{Version: Version, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
-		Commit: "unknown", Kernels: kernels.GemmName(), GPU: fingerprint.GPUDetection()}
+		Commit: "unknown", Kernels: kernels.GemmName(), GPU: fingerprint.GPUDetection(), CUDA: cudaStatus()}
 	if got != want {
 		t.Errorf("version -o json = %+v, want %+v", got, want)
 	}
@@ -38,7 +38,7 @@ func TestVersionText(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{"meshnode " + Version, runtime.Version(), runtime.GOOS + "/" + runtime.GOARCH,
-		"commit:  unknown", "kernels: " + kernels.GemmName(), "gpu:     " + fingerprint.GPUDetection()} {
+		"commit:  unknown", "kernels: " + kernels.GemmName(), "gpu:     " + fingerprint.GPUDetection(), "cuda:    " + cudaStatus()} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("version output lacks %q:\n%s", want, stdout)
 		}

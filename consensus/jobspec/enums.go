@@ -188,3 +188,42 @@ func (a Aggregate) Check(field string) error { return check(field, a, Aggregates
 
 // ParseAggregate converts s, as field holds it, to an Aggregate.
 func ParseAggregate(field, s string) (Aggregate, error) { return parse(field, s, Aggregates()) }
+
+// Score says whether replicas score each other's contributions on a held-out batch before
+// aggregating (parallel/score.go): a contribution that does not lower the held-out loss
+// is dropped, which bounds colluding members that every rule on the contributions alone
+// lets through (two of four).
+type Score string
+
+// Held-out scoring settings.
+const (
+	// ScoreAuto (the default) scores the outer steps of DiLoCo, where it costs a few
+	// forward passes once per inner_steps steps, and not every-step sync, where it would
+	// cost them at every step.
+	ScoreAuto Score = "auto"
+	// ScoreOn scores every synchronisation, every-step sync and ZeRO included.
+	ScoreOn Score = "on"
+	// ScoreOff never scores: the norm and distance checks and the rule alone.
+	ScoreOff Score = "off"
+)
+
+// Scores lists every setting, the default first.
+func Scores() []Score { return []Score{ScoreAuto, ScoreOn, ScoreOff} }
+
+// Check returns nil for a known setting, else an error naming field and the choices.
+func (s Score) Check(field string) error { return check(field, s, Scores()) }
+
+// ParseScore converts s, as field holds it, to a Score.
+func ParseScore(field, s string) (Score, error) { return parse(field, s, Scores()) }
+
+// Enabled says whether a job of sync mode (zero: its ZeRO stage) scores contributions
+// under s ("" is auto).
+func (s Score) Enabled(sync Sync, zero int) bool {
+	switch s {
+	case ScoreOn:
+		return true
+	case ScoreOff:
+		return false
+	}
+	return zero == 0 && sync == SyncDiLoCo
+}

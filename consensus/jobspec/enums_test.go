@@ -74,7 +74,7 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	// sync: streaming reads them).
 	want := DefaultSpec()
 	want.Train.MicroBatches, want.Memory = Fixed(4), Memory{}
-	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate = 0, 0, ""
+	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate, want.Parallel.Score = 0, 0, "", ""
 	// The outer step of that time: pinned at 0.7/0.9 ("auto" is the default since).
 	want.Parallel.OuterLR, want.Parallel.OuterMomentum = Pinned(0.7), Pinned(0.9)
 	if !reflect.DeepEqual(s, want) {

@@ -53,6 +53,13 @@ const (
 	// consecutive synchronisations; the message (OffenderMessage) names it, and the
 	// scheduler leaves it out of the job's next plan.
 	EventOffender EventKind = "offender"
+	// EventStateCopied: a node that rejoined a running job in place (scheduler.JobPlan.Rejoin)
+	// copied its stage's state from a live replica; the message names the source, the
+	// step, the bytes and how long it took.
+	EventStateCopied EventKind = "state_copied"
+	// EventRejoined: a rejoining node's worker was admitted into the outer steps' quorum at
+	// its step; its contributions count from the next outer step on.
+	EventRejoined EventKind = "rejoined"
 	// EventLocalEval: a replica of a data.local job evaluated on its own node's validation
 	// split; the message (LocalEvalMessage) names the node's dataset, its size and the
 	// loss, the event's By the node.

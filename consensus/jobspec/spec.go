@@ -133,6 +133,9 @@ type Train struct {
 	Seed uint64 `json:"seed" yaml:"seed"`
 	// EvalEvery is the number of steps between evaluations; 0 disables them. Default 100.
 	EvalEvery int `json:"eval_every" yaml:"eval_every"`
+	// Precision is "auto" (the default, "" too: fp32 today), "fp32" or "bf16" (refused
+	// until a backend trains in it; docs/gpu.md).
+	Precision Precision `json:"precision,omitempty" yaml:"precision,omitempty"`
 	// LoRA, when set, fine-tunes low-rank adapters on a frozen base instead of every
 	// weight (docs/lora.md). Nil (the default) trains every weight; omitted from JSON then.
 	LoRA *LoRA `json:"lora,omitempty" yaml:"lora"`
@@ -175,6 +178,12 @@ type Parallel struct {
 	// contribution that is not finite or whose norm is far above this replica's own.
 	// Omitted from JSON when empty: a job stored before it existed means "mean".
 	Aggregate Aggregate `json:"aggregate,omitzero" yaml:"aggregate"`
+	// Score is whether replicas score each contribution on a held-out batch and drop
+	// those that do not lower its loss: "auto" (default: DiLoCo's outer steps), "on"
+	// (every synchronisation, every-step sync and ZeRO too) or "off". It applies where a
+	// replica is one stage. Omitted from JSON when empty: a job stored before it existed
+	// means "auto".
+	Score Score `json:"score,omitzero" yaml:"score"`
 }
 
 // Placement constrains where the job runs.
@@ -213,7 +222,7 @@ func DefaultSpec() Spec {
 			Replicas: Auto(), Stages: Auto(),
 			Schedule: Schedule1F1B, Sync: SyncDiLoCo,
 			InnerSteps: 50, OuterLR: AutoValue(), OuterMomentum: AutoValue(), Codec: CodecInt8,
-			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean,
+			Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMean, Score: ScoreAuto,
 		},
 		Placement:  Placement{Strategy: StrategyAuto, MinNodes: 1},
 		Checkpoint: Checkpoint{Every: 100, Keep: 3},

@@ -35,6 +35,7 @@ parallel:
   outer_momentum: 0
   codec: none
   aggregate: median
+  score: on
 placement: {strategy: even, min_nodes: 2, max_nodes: 8}
 checkpoint: {every: 0}
 memory: {recompute: on, zero: 2, offload: on}
@@ -49,7 +50,7 @@ memory: {recompute: on, zero: 2, offload: on}
 		Data:  Data{Train: "data/train.bin", Val: "data/val.bin"},
 		Train: Train{Steps: 500, Batch: 32, MicroBatches: Fixed(8), LR: 3e-4, Warmup: 50, Seed: 7},
 		Parallel: Parallel{Replicas: Fixed(2), Stages: Auto(), Schedule: ScheduleGPipe, Sync: SyncEveryStep,
-			InnerSteps: 1, OuterLR: Pinned(1), OuterMomentum: Pinned(0), Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian},
+			InnerSteps: 1, OuterLR: Pinned(1), OuterMomentum: Pinned(0), Codec: CodecNone, Fragments: 1, OverlapSteps: 1, Aggregate: AggregateMedian, Score: ScoreOn},
 		Placement:  Placement{Strategy: StrategyEven, MinNodes: 2, MaxNodes: 8},
 		Checkpoint: Checkpoint{Every: 0, Keep: 3},
 		Memory:     Memory{Recompute: RecomputeOn, Zero: 2, Offload: OffloadOn},
@@ -144,6 +145,7 @@ func TestBadSpecs(t *testing.T) {
 		{"local with a pair", "data: {local: web, train: a.bin, val: b.bin}", []string{"data.train: must be empty with data.local", "data.val: must be empty with data.local"}},
 		{"local with tokenizer", "data: {local: web, tokenizer: /t.json}", []string{"data.tokenizer: must be empty with data.local"}},
 		{"local across stages", "data: {local: web}\nparallel: {stages: 2}", []string{"parallel.stages: must be 1 or \"auto\" with data.local"}},
+		{"local scored", "data: {local: web}\nparallel: {score: \"on\"}", []string{"parallel.score: on needs a held-out batch every replica shares"}},
 		{"tokenizer on bins", "data: {train: a.bin, val: b.bin, tokenizer: /t.json}", []string{"data.tokenizer: encodes text"}},
 		{"steps negative", "train: {steps: -1}", []string{"train.steps: must be ≥ 1, got -1"}},
 		{"micro batches not dividing", "train: {batch: 10, micro_batches: 4}", []string{"train.micro_batches: must divide train.batch (10), got 4"}},
@@ -159,6 +161,8 @@ func TestBadSpecs(t *testing.T) {
 		{"lr not a number", "train: {lr: fast}", []string{`train.lr: must be a number, got "fast"`}},
 		{"warmup beyond steps", "train: {steps: 10, warmup: 11}", []string{"train.warmup: must be ≤ train.steps (10), got 11"}},
 		{"eval negative", "train: {eval_every: -5}", []string{"train.eval_every: must be ≥ 0, got -5"}},
+		{"bad precision", "train: {precision: fp8}", []string{`train.precision: must be one of auto, fp32, bf16, got "fp8"`}},
+		{"bf16 not yet", "train: {precision: bf16}", []string{"train.precision: bf16 is not implemented yet: every backend trains in fp32"}},
 		{"replicas zero", "parallel: {replicas: 0}", []string{`parallel.replicas: must be "auto" or ≥ 1, got 0`}},
 		{"replicas word", "parallel: {replicas: many}", []string{`parallel.replicas: must be "auto" or an integer, got "many"`}},
 		{"stages too many", "model: {layers: 2}\nparallel: {stages: 5}", []string{"parallel.stages: must be ≤ model.layers + 2 (4"}},
@@ -166,6 +170,7 @@ func TestBadSpecs(t *testing.T) {
 		{"bad sync", "parallel: {sync: async}", []string{`parallel.sync: must be one of diloco, sync, streaming, got "async"`}},
 		{"bad codec", "parallel: {codec: int4}", []string{`parallel.codec: must be one of none, fp16, int8, topk, got "int4"`}},
 		{"bad aggregate", "parallel: {aggregate: krum}", []string{`parallel.aggregate: must be one of mean, trimmed, median, centered_clip, got "krum"`}},
+		{"bad score", "parallel: {score: maybe}", []string{`parallel.score: must be one of auto, on, off, got "maybe"`}},
 		{"outer lr negative", "parallel: {outer_lr: -1}", []string{`parallel.outer_lr: must be "auto" or > 0 and ≤ 10, got -1`}},
 		{"outer lr word", "parallel: {outer_lr: fast}", []string{`parallel.outer_lr: must be "auto" or a number, got "fast"`}},
 		{"outer lr infinite", "parallel: {outer_lr: .inf}", []string{`parallel.outer_lr: must be "auto" or a number, got ".inf"`}},

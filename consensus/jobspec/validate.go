@@ -34,6 +34,9 @@ func (s Spec) Validate() error {
 	s.validateZero(&v)
 	s.validateMemory(&v)
 	s.validateLoRA(&v)
+	if s.Data.Local != "" && s.Parallel.Score == ScoreOn {
+		v.addf("parallel.score", "on needs a held-out batch every replica shares; with data.local each replica has only its own data (use auto or off)")
+	}
 	if st := s.Parallel.Stages; s.Data.Local != "" && !st.IsAuto && st.N != 1 {
 		v.addf("parallel.stages", "must be 1 or \"auto\" with data.local (a replica trains on one node's own data), got %d", st.N)
 	}
@@ -165,6 +168,7 @@ func (t Train) validate(v *validator) {
 		v.addf("train.warmup", "must be ≤ train.steps (%d), got %d", t.Steps, t.Warmup)
 	}
 	v.between("train.eval_every", t.EvalEvery, 0, MaxSteps)
+	v.add(t.Precision.Check("train.precision"))
 }
 
 func (p Parallel) validate(v *validator, m Model) {
@@ -192,6 +196,9 @@ func (p Parallel) validate(v *validator, m Model) {
 	v.add(p.Codec.Check("parallel.codec"))
 	if p.Aggregate != "" {
 		v.add(p.Aggregate.Check("parallel.aggregate"))
+	}
+	if p.Score != "" {
+		v.add(p.Score.Check("parallel.score"))
 	}
 }
 

@@ -6,6 +6,8 @@
 //
 // A backend that needs hardware (a GPU) constructs itself first and calls t.Skip with the
 // reason when it cannot, so the suite runs wherever the backend can.
+// device/cuda does so ("no CUDA driver: …"), and also runs the suite on a Go
+// transcription of its kernels, which needs no GPU.
 //
 // What it checks, for every operation and sizes that include 1, primes and non-multiples
 // of any SIMD width:

@@ -20,6 +20,11 @@ type Config struct {
 	MemoryBudgetFraction float64
 	// Version is the meshnode release the profile announces.
 	Version string
+	// HostLabel, when set, names the machine in place of its machine and boot ids: nodes
+	// with different labels are priced as separate machines, nodes with the same label as
+	// sharing one machine's cores (network namespaces or containers given their own cores
+	// on one machine; in-process test nodes).
+	HostLabel string
 }
 
 // ComputeConfig configures the GEMM measurement of the device profile.

@@ -17,11 +17,14 @@ import (
 // balancer prices them as sharing its cores. Where neither id can be read the hostname is
 // hashed instead.
 type hostDetector struct {
-	read func(path string) ([]byte, error)
-	name func() (string, error)
+	read  func(path string) ([]byte, error)
+	name  func() (string, error)
+	label string // Config.HostLabel: hashed in place of the ids when set
 }
 
-func newHostDetector() *hostDetector { return &hostDetector{read: os.ReadFile, name: os.Hostname} }
+func newHostDetector(label string) *hostDetector {
+	return &hostDetector{read: os.ReadFile, name: os.Hostname, label: label}
+}
 
 func (d *hostDetector) Name() string { return "host identity" }
 
@@ -33,6 +36,11 @@ func (d *hostDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	h := sha256.New()
 	h.Write([]byte("meshnode host v1\n"))
 	found := false
+	if d.label != "" {
+		h.Write([]byte("label " + d.label + "\n"))
+		p.Host = hex.EncodeToString(h.Sum(nil))[:16]
+		return nil
+	}
 	for _, f := range hostIDFiles {
 		if b, err := d.read(f); err == nil && len(strings.TrimSpace(string(b))) > 0 {
 			h.Write([]byte(strings.TrimSpace(string(b)) + "\n"))

@@ -56,3 +56,19 @@ func TestHostIdentity(t *testing.T) {
 		t.Errorf("nothing to name the host by: host %q, err %v; want an error", h, err)
 	}
 }
+
+// TestHostLabelNamesTheMachine: a label replaces the machine's ids: two labels are two
+// machines, one label one machine, whatever the ids.
+func TestHostLabelNamesTheMachine(t *testing.T) {
+	host := func(label string) string {
+		var p mesh.Profile
+		if err := newHostDetector(label).Detect(context.Background(), &p); err != nil {
+			t.Fatal(err)
+		}
+		return p.Host
+	}
+	a, b, plain := host("rack-1"), host("rack-2"), host("")
+	if a == b || a == plain || len(a) != 16 || host("rack-1") != a {
+		t.Fatalf("labels rack-1 %q, rack-2 %q, none %q", a, b, plain)
+	}
+}

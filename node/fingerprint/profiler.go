@@ -38,7 +38,7 @@ func New(cfg Config) *Profiler {
 		memory:  newMemoryDetector(cfg.MemoryBudget, cfg.MemoryBudgetFraction),
 		disk:    newDiskDetector(cfg.DataDir, cfg.Compute.batchDuration()),
 		gpus:    &gpuDetector{detect: detectGPUs},
-		host:    newHostDetector(),
+		host:    newHostDetector(cfg.HostLabel),
 		version: cfg.Version,
 	}
 }

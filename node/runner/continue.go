@@ -28,34 +28,46 @@ const outerGrace = 2 * time.Second
 // guarded, since the runner's Reconcile hands them over while the worker trains.
 type follower struct {
 	start   uint64 // the epoch the worker was built for: its frames carry it throughout
+	ctx     context.Context
 	mu      sync.Mutex
 	w       *parallel.Worker // nil until built
 	retired []string         // the nodes in-place epochs dropped
+	back    []string         // the nodes in-place epochs brought back (rejoin.go)
 	epoch   uint64           // the latest epoch the worker follows
 	jp      scheduler.JobPlan
 }
 
-// setWorker records the built worker and retires on it what epochs dropped meanwhile.
+// setWorker records the built worker and retires on it what epochs dropped meanwhile,
+// then readmits what they brought back.
 func (f *follower) setWorker(w *parallel.Worker) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.w = w
 	w.Retire(f.retired...)
+	w.Readmit(f.ctx, f.back...)
 }
 
-// follow adopts an in-place epoch: the nodes of the followed plan that jp lacks are retired.
+// follow adopts an in-place epoch: the nodes of the followed plan that jp lacks are
+// retired, and those jp adds back (a rejoin) are readmitted.
 func (f *follower) follow(epoch uint64, jp scheduler.JobPlan) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var gone []string
+	var gone, back []string
 	for _, id := range f.jp.Nodes() {
 		if !jp.Has(id) {
 			gone = append(gone, id)
 		}
 	}
+	for _, id := range jp.Nodes() {
+		if !f.jp.Has(id) {
+			back = append(back, id)
+		}
+	}
 	f.retired = append(f.retired, gone...)
+	f.back = append(f.back, back...)
 	if f.w != nil {
 		f.w.Retire(gone...)
+		f.w.Readmit(f.ctx, back...)
 	}
 	f.epoch, f.jp = epoch, jp
 }
@@ -86,7 +98,13 @@ func (r *Runner) continueInPlace(run *jobRun, epoch uint64, jp scheduler.JobPlan
 		return false // the worker failed: it has no state to continue with
 	default:
 	}
-	r.log.Info("continue in place", "epoch", epoch, "from_epoch", run.epoch, "nodes", len(jp.Nodes()))
+	r.log.Info("continue in place", "epoch", epoch, "from_epoch", run.epoch, "nodes", len(jp.Nodes()), "rejoin", jp.Rejoin)
+	if dp := r.cfg.Network.DataPlane(); dp != nil && len(jp.Rejoin) > 0 {
+		// A node that rejoins after a restart listens elsewhere now.
+		if err := r.addressPeers(dp, jp); err != nil {
+			r.log.Warn("address the nodes of an in-place epoch", "epoch", epoch, "err", err)
+		}
+	}
 	run.follow(epoch, jp)
 	run.epoch = epoch
 	return true

@@ -4,6 +4,9 @@
 // checkpoints (atomic file, blob, a replica on another node of the plan, then the
 // manifest) and evaluate; it restores a worker from a checkpoint, copies the latest
 // complete checkpoint of its jobs to this node, and frees checkpoint blobs no job needs.
+// An epoch that continues the previous one in place is handed to the running worker
+// (continue.go); a node such an epoch brings back (plan.rejoin) builds the running
+// workers' plan and copies its state from a live replica instead (rejoin.go).
 //
 // A Runner is built from explicit dependencies (Config): the blob store and protocol, the
 // control plane's writes, the data plane with the peers' addresses, and the dataset

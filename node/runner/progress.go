@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 
 // progressEvery bounds how often a worker commits progress between evaluations.
 const progressEvery = 2 * time.Second
+
+// maxPendingProgress bounds the samples a worker keeps while no leader takes its
+// progress; past it, the failed commit fails the worker as any other error does.
+const maxPendingProgress = 64
 
 // stagesEveryPerMember is how often, per node of the plan, the plan's members together
 // report their phase times: a member reports its own every max(progressEvery, members ×
@@ -98,6 +103,9 @@ func (p *progress) add(ctx context.Context, step int, loss float64, val *float64
 	p.pending = append(p.pending, s)
 	p.steps, p.elapsed, p.last = 0, 0, time.Now()
 	if err := p.control.ReportProgress(ctx, p.job, p.pending, p.pendingStages); err != nil {
+		if ctx.Err() == nil && leaderChanging(err) && len(p.pending) < maxPendingProgress {
+			return nil // kept: the next commit carries them
+		}
 		return fmt.Errorf("report progress: %w", err)
 	}
 	p.pending, p.pendingStages = p.pending[:0], p.pendingStages[:0]
@@ -114,4 +122,12 @@ func (p *progress) commitStages(ctx context.Context) error {
 		p.pendingStages = p.pendingStages[:0]
 	}
 	return nil
+}
+
+// leaderChanging reports whether err is a write refused or lost because the Raft
+// leadership is changing: progress is only a record, so training goes on and the samples
+// go with the next commit, instead of failing the worker and redoing the steps since the
+// last checkpoint. A sample whose lost write did commit is then recorded twice.
+func leaderChanging(err error) bool {
+	return errors.Is(err, consensus.ErrLeadershipLost) || errors.Is(err, consensus.ErrNotLeader) || errors.Is(err, consensus.ErrNoLeader)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 
@@ -102,6 +104,29 @@ func (r *Runner) FetchTensors(ctx context.Context, hash string, holders []string
 		return nil, fmt.Errorf("checkpoint file %s: %w", hash, err)
 	}
 	return model.DecodeSafetensors(b)
+}
+
+// initFile is model.init's blob as a file under the data directory (written once, from the
+// verified blob), for a LoRA job whose stages read their frozen base from a path.
+func (r *Runner) initFile(ctx context.Context, blob string) (string, error) {
+	path := filepath.Join(r.cfg.DataDir, "init", blob+".safetensors")
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	if err := r.fetchBlob(ctx, blob, nil); err != nil {
+		return "", fmt.Errorf("initial weights (model.init): %w", err)
+	}
+	b, err := r.cfg.Blobs.ReadVerified(blob)
+	if err != nil {
+		return "", fmt.Errorf("initial weights (model.init) %s: %w", blob, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	if err := model.WriteFileAtomic(path, b); err != nil {
+		return "", fmt.Errorf("initial weights (model.init) %s: %w", blob, err)
+	}
+	return path, nil
 }
 
 // startFromInit loads a job's initial weights (model.init, published by the submitting

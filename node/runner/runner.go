@@ -6,6 +6,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,7 +137,7 @@ func (r *Runner) reconcile(j consensus.Job) {
 		r.mu.Lock()
 		delete(r.runs, j.ID)
 		r.mu.Unlock()
-		r.purgeFrames(j, run.epoch)
+		r.purgeFrames(j, run.epoch, cur)
 		run = nil
 	}
 	if run != nil || j.Status != consensus.JobRunning || cur == nil {
@@ -149,15 +150,19 @@ func (r *Runner) reconcile(j consensus.Job) {
 	if !jp.Has(r.cfg.Self) {
 		return
 	}
+	start := cur.Epoch
 	if jp.Continues {
-		r.mu.Lock()
-		r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
-		r.mu.Unlock()
-		return
+		if _, ok := joinSources(jp, r.cfg.Self); !ok || !slices.Contains(jp.Rejoin, r.cfg.Self) {
+			r.mu.Lock()
+			r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
+			r.mu.Unlock()
+			return
+		}
+		start = jp.Built // it joins the running workers: their frames carry that epoch
 	}
 	ctx, cancel := context.WithCancel(r.ctx)
 	run = &jobRun{epoch: cur.Epoch, cancel: cancel, done: make(chan struct{})}
-	run.follower.start, run.follower.epoch, run.follower.jp = cur.Epoch, cur.Epoch, jp
+	run.follower.start, run.follower.epoch, run.follower.jp, run.follower.ctx = start, cur.Epoch, jp, ctx
 	r.mu.Lock()
 	r.runs[j.ID] = run
 	r.mu.Unlock()
@@ -169,10 +174,17 @@ func (r *Runner) reconcile(j consensus.Job) {
 
 // purgeFrames drops the data-plane frames of a stopped worker's epoch (and of every epoch
 // of a finished job) that are still waiting or arrive late.
-func (r *Runner) purgeFrames(j consensus.Job, stopped uint64) {
+//
+// The frames of an in-place chain's built epoch stay while the chain runs: the node
+// dropped from it may be brought back into it (rejoin.go).
+func (r *Runner) purgeFrames(j consensus.Job, stopped uint64, cur *consensus.PlanEpoch) {
 	through := stopped
 	if cur := j.CurrentPlan(); j.Status.Terminal() && cur != nil && cur.Epoch > through {
 		through = cur.Epoch
+	}
+	var jp scheduler.JobPlan
+	if !j.Status.Terminal() && cur != nil && json.Unmarshal(cur.Plan, &jp) == nil && jp.Continues && jp.Built > 0 && jp.Built <= through {
+		through = jp.Built - 1
 	}
 	dp := r.cfg.Network.DataPlane()
 	if dp == nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,7 +46,10 @@ func twoStagePlan(s jobspec.Spec) scheduler.JobPlan {
 // cluster is a control plane and the runners of nodes a and b over one in-memory network.
 type cluster struct {
 	control *fsmControl
+	mu      sync.Mutex // guards runners, which a test may replace while runUntil runs
 	runners []*Runner
+	net     *parallel.InMemory
+	blobs   *memBlobs
 }
 
 func newCluster(t *testing.T) *cluster { return newClusterOf(t, "a", "b") }
@@ -53,18 +57,30 @@ func newCluster(t *testing.T) *cluster { return newClusterOf(t, "a", "b") }
 // newClusterOf is a control plane and the runners of nodes ids over one in-memory network.
 func newClusterOf(t *testing.T, ids ...string) *cluster {
 	c := &cluster{control: &fsmControl{fsm: consensus.NewFSM(nil)}}
-	net, blobs := parallel.NewInMemory(ids...), &memBlobs{stores: map[string]map[string][]byte{}}
-	t.Cleanup(net.Close)
+	c.net, c.blobs = parallel.NewInMemory(ids...), &memBlobs{stores: map[string]map[string][]byte{}}
+	t.Cleanup(c.net.Close)
 	for _, id := range ids {
-		r, err := New(Config{Self: id, DataDir: t.TempDir(), Log: testutil.Logger(t).With("node", id),
-			Blobs: nodeBlobs{blobs, id}, Control: c.control, Network: memNetwork{net, id}, Datasets: noDatasets{}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(r.Close)
-		c.runners = append(c.runners, r)
+		c.runners = append(c.runners, c.newRunner(t, id))
 	}
 	return c
+}
+
+// newRunner is a fresh runner of node id on the cluster's network (a restarted node).
+func (c *cluster) newRunner(t *testing.T, id string) *Runner {
+	r, err := New(Config{Self: id, DataDir: t.TempDir(), Log: testutil.Logger(t).With("node", id),
+		Blobs: nodeBlobs{c.blobs, id}, Control: c.control, Network: memNetwork{c.net, id}, Datasets: noDatasets{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Close)
+	return r
+}
+
+// replace puts r in the place of runner i, from runUntil's next round.
+func (c *cluster) replace(i int, r *Runner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.runners[i] = r
 }
 
 // setPlan commits jp as epoch of job j, with a replan event as the scheduler records it.
@@ -110,7 +126,10 @@ func (c *cluster) runUntil(t *testing.T) consensus.Job {
 	for {
 		changed := c.control.fsm.Changed()
 		jobs, _ := c.control.fsm.Jobs()
-		for _, r := range c.runners {
+		c.mu.Lock()
+		runners := slices.Clone(c.runners)
+		c.mu.Unlock()
+		for _, r := range runners {
 			r.Reconcile(jobs)
 		}
 		if j, _, err := c.control.fsm.Job("j"); err == nil && j.Status.Terminal() {

@@ -27,6 +27,9 @@ type training struct {
 	// evaluates says whether this worker computes the validation loss.
 	follower  *follower
 	evaluates bool
+	// joining says the worker rejoined in place and has not yet been admitted into its
+	// outer steps' quorum (recorded as EventRejoined once it is).
+	joining bool
 	// local describes this node's own dataset of a data.local job (empty otherwise):
 	// every replica then evaluates on its own validation split and records the loss.
 	local *localData
@@ -81,6 +84,7 @@ func (t *training) Step(ctx context.Context) (float64, error) {
 	}
 	t.r.cfg.Metrics.ObserveStep(t.job.ID, res.Times)
 	t.reportIntegrity(ctx, res)
+	t.reportAdmission()
 	t.p.step(time.Since(start), res.Times)
 	return res.Loss, nil
 }

@@ -33,13 +33,18 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	tc.Model, tc.Data = scheduler.ModelConfig(s), dataLabel(s.Data)
 	tc.Batch, tc.MicroBatches, tc.Steps = s.Train.Batch, jp.MicroBatches, s.Train.Steps
 	tc.LR, tc.Warmup, tc.Seed, tc.EvalEvery = s.Train.LR, s.Train.Warmup, s.Train.Seed, s.Train.EvalEvery
-	tc.LoRA = s.Train.LoRA // adapters on the seed's base: a job has no init checkpoint yet (docs/lora.md)
+	tc.LoRA = s.Train.LoRA // adapters on model.init's base (initFile), else the seed's (docs/lora.md)
 	sc := parallel.DefaultSyncConfig()
 	sc.Mode, sc.InnerSteps = s.Parallel.Sync, s.Parallel.InnerSteps
 	sc.Codec = s.Parallel.Codec
 	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
-	sc.Zero = s.Memory.Zero
+	sc.Zero, sc.Score = s.Memory.Zero, s.Parallel.Score
+	if s.Data.Local != "" && sc.Score != jobspec.ScoreOn {
+		// Federated data: no held-out batch is common to the replicas, and one replica's
+		// update may rightly raise the loss on another's data; the spec refuses "on".
+		sc.Score = jobspec.ScoreOff
+	}
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
@@ -82,27 +87,53 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 	if dp == nil {
 		return errNoDataPlane
 	}
-	if err := r.addressPeers(dp, jp); err != nil {
+	if err := r.addressPeers(dp, jp); err != nil && !jp.Continues {
 		return err
+	} else if err != nil {
+		// A node that rejoins right after its restart may not have heard every peer's
+		// announcement yet.
+		if err := r.awaitPeerAddrs(ctx, dp, jp); err != nil {
+			return err
+		}
 	}
 	cfg := jobConfig(j, epoch, jp)
+	if j.Spec.Model.InitBlob != "" && cfg.Train.LoRA != nil {
+		// LoRA's frozen base is model.init's weights, which every stage build (and every
+		// resume) reads from a file: the blob, verified, written once under the data dir.
+		path, err := r.initFile(ctx, j.Spec.Model.InitBlob)
+		if err != nil {
+			return err
+		}
+		cfg.Train.Init = path
+	}
 	cfg.Grace = outerGrace
 	// A stage the plan gives a memory budget keeps its training state's chunks in a file
 	// here (created unlinked: nothing is left behind).
 	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload")
-	w, err := parallel.NewWorker(cfg, EnginePlan(jp), r.cfg.Self, dp, data)
+	// A rejoining node builds the worker the running ones were built with (rejoin.go).
+	w, err := parallel.NewWorker(cfg, EnginePlan(jp.BuiltPlan()), r.cfg.Self, dp, data)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer w.Close()
 	defer func() { *reached = w.StepsDone() }()
+	joins := jp.Continues
+	if joins {
+		run.retireDropped(jp)
+	}
 	run.setWorker(w)
-	if jp.ResumeStep > 0 {
+	switch {
+	case joins:
+		current, _ := run.current()
+		if err := r.join(ctx, j, current, w, jp); err != nil {
+			return err
+		}
+	case jp.ResumeStep > 0:
 		if err := r.restoreWorker(ctx, j, w, jp.ResumeStep); err != nil {
 			return err
 		}
-	} else if blob := j.Spec.Model.InitBlob; blob != "" {
-		if err := r.startFromInit(ctx, w, blob, cfg.Train.Model); err != nil {
+	case j.Spec.Model.InitBlob != "" && cfg.Train.LoRA == nil:
+		if err := r.startFromInit(ctx, w, j.Spec.Model.InitBlob, cfg.Train.Model); err != nil {
 			return err
 		}
 	}
@@ -112,8 +143,9 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 		r.log.Info("training on a local dataset", "job", j.ID, "data", name, "train_tokens", t.local.trainTokens, "val_tokens", t.local.valTokens)
 	}
 	t.follower = &run.follower
+	t.joining = joins
 	defer t.writes.Wait()
-	if jp.ResumeStep == 0 {
+	if jp.ResumeStep == 0 && !joins {
 		if err := t.evaluate(ctx, w.StepsDone(), 0); err != nil {
 			return err
 		}

@@ -1,0 +1,3 @@
+package cuda
+
+//go:generate go run ./internal/ptxgen/cmd/ptxgen -dir kernels

@@ -1,0 +1,279 @@
+package parallel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/meshnode/meshnode/model"
+)
+
+// Held-out scoring (Gauntlet's loss before/after, Zeno's "stochastic descendant score",
+// Xie, Koyejo and Gupta 2019): before aggregating, every member scores each contribution
+// that passed the norm and distance checks by what it does to the loss of a held-out
+// batch, s = L(θ) − L(θ − γ·c), from the point θ every honest member shares (the weights
+// under every-step sync and ZeRO, the anchor under DiLoCo), and drops the contributions
+// that do not lower it (s ≤ 0). A rule that sees only the contributions cannot tell two
+// colluders of four from the two honest members; the held-out loss can, because an
+// update that points against the data raises it however central it looks.
+//
+// Every honest member draws the same held-out batch (ScoreWindows training windows from a
+// stream of the job's seed that no replica trains on at that step), loads the same
+// weights into its own copy of the model and runs the same deterministic kernels, so all
+// compute the same scores to the bit and drop the same contributions: they still end
+// with the same bits (the result digests confirm it).
+
+// ScoreWindows is how many held-out training windows a contribution is scored on.
+const ScoreWindows = 8
+
+// scoreSeedSalt turns the job's seed into the held-out stream's (SplitMix64), so that its
+// windows are not the rows any replica trains on.
+const scoreSeedSalt = 0x5c0e5c0e5c0e5c0e
+
+// heldOutScorer scores contributions on a copy of the whole model (a replica of one
+// stage): its own weights and workspace, so that scoring leaves the worker's training
+// state alone. It is safe for concurrent use.
+type heldOutScorer struct {
+	mu        sync.Mutex
+	layers    []model.Layer
+	runParams [][]*model.Param // the copy's parameters of each of the worker's runs
+	ws        model.Workspace
+	sampler   model.Sampler
+	evals     int // forward passes run (tests read it)
+}
+
+// newHeldOutScorer builds the scorer of a worker whose stage holds the whole model, its
+// runs cut as runs: the model as the worker's stage is built (the seed's weights, then
+// cfg.Init's, with cfg.LoRA's adapters), so that a LoRA run scores its adapters on its base.
+func newHeldOutScorer(cfg TrainConfig, data *model.Dataset, runs []syncRun) (*heldOutScorer, error) {
+	layers, err := stageLayers(cfg, 0, cfg.Model.NumLayers(), false)
+	if err != nil {
+		return nil, fmt.Errorf("held-out scorer: %w", err)
+	}
+	s := &heldOutScorer{layers: layers}
+	for _, r := range runs {
+		s.runParams = append(s.runParams, model.LayerParams(s.layers[r.first:r.last]))
+	}
+	s.sampler = model.Sampler{Train: data.Train, Batch: ScoreWindows, Context: cfg.Model.Context,
+		Seed: model.SplitMix64(cfg.Seed, scoreSeedSalt)}
+	return s, nil
+}
+
+// scores returns, for each contribution of run (nil: already dropped, NaN), the least
+// held-out loss it removes over the probes: min over γ in probes(c) of L(base) − L(base
+// with run's part moved by −γ·c). base holds every run's flat parameters at the shared
+// point; the batch is the held-out batch of step.
+func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32, probes func([]float32) []float64) ([]float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(base) != len(s.runParams) {
+		return nil, fmt.Errorf("held-out score: %d runs of weights, the scorer has %d", len(base), len(s.runParams))
+	}
+	for r, ps := range s.runParams {
+		if err := loadFlat(ps, base[r]); err != nil {
+			return nil, fmt.Errorf("held-out score: %w", err)
+		}
+	}
+	mb, err := s.sampler.MicroBatch(step, 0, 1)
+	if err != nil {
+		return nil, fmt.Errorf("held-out score: %w", err)
+	}
+	l0 := s.loss(mb)
+	out := make([]float64, len(all))
+	moved := make([]float32, len(base[run]))
+	for m, c := range all {
+		if c == nil {
+			out[m] = math.NaN()
+			continue
+		}
+		out[m] = math.Inf(1)
+		for _, gamma := range probes(c) {
+			g := float32(gamma)
+			for j, v := range base[run] {
+				moved[j] = v - g*c[j]
+			}
+			if err := loadFlat(s.runParams[run], moved); err != nil {
+				return nil, fmt.Errorf("held-out score: %w", err)
+			}
+			out[m] = min(out[m], l0-s.loss(mb))
+		}
+	}
+	return out, nil
+}
+
+// loss is the copy's mean loss on mb.
+func (s *heldOutScorer) loss(mb *model.Batch) float64 {
+	s.ws.Reset()
+	var x []float32
+	for _, l := range s.layers {
+		x, _ = l.Forward(&s.ws, mb, x)
+	}
+	s.evals++
+	l := float64(x[0])
+	if math.IsNaN(l) {
+		return math.Inf(1)
+	}
+	return l
+}
+
+// loadFlat copies the flat vector v into ps, in order.
+func loadFlat(ps []*model.Param, v []float32) error {
+	if n := countParams(ps); n != len(v) {
+		return fmt.Errorf("%d values for %d parameters", len(v), n)
+	}
+	for _, p := range ps {
+		v = v[copy(p.Value.Data, v):]
+	}
+	return nil
+}
+
+// ScoreFloor is the share of the group's reference score (the upper median of the
+// scores) a contribution must reach: one that lowers the held-out loss by less than a
+// quarter of what the median contribution does is dropped too. An update shrunk to
+// nothing (×0.05) lowers the loss a little, passes every other check, and dilutes the
+// aggregate (+13% for one of three under DiLoCo); honest contributions score within a
+// small factor of one another. The upper median, so that two shrunk colluders of four
+// cannot set it; a colluder cannot raise it far either, as its score is at most that of
+// its direction at the group's length.
+const ScoreFloor = 0.25
+
+// scoreRejections drops (sets to nil) the contributions of all that do not lower the
+// held-out loss by more than the floor (ScoreFloor of the upper median of the scores, 0
+// when that is not positive) and says why, by member. When none clears it, every
+// contribution is dropped and nobody is named: the collective then moves nothing (its
+// result is zero), and no honest member becomes an offender for a step where the data
+// agreed with nobody.
+func scoreRejections(all [][]float32, scores []float64) map[int]string {
+	var kept []float64
+	for m, v := range all {
+		if v != nil {
+			kept = append(kept, scores[m])
+		}
+	}
+	floor := max(0, ScoreFloor*upperMedian(kept))
+	out := map[int]string{}
+	improves := 0
+	for m, v := range all {
+		if v != nil && scores[m] > floor {
+			improves++
+		}
+	}
+	for m, v := range all {
+		if v == nil || scores[m] > floor {
+			continue
+		}
+		switch {
+		case improves == 0:
+			out[m] = ""
+		case scores[m] > 0:
+			out[m] = fmt.Sprintf("lowers the held-out loss by %.3g, under %g× the group's %.3g (held-out score)", scores[m], ScoreFloor, floor/ScoreFloor)
+		default:
+			out[m] = fmt.Sprintf("raises the held-out loss by %.3g (held-out score)", -scores[m])
+		}
+	}
+	return out
+}
+
+// upperMedian is the upper median of the finite values of v (0 when none is).
+func upperMedian(v []float64) float64 {
+	var finite []float64
+	for _, x := range v {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			finite = append(finite, x)
+		}
+	}
+	if len(finite) == 0 {
+		return 0
+	}
+	slices.Sort(finite)
+	return finite[len(finite)/2]
+}
+
+// upperMedianNorm is the norm bound's reference when contributions are scored: the upper
+// median of the finite norms. The lower median (refNorm) lets two colluders of four that
+// send shrunk updates (×0.05) own the reference, and the honest contributions were then
+// dropped as outsized and reported; scored, an outsized contribution (×1000, 1e38) is
+// refused by its held-out loss instead, which its own norm cannot raise.
+func upperMedianNorm(norms []float64) float64 {
+	var ok []float64
+	for _, n := range norms {
+		if n >= 0 {
+			ok = append(ok, n)
+		}
+	}
+	return upperMedian(ok)
+}
+
+// gradientScore is the held-out score of run i's gradients (every-step sync, ZeRO), nil
+// when the worker does not score: from the current weights (the same on every replica), a
+// step along each contribution of length GradientProbe·LR (its direction: the norm check
+// already bounds its length, and AdamW and clipping its effect).
+func (w *Worker) gradientScore(i int) func([][]float32) ([]float64, error) {
+	if w.scorer == nil {
+		return nil
+	}
+	return func(all [][]float32) ([]float64, error) {
+		base := make([][]float32, len(w.runs))
+		for r := range w.runs {
+			base[r] = flattenValues(w.runParams[r])
+		}
+		length := GradientProbe * w.cfg.Train.LR
+		return w.scorer.scores(w.step, i, base, all, func(c []float32) []float64 {
+			if n := norm2(c); n > 0 {
+				return []float64{length / n}
+			}
+			return []float64{0}
+		})
+	}
+}
+
+// GradientProbe is the length, in learning rates, of the step along a gradient that
+// scores it: long enough that the loss it removes stands well above float32 rounding,
+// short enough to stay first-order (1 to 30 gave the same drops in the poisoning table).
+const GradientProbe = 10
+
+// outerScore is the held-out score of run i's pseudo-gradients under DiLoCo, nil when the
+// worker does not score. From the anchors (the weights every replica took at the last
+// outer step) each contribution Δ is applied twice and must lower the loss both times:
+// whole, anchor − Δ (its replica's weights, as it claims them), and along its direction
+// at the group's length ℓ (the lower median of the contributions' norms), anchor −
+// ℓ·Δ/‖Δ‖. The first refuses an update that overshoots; the second one that points the
+// wrong way however long it is (×−15 of an honest update, whose overshoot can lower the
+// loss early in training, then drags the outer momentum the wrong way).
+func (s *dilocoSync) outerScore(i int) func([][]float32) ([]float64, error) {
+	w := s.w
+	if w.scorer == nil {
+		return nil
+	}
+	return func(all [][]float32) ([]float64, error) {
+		base := make([][]float32, len(s.outer))
+		for r, o := range s.outer {
+			base[r] = o.anchor
+		}
+		norms := make([]float64, len(all))
+		for m, c := range all {
+			norms[m] = math.NaN()
+			if c != nil {
+				norms[m] = norm2(c)
+			}
+		}
+		length := refNorm(norms)
+		return w.scorer.scores(w.step, i, base, all, func(c []float32) []float64 {
+			probes := []float64{1}
+			if n := norm2(c); n > 0 {
+				probes = append(probes, length/n)
+			}
+			return probes
+		})
+	}
+}
+
+// flattenValues is ps's values, in order, as one vector.
+func flattenValues(ps []*model.Param) []float32 {
+	out := make([]float32, 0, countParams(ps))
+	for _, p := range ps {
+		out = append(out, p.Value.Data...)
+	}
+	return out
+}

@@ -1,0 +1,142 @@
+package parallel
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/meshnode/meshnode/model"
+)
+
+// TestScoreRejections: a contribution is dropped when it does not lower the held-out
+// loss by more than ScoreFloor of the lower median score, named unless none did (then
+// all are dropped and nobody is named).
+func TestScoreRejections(t *testing.T) {
+	a, b, c := []float32{1}, []float32{2}, []float32{3}
+	for _, tc := range []struct {
+		all    [][]float32
+		scores []float64
+		want   string
+	}{
+		{[][]float32{a, b, c}, []float64{0.1, 0.2, 0.3}, "map[]"},
+		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[1:true 2:true]"},
+		{[][]float32{a, nil, c}, []float64{0.1, math.NaN(), -1}, "map[2:true]"},
+		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[0:false 1:false 2:false]"},
+		{[][]float32{a, b, c}, []float64{0.01, 0.2, 0.3}, "map[0:true]"}, // under a quarter of the median's
+		{[][]float32{a, b, c}, []float64{0.06, 0.2, 0.3}, "map[]"},
+		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]"}, // a median ≤ 0: the floor is 0
+	} {
+		got := map[int]bool{}
+		for m, reason := range scoreRejections(tc.all, tc.scores) {
+			got[m] = reason != ""
+		}
+		if fmt.Sprint(got) != tc.want {
+			t.Errorf("scores %v: dropped (named) %v, want %v", tc.scores, got, tc.want)
+		}
+	}
+}
+
+// TestHeldOutScoreSeesDirection: from the model's initial weights, a step along the
+// held-out batch's own descent direction (the negated gradient, sent as the contribution
+// "gradient") lowers the held-out loss and scores > 0, its reverse scores < 0, and two
+// scorers built apart (two members) give the same scores to the bit.
+func TestHeldOutScoreSeesDirection(t *testing.T) {
+	cfg := testConfig()
+	data := testData()
+	runs := []syncRun{{first: 0, last: cfg.Model.NumLayers()}}
+	s1, err1 := newHeldOutScorer(cfg, data, runs)
+	s2, err2 := newHeldOutScorer(cfg, data, runs)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	base := [][]float32{flattenValues(s1.runParams[0])}
+	grad := heldOutGradient(t, cfg, s1, 7)
+	rev := make([]float32, len(grad))
+	noise := make([]float32, len(grad))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i, v := range grad {
+		rev[i], noise[i] = -v, float32(rng.NormFloat64())*1e-3
+	}
+	all := [][]float32{grad, rev, nil, noise}
+	step := func(c []float32) []float64 { return []float64{0.05 / norm2(c)} }
+	a, err := s1.scores(7, 0, base, all, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s2.scores(7, 0, base, all, step)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(a[0] > 0) || !(a[1] < 0) || !math.IsNaN(a[2]) {
+		t.Fatalf("scores %v: want the gradient > 0, its reverse < 0, the dropped NaN", a)
+	}
+	for m := range a {
+		if math.Float64bits(a[m]) != math.Float64bits(b[m]) {
+			t.Fatalf("two scorers differ at %d: %v and %v", m, a, b)
+		}
+	}
+	if _, err := s1.scores(7, 0, [][]float32{base[0][1:]}, all, step); err == nil {
+		t.Fatal("weights of the wrong size were scored")
+	}
+}
+
+// heldOutGradient is the gradient of the held-out loss of step at the scorer's weights.
+func heldOutGradient(t *testing.T, cfg TrainConfig, s *heldOutScorer, step int) []float32 {
+	t.Helper()
+	mb, err := s.sampler.MicroBatch(step, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws model.Workspace
+	model.ZeroGrads(s.layers)
+	x := []float32(nil)
+	saved := make([]model.Saved, len(s.layers))
+	for i, l := range s.layers {
+		x, saved[i] = l.Forward(&ws, mb, x)
+	}
+	dy := []float32{1}
+	for i := len(s.layers) - 1; i >= 0; i-- {
+		dy = s.layers[i].Backward(&ws, mb, saved[i], dy)
+	}
+	return flattenGrads(model.LayerParams(s.layers))
+}
+
+// BenchmarkHeldOutScore times the held-out scoring of R = 4 contributions of the default
+// model (4 layers, d_model 128, context 128): one probe each, as every-step sync and ZeRO
+// score (R + 1 forward passes of ScoreWindows windows), and two, as DiLoCo does (2R + 1).
+// Read it against a training step of the same model (batch 16), in the same run:
+//
+//	go test ./parallel -run '^$' -bench 'HeldOutScore|TrainStep/default' -count 3
+func BenchmarkHeldOutScore(b *testing.B) {
+	cfg := DefaultTrainConfig()
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := make([]byte, 1<<19)
+	for i := range text {
+		text[i] = byte(32 + rng.IntN(95))
+	}
+	data := &model.Dataset{Source: "bench", Train: model.ByteTokens(text), Val: model.ByteTokens(text), Vocab: 256}
+	runs := []syncRun{{first: 0, last: cfg.Model.NumLayers()}}
+	s, err := newHeldOutScorer(cfg, data, runs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base := [][]float32{flattenValues(s.runParams[0])}
+	all := make([][]float32, 4)
+	for m := range all {
+		all[m] = make([]float32, len(base[0]))
+		for i := range all[m] {
+			all[m][i] = float32(rng.NormFloat64()) * 1e-4
+		}
+	}
+	for _, probes := range []int{1, 2} {
+		b.Run(fmt.Sprintf("R=4/probes=%d", probes), func(b *testing.B) {
+			for i := range b.N {
+				if _, err := s.scores(i, 0, base, all, func(c []float32) []float64 { return []float64{1, 0.5}[:probes] }); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
