@@ -220,3 +220,50 @@ func FuzzRecvPieces(f *testing.F) {
 		}
 	})
 }
+
+// TestTrainingInPiecesKeepsTheBits: ZeRO-1 on 3 replicas (the ring's reduce-scatter, the
+// parameter all-gather) and every-step sync with a robust rule (the gathered all-reduce)
+// train over a network that refuses frames past 16 KiB (a micro-batch's activations fit), far below each stage's parameters,
+// with the losses of an unbounded network bit for bit.
+func TestTrainingInPiecesKeepsTheBits(t *testing.T) {
+	cfg := pipelineConfig(3)
+	cfg.Train.Batch = 12
+	L := cfg.Train.Model.NumLayers()
+	zero, robust := cfg, cfg
+	zero.Sync.Zero = 1
+	robust.Sync.Aggregate = jobspec.AggregateMedian
+	for name, c := range map[string]JobConfig{"zero-1": zero, "median": robust} {
+		want, _ := runLocalBounded(t, c, zeroPlan("w", L, 3), 0)
+		got, run := runLocalBounded(t, c, zeroPlan("p", L, 3), 16<<10)
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: losses %v in pieces, %v whole", name, got, want)
+		}
+		n := countParams(run.Workers()[0].params)
+		t.Logf("%s: %d parameters in the first stage, %d KiB", name, n, 4*n>>10)
+		if 4*n < 64<<10 {
+			t.Fatalf("%s: a stage of %d parameters needs few pieces of 16 KiB", name, n)
+		}
+	}
+}
+
+// runLocalBounded is runLocal over a network that refuses frames past maxPayload bytes
+// (0: unbounded).
+func runLocalBounded(t *testing.T, cfg JobConfig, plan Plan, maxPayload int) ([]float64, *LocalRun) {
+	t.Helper()
+	net := NewInMemory(planNodes(plan)...)
+	defer net.Close()
+	net.SetMaxPayload(maxPayload)
+	run, err := NewLocalRun(cfg, plan, testData(), net.Peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []float64
+	for run.StepsDone() < cfg.Train.Steps {
+		l, err := run.Step(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out, run
+}
