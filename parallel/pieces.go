@@ -82,7 +82,13 @@ func recvPieces(ctx context.Context, tr Transport, from string, k frame.Key, max
 		return first, nil
 	}
 	whole := *first
-	whole.Payload = make([]byte, 0, min(maxLen, 4*size))
+	// A raw, fp16 or int8 message is as long as its bound: one allocation, no regrowth.
+	// A topk message is far shorter than its bound (8 B/element): grown as pieces arrive.
+	capacity := min(maxLen, 4*size)
+	if first.Codec != frame.CodecTopK {
+		capacity = maxLen
+	}
+	whole.Payload = make([]byte, 0, capacity)
 	whole.Payload = append(whole.Payload, first.Payload...)
 	for count := 1; ; count++ {
 		f, err := tr.Recv(ctx, from, k)
