@@ -14,7 +14,9 @@ import (
 
 // BenchmarkAllReduce times one allReduceMean of 1 Mi float32 (4 MiB) across R in-memory
 // members, by rule, and reports the payload bytes each member sends (reduce and scalar
-// frames): the cost of the checked, gathered path against the ring.
+// frames): the cost of the checked, gathered path against the ring. The pieces=1MiB runs
+// cut every message into pieces of 1 MiB (4 a contribution; PieceBytes is 32 MiB), the
+// cost of sending a message in pieces.
 //
 //	go test ./parallel -run '^$' -bench AllReduce -benchtime 20x -count 3
 func BenchmarkAllReduce(b *testing.B) {
@@ -24,40 +26,51 @@ func BenchmarkAllReduce(b *testing.B) {
 			if !rule.Valid() {
 				continue
 			}
-			b.Run(fmt.Sprintf("R=%d/%s", R, rule), func(b *testing.B) {
-				rng := rand.New(rand.NewPCG(1, 2))
-				names := make([]string, R)
-				in := make([][]float32, R)
-				for m := range R {
-					names[m] = fmt.Sprintf("m%d", m)
-					in[m] = make([]float32, n)
-					for i := range in[m] {
-						in[m][i] = float32(rng.NormFloat64())
-					}
-				}
-				net := NewInMemory(names...)
-				b.Cleanup(net.Close)
-				pol := policy{rule: rule}
-				step := uint32(0)
-				b.ResetTimer()
-				for range b.N {
-					step++
-					var wg sync.WaitGroup
-					for m := range R {
-						x := slices.Clone(in[m])
-						wg.Add(1)
-						go func() {
-							defer wg.Done()
-							if err := allReduceMean(context.Background(), net.Peer(names[m]), Group{Members: names, Self: m}, roundKey{job: 1, step: step}, x, nil, pol); err != nil {
-								b.Error(err)
-							}
-						}()
-					}
-					wg.Wait()
-				}
-				sent := net.SentBytes(frame.KindReduce) + net.SentBytes(frame.KindScalar)
-				b.ReportMetric(float64(sent)/float64(b.N*R), "B/member")
-			})
+			for _, piece := range []int{0, 1 << 20} {
+				benchAllReduce(b, R, n, rule, piece)
+			}
 		}
 	}
+}
+
+func benchAllReduce(b *testing.B, R, n int, rule jobspec.Aggregate, piece int) {
+	name := fmt.Sprintf("R=%d/%s", R, rule)
+	if piece > 0 {
+		name += fmt.Sprintf("/pieces=%dMiB", piece>>20)
+	}
+	b.Run(name, func(b *testing.B) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		names := make([]string, R)
+		in := make([][]float32, R)
+		for m := range R {
+			names[m] = fmt.Sprintf("m%d", m)
+			in[m] = make([]float32, n)
+			for i := range in[m] {
+				in[m][i] = float32(rng.NormFloat64())
+			}
+		}
+		net := NewInMemory(names...)
+		b.Cleanup(net.Close)
+		net.SetMaxPayload(piece)
+		pol := policy{rule: rule}
+		step := uint32(0)
+		b.ResetTimer()
+		for range b.N {
+			step++
+			var wg sync.WaitGroup
+			for m := range R {
+				x := slices.Clone(in[m])
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := allReduceMean(context.Background(), net.Peer(names[m]), Group{Members: names, Self: m}, roundKey{job: 1, step: step}, x, nil, pol); err != nil {
+						b.Error(err)
+					}
+				}()
+			}
+			wg.Wait()
+		}
+		sent := net.SentBytes(frame.KindReduce) + net.SentBytes(frame.KindScalar)
+		b.ReportMetric(float64(sent)/float64(b.N*R), "B/member")
+	})
 }

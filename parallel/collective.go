@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -70,7 +71,7 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 }
 
 // gatherAggregate sends this member's contribution (x, compressed by ef when it has a
-// codec) to every other member directly, in rounds numbered from base (round base+i
+// codec; in pieces, sendPieces) to every other member directly, in rounds numbered from base (round base+i
 // carries member i's contribution), so that no member relays, and so could alter, another's.
 // It decodes each, drops and reports those not admissible, and writes the aggregate of the
 // rest into x.
@@ -86,16 +87,21 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	}
 	for m := range R {
 		if m != me {
-			if err := tr.Send(ctx, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), payloads[me])); err != nil {
+			if err := sendPieces(ctx, tr, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), payloads[me])); err != nil {
 				return err
 			}
 		}
 	}
+	bad := make([]error, R)
 	for m := range R {
 		if m == me {
 			continue
 		}
-		f, err := tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
+		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), maxWireBytes(wire, len(x)))
+		if errors.Is(err, errPieces) {
+			bad[m] = err
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("all-gather from %s: %w", g.Members[m], err)
 		}
@@ -111,6 +117,9 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 			continue
 		}
 		v, err := decodeContribution(payloads[m], len(x), ef)
+		if bad[m] != nil {
+			err = bad[m]
+		}
 		if err != nil {
 			pol.report(g.Members[m], "undecodable: %v", err)
 			norms[m] = math.NaN()
@@ -226,7 +235,7 @@ func decodeContribution(p []byte, n int, ef *ErrorFeedback) ([]float32, error) {
 
 // recvChunk receives round's chunk from prev into dst, adding when add.
 func recvChunk(ctx context.Context, tr Transport, prev string, k roundKey, round int, dst []float32, add bool) error {
-	f, err := tr.Recv(ctx, prev, k.frameKey(frame.KindReduce, round))
+	f, err := recvPieces(ctx, tr, prev, k.frameKey(frame.KindReduce, round), 4*len(dst))
 	if err != nil {
 		return fmt.Errorf("round %d: %w", round, err)
 	}
@@ -255,7 +264,7 @@ func ringReduceScatter(ctx context.Context, tr Transport, g Group, k roundKey, x
 	next, prev := g.Members[mod(me+1, R)], g.Members[mod(me-1, R)]
 	for r := 0; r < R-1; r++ {
 		out := chunkOf(x, mod(me-r, R), R)
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
+		if err := sendPieces(ctx, tr, next, k.frame(frame.KindReduce, r, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
 			return err
 		}
 		if err := recvChunk(ctx, tr, prev, k, r, chunkOf(x, mod(me-r-1, R), R), true); err != nil {
@@ -277,7 +286,7 @@ func ringAllGather(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 	for r := 0; r < R-1; r++ {
 		out := chunkOf(x, mod(me+1-r, R), R)
 		round := R - 1 + r
-		if err := tr.Send(ctx, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
+		if err := sendPieces(ctx, tr, next, k.frame(frame.KindReduce, round, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
 			return err
 		}
 		if err := recvChunk(ctx, tr, prev, k, round, chunkOf(x, mod(me-r, R), R), false); err != nil {

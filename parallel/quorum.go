@@ -259,7 +259,7 @@ func (q outerQuorum) serveFinished(ctx context.Context, x []float32) {
 		}
 		go func() {
 			if _, err := q.recvFrom(ctx, m, quorumAsk, 0); err == nil {
-				q.background().Send(ctx, id, q.k.frame(frame.KindReduce, quorumAsk|q.g.Self, frame.CodecNone, len(x), payload)) //nolint:errcheck
+				sendPieces(ctx, q.background(), id, q.k.frame(frame.KindReduce, quorumAsk|q.g.Self, frame.CodecNone, len(x), payload)) //nolint:errcheck
 			}
 		}()
 	}
@@ -284,7 +284,7 @@ func (q outerQuorum) askFinished(ctx context.Context, x []float32) bool {
 		}
 		pending++
 		go func() {
-			f, err := q.tr.Recv(ctx, id, q.k.frameKey(frame.KindReduce, quorumAsk|m))
+			f, err := recvPieces(ctx, q.tr, id, q.k.frameKey(frame.KindReduce, quorumAsk|m), 4*len(x))
 			v := make([]float32, len(x))
 			if err != nil || decodeF32(v, f.Payload) != nil {
 				v = nil
@@ -557,7 +557,7 @@ func (q outerQuorum) sendResult(ctx context.Context, attempt int, in uint64, x [
 	payload := appendF32(nil, x)
 	for m, id := range q.g.Members {
 		if out&bit(m) != 0 {
-			go q.background().Send(ctx, id, q.k.frame(frame.KindReduce, quorumResult|attempt, frame.CodecNone, len(x), payload)) //nolint:errcheck
+			go sendPieces(ctx, q.background(), id, q.k.frame(frame.KindReduce, quorumResult|attempt, frame.CodecNone, len(x), payload)) //nolint:errcheck
 		}
 	}
 }
@@ -571,7 +571,7 @@ func (q outerQuorum) recvResult(ctx context.Context, attempt int, in uint64, x [
 	from := q.g.Members[bits.TrailingZeros64(in)]
 	ctx, cancel := q.peers.untilRetired(ctx, from)
 	defer cancel()
-	f, err := q.tr.Recv(ctx, from, q.k.frameKey(frame.KindReduce, quorumResult|attempt))
+	f, err := recvPieces(ctx, q.tr, from, q.k.frameKey(frame.KindReduce, quorumResult|attempt), 4*len(x))
 	if err != nil {
 		return fmt.Errorf("outer step left out of the quorum: the result from %s: %w", from, err)
 	}

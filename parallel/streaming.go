@@ -149,6 +149,8 @@ type sentCounter struct {
 	n *atomic.Int64
 }
 
+func (c sentCounter) PieceBytes() int { return pieceBytes(c.Transport) }
+
 func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error {
 	c.n.Add(int64(len(f.Payload)))
 	return c.Transport.Send(ctx, to, f)

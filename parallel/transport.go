@@ -25,9 +25,11 @@ type Transport interface {
 // InMemory is a set of in-process peers connected to each other: each has a mailbox, and
 // Send delivers straight into the receiver's. It counts bytes sent per kind.
 type InMemory struct {
-	mu    sync.Mutex
-	boxes map[string]*frame.Mailbox
-	sent  [8]atomic.Int64 // payload bytes by frame kind
+	mu         sync.Mutex
+	boxes      map[string]*frame.Mailbox
+	sent       [8]atomic.Int64 // payload bytes by frame kind
+	frames     [8]atomic.Int64 // frames by kind
+	maxPayload atomic.Int64    // 0: unbounded
 }
 
 // NewInMemory returns an in-process network of the named peers.
@@ -38,6 +40,15 @@ func NewInMemory(peers ...string) *InMemory {
 	}
 	return n
 }
+
+// SetMaxPayload makes Send refuse a frame whose payload passes n bytes (frame.ErrTooBig),
+// as the data plane refuses frames over its MaxPayload, and makes the peers' collectives
+// cut their messages into pieces of n bytes (PieceBytes is the data plane's): a test's
+// small model then needs many pieces. Set it before the peers exchange anything.
+func (n *InMemory) SetMaxPayload(max int) { n.maxPayload.Store(int64(max)) }
+
+// SentFrames reports the frames of kind k sent by all peers.
+func (n *InMemory) SentFrames(k frame.Kind) int64 { return n.frames[k].Load() }
 
 // Peer returns peer id's endpoint.
 func (n *InMemory) Peer(id string) Transport { return &inMemoryPeer{net: n, id: id} }
@@ -61,6 +72,9 @@ type inMemoryPeer struct {
 
 func (p *inMemoryPeer) Self() string { return p.id }
 
+// PieceBytes is the size collectives cut messages at: the network's payload bound, if set.
+func (p *inMemoryPeer) PieceBytes() int { return int(p.net.maxPayload.Load()) }
+
 func (p *inMemoryPeer) Send(_ context.Context, to string, f *frame.Frame) error {
 	p.net.mu.Lock()
 	box := p.net.boxes[to]
@@ -68,11 +82,15 @@ func (p *inMemoryPeer) Send(_ context.Context, to string, f *frame.Frame) error 
 	if box == nil {
 		return fmt.Errorf("in-memory transport: no peer %q", to)
 	}
+	if max := p.net.maxPayload.Load(); max > 0 && int64(len(f.Payload)) > max {
+		return fmt.Errorf("in-memory transport: %w: %d bytes > %d", frame.ErrTooBig, len(f.Payload), max)
+	}
 	// The receiver owns what it receives: copy, as a network would.
 	cp := *f
 	cp.Payload = append([]byte(nil), f.Payload...)
 	cp.Shape = append([]int(nil), f.Shape...)
 	p.net.sent[int(f.Kind)%len(p.net.sent)].Add(int64(len(f.Payload)))
+	p.net.frames[int(f.Kind)%len(p.net.frames)].Add(1)
 	return box.Deliver(p.id, &cp)
 }
 

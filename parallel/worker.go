@@ -120,6 +120,8 @@ type stallTransport struct {
 	timeout time.Duration
 }
 
+func (s stallTransport) PieceBytes() int { return pieceBytes(s.Transport) }
+
 func (s stallTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -328,7 +330,8 @@ func (w *Worker) send(ctx context.Context, to string, f *frame.Frame) error {
 
 type countingTransport struct{ w *Worker }
 
-func (c countingTransport) Self() string { return c.w.tr.Self() }
+func (c countingTransport) Self() string    { return c.w.tr.Self() }
+func (c countingTransport) PieceBytes() int { return pieceBytes(c.w.tr) }
 func (c countingTransport) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return c.w.send(ctx, to, f)
 }

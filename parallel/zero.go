@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -315,7 +316,7 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 	for m := range R {
 		if m != me {
 			f := k.frame(frame.KindReduce, base+me, frame.CodecNone, len(mine), appendF32(nil, mine))
-			if err := (countingTransport{w}).Send(ctx, g.Members[m], f); err != nil {
+			if err := sendPieces(ctx, countingTransport{w}, g.Members[m], f); err != nil {
 				return fail(err)
 			}
 		}
@@ -325,13 +326,16 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 		if m == me {
 			continue
 		}
-		f, err := w.tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
-		if err != nil {
+		dst := chunkOf(x, mod(m+1, R), R)
+		f, err := recvPieces(ctx, w.tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), 4*len(dst))
+		if err != nil && !errors.Is(err, errPieces) {
 			return fail(fmt.Errorf("from %s: %w", g.Members[m], err))
 		}
-		dst := chunkOf(x, mod(m+1, R), R)
 		in := make([]float32, len(dst))
-		if err := decodeF32(in, f.Payload); err != nil {
+		if err == nil {
+			err = decodeF32(in, f.Payload)
+		}
+		if err != nil {
 			pol.report(g.Members[m], "parameter chunk undecodable: %v", err)
 			adopt(mod(m+1, R), dst)
 			continue
