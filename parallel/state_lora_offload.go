@@ -163,22 +163,11 @@ func (st *loraOffloadState) BeginStep() error {
 func (st *loraOffloadState) EndStep() { st.store.EndStep() }
 
 func (st *loraOffloadState) Forward(ws *model.Workspace, mb *model.Batch, micro, i int, x []float32) ([]float32, model.Saved, error) {
-	op := st.fwdPass[micro]*st.L + i
-	if err := st.store.Enter(op); err != nil {
-		return nil, nil, err
-	}
-	defer st.store.Exit(op)
-	y, saved := st.layers[i].Forward(ws, mb, x)
-	return y, saved, nil
+	return scheduledForward(st.store, st.fwdPass[micro]*st.L+i, st.layers[i], ws, mb, x)
 }
 
 func (st *loraOffloadState) Backward(ws *model.Workspace, mb *model.Batch, micro, i int, saved model.Saved, dy []float32) ([]float32, error) {
-	op := st.bwdPass[micro]*st.L + (st.L - 1 - i)
-	if err := st.store.Enter(op); err != nil {
-		return nil, err
-	}
-	defer st.store.Exit(op)
-	return st.layers[i].Backward(ws, mb, saved, dy), nil
+	return scheduledBackward(st.store, st.bwdPass[micro]*st.L+(st.L-1-i), st.layers[i], ws, mb, saved, dy)
 }
 
 // EvalForward pins the layer's weights only, outside the step's schedule.

@@ -52,22 +52,14 @@ func (st *offloadState) BeginStep() error {
 func (st *offloadState) EndStep() { st.store.EndStep() }
 
 func (st *offloadState) Forward(ws *model.Workspace, mb *model.Batch, micro, i int, x []float32) ([]float32, model.Saved, error) {
-	op := st.fwdPass[micro]*st.L + i
-	if err := st.store.Enter(op); err != nil {
-		return nil, nil, err
-	}
-	defer st.store.Exit(op)
-	y, saved := st.layers[i].Forward(ws, mb, x)
-	return y, saved, nil
+	return scheduledForward(st.store, st.fwdPass[micro]*st.L+i, st.layers[i], ws, mb, x)
 }
 
 func (st *offloadState) Backward(ws *model.Workspace, mb *model.Batch, micro, i int, saved model.Saved, dy []float32) ([]float32, error) {
-	op := st.bwdPass[micro]*st.L + (st.L - 1 - i)
-	if err := st.store.Enter(op); err != nil {
+	dx, err := scheduledBackward(st.store, st.bwdPass[micro]*st.L+(st.L-1-i), st.layers[i], ws, mb, saved, dy)
+	if err != nil {
 		return nil, err
 	}
-	defer st.store.Exit(op)
-	dx := st.layers[i].Backward(ws, mb, saved, dy)
 	if micro == st.M-1 { // the layer's gradients are final: their part of the norm
 		for j := st.first[i]; j < st.first[i+1]; j++ {
 			st.sumSq[j] = kernels.SumSquares(st.params[j].Grad.Data)
@@ -385,3 +377,23 @@ func (st *offloadState) Stats() (offload.Stats, bool) { return st.store.Stats(),
 
 // Close releases the store (its file is already unlinked).
 func (st *offloadState) Close() error { return st.store.Close() }
+
+// scheduledForward runs layer l's forward pass as op of the store's schedule (a pass's
+// position times the layers, plus the layer's), its chunks pinned around it.
+func scheduledForward(store *offload.Store, op int, l model.Layer, ws *model.Workspace, mb *model.Batch, x []float32) ([]float32, model.Saved, error) {
+	if err := store.Enter(op); err != nil {
+		return nil, nil, err
+	}
+	defer store.Exit(op)
+	y, saved := l.Forward(ws, mb, x)
+	return y, saved, nil
+}
+
+// scheduledBackward is scheduledForward's backward pass (the layers in reverse in the pass).
+func scheduledBackward(store *offload.Store, op int, l model.Layer, ws *model.Workspace, mb *model.Batch, saved model.Saved, dy []float32) ([]float32, error) {
+	if err := store.Enter(op); err != nil {
+		return nil, err
+	}
+	defer store.Exit(op)
+	return l.Backward(ws, mb, saved, dy), nil
+}
