@@ -170,7 +170,10 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 // dropByScore drops from all (setting it nil) what the policy's held-out score refuses
 // and reports it; true when it dropped every contribution left.
 func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
-	if pol.score == nil {
+	if pol.score == nil || present(all) < 3 {
+		// With two contributions a score cannot tell which member lies, and an honest
+		// update near convergence may raise the held-out loss by noise: dropping one of
+		// two named honest replicas offenders (the outlier rule needs three too).
 		return false, nil
 	}
 	scores, err := pol.score(all)
@@ -341,4 +344,15 @@ func recvScalars(ctx context.Context, tr Transport, g Group, k roundKey, v float
 		out[i] = math.Float64frombits(binary.LittleEndian.Uint64(f.Payload))
 	}
 	return out, nil
+}
+
+// present counts the contributions of all not yet dropped.
+func present(all [][]float32) int {
+	n := 0
+	for _, v := range all {
+		if v != nil {
+			n++
+		}
+	}
+	return n
 }
