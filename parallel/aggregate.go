@@ -30,6 +30,9 @@ type policy struct {
 	// the held-out loss it removes (score.go). Contributions that do not lower it are
 	// dropped after the norm and distance checks.
 	score func(all [][]float32) ([]float64, error)
+	// length, when set, may rescale the contributions the score admitted (score.go's
+	// outerLength) before they are aggregated.
+	length func(all [][]float32) error
 }
 
 // checked reports whether the policy inspects every contribution: every rule but a plain

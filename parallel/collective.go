@@ -180,6 +180,11 @@ func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
 			left++
 		}
 	}
+	if pol.length != nil && left > 0 {
+		if err := pol.length(all); err != nil {
+			return false, err
+		}
+	}
 	return len(out) > 0 && left == 0, nil
 }
 

@@ -162,11 +162,12 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 
 // TestCollusionIsBoundedByHeldOutScore is issue 25's bound on colluders: two replicas of
 // four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
-// central as an honest one), or under every-step sync shrunk (×0.05), leave an honest replica's validation loss within 3% of an
-// all-honest run with every rule, under DiLoCo with the default held-out scoring and
-// under every-step sync with score: on (and ZeRO-1, whose colluders' parameter chunks the
-// honest members refuse and update themselves). The honest workers drop only the colluders and
-// name both offenders; the all-honest runs drop nothing (scoring keeps honest bits).
+// central as an honest one), shrunk (×0.05) or, under DiLoCo, too long (×15), leave an
+// honest replica's validation loss within 3% of an all-honest run with every rule, under
+// DiLoCo with the default held-out scoring and under every-step sync with score: on (and
+// ZeRO-1, whose colluders' parameter chunks the honest members refuse and update
+// themselves). The honest workers drop only the colluders and name both offenders; the
+// all-honest runs drop nothing (scoring keeps honest bits).
 func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 	for _, c := range []struct {
 		sync  jobspec.Sync
@@ -193,8 +194,13 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncEveryStep {
 				// Shrunk: under the lower median of the norms the honest contributions
 				// were dropped as outsized (+22%); scored, the reference is the upper one.
-				// (Under DiLoCo the shrunk pair still dilutes the mean: docs/PERFORMANCE.md.)
 				attacks = append(attacks, 0.05)
+			}
+			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncDiLoCo {
+				// A good direction at the wrong size: the pair owns every order statistic
+				// of the norms; the held-out loss chooses the length (outerLength). Without
+				// it +6.2% (×15) and +31% (×0.05).
+				attacks = append(attacks, 15, 0.05)
 			}
 			for _, by := range attacks {
 				r.scaleBy = by

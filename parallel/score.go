@@ -67,6 +67,44 @@ func newHeldOutScorer(cfg TrainConfig, data *model.Dataset, runs []syncRun) (*he
 func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32, probes func([]float32) []float64) ([]float64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	mb, err := s.load(step, base)
+	if err != nil {
+		return nil, err
+	}
+	l0 := s.loss(mb)
+	out := make([]float64, len(all))
+	for m, c := range all {
+		if c == nil {
+			out[m] = math.NaN()
+			continue
+		}
+		ls, err := s.movedLosses(mb, run, base[run], c, probes(c))
+		if err != nil {
+			return nil, err
+		}
+		out[m] = math.Inf(1)
+		for _, l := range ls {
+			out[m] = min(out[m], l0-l)
+		}
+	}
+	return out, nil
+}
+
+// losses returns the held-out loss of step's batch with run's part of base moved by −γ·c,
+// for each γ of gammas.
+func (s *heldOutScorer) losses(step, run int, base [][]float32, c []float32, gammas []float64) ([]float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mb, err := s.load(step, base)
+	if err != nil {
+		return nil, err
+	}
+	return s.movedLosses(mb, run, base[run], c, gammas)
+}
+
+// load loads base (every run's flat parameters) into the copy and draws step's held-out
+// batch.
+func (s *heldOutScorer) load(step int, base [][]float32) (*model.Batch, error) {
 	if len(base) != len(s.runParams) {
 		return nil, fmt.Errorf("held-out score: %d runs of weights, the scorer has %d", len(base), len(s.runParams))
 	}
@@ -79,25 +117,23 @@ func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32,
 	if err != nil {
 		return nil, fmt.Errorf("held-out score: %w", err)
 	}
-	l0 := s.loss(mb)
-	out := make([]float64, len(all))
-	moved := make([]float32, len(base[run]))
-	for m, c := range all {
-		if c == nil {
-			out[m] = math.NaN()
-			continue
+	return mb, nil
+}
+
+// movedLosses is the loss of mb with run's parameters at from − γ·c, for each γ of gammas
+// (the other runs as loaded).
+func (s *heldOutScorer) movedLosses(mb *model.Batch, run int, from, c []float32, gammas []float64) ([]float64, error) {
+	moved := make([]float32, len(from))
+	out := make([]float64, len(gammas))
+	for k, gamma := range gammas {
+		g := float32(gamma)
+		for j, v := range from {
+			moved[j] = v - g*c[j]
 		}
-		out[m] = math.Inf(1)
-		for _, gamma := range probes(c) {
-			g := float32(gamma)
-			for j, v := range base[run] {
-				moved[j] = v - g*c[j]
-			}
-			if err := loadFlat(s.runParams[run], moved); err != nil {
-				return nil, fmt.Errorf("held-out score: %w", err)
-			}
-			out[m] = min(out[m], l0-s.loss(mb))
+		if err := loadFlat(s.runParams[run], moved); err != nil {
+			return nil, fmt.Errorf("held-out score: %w", err)
 		}
+		out[k] = s.loss(mb)
 	}
 	return out, nil
 }
@@ -274,6 +310,102 @@ func flattenValues(ps []*model.Param) []float32 {
 	out := make([]float32, 0, countParams(ps))
 	for _, p := range ps {
 		out = append(out, p.Value.Data...)
+	}
+	return out
+}
+
+// LengthSpread is how far apart the admitted pseudo-gradients' norms may lie before the
+// held-out loss chooses the outer step's length: honest replicas' updates differ in size
+// by a small factor, so an honest outer step keeps its bits. Two colluders of four that
+// send a good direction ×15 or ×0.05 own half of every order statistic of the norms (and
+// of the scores, which see direction, not size); past the spread, the length is instead
+// the one of the contributions' norms that lowers the held-out loss most.
+const LengthSpread = 4
+
+// outerLength is run i's length rule under DiLoCo, nil when the worker does not score:
+// when the admitted contributions' norms spread more than LengthSpread, every admitted
+// contribution is rescaled to one length ℓ, chosen among their norms as the one whose
+// aggregate step (anchor − ℓ·u, u the rule's aggregate of their directions) gives the
+// least held-out loss (ties to the shorter). Every honest member runs it on the same
+// contributions and batch, so all choose the same ℓ.
+func (s *dilocoSync) outerLength(i int) func([][]float32) error {
+	w := s.w
+	if w.scorer == nil {
+		return nil
+	}
+	return func(all [][]float32) error {
+		var dirs [][]float32
+		var lengths []float64
+		for _, c := range all {
+			if c != nil {
+				n := norm2(c)
+				dirs, lengths = append(dirs, scaled(c, 1/n)), append(lengths, n)
+			}
+		}
+		if len(lengths) < 2 || spreadWithin(lengths, LengthSpread) {
+			return nil
+		}
+		u := make([]float32, len(dirs[0]))
+		combine(u, dirs, w.cfg.Sync.Aggregate)
+		base := make([][]float32, len(s.outer))
+		for r, o := range s.outer {
+			base[r] = o.anchor
+		}
+		slices.Sort(lengths)
+		lengths = slices.Compact(lengths)
+		losses, err := w.scorer.losses(w.step, i, base, u, append([]float64{0}, lengths...))
+		if err != nil {
+			return err
+		}
+		best := longestEfficient(lengths, losses[0], losses[1:])
+		k := 0
+		for m, c := range all {
+			if c != nil {
+				all[m] = scaled(dirs[k], lengths[best])
+				k++
+			}
+		}
+		return nil
+	}
+}
+
+// LengthEfficiency is the share of the shortest candidate's loss reduction per unit of
+// length that a longer outer step must keep to be chosen (Armijo's sufficient decrease,
+// with the slope measured at the shortest candidate).
+const LengthEfficiency = 0.5
+
+// longestEfficient returns the index of the longest of lengths (ascending) whose step
+// still lowers the held-out loss l0 by at least LengthEfficiency of the shortest's
+// reduction per unit of length (losses[k] is the loss after a step of lengths[k]): the
+// greedy least loss would choose a too-long step (×15) that lowers the held-out loss
+// today and overshoots with the outer momentum; a shrunk one (×0.05) is passed over as
+// soon as a longer one keeps the slope.
+func longestEfficient(lengths []float64, l0 float64, losses []float64) int {
+	slope := (l0 - losses[0]) / lengths[0]
+	best := 0
+	if !(slope > 0) {
+		return best
+	}
+	for k := 1; k < len(lengths); k++ {
+		if (l0-losses[k])/lengths[k] >= LengthEfficiency*slope {
+			best = k
+		}
+	}
+	return best
+}
+
+// spreadWithin says whether the positive values v lie within a factor f of one another.
+func spreadWithin(v []float64, f float64) bool {
+	lo, hi := slices.Min(v), slices.Max(v)
+	return lo > 0 && hi <= f*lo
+}
+
+// scaled is a copy of x times a.
+func scaled(x []float32, a float64) []float32 {
+	out := make([]float32, len(x))
+	f := float32(a)
+	for j, v := range x {
+		out[j] = f * v
 	}
 	return out
 }
