@@ -118,10 +118,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		}
 		all[m], norms[m] = v, norm2(v)
 	}
-	ref := refNorm(norms)
-	if pol.score != nil {
-		ref = upperMedianNorm(norms)
-	}
+	ref := pol.normReference(norms)
 	for m, v := range all {
 		if v == nil {
 			continue

@@ -249,19 +249,117 @@ func (w *Worker) gradientScore(i int) func([][]float32) ([]float64, error) {
 	if w.scorer == nil {
 		return nil
 	}
+	return w.gradientScoreBy(i, func() (*heldOutScorer, error) { return w.scorer, nil })
+}
+
+// contestedScore is gradientScore for a worker that scores only contested collectives
+// (score: auto under every-step sync and ZeRO), nil for any other: its scorer is built
+// the first time a collective is contested.
+func (w *Worker) contestedScore(i int) func([][]float32) ([]float64, error) {
+	if w.onDemand == nil {
+		return nil
+	}
+	return w.gradientScoreBy(i, w.onDemand.get)
+}
+
+func (w *Worker) gradientScoreBy(i int, scorer func() (*heldOutScorer, error)) func([][]float32) ([]float64, error) {
 	return func(all [][]float32) ([]float64, error) {
+		s, err := scorer()
+		if err != nil {
+			return nil, err
+		}
 		base := make([][]float32, len(w.runs))
 		for r := range w.runs {
 			base[r] = flattenValues(w.runParams[r])
 		}
 		length := GradientProbe * w.cfg.Train.LR
-		return w.scorer.scores(w.step, i, base, all, func(c []float32) []float64 {
+		return s.scores(w.step, i, base, all, func(c []float32) []float64 {
 			if n := norm2(c); n > 0 {
 				return []float64{length / n}
 			}
 			return []float64{0}
 		})
 	}
+}
+
+// contestedLength is the length rule of a contested gradient collective: no size is
+// trusted there (either pair may have chosen its own), so every admitted contribution
+// counts by its direction only, rescaled to the clip norm, the largest aggregate a step
+// applies anyway (AdamW makes the step nearly blind to the gradient's scale). Without it
+// two colluders of four that send their gradient ×1000 pass the upper-median norm
+// reference and the direction score, and own the mean.
+func (w *Worker) contestedLength(all [][]float32) error {
+	for m, c := range all {
+		if c != nil {
+			if n := norm2(c); n > 0 {
+				all[m] = scaled(c, w.cfg.Train.ClipNorm/n)
+			}
+		}
+	}
+	return nil
+}
+
+// onDemandScorer builds a held-out scorer the first time one is needed: a worker that
+// scores only contested collectives holds no copy of the model until one is.
+type onDemandScorer struct {
+	mu    sync.Mutex
+	build func() (*heldOutScorer, error)
+	s     *heldOutScorer
+}
+
+func (o *onDemandScorer) get() (*heldOutScorer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s == nil {
+		s, err := o.build()
+		if err != nil {
+			return nil, err
+		}
+		o.s = s
+	}
+	return o.s, nil
+}
+
+// contested says whether the norm check of four or more finite contributions depends
+// on which median it takes as reference: whether the lower median (refNorm) drops more of
+// them than the upper one (upperMedianNorm). Two against two, the check cannot tell
+// whether the small pair is shrunk (×0.05: against the lower median the honest pair would
+// be dropped as outsized and the honest members would name each other offenders) or the
+// large pair outsized (×1000). One outsized contribution of four is over both medians and
+// honest contributions, within a small factor of one another, are over neither, so a run
+// that scores only contested collectives pays nothing while honest.
+func contested(norms []float64) bool {
+	lo, hi := refNorm(norms), upperMedianNorm(norms)
+	finite, diff := 0, 0
+	for _, n := range norms {
+		if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+			continue
+		}
+		finite++
+		if (admissible(n, lo) != "") != (admissible(n, hi) != "") {
+			diff++
+		}
+	}
+	return finite >= 4 && diff > 0
+}
+
+// normReference is the norm bound's reference for norms: the lower median (refNorm),
+// or the upper median (upperMedianNorm) when the collective is scored. A collective whose
+// check is contested is scored when the policy has scoreContested, and its contributions
+// are rescaled by lengthContested (score: on included) where the policy has no length.
+func (p *policy) normReference(norms []float64) float64 {
+	if contested(norms) {
+		if p.score == nil {
+			p.score = p.scoreContested
+		}
+		if p.score != nil && p.length == nil {
+			p.length = p.lengthContested
+		}
+	}
+	if p.score != nil {
+		return upperMedianNorm(norms)
+	}
+	return refNorm(norms)
 }
 
 // GradientProbe is the length, in learning rates, of the step along a gradient that

@@ -168,3 +168,25 @@ func TestLongestEfficient(t *testing.T) {
 		t.Error("spreadWithin")
 	}
 }
+
+// TestContested: the norm check is contested when the lower and the upper median drop
+// different contributions: two against two 16× apart, not one outsized of four, not
+// honest norms, not fewer than four.
+func TestContested(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		norms []float64
+		want  bool
+	}{
+		{[]float64{1, 1.2, 0.9, 1.1}, false},
+		{[]float64{1, 1.2, 0.9, 1000}, false},
+		{[]float64{0.05, 0.06, 1, 1.2}, true},
+		{[]float64{1, 1.2, 1000, 1100}, true},
+		{[]float64{0.05, 0.06, 1.2, nan}, false},
+		{[]float64{0.05, 1, 1.2}, false},
+	} {
+		if got := contested(c.norms); got != c.want {
+			t.Errorf("contested(%v) = %v, want %v", c.norms, got, c.want)
+		}
+	}
+}

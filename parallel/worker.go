@@ -171,11 +171,12 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
-	peers           *peerSet       // the plan's members the control plane retired
-	scorer          *heldOutScorer // nil: contributions are not scored (score.go)
-	tied            *model.Param   // a tied model's table in a stage without the other end (tied.go)
-	tiedPeer        string         // the stage at the other end
-	tiedShared      bool           // the table was sent once (a frozen one is sent only once)
+	peers           *peerSet        // the plan's members the control plane retired
+	scorer          *heldOutScorer  // nil: contributions are not scored (score.go)
+	onDemand        *onDemandScorer // non-nil: score: auto scores contested gradient collectives (score.go)
+	tied            *model.Param    // a tied model's table in a stage without the other end (tied.go)
+	tiedPeer        string          // the stage at the other end
+	tiedShared      bool            // the table was sent once (a frozen one is sent only once)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -259,6 +260,8 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		if w.scorer, err = newHeldOutScorer(cfg.Train, data, w.runs); err != nil {
 			return nil, err
 		}
+	} else if w.scoresContested(offloaded) {
+		w.onDemand = &onDemandScorer{build: func() (*heldOutScorer, error) { return newHeldOutScorer(cfg.Train, data, w.runs) }}
 	}
 	return w, nil
 }
@@ -421,6 +424,15 @@ func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
 	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded &&
 		sc.Mode != jobspec.SyncStreaming
+}
+
+// scoresContested says whether the worker scores only the contested gradient collectives
+// (contested): where its job leaves score at auto, which does not score every-step sync
+// or ZeRO, and it could score (scores' other conditions).
+func (w *Worker) scoresContested(offloaded bool) bool {
+	sc := w.cfg.Sync
+	return (sc.Score == "" || sc.Score == jobspec.ScoreAuto) && !sc.Score.Enabled(sc.Mode, sc.Zero) &&
+		w.numStages == 1 && w.numReplicas > 1 && !offloaded && sc.Mode != jobspec.SyncStreaming
 }
 
 // syncsEveryStep says the replicas synchronise at every step (every-step sync or ZeRO).

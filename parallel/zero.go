@@ -231,6 +231,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 	w, z := s.w, s.shards[i]
 	pol := w.policy()
 	pol.score = w.gradientScore(i)
+	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)
@@ -266,7 +267,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		for _, v := range sums {
 			sum += v
 		}
-		if admissible(math.Sqrt(sum), refNorm(norms)) == "" {
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !contested(norms)) {
 			return sum, nil
 		}
 	}
