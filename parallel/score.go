@@ -289,6 +289,9 @@ func (w *Worker) gradientScoreBy(i int, scorer func() (*heldOutScorer, error)) f
 // two colluders of four that send their gradient ×1000 pass the upper-median norm
 // reference and the direction score, and own the mean.
 func (w *Worker) contestedLength(all [][]float32) error {
+	if w.cfg.Train.ClipNorm <= 0 {
+		return nil // no clipping: no size but the contributions' own
+	}
 	for m, c := range all {
 		if c != nil {
 			if n := norm2(c); n > 0 {
@@ -432,16 +435,22 @@ func (s *dilocoSync) outerLength(i int) func([][]float32) error {
 		return nil
 	}
 	return func(all [][]float32) error {
-		var dirs [][]float32
 		var lengths []float64
 		for _, c := range all {
 			if c != nil {
-				n := norm2(c)
-				dirs, lengths = append(dirs, scaled(c, 1/n)), append(lengths, n)
+				lengths = append(lengths, norm2(c))
 			}
 		}
 		if len(lengths) < 2 || spreadWithin(lengths, LengthSpread) {
-			return nil
+			return nil // honest sizes: the aggregate keeps its bits
+		}
+		var dirs [][]float32
+		for k, c := range slices.DeleteFunc(slices.Clone(all), func(c []float32) bool { return c == nil }) {
+			if lengths[k] == 0 {
+				dirs = append(dirs, c) // no direction: it stays zero
+				continue
+			}
+			dirs = append(dirs, scaled(c, 1/lengths[k]))
 		}
 		u := make([]float32, len(dirs[0]))
 		combine(u, dirs, w.cfg.Sync.Aggregate)
@@ -450,7 +459,10 @@ func (s *dilocoSync) outerLength(i int) func([][]float32) error {
 			base[r] = o.anchor
 		}
 		slices.Sort(lengths)
-		lengths = slices.Compact(lengths)
+		lengths = slices.Compact(slices.DeleteFunc(lengths, func(n float64) bool { return n == 0 }))
+		if len(lengths) == 0 {
+			return nil
+		}
 		losses, err := w.scorer.losses(w.step, i, base, u, append([]float64{0}, lengths...))
 		if err != nil {
 			return err
