@@ -178,7 +178,7 @@ func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
 		}
 	}
 	if pol.length != nil && left > 0 {
-		if err := pol.length(all); err != nil {
+		if err := pol.length(g.Members, all); err != nil {
 			return false, err
 		}
 	}

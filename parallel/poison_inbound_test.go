@@ -276,3 +276,43 @@ func TestInboundPoisonTable(t *testing.T) {
 		}
 	}
 }
+
+// TestContestedNormCheckIsScored: under the default score (auto), which does not score
+// every-step sync or ZeRO, two colluders of four that shrink their gradient (×0.05) owned
+// the norm check's lower median: the honest contributions were dropped as outsized and
+// the honest members named each other (+30%). A contested check is now scored (and its
+// contributions counted by direction), so the honest members drop and name only the
+// colluders, shrunk or blown up (×1000), within 3% of all-honest, and the all-honest run
+// (never contested) drops nothing.
+func TestContestedNormCheckIsScored(t *testing.T) {
+	for _, zero := range []int{0, 1} {
+		r := inboundRun{sync: jobspec.SyncEveryStep, rule: jobspec.AggregateMean, n: 4, steps: 24, zero: zero}
+		honest, rej := r.train(t)
+		if len(rej) != 0 {
+			t.Errorf("zero %d all honest: dropped %v", zero, rej)
+		}
+		r.bad = 2
+		attacks := []float32{0.05, 1000}
+		if zero > 0 {
+			attacks = attacks[:1] // ZeRO gathers as sync does once contested
+		}
+		for _, by := range attacks {
+			r.scaleBy = by
+			val, rejected, named := r.trainNamed(t)
+			t.Logf("zero %d 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", zero, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
+			if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+				t.Errorf("zero %d ×%g: val %.4f, all honest %.4f", zero, by, val, honest)
+			}
+			for _, x := range rejected {
+				if x.Member != "r2" && x.Member != "r3" {
+					t.Errorf("zero %d ×%g: an honest replica was dropped: %+v", zero, by, x)
+					break
+				}
+			}
+			slices.Sort(named)
+			if fmt.Sprint(named) != "[r2 r2 r3 r3]" {
+				t.Errorf("zero %d ×%g: named %v, want r2 and r3 by each honest worker", zero, by, named)
+			}
+		}
+	}
+}

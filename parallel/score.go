@@ -288,7 +288,7 @@ func (w *Worker) gradientScoreBy(i int, scorer func() (*heldOutScorer, error)) f
 // applies anyway (AdamW makes the step nearly blind to the gradient's scale). Without it
 // two colluders of four that send their gradient ×1000 pass the upper-median norm
 // reference and the direction score, and own the mean.
-func (w *Worker) contestedLength(all [][]float32) error {
+func (w *Worker) contestedLength(_ []string, all [][]float32) error {
 	if w.cfg.Train.ClipNorm <= 0 {
 		return nil // no clipping: no size but the contributions' own
 	}
@@ -426,21 +426,31 @@ func flattenValues(ps []*model.Param) []float32 {
 const LengthSpread = 2
 
 // outerLength is run i's length rule under DiLoCo, nil when the worker does not score:
-// when the admitted contributions' norms spread more than LengthSpread, every admitted
-// contribution is rescaled to one length ℓ, chosen among their norms as the one whose
-// aggregate step (anchor − ℓ·u, u the rule's aggregate of their directions) gives the
-// least held-out loss (ties to the shorter). Every honest member runs it on the same
+// the norms are taken per sequence of each member's batch (an honest update is weighed by
+// its replica's batch share); when they spread more than LengthSpread, every admitted
+// contribution is rescaled to one length ℓ per sequence (its batch weighting kept), ℓ
+// chosen among those norms by the held-out loss of the aggregate step anchor − ℓ·u (u the
+// rule's aggregate of the batch-weighted directions): longestEfficient. Every honest member runs it on the same
 // contributions and batch, so all choose the same ℓ.
-func (s *dilocoSync) outerLength(i int) func([][]float32) error {
+func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 	w := s.w
 	if w.scorer == nil {
 		return nil
 	}
-	return func(all [][]float32) error {
-		var lengths []float64
-		for _, c := range all {
+	share := map[string]float64{} // each member's batch: an honest update is weighed by it
+	for r, rep := range w.plan.Replicas {
+		b, _, _ := w.plan.replicaBatch(r, w.cfg.Train.Batch)
+		share[rep[0].Node] = float64(b)
+	}
+	return func(members []string, all [][]float32) error {
+		var lengths []float64 // each admitted norm per sequence of its batch
+		for m, c := range all {
 			if c != nil {
-				lengths = append(lengths, norm2(c))
+				b := share[members[m]]
+				if b <= 0 {
+					b = 1
+				}
+				lengths = append(lengths, norm2(c)/b)
 			}
 		}
 		if len(lengths) < 2 || spreadWithin(lengths, LengthSpread) {
@@ -452,7 +462,7 @@ func (s *dilocoSync) outerLength(i int) func([][]float32) error {
 				dirs = append(dirs, c) // no direction: it stays zero
 				continue
 			}
-			dirs = append(dirs, scaled(c, 1/lengths[k]))
+			dirs = append(dirs, scaled(c, 1/lengths[k])) // its direction times its batch
 		}
 		u := make([]float32, len(dirs[0]))
 		combine(u, dirs, w.cfg.Sync.Aggregate)
@@ -460,8 +470,7 @@ func (s *dilocoSync) outerLength(i int) func([][]float32) error {
 		for r, o := range s.outer {
 			base[r] = o.anchor
 		}
-		slices.Sort(lengths)
-		lengths = slices.Compact(slices.DeleteFunc(lengths, func(n float64) bool { return n == 0 }))
+		lengths = slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(lengths), func(n float64) bool { return n == 0 }))))
 		if len(lengths) == 0 {
 			return nil
 		}

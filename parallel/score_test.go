@@ -164,7 +164,7 @@ func TestLongestEfficient(t *testing.T) {
 			t.Errorf("%s: chose %d, want %d", c.name, got, c.want)
 		}
 	}
-	if !spreadWithin([]float64{1, 3.9}, LengthSpread) || spreadWithin([]float64{1, 4.1}, LengthSpread) || spreadWithin([]float64{0, 1}, LengthSpread) {
+	if !spreadWithin([]float64{1, 0.99 * LengthSpread}, LengthSpread) || spreadWithin([]float64{1, 1.01 * LengthSpread}, LengthSpread) || spreadWithin([]float64{0, 1}, LengthSpread) {
 		t.Error("spreadWithin")
 	}
 }

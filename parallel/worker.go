@@ -42,7 +42,8 @@ type SyncConfig struct {
 	Aggregate jobspec.Aggregate `json:"aggregate,omitempty"`
 	// Score is whether replicas score each other's contributions on a held-out batch and
 	// drop those that do not lower its loss (score.go): "" or auto scores DiLoCo's outer
-	// steps, on every synchronisation, off none. It applies where a replica is one stage.
+	// steps and contested gradient collectives (contested), on every synchronisation, off
+	// none. It applies where a replica is one stage.
 	Score jobspec.Score `json:"score,omitempty"`
 	// Zero is the ZeRO stage in sync mode: 0 keeps every replica's full optimizer state,
 	// 1 shards the AdamW moments across a run's replicas (reduce-scatter the gradients,
