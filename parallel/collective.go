@@ -127,10 +127,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		}
 		all[m], norms[m] = v, norm2(v)
 	}
-	ref := refNorm(norms)
-	if pol.score != nil {
-		ref = upperMedianNorm(norms)
-	}
+	ref := pol.normReference(norms)
 	for m, v := range all {
 		if v == nil {
 			continue
@@ -190,6 +187,11 @@ func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
 	for _, v := range all {
 		if v != nil {
 			left++
+		}
+	}
+	if pol.length != nil && left > 0 {
+		if err := pol.length(g.Members, all); err != nil {
+			return false, err
 		}
 	}
 	return len(out) > 0 && left == 0, nil

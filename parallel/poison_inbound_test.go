@@ -162,11 +162,12 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 
 // TestCollusionIsBoundedByHeldOutScore is issue 25's bound on colluders: two replicas of
 // four that send their own update ×−15 (inside the norm bound) or reversed (×−1, as
-// central as an honest one), or under every-step sync shrunk (×0.05), leave an honest replica's validation loss within 3% of an
-// all-honest run with every rule, under DiLoCo with the default held-out scoring and
-// under every-step sync with score: on (and ZeRO-1, whose colluders' parameter chunks the
-// honest members refuse and update themselves). The honest workers drop only the colluders and
-// name both offenders; the all-honest runs drop nothing (scoring keeps honest bits).
+// central as an honest one), shrunk (×0.05) or, under DiLoCo, too long (×15), leave an
+// honest replica's validation loss within 3% of an all-honest run with every rule, under
+// DiLoCo with the default held-out scoring and under every-step sync with score: on (and
+// ZeRO-1, whose colluders' parameter chunks the honest members refuse and update
+// themselves). The honest workers drop only the colluders and name both offenders; the
+// all-honest runs drop nothing (scoring keeps honest bits).
 func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 	for _, c := range []struct {
 		sync  jobspec.Sync
@@ -193,8 +194,13 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncEveryStep {
 				// Shrunk: under the lower median of the norms the honest contributions
 				// were dropped as outsized (+22%); scored, the reference is the upper one.
-				// (Under DiLoCo the shrunk pair still dilutes the mean: docs/PERFORMANCE.md.)
 				attacks = append(attacks, 0.05)
+			}
+			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncDiLoCo {
+				// A good direction at the wrong size: the pair owns every order statistic
+				// of the norms; the held-out loss chooses the length (outerLength). Without
+				// it +6.2% (×15) and +31% (×0.05).
+				attacks = append(attacks, 15, 0.05)
 			}
 			for _, by := range attacks {
 				r.scaleBy = by
@@ -245,18 +251,67 @@ func TestInboundPoisonTable(t *testing.T) {
 		t.Skip("the table takes a while: -inbound-table")
 	}
 	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
-		for _, score := range []jobspec.Score{jobspec.ScoreOff, jobspec.ScoreOn} {
+		for _, score := range []jobspec.Score{jobspec.ScoreOff, jobspec.ScoreAuto, jobspec.ScoreOn} {
+			if sync == jobspec.SyncDiLoCo && score == jobspec.ScoreAuto {
+				continue // auto scores every outer step: the on rows
+			}
 			for _, rule := range jobspec.Aggregates() {
 				for _, nb := range [][2]int{{3, 1}, {4, 2}} {
 					r := inboundRun{sync: sync, rule: rule, n: nb[0], steps: 24, score: score}
 					honest, hrej := r.train(t)
 					r.bad = nb[1]
-					for _, s := range []float32{-15, -1, 15, 0.05} {
+					for _, s := range []float32{-15, -1, 15, 0.05, 1000} {
 						r.scaleBy = s
-						val, rej := r.train(t)
-						t.Logf("| %s | %s | %s | %d of %d | ×%g | %.4f | %.4f | %+.1f%% | %d | %d |", sync, score, rule, nb[1], nb[0], s, honest, val, 100*(val-honest)/honest, len(rej), len(hrej))
+						val, rej, named := r.trainNamed(t)
+						wrong := 0 // honest members named offenders
+						for _, m := range named {
+							if m < fmt.Sprintf("r%d", nb[0]-nb[1]) {
+								wrong++
+							}
+						}
+						t.Logf("| %s | %s | %s | %d of %d | ×%g | %.4f | %.4f | %+.1f%% | %d | %d | %d |", sync, score, rule, nb[1], nb[0], s, honest, val, 100*(val-honest)/honest, len(rej), len(hrej), wrong)
 					}
 				}
+			}
+		}
+	}
+}
+
+// TestContestedNormCheckIsScored: under the default score (auto), which does not score
+// every-step sync or ZeRO, two colluders of four that shrink their gradient (×0.05) owned
+// the norm check's lower median: the honest contributions were dropped as outsized and
+// the honest members named each other (+30%). A contested check is now scored (and its
+// contributions counted by direction), so the honest members drop and name only the
+// colluders, shrunk or blown up (×1000), within 3% of all-honest, and the all-honest run
+// (never contested) drops nothing.
+func TestContestedNormCheckIsScored(t *testing.T) {
+	for _, zero := range []int{0, 1} {
+		r := inboundRun{sync: jobspec.SyncEveryStep, rule: jobspec.AggregateMean, n: 4, steps: 24, zero: zero}
+		honest, rej := r.train(t)
+		if len(rej) != 0 {
+			t.Errorf("zero %d all honest: dropped %v", zero, rej)
+		}
+		r.bad = 2
+		attacks := []float32{0.05, 1000}
+		if zero > 0 {
+			attacks = attacks[:1] // ZeRO gathers as sync does once contested
+		}
+		for _, by := range attacks {
+			r.scaleBy = by
+			val, rejected, named := r.trainNamed(t)
+			t.Logf("zero %d 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), %d rejections, named %v", zero, by, val, honest, 100*(val-honest)/honest, len(rejected), named)
+			if math.IsNaN(val) || (val-honest)/honest > 0.03 {
+				t.Errorf("zero %d ×%g: val %.4f, all honest %.4f", zero, by, val, honest)
+			}
+			for _, x := range rejected {
+				if x.Member != "r2" && x.Member != "r3" {
+					t.Errorf("zero %d ×%g: an honest replica was dropped: %+v", zero, by, x)
+					break
+				}
+			}
+			slices.Sort(named)
+			if fmt.Sprint(named) != "[r2 r2 r3 r3]" {
+				t.Errorf("zero %d ×%g: named %v, want r2 and r3 by each honest worker", zero, by, named)
 			}
 		}
 	}

@@ -67,6 +67,44 @@ func newHeldOutScorer(cfg TrainConfig, data *model.Dataset, runs []syncRun) (*he
 func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32, probes func([]float32) []float64) ([]float64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	mb, err := s.load(step, base)
+	if err != nil {
+		return nil, err
+	}
+	l0 := s.loss(mb)
+	out := make([]float64, len(all))
+	for m, c := range all {
+		if c == nil {
+			out[m] = math.NaN()
+			continue
+		}
+		ls, err := s.movedLosses(mb, run, base[run], c, probes(c))
+		if err != nil {
+			return nil, err
+		}
+		out[m] = math.Inf(1)
+		for _, l := range ls {
+			out[m] = min(out[m], l0-l)
+		}
+	}
+	return out, nil
+}
+
+// losses returns the held-out loss of step's batch with run's part of base moved by −γ·c,
+// for each γ of gammas.
+func (s *heldOutScorer) losses(step, run int, base [][]float32, c []float32, gammas []float64) ([]float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mb, err := s.load(step, base)
+	if err != nil {
+		return nil, err
+	}
+	return s.movedLosses(mb, run, base[run], c, gammas)
+}
+
+// load loads base (every run's flat parameters) into the copy and draws step's held-out
+// batch.
+func (s *heldOutScorer) load(step int, base [][]float32) (*model.Batch, error) {
 	if len(base) != len(s.runParams) {
 		return nil, fmt.Errorf("held-out score: %d runs of weights, the scorer has %d", len(base), len(s.runParams))
 	}
@@ -79,25 +117,23 @@ func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32,
 	if err != nil {
 		return nil, fmt.Errorf("held-out score: %w", err)
 	}
-	l0 := s.loss(mb)
-	out := make([]float64, len(all))
-	moved := make([]float32, len(base[run]))
-	for m, c := range all {
-		if c == nil {
-			out[m] = math.NaN()
-			continue
+	return mb, nil
+}
+
+// movedLosses is the loss of mb with run's parameters at from − γ·c, for each γ of gammas
+// (the other runs as loaded).
+func (s *heldOutScorer) movedLosses(mb *model.Batch, run int, from, c []float32, gammas []float64) ([]float64, error) {
+	moved := make([]float32, len(from))
+	out := make([]float64, len(gammas))
+	for k, gamma := range gammas {
+		g := float32(gamma)
+		for j, v := range from {
+			moved[j] = v - g*c[j]
 		}
-		out[m] = math.Inf(1)
-		for _, gamma := range probes(c) {
-			g := float32(gamma)
-			for j, v := range base[run] {
-				moved[j] = v - g*c[j]
-			}
-			if err := loadFlat(s.runParams[run], moved); err != nil {
-				return nil, fmt.Errorf("held-out score: %w", err)
-			}
-			out[m] = min(out[m], l0-s.loss(mb))
+		if err := loadFlat(s.runParams[run], moved); err != nil {
+			return nil, fmt.Errorf("held-out score: %w", err)
 		}
+		out[k] = s.loss(mb)
 	}
 	return out, nil
 }
@@ -213,19 +249,120 @@ func (w *Worker) gradientScore(i int) func([][]float32) ([]float64, error) {
 	if w.scorer == nil {
 		return nil
 	}
+	return w.gradientScoreBy(i, func() (*heldOutScorer, error) { return w.scorer, nil })
+}
+
+// contestedScore is gradientScore for a worker that scores only contested collectives
+// (score: auto under every-step sync and ZeRO), nil for any other: its scorer is built
+// the first time a collective is contested.
+func (w *Worker) contestedScore(i int) func([][]float32) ([]float64, error) {
+	if w.onDemand == nil {
+		return nil
+	}
+	return w.gradientScoreBy(i, w.onDemand.get)
+}
+
+func (w *Worker) gradientScoreBy(i int, scorer func() (*heldOutScorer, error)) func([][]float32) ([]float64, error) {
 	return func(all [][]float32) ([]float64, error) {
+		s, err := scorer()
+		if err != nil {
+			return nil, err
+		}
 		base := make([][]float32, len(w.runs))
 		for r := range w.runs {
 			base[r] = flattenValues(w.runParams[r])
 		}
 		length := GradientProbe * w.cfg.Train.LR
-		return w.scorer.scores(w.step, i, base, all, func(c []float32) []float64 {
+		return s.scores(w.step, i, base, all, func(c []float32) []float64 {
 			if n := norm2(c); n > 0 {
 				return []float64{length / n}
 			}
 			return []float64{0}
 		})
 	}
+}
+
+// contestedLength is the length rule of a contested gradient collective: no size is
+// trusted there (either pair may have chosen its own), so every admitted contribution
+// counts by its direction only, rescaled to the clip norm, the largest aggregate a step
+// applies anyway (AdamW makes the step nearly blind to the gradient's scale). Without it
+// two colluders of four that send their gradient ×1000 pass the upper-median norm
+// reference and the direction score, and own the mean.
+func (w *Worker) contestedLength(_ []string, all [][]float32) error {
+	if w.cfg.Train.ClipNorm <= 0 {
+		return nil // no clipping: no size but the contributions' own
+	}
+	for m, c := range all {
+		if c != nil {
+			if n := norm2(c); n > 0 {
+				all[m] = scaled(c, w.cfg.Train.ClipNorm/n)
+			}
+		}
+	}
+	return nil
+}
+
+// onDemandScorer builds a held-out scorer the first time one is needed: a worker that
+// scores only contested collectives holds no copy of the model until one is.
+type onDemandScorer struct {
+	mu    sync.Mutex
+	build func() (*heldOutScorer, error)
+	s     *heldOutScorer
+}
+
+func (o *onDemandScorer) get() (*heldOutScorer, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.s == nil {
+		s, err := o.build()
+		if err != nil {
+			return nil, err
+		}
+		o.s = s
+	}
+	return o.s, nil
+}
+
+// contested says whether the norm check of four or more finite contributions depends
+// on which median it takes as reference: whether the lower median (refNorm) drops more of
+// them than the upper one (upperMedianNorm). Two against two, the check cannot tell
+// whether the small pair is shrunk (×0.05: against the lower median the honest pair would
+// be dropped as outsized and the honest members would name each other offenders) or the
+// large pair outsized (×1000). One outsized contribution of four is over both medians and
+// honest contributions, within a small factor of one another, are over neither, so a run
+// that scores only contested collectives pays nothing while honest.
+func contested(norms []float64) bool {
+	lo, hi := refNorm(norms), upperMedianNorm(norms)
+	finite, diff := 0, 0
+	for _, n := range norms {
+		if math.IsNaN(n) || math.IsInf(n, 0) || n < 0 {
+			continue
+		}
+		finite++
+		if (admissible(n, lo) != "") != (admissible(n, hi) != "") {
+			diff++
+		}
+	}
+	return finite >= 4 && diff > 0
+}
+
+// normReference is the norm bound's reference for norms: the lower median (refNorm),
+// or the upper median (upperMedianNorm) when the collective is scored. A collective whose
+// check is contested is scored when the policy has scoreContested, and its contributions
+// are rescaled by lengthContested (score: on included) where the policy has no length.
+func (p *policy) normReference(norms []float64) float64 {
+	if contested(norms) {
+		if p.score == nil {
+			p.score = p.scoreContested
+		}
+		if p.score != nil && p.length == nil {
+			p.length = p.lengthContested
+		}
+	}
+	if p.score != nil {
+		return upperMedianNorm(norms)
+	}
+	return refNorm(norms)
 }
 
 // GradientProbe is the length, in learning rates, of the step along a gradient that
@@ -274,6 +411,122 @@ func flattenValues(ps []*model.Param) []float32 {
 	out := make([]float32, 0, countParams(ps))
 	for _, p := range ps {
 		out = append(out, p.Value.Data...)
+	}
+	return out
+}
+
+// LengthSpread is how far apart the admitted pseudo-gradients' norms may lie before the
+// held-out loss chooses the outer step's length: honest replicas' updates differ in size
+// by a small factor (at most 1.05 in the in-bound table's honest runs), so an honest
+// outer step keeps its bits. Two colluders of four that send a good direction ×15 or
+// ×0.05 own half of every order statistic of the norms (and of the scores, which see
+// direction, not size); past the spread, the length is instead the one of the
+// contributions' norms that the held-out loss prefers. Inside it a pair still weighs
+// what it likes within 2× (×0.6: +10% in the table's setting; 4 let ×0.3 through, +20%).
+const LengthSpread = 2
+
+// outerLength is run i's length rule under DiLoCo, nil when the worker does not score:
+// the norms are taken per sequence of each member's batch (an honest update is weighed by
+// its replica's batch share); when they spread more than LengthSpread, every admitted
+// contribution is rescaled to one length ℓ per sequence (its batch weighting kept), ℓ
+// chosen among those norms by the held-out loss of the aggregate step anchor − ℓ·u (u the
+// rule's aggregate of the batch-weighted directions): longestEfficient. Every honest member runs it on the same
+// contributions and batch, so all choose the same ℓ.
+func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
+	w := s.w
+	if w.scorer == nil {
+		return nil
+	}
+	share := map[string]float64{} // each member's batch: an honest update is weighed by it
+	for r, rep := range w.plan.Replicas {
+		b, _, _ := w.plan.replicaBatch(r, w.cfg.Train.Batch)
+		share[rep[0].Node] = float64(b)
+	}
+	return func(members []string, all [][]float32) error {
+		var lengths []float64 // each admitted norm per sequence of its batch
+		for m, c := range all {
+			if c != nil {
+				b := share[members[m]]
+				if b <= 0 {
+					b = 1
+				}
+				lengths = append(lengths, norm2(c)/b)
+			}
+		}
+		if len(lengths) < 2 || spreadWithin(lengths, LengthSpread) {
+			return nil // honest sizes: the aggregate keeps its bits
+		}
+		var dirs [][]float32
+		for k, c := range slices.DeleteFunc(slices.Clone(all), func(c []float32) bool { return c == nil }) {
+			if lengths[k] == 0 {
+				dirs = append(dirs, c) // no direction: it stays zero
+				continue
+			}
+			dirs = append(dirs, scaled(c, 1/lengths[k])) // its direction times its batch
+		}
+		u := make([]float32, len(dirs[0]))
+		combine(u, dirs, w.cfg.Sync.Aggregate)
+		base := make([][]float32, len(s.outer))
+		for r, o := range s.outer {
+			base[r] = o.anchor
+		}
+		lengths = slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(lengths), func(n float64) bool { return n == 0 }))))
+		if len(lengths) == 0 {
+			return nil
+		}
+		losses, err := w.scorer.losses(w.step, i, base, u, append([]float64{0}, lengths...))
+		if err != nil {
+			return err
+		}
+		best := longestEfficient(lengths, losses[0], losses[1:])
+		k := 0
+		for m, c := range all {
+			if c != nil {
+				all[m] = scaled(dirs[k], lengths[best])
+				k++
+			}
+		}
+		return nil
+	}
+}
+
+// LengthEfficiency is the share of the shortest candidate's loss reduction per unit of
+// length that a longer outer step must keep to be chosen (Armijo's sufficient decrease,
+// with the slope measured at the shortest candidate).
+const LengthEfficiency = 0.5
+
+// longestEfficient returns the index of the longest of lengths (ascending) whose step
+// still lowers the held-out loss l0 by at least LengthEfficiency of the shortest's
+// reduction per unit of length (losses[k] is the loss after a step of lengths[k]): the
+// greedy least loss would choose a too-long step (×15) that lowers the held-out loss
+// today and overshoots with the outer momentum; a shrunk one (×0.05) is passed over as
+// soon as a longer one keeps the slope.
+func longestEfficient(lengths []float64, l0 float64, losses []float64) int {
+	slope := (l0 - losses[0]) / lengths[0]
+	best := 0
+	if !(slope > 0) {
+		return best
+	}
+	for k := 1; k < len(lengths); k++ {
+		if (l0-losses[k])/lengths[k] >= LengthEfficiency*slope {
+			best = k
+		}
+	}
+	return best
+}
+
+// spreadWithin says whether the positive values v lie within a factor f of one another.
+func spreadWithin(v []float64, f float64) bool {
+	lo, hi := slices.Min(v), slices.Max(v)
+	return lo > 0 && hi <= f*lo
+}
+
+// scaled is a copy of x times a.
+func scaled(x []float32, a float64) []float32 {
+	out := make([]float32, len(x))
+	f := float32(a)
+	for j, v := range x {
+		out[j] = f * v
 	}
 	return out
 }

@@ -140,3 +140,53 @@ func BenchmarkHeldOutScore(b *testing.B) {
 		})
 	}
 }
+
+// TestLongestEfficient: the outer step's length is the longest candidate that keeps half
+// the shortest's loss reduction per unit of length: the honest length over a shrunk one,
+// not a too-long one that still lowers the loss, and the shortest when it does not lower
+// the loss at all.
+func TestLongestEfficient(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		lengths []float64
+		losses  []float64
+		want    int
+	}{
+		// ×0.05: 0.05 lowers 3.0 by 0.01 (0.2 per unit), 1 by 0.19 (0.19 per unit).
+		{"shrunk pair", []float64{0.05, 1}, []float64{2.99, 2.81}, 1},
+		// ×15: 1 lowers by 0.2 (0.2 per unit), 15 by 0.5 (0.033 per unit): more loss
+		// removed, but far past the linear range.
+		{"long pair", []float64{1, 15}, []float64{2.8, 2.5}, 0},
+		{"all three", []float64{0.05, 1, 15}, []float64{2.99, 2.81, 2.5}, 1},
+		{"nothing lowers", []float64{1, 2}, []float64{3.1, 2.9}, 0},
+	} {
+		if got := longestEfficient(c.lengths, 3.0, c.losses); got != c.want {
+			t.Errorf("%s: chose %d, want %d", c.name, got, c.want)
+		}
+	}
+	if !spreadWithin([]float64{1, 0.99 * LengthSpread}, LengthSpread) || spreadWithin([]float64{1, 1.01 * LengthSpread}, LengthSpread) || spreadWithin([]float64{0, 1}, LengthSpread) {
+		t.Error("spreadWithin")
+	}
+}
+
+// TestContested: the norm check is contested when the lower and the upper median drop
+// different contributions: two against two 16× apart, not one outsized of four, not
+// honest norms, not fewer than four.
+func TestContested(t *testing.T) {
+	nan := math.NaN()
+	for _, c := range []struct {
+		norms []float64
+		want  bool
+	}{
+		{[]float64{1, 1.2, 0.9, 1.1}, false},
+		{[]float64{1, 1.2, 0.9, 1000}, false},
+		{[]float64{0.05, 0.06, 1, 1.2}, true},
+		{[]float64{1, 1.2, 1000, 1100}, true},
+		{[]float64{0.05, 0.06, 1.2, nan}, false},
+		{[]float64{0.05, 1, 1.2}, false},
+	} {
+		if got := contested(c.norms); got != c.want {
+			t.Errorf("contested(%v) = %v, want %v", c.norms, got, c.want)
+		}
+	}
+}

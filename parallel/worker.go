@@ -42,7 +42,8 @@ type SyncConfig struct {
 	Aggregate jobspec.Aggregate `json:"aggregate,omitempty"`
 	// Score is whether replicas score each other's contributions on a held-out batch and
 	// drop those that do not lower its loss (score.go): "" or auto scores DiLoCo's outer
-	// steps, on every synchronisation, off none. It applies where a replica is one stage.
+	// steps and contested gradient collectives (contested), on every synchronisation, off
+	// none. It applies where a replica is one stage.
 	Score jobspec.Score `json:"score,omitempty"`
 	// Zero is the ZeRO stage in sync mode: 0 keeps every replica's full optimizer state,
 	// 1 shards the AdamW moments across a run's replicas (reduce-scatter the gradients,
@@ -173,12 +174,13 @@ type Worker struct {
 	pipelineStarved int64     // nanoseconds spent waiting on neighbours
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
-	peers           *peerSet       // the plan's members the control plane retired
-	scorer          *heldOutScorer // nil: contributions are not scored (score.go)
-	tied            *model.Param   // a tied model's table in a stage without the other end (tied.go)
-	tiedPeer        string         // the stage at the other end
-	tiedShared      bool           // the table was sent once (a frozen one is sent only once)
-	copies          copyQueue      // state copies asked of this worker by joiners (state_copy.go)
+	peers           *peerSet        // the plan's members the control plane retired
+	scorer          *heldOutScorer  // nil: contributions are not scored (score.go)
+	onDemand        *onDemandScorer // non-nil: score: auto scores contested gradient collectives (score.go)
+	tied            *model.Param    // a tied model's table in a stage without the other end (tied.go)
+	tiedPeer        string          // the stage at the other end
+	tiedShared      bool            // the table was sent once (a frozen one is sent only once)
+	copies          copyQueue       // state copies asked of this worker by joiners (state_copy.go)
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -268,6 +270,8 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		if w.scorer, err = newHeldOutScorer(cfg.Train, data, w.runs); err != nil {
 			return nil, err
 		}
+	} else if w.scoresContested(offloaded) {
+		w.onDemand = &onDemandScorer{build: func() (*heldOutScorer, error) { return newHeldOutScorer(cfg.Train, data, w.runs) }}
 	}
 	return w, nil
 }
@@ -431,6 +435,15 @@ func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
 	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded &&
 		sc.Mode != jobspec.SyncStreaming
+}
+
+// scoresContested says whether the worker scores only the contested gradient collectives
+// (contested): where its job leaves score at auto, which does not score every-step sync
+// or ZeRO, and it could score (scores' other conditions).
+func (w *Worker) scoresContested(offloaded bool) bool {
+	sc := w.cfg.Sync
+	return (sc.Score == "" || sc.Score == jobspec.ScoreAuto) && !sc.Score.Enabled(sc.Mode, sc.Zero) &&
+		w.numStages == 1 && w.numReplicas > 1 && !offloaded && sc.Mode != jobspec.SyncStreaming
 }
 
 // syncsEveryStep says the replicas synchronise at every step (every-step sync or ZeRO).

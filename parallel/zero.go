@@ -225,13 +225,15 @@ func (z *zeroShard) adopt(h kernels.AdamW, c float32, chunk int, dst []float32) 
 // contributions' norms travel beside it, and Σg² is summed from every member's chunk;
 // when the aggregate's norm is not admissible beside them (a NaN, an outsized
 // contribution, a member that adopts a refused chunk and says so with a NaN Σg²), or the
-// rule is robust, or contributions are scored, every member gathers the contributions
+// norm check is contested where score: auto scores contested collectives (contested), or
+// the rule is robust, or contributions are scored, every member gathers the contributions
 // whole, drops what is not admissible and aggregates the rest (gatherAggregate), keeps
 // its chunk and the whole aggregate (for adopt) and takes Σg² from it.
 func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64, error) {
 	w, z := s.w, s.shards[i]
 	pol := w.policy()
 	pol.score = w.gradientScore(i)
+	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)
@@ -267,7 +269,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		for _, v := range sums {
 			sum += v
 		}
-		if admissible(math.Sqrt(sum), refNorm(norms)) == "" {
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !contested(norms)) {
 			return sum, nil
 		}
 	}

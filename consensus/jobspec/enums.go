@@ -198,8 +198,9 @@ type Score string
 // Held-out scoring settings.
 const (
 	// ScoreAuto (the default) scores the outer steps of DiLoCo, where it costs a few
-	// forward passes once per inner_steps steps, and not every-step sync, where it would
-	// cost them at every step.
+	// forward passes once per inner_steps steps, and under every-step sync and ZeRO, where
+	// it would cost them at every step, only a collective whose norm check is contested
+	// (two against two, 16× apart: never in an honest run).
 	ScoreAuto Score = "auto"
 	// ScoreOn scores every synchronisation, every-step sync and ZeRO included.
 	ScoreOn Score = "on"
