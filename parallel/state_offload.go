@@ -55,11 +55,15 @@ func (st *offloadState) Forward(ws *model.Workspace, mb *model.Batch, micro, i i
 	return scheduledForward(st.store, st.fwdPass[micro]*st.L+i, st.layers[i], ws, mb, x)
 }
 
+// Backward keeps the layer's chunks pinned past its pass: on the last micro-batch the
+// gradients' part of the norm is read from them before the store may evict them.
 func (st *offloadState) Backward(ws *model.Workspace, mb *model.Batch, micro, i int, saved model.Saved, dy []float32) ([]float32, error) {
-	dx, err := scheduledBackward(st.store, st.bwdPass[micro]*st.L+(st.L-1-i), st.layers[i], ws, mb, saved, dy)
-	if err != nil {
+	op := st.bwdPass[micro]*st.L + (st.L - 1 - i)
+	if err := st.store.Enter(op); err != nil {
 		return nil, err
 	}
+	defer st.store.Exit(op)
+	dx := st.layers[i].Backward(ws, mb, saved, dy)
 	if micro == st.M-1 { // the layer's gradients are final: their part of the norm
 		for j := st.first[i]; j < st.first[i+1]; j++ {
 			st.sumSq[j] = kernels.SumSquares(st.params[j].Grad.Data)
