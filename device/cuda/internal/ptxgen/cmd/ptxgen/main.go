@@ -1,6 +1,3 @@
-// Command ptxgen compiles device/cuda/kernels/*.cu to PTX and writes their manifest; it is
-// what `go generate ./device/cuda` runs. MESHNODE_PTX_COMPILER=nvcc|clang picks the
-// compiler (default: nvcc when installed, else clang).
 package main
 
 import (
