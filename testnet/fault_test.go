@@ -318,7 +318,13 @@ func TestNodeJoinsMidJob(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
-	tn := startTestnet(t, slowRegion(3, 6))
+	// Each node stands for a machine of its own (join --host-label): on one host the
+	// balancer prices nodes as sharing its cores, and a joined node would add none.
+	topo := slowRegion(3, 6)
+	for i := range topo.Nodes {
+		topo.Nodes[i].Env = map[string]string{"MESHNODE_HOST_LABEL": topo.Nodes[i].Name}
+	}
+	tn := startTestnet(t, topo)
 	var spec jobspec.Spec
 	json.Unmarshal(faultJob(t, 4000), &spec)
 	spec.Parallel.Replicas, spec.Placement.Strategy = jobspec.Auto(), jobspec.StrategyAuto
@@ -328,7 +334,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	fast, err := tn.AddNode(ctx, NodeSpec{Name: "fast", Region: "lab", Slowdown: 1})
+	fast, err := tn.AddNode(ctx, NodeSpec{Name: "fast", Region: "lab", Slowdown: 1, Env: map[string]string{"MESHNODE_HOST_LABEL": "fast"}})
 	cancel()
 	if err != nil {
 		t.Fatal(err)
