@@ -357,6 +357,27 @@ func (p JobPlan) stageCompute(speeds map[string]float64) (map[string]float64, bo
 	return c, err == nil
 }
 
+// PredictedCompute is the compute time per step the plan priced each of its nodes at
+// (balancer.StageCompute at the speeds its prediction was made with: PredictedGFLOPS where
+// recorded, else its inputs'), what a node's reported compute time is compared with; nil
+// when the plan cannot be priced again (an offloading stage).
+func (p JobPlan) PredictedCompute() map[string]float64 {
+	speeds := map[string]float64{}
+	for _, n := range p.Inputs.Snapshot.Nodes {
+		if p.Has(n.ID) {
+			speeds[n.ID] = n.GFLOPS
+			if g, ok := p.PredictedGFLOPS[n.ID]; ok {
+				speeds[n.ID] = g
+			}
+		}
+	}
+	c, ok := p.stageCompute(speeds)
+	if !ok {
+		return nil
+	}
+	return c
+}
+
 // balancerPlan is the balancer's form of the plan, to price it again; ok is false for a
 // plan with an offloading stage (its offloaded bytes are not kept).
 func (p JobPlan) balancerPlan() (balancer.Plan, bool) {

@@ -128,12 +128,14 @@ func (tn *Testnet) Train(ctx context.Context, spec jobspec.Spec, dataRoot string
 	}
 	rep.Info("submitted job %s (%d steps)", id, spec.Train.Steps)
 	wire0 := tn.WireBytes()
-	f := Follower{Job: tn.Job, Interval: pollInterval, Reporter: rep}
+	epochs := newEpochLog()
+	f := Follower{Job: epochs.wrap(tn.Job), Interval: pollInterval, Reporter: rep}
 	job, err := f.Follow(ctx, id, spec.Train.Steps, timeout)
 	if err != nil {
 		return Summary{}, err
 	}
 	sum := Summarize(job, tn.State().Nodes, tn.Profiles(ctx))
+	sum.Epochs = epochs.epochs()
 	if steps := job.Progress.Step; steps > 0 {
 		sum.WireBytesPerStep = float64(tn.WireBytes()-wire0) / float64(steps)
 	}

@@ -48,6 +48,9 @@ type Summary struct {
 	// last evaluation's. Null when the job reported none.
 	InitialValLoss *float64 `json:"initial_val_loss"`
 	FinalValLoss   *float64 `json:"final_val_loss"`
+	// Epochs are the job's plan epochs as the follower saw them: each one's predicted
+	// against its measured step time (empty when the job was not followed).
+	Epochs []EpochStep `json:"epochs,omitempty"`
 }
 
 // SummaryNode is one node of a Summary: its emulated slowdown, what it measured, and the

@@ -300,6 +300,10 @@ func (r *testnetReporter) summary(s testnet.Summary) {
 		fmt.Fprintf(w, "plan             %s\n", s.Reason)
 	}
 	fmt.Fprintf(w, "step time        %.3f s (predicted %.3f s)\n", s.StepTimeS, s.PredictedStepTimeS)
+	for _, e := range s.Epochs {
+		fmt.Fprintf(w, "  epoch %-2d       %.3f s measured (median of %d samples, %d steps), predicted %.3f s\n",
+			e.Epoch, e.MeasuredStepS, e.Samples, e.Steps, e.PredictedStepS)
+	}
 	fmt.Fprintf(w, "throughput       %.0f tokens/s\n", s.TokensPerSec)
 	fmt.Fprintf(w, "bytes per step   %s reported, %s on the emulated links (predicted %s)\n",
 		humanBytes(int64(s.BytesPerStep)), humanBytes(int64(s.WireBytesPerStep)), humanBytes(int64(s.PredictedBytesPerStep)))
