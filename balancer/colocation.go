@@ -7,12 +7,12 @@ import "math"
 // itself; when several of a plan's nodes compute at once they split it. The planner
 // prices that with a share per node:
 //
-//	load_i = h_i + Σ_{j≠i on i's host, in the plan} u_j·h_j,   speed_i = s_i / max(1, load_i)
+//	load_i = h_i + E_i + Σ_{j≠i on i's host, in the plan} u_j·h_j,   speed_i = s_i / max(1, load_i)
 //
 // where s_i is node i's measured speed, h_i the fraction of its host's cores it keeps busy
 // while it computes (Node.HostShare: 1, or 1/k for a node whose emulated slowdown k
-// sleeps (k−1)/k of its kernels' time) and u_j the fraction of a step that node j
-// computes. Replicas on one host compute together all step long (u near 1); a pipeline's
+// sleeps (k−1)/k of its kernels' time), E_i the load other programs put on its host
+// (Node.HostLoad, in cores) and u_j the fraction of a step that node j computes. Replicas on one host compute together all step long (u near 1); a pipeline's
 // stages on one host overlap only in the steady part of the schedule (u is their compute
 // over the step). u depends on the shared speeds, so the shares are a fixed point, found
 // by damped iteration from "everyone computes all the time". The shares do not depend on
@@ -26,10 +26,10 @@ import "math"
 const colocationRounds = 8
 
 // hostGroups fills in.host (each node's host index; a node that names no host is a host
-// of its own) and in.hostShare.
+// of its own), in.hostShare and in.hostLoad.
 func (in *instance) hostGroups(nodes []Node) {
 	index := map[string]int{}
-	in.host, in.hostShare = make([]int, len(nodes)), make([]float64, len(nodes))
+	in.host, in.hostShare, in.hostLoad = make([]int, len(nodes)), make([]float64, len(nodes)), make([]float64, len(nodes))
 	for i, nd := range nodes {
 		h, ok := index[nd.Host]
 		if !ok || nd.Host == "" {
@@ -42,15 +42,19 @@ func (in *instance) hostGroups(nodes []Node) {
 		if !(nd.HostShare > 0) || nd.HostShare > 1 {
 			in.hostShare[i] = 1
 		}
+		if nd.HostLoad > 0 && !math.IsInf(nd.HostLoad, 1) {
+			in.hostLoad[i] = nd.HostLoad
+		}
 	}
 }
 
 // shared returns the instance d is priced on: in itself when no host runs two of d's
-// nodes, else a copy whose speeds are what d's nodes deliver while sharing their hosts.
-// Every sum runs in the draft's node order, so the same draft always gets the same speeds.
+// nodes and none carries other programs' load, else a copy whose speeds are what d's nodes
+// deliver while sharing their hosts. Every sum runs in the draft's node order, so the same
+// draft always gets the same speeds.
 func (in *instance) shared(d draft) *instance {
 	nodes := planNodes(d)
-	if !in.colocated(nodes) {
+	if !in.colocated(nodes) && !in.loaded(nodes) {
 		return in
 	}
 	cp := *in
@@ -61,7 +65,7 @@ func (in *instance) shared(d draft) *instance {
 	}
 	for round := 0; ; round++ {
 		for _, nd := range nodes {
-			load := in.hostShare[nd]
+			load := in.hostShare[nd] + in.hostLoad[nd]
 			for _, j := range nodes {
 				if j != nd && in.host[j] == in.host[nd] {
 					load += busy[j] * in.hostShare[j]
@@ -86,6 +90,16 @@ func planNodes(d draft) []int {
 		out = append(out, r.nodes...)
 	}
 	return out
+}
+
+// loaded reports whether a host of nodes carries other programs' load.
+func (in *instance) loaded(nodes []int) bool {
+	for _, nd := range nodes {
+		if in.hostLoad[nd] > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // colocated reports whether some host runs two or more of nodes.

@@ -92,3 +92,36 @@ func TestColocatedPipelineOverlapsPartly(t *testing.T) {
 		t.Errorf("two stages: %g s on two hosts (want 15), %g s on one (want above 1.3× that and at most 1.15 × %g)", apart.Step, together.Step, serial)
 	}
 }
+
+// Other programs' load on a host (Node.HostLoad, in cores) adds to each of its nodes'
+// load: a node alone on a host that gave a compute-bound thread half a core (load 1)
+// computes half as fast; two replicas on that host share what is left, each at a third
+// (1 + 1 + the other's 1); a host without load is priced as before.
+func TestHostLoadSlowsTheHostsNodes(t *testing.T) {
+	job := Job{Layers: uniformLayers(1, 1e9, 0, 0), Batch: 2, Context: 1}
+	step := func(snap Snapshot) float64 {
+		t.Helper()
+		sim, err := Simulate(snap, job, replicaPair())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sim.Step
+	}
+	loaded := func(snap Snapshot, e float64) Snapshot {
+		for i := range snap.Nodes {
+			snap.Nodes[i].HostLoad = e
+		}
+		return snap
+	}
+	if s := step(loaded(hostPair(1, 1, "h1", "h2"), 1)); !near(s, 6) {
+		t.Errorf("apart, each host loaded 1 core: step %g s, want 6 s (3 GFLOP at half speed)", s)
+	}
+	if s := step(loaded(hostPair(1, 1, "h", "h"), 1)); !near(s, 9) {
+		t.Errorf("together on a host loaded 1 core: step %g s, want 9 s (3 GFLOP at a third)", s)
+	}
+	for _, e := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		if s := step(loaded(hostPair(1, 1, "h1", "h2"), e)); !near(s, 3) {
+			t.Errorf("host load %g: step %g s, want 3 s (counted as none)", e, s)
+		}
+	}
+}

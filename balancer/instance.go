@@ -48,6 +48,7 @@ type instance struct {
 	// cores each node keeps busy while it computes.
 	host      []int
 	hostShare []float64
+	hostLoad  []float64 // Node.HostLoad, 0 where none
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {

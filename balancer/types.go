@@ -40,6 +40,11 @@ type Node struct {
 	// in (0, 1]: 1/k for a testnet node whose emulated slowdown k sleeps the rest of its
 	// kernels' time. 0 means 1.
 	HostShare float64 `json:"host_share,omitempty"`
+	// HostLoad is the load other programs put on the node's host while it computes, in
+	// host cores: 1/share − 1 for a host where a compute-bound thread got share of a core
+	// (colocation.go adds it to the node's load). 0 means none (a machine to itself);
+	// negative and non-finite values count as 0.
+	HostLoad float64 `json:"host_load,omitempty"`
 }
 
 // diskRoom is how many bytes of offloaded training state the node's disk may take, +Inf
