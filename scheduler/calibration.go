@@ -50,6 +50,9 @@ type Measure struct {
 	// measured step with them (speedFactor), so that the step stays explained while the
 	// nodes are told apart by their own compute times.
 	Speeds, EarlySpeeds map[string]float64
+	// HostLoad is each plan node's host load as the plan priced it (balancer.Node.HostLoad):
+	// Speeds are relative to it, so a node planned at them is planned with it.
+	HostLoad map[string]float64
 	// Handoff is the latency every hand-off between the plan's stages paid beyond its
 	// link (seconds, one way: a process waking up on a busy host, the transport's own
 	// turnaround): when every node of a pipeline reported its compute, what the plan
@@ -94,10 +97,10 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	early := median(steps[:min(len(steps), calibrationWindow)])
 	steps = steps[max(0, len(steps)-calibrationWindow):]
 	m := Measure{Epoch: epoch, Predicted: plan.PredictedStepS, Measured: median(steps), Early: early, Samples: len(steps), At: at,
-		PlanSpeeds: map[string]float64{}}
+		PlanSpeeds: map[string]float64{}, HostLoad: map[string]float64{}}
 	for _, n := range plan.Inputs.Snapshot.Nodes {
 		if plan.Has(n.ID) {
-			m.PlanSpeeds[n.ID] = n.GFLOPS
+			m.PlanSpeeds[n.ID], m.HostLoad[n.ID] = n.GFLOPS, n.HostLoad
 			if g, ok := plan.PredictedGFLOPS[n.ID]; ok {
 				m.PlanSpeeds[n.ID] = g
 			}
@@ -424,6 +427,10 @@ type Calibration struct {
 	// latency per hand-off beyond the links (Measure.Handoff): the latency of every link
 	// the node measured is planned that much longer.
 	Handoff map[string]float64
+	// HostLoad is, for each measured node, the host load its newest measured epoch's plan
+	// priced it with (Measure.HostLoad): its Speeds are calibrated against that load, so
+	// it is planned with it, not with a newer reading that its own job's load would be in.
+	HostLoad map[string]float64
 }
 
 // Calibrate derives the calibration from the jobs' plan epochs, progress samples and the
@@ -431,7 +438,7 @@ type Calibration struct {
 // (Measure.Speeds: a slow stage's node slow, the others not); the gap of a plan whose nodes
 // reported none is attributed to all of them alike.
 func Calibrate(jobs []Job) Calibration {
-	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}, Handoff: map[string]float64{}}
+	c := Calibration{Speeds: map[string]float64{}, Baseline: map[string]float64{}, Handoff: map[string]float64{}, HostLoad: map[string]float64{}}
 	newest := map[string]time.Time{}
 	for _, j := range jobs {
 		for _, ep := range j.Epochs {
@@ -445,7 +452,7 @@ func Calibrate(jobs []Job) Calibration {
 				}
 				c.Baseline[id] = max(c.Baseline[id], m.EarlySpeeds[id])
 				if m.At.After(newest[id]) {
-					newest[id], c.Speeds[id], c.Handoff[id] = m.At, m.Speeds[id], m.Handoff
+					newest[id], c.Speeds[id], c.Handoff[id], c.HostLoad[id] = m.At, m.Speeds[id], m.Handoff, m.HostLoad[id]
 				}
 			}
 		}
@@ -489,13 +496,31 @@ func (c Calibration) meshHandoff() float64 {
 	return median(hs)
 }
 
+// meshHostLoad is the median of the measured nodes' host loads (HostLoad), what a node not
+// measured yet is planned with once some are (its profile divided by the mesh factor is
+// relative to it); ok is false before any node is measured.
+func (c Calibration) meshHostLoad() (float64, bool) {
+	var ls []float64
+	for _, l := range c.HostLoad {
+		ls = append(ls, l)
+	}
+	if len(ls) == 0 {
+		return 0, false
+	}
+	return median(ls), true
+}
+
 // Apply returns members with calibrated compute speeds: a measured node's own (Speeds),
 // any other's profile divided by the mesh factor, so that a node not measured yet is not
-// taken for faster than the measured ones for what they all share; and every node with
-// its links' RTTs twice its measured hand-off latency longer (Handoff; a node not measured,
-// the median of the measured ones'). The members' profiles are not modified.
+// taken for faster than the measured ones for what they all share; every node with its
+// links' RTTs twice its measured hand-off latency longer (Handoff; a node not measured,
+// the median of the measured ones'); and every node with the host load its speed is
+// calibrated against (HostLoad; a node not measured, the median of the measured ones',
+// or before any is measured the load its profile carries). The members' profiles are
+// not modified.
 func (c Calibration) Apply(members []Member) []Member {
 	f, mh := c.meshFactor(members), c.meshHandoff()
+	ml, measured := c.meshHostLoad()
 	out := slices.Clone(members)
 	for i, m := range out {
 		if m.Profile == nil {
@@ -503,9 +528,12 @@ func (c Calibration) Apply(members []Member) []Member {
 		}
 		p := *m.Profile
 		if s, ok := c.Speeds[m.ID]; ok && s > 0 {
-			p.GFLOPS = s
+			p.GFLOPS, p.HostLoad = s, c.HostLoad[m.ID]
 		} else {
 			p.GFLOPS /= f
+			if measured {
+				p.HostLoad = ml
+			}
 		}
 		h, ok := c.Handoff[m.ID]
 		if !ok {

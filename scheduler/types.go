@@ -127,6 +127,11 @@ type Profile struct {
 	// HostShare is the fraction of its host's cores the node keeps busy while it computes
 	// (balancer.Node.HostShare; 0 means 1).
 	HostShare float64
+	// HostLoad is the load other programs put on the node's host, in cores
+	// (balancer.Node.HostLoad; 0: none or not measured), as the planning node measured it
+	// on its own host. The calibration replaces it for a node whose steps were measured
+	// (Calibration.HostLoad).
+	HostLoad float64
 }
 
 // Link is one measured link from a node to a peer.
