@@ -47,6 +47,8 @@ type engine struct {
 	wg     sync.WaitGroup
 
 	reconciled time.Time // when the runner last saw the jobs
+	// hostLoad measures this host's load for first plans (hostload.go).
+	hostLoad hostLoadMeter
 }
 
 // newEngine builds the engine of n with its runner.

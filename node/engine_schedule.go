@@ -19,6 +19,15 @@ import (
 // schedule runs the scheduler over the jobs and the peer table, and commits its decisions.
 func (e *engine) schedule(c *consensus.Consensus, jobs []consensus.Job) {
 	st := clusterState{jobs: runner.JobViews(jobs), members: e.n.members(), self: e.n.ID().String(), now: time.Now()}
+	if firstPlanPending(st.jobs) {
+		// A first plan is priced with what other programs leave this host's nodes now
+		// (hostload.go); the calibration keeps it only for nodes not measured yet.
+		if p := e.n.mesh.Profile(); p != nil && p.Host != "" {
+			load := e.hostLoad.current(st.now)
+			withHostLoad(st.members, p.Host, load)
+			e.log.Debug("host load measured for planning", "cores", fmt.Sprintf("%.2f", load))
+		}
+	}
 	for _, d := range e.sched.Evaluate(st) {
 		log := e.log.With("job", d.Job, "decision", d.Kind)
 		if !d.Commits() {
