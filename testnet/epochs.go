@@ -19,15 +19,18 @@ type EpochStep struct {
 	// first epochWarmup (all of them when it has no more), as the leader's calibration
 	// measures an epoch (scheduler.MeasureEpoch); 0 without any sample.
 	MeasuredStepS float64 `json:"measured_step_s"`
+	// HostLoad is the largest host load (balancer.Node.HostLoad) the plan priced a node
+	// of it with: what the planning node measured of other programs' load, in cores.
+	HostLoad float64 `json:"host_load,omitempty"`
 	// Samples is how many progress samples the epoch reported; Steps how many steps
 	// they cover.
 	Samples int `json:"samples"`
 	Steps   int `json:"steps"`
-	// ComputeS is each node's newest reported compute time per step in the epoch, by
-	// node ID; PredictedComputeS what the plan priced it at (scheduler's
-	// JobPlan.PredictedCompute).
-	ComputeS          map[string]float64 `json:"compute_s,omitempty"`
-	PredictedComputeS map[string]float64 `json:"predicted_compute_s,omitempty"`
+	// Phases are each node's newest reported phase times per step in the epoch (compute,
+	// transfer, bubble, sync), by node ID; PredictedComputeS what the plan priced its
+	// compute at (scheduler's JobPlan.PredictedCompute).
+	Phases            map[string]records.StageTimes `json:"phases,omitempty"`
+	PredictedComputeS map[string]float64            `json:"predicted_compute_s,omitempty"`
 }
 
 // epochWarmup is how many of an epoch's first samples MeasuredStepS leaves out (first
@@ -40,13 +43,14 @@ type epochLog struct {
 	mu        sync.Mutex
 	predicted map[uint64]float64
 	planned   map[uint64]map[string]float64 // predicted compute per node
+	load      map[uint64]float64            // the plan's largest host load
 	samples   []records.ProgressSample
 	seen      map[[2]int]bool
-	compute   map[uint64]map[string]float64
+	phases    map[uint64]map[string]records.StageTimes
 }
 
 func newEpochLog() *epochLog {
-	return &epochLog{predicted: map[uint64]float64{}, planned: map[uint64]map[string]float64{}, seen: map[[2]int]bool{}, compute: map[uint64]map[string]float64{}}
+	return &epochLog{predicted: map[uint64]float64{}, planned: map[uint64]map[string]float64{}, load: map[uint64]float64{}, seen: map[[2]int]bool{}, phases: map[uint64]map[string]records.StageTimes{}}
 }
 
 // wrap returns read with every view it returns recorded.
@@ -67,6 +71,11 @@ func (l *epochLog) record(job records.JobDetail) {
 		if _, ok := l.predicted[pe.Epoch]; !ok {
 			p := decodePlan(pe)
 			l.predicted[pe.Epoch], l.planned[pe.Epoch] = p.PredictedStepS, p.PredictedCompute()
+			for _, n := range p.Inputs.Snapshot.Nodes {
+				if p.Has(n.ID) {
+					l.load[pe.Epoch] = max(l.load[pe.Epoch], n.HostLoad)
+				}
+			}
 		}
 	}
 	for _, s := range job.Progress.Samples {
@@ -76,10 +85,10 @@ func (l *epochLog) record(job records.JobDetail) {
 		}
 	}
 	for _, st := range job.Progress.Stages {
-		if l.compute[st.Epoch] == nil {
-			l.compute[st.Epoch] = map[string]float64{}
+		if l.phases[st.Epoch] == nil {
+			l.phases[st.Epoch] = map[string]records.StageTimes{}
 		}
-		l.compute[st.Epoch][st.Node] = st.Compute
+		l.phases[st.Epoch][st.Node] = st
 	}
 }
 
@@ -87,20 +96,20 @@ func (l *epochLog) record(job records.JobDetail) {
 func (l *epochLog) epochs() []EpochStep {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := epochSteps(l.predicted, l.samples, l.compute)
+	out := epochSteps(l.predicted, l.samples, l.phases)
 	for i := range out {
-		out[i].PredictedComputeS = l.planned[out[i].Epoch]
+		out[i].PredictedComputeS, out[i].HostLoad = l.planned[out[i].Epoch], l.load[out[i].Epoch]
 	}
 	return out
 }
 
 // epochSteps measures every epoch that has a prediction or a sample.
-func epochSteps(predicted map[uint64]float64, samples []records.ProgressSample, compute map[uint64]map[string]float64) []EpochStep {
+func epochSteps(predicted map[uint64]float64, samples []records.ProgressSample, phases map[uint64]map[string]records.StageTimes) []EpochStep {
 	by := map[uint64]*EpochStep{}
 	steps := map[uint64][]float64{}
 	get := func(e uint64) *EpochStep {
 		if by[e] == nil {
-			by[e] = &EpochStep{Epoch: e, PredictedStepS: predicted[e], ComputeS: compute[e]}
+			by[e] = &EpochStep{Epoch: e, PredictedStepS: predicted[e], Phases: phases[e]}
 		}
 		return by[e]
 	}

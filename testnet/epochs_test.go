@@ -48,7 +48,7 @@ func TestEpochLogMeasuresEachEpochAgainstItsPrediction(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d epochs %+v, want 2", len(got), got)
 	}
-	if e := got[0]; e.Epoch != 1 || e.PredictedStepS != 0.2 || e.MeasuredStepS != 0.7 || e.Samples != 5 || e.Steps != 8 || e.ComputeS["a"] != 0.1 {
+	if e := got[0]; e.Epoch != 1 || e.PredictedStepS != 0.2 || e.MeasuredStepS != 0.7 || e.Samples != 5 || e.Steps != 8 || e.Phases["a"].Compute != 0.1 {
 		t.Errorf("epoch 1: %+v, want predicted 0.2 s, measured 0.7 s (median past 2 warm-up samples), 5 samples over 8 steps, a's compute 0.1 s", e)
 	}
 	if e := got[1]; e.Epoch != 2 || e.PredictedStepS != 0.7 || e.MeasuredStepS != 1.65 || e.Samples != 2 {

@@ -301,8 +301,8 @@ func (r *testnetReporter) summary(s testnet.Summary) {
 	}
 	fmt.Fprintf(w, "step time        %.3f s (predicted %.3f s)\n", s.StepTimeS, s.PredictedStepTimeS)
 	for _, e := range s.Epochs {
-		fmt.Fprintf(w, "  epoch %-2d       %.3f s measured (median of %d samples, %d steps), predicted %.3f s\n",
-			e.Epoch, e.MeasuredStepS, e.Samples, e.Steps, e.PredictedStepS)
+		fmt.Fprintf(w, "  epoch %-2d       %.3f s measured (median of %d samples, %d steps), predicted %.3f s (host load %.2f cores)\n",
+			e.Epoch, e.MeasuredStepS, e.Samples, e.Steps, e.PredictedStepS, e.HostLoad)
 	}
 	fmt.Fprintf(w, "throughput       %.0f tokens/s\n", s.TokensPerSec)
 	fmt.Fprintf(w, "bytes per step   %s reported, %s on the emulated links (predicted %s)\n",
