@@ -1,0 +1,130 @@
+package speedproof
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// DefaultMinInterval is the least time between two challenges a prover answers.
+const DefaultMinInterval = 30 * time.Second
+
+// readTimeout bounds how long a challenge may take to arrive once its stream opened.
+const readTimeout = 5 * time.Second
+
+// ProverConfig configures the side of a node that answers challenges.
+type ProverConfig struct {
+	// Allow says whether peer may challenge this node: the node allows its Raft leader
+	// only, so that no other member can make it compute. Nil refuses every peer.
+	Allow func(peer.ID) bool
+	// MinInterval is the least time between the starts of two answered challenges; a
+	// challenge sooner, or while one is computed, is refused (its stream reset) before
+	// anything is computed. Zero means DefaultMinInterval; negative means no interval.
+	MinInterval time.Duration
+	// WriteTimeout bounds sending the answer; zero means readTimeout.
+	WriteTimeout time.Duration
+	// Log receives refusals and failures; nil discards them.
+	Log *slog.Logger
+}
+
+// Prover answers challenges on ProtocolID: at most one at a time, at most one per
+// MinInterval, only from peers Allow admits, each bounded by MaxFLOPs. An answer costs
+// this node at most MaxFLOPs per MinInterval (≈ 2% of a 50 GFLOP/s CPU at the defaults).
+type Prover struct {
+	cfg ProverConfig
+	log *slog.Logger
+
+	mu      sync.Mutex
+	busy    bool
+	last    time.Time
+	refused int
+}
+
+// NewProver returns a prover; serve its HandleStream on ProtocolID behind admission.
+func NewProver(cfg ProverConfig) *Prover {
+	if cfg.MinInterval == 0 {
+		cfg.MinInterval = DefaultMinInterval
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = readTimeout
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Prover{cfg: cfg, log: log.With("component", "speedproof")}
+}
+
+// errRefused is a challenge this prover will not compute now (not allowed, too soon, busy).
+var errRefused = errors.New("speedproof: challenge refused")
+
+// Refused counts the challenges refused so far.
+func (p *Prover) Refused() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.refused
+}
+
+// HandleStream answers one challenge on s, or resets s.
+func (p *Prover) HandleStream(s network.Stream) {
+	from := s.Conn().RemotePeer()
+	if err := p.answer(s, from); err != nil {
+		p.log.Debug("challenge not answered", "peer", from, "err", err)
+		_ = s.Reset()
+		return
+	}
+	_ = s.Close()
+}
+
+func (p *Prover) answer(s network.Stream, from peer.ID) error {
+	if p.cfg.Allow == nil || !p.cfg.Allow(from) {
+		return p.refuse(errRefused)
+	}
+	_ = s.SetReadDeadline(time.Now().Add(readTimeout))
+	c, err := ReadChallenge(s)
+	if err != nil {
+		return err
+	}
+	if err := p.begin(); err != nil {
+		return err
+	}
+	defer p.end()
+	hashes, path := Solve(c)
+	b, err := Answer{Path: path, Hashes: hashes}.MarshalBinary()
+	if err != nil {
+		return err
+	}
+	_ = s.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
+	_, err = s.Write(b)
+	return err
+}
+
+// begin claims the right to compute one challenge now.
+func (p *Prover) begin() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if p.busy || (!p.last.IsZero() && now.Sub(p.last) < p.cfg.MinInterval) {
+		p.refused++
+		return errRefused
+	}
+	p.busy, p.last = true, now
+	return nil
+}
+
+func (p *Prover) end() {
+	p.mu.Lock()
+	p.busy = false
+	p.mu.Unlock()
+}
+
+func (p *Prover) refuse(err error) error {
+	p.mu.Lock()
+	p.refused++
+	p.mu.Unlock()
+	return err
+}

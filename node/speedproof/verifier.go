@@ -1,0 +1,67 @@
+package speedproof
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Stream is what a challenge travels on (a libp2p network.Stream is one).
+type Stream interface {
+	io.ReadWriter
+	SetDeadline(time.Time) error
+	CloseWrite() error
+}
+
+// Result is what one challenge proved.
+type Result struct {
+	Challenge Challenge
+	Path      string        // the kernel path the prover computed on
+	RoundTrip time.Duration // from the challenge sent to the answer read
+	GFLOPS    float64       // Rate(Challenge, RoundTrip)
+}
+
+// MinTimeout is the least time a prover is given to answer, whatever its claim: a
+// challenge sized for a fraction of a second at the claim must not fail on a busy
+// network or machine.
+const MinTimeout = 5 * time.Second
+
+// Timeout is how long a verifier waits for the answer to c from a node claiming
+// claimGFLOPS: four times the time the claim needs, at least MinTimeout. A node that
+// needs longer proved less than c.FLOPs()/Timeout, and is priced as having proved nothing.
+func Timeout(c Challenge, claimGFLOPS float64) time.Duration {
+	if claimGFLOPS <= 0 {
+		return MinTimeout
+	}
+	need := time.Duration(4 * c.FLOPs() / (claimGFLOPS * 1e9) * float64(time.Second))
+	return max(MinTimeout, need)
+}
+
+// Verify sends c on s, waits at most timeout (or ctx) for the answer, and checks it
+// (Check, with pick). The result's rate counts the whole round trip. A wrong answer is
+// ErrWrongAnswer; an answer on a kernel path this machine cannot reproduce,
+// ErrPathUnknown; anything else (refused, timed out, malformed) proves nothing.
+func Verify(ctx context.Context, s Stream, c Challenge, timeout time.Duration, pick func(int) int) (Result, error) {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = s.SetDeadline(deadline)
+	b, err := c.MarshalBinary()
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	if _, err := s.Write(b); err != nil {
+		return Result{}, fmt.Errorf("send challenge: %w", err)
+	}
+	_ = s.CloseWrite()
+	a, err := ReadAnswer(s, c)
+	rtt := time.Since(start)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Challenge: c, Path: a.Path, RoundTrip: rtt, GFLOPS: Rate(c, rtt)}
+	return res, Check(c, a, pick)
+}
