@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/meshnode/meshnode/kernels"
 )
@@ -68,13 +69,22 @@ type gemmFunc func(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int
 // run computes the chain on x's rows (len(x)/Cols of them) with gemm and returns their
 // hashes, RowHashSize bytes each.
 func (c Challenge) run(gemm gemmFunc, x []float32, bs [][]float32) []byte {
+	h, _ := c.runUntil(gemm, x, bs, time.Time{})
+	return h
+}
+
+// runUntil is run that gives up (ok false) when a link ends past deadline (zero: never).
+func (c Challenge) runUntil(gemm gemmFunc, x []float32, bs [][]float32, deadline time.Time) (hashes []byte, ok bool) {
 	m, n := len(x)/c.Cols, c.Cols
 	y := make([]float32, len(x))
 	for l := 0; l < c.Links; l++ {
+		if !deadline.IsZero() && time.Now().After(deadline) {
+			return nil, false
+		}
 		gemm(false, false, m, n, n, 1, x, n, bs[l%Mats], n, 0, y, n)
 		squash(x, y)
 	}
-	return rowHashes(x, n)
+	return rowHashes(x, n), true
 }
 
 // squash sets x to y/(1+|y|), element by element.
@@ -105,8 +115,16 @@ func rowHashes(x []float32, n int) []byte {
 // Solve computes the whole chain with the engine's GEMM on every thread, as a prover does,
 // and returns the row hashes and the kernel path that computed them (kernels.GemmName).
 func Solve(c Challenge) (hashes []byte, path string) {
+	hashes, path, _ = SolveUntil(c, time.Time{})
+	return hashes, path
+}
+
+// SolveUntil is Solve that gives up (ok false) once deadline has passed (zero: never):
+// a prover stops computing an answer that would come too late to prove anything.
+func SolveUntil(c Challenge, deadline time.Time) (hashes []byte, path string, ok bool) {
 	x, bs := c.operands(nil)
-	return c.run(kernels.Gemm, x, bs), kernels.GemmName()
+	hashes, ok = c.runUntil(kernels.Gemm, x, bs, deadline)
+	return hashes, kernels.GemmName(), ok
 }
 
 // SolveRows computes rows of the chain on the kernel path named path (one of

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/kernels"
 )
@@ -80,5 +81,16 @@ func TestChainStaysFinite(t *testing.T) {
 	}
 	if mean := sum / float64(len(x)); mean < 0.05 {
 		t.Fatalf("mean |x| %.3g after %d links: the chain decays", mean, c.Links)
+	}
+}
+
+// TestSolveGivesUpPastItsDeadline: a prover stops computing an answer that would come after
+// the verifier stopped waiting.
+func TestSolveGivesUpPastItsDeadline(t *testing.T) {
+	if _, _, ok := SolveUntil(testChallenge(3), time.Now().Add(-time.Second)); ok {
+		t.Fatal("solved past the deadline")
+	}
+	if h, _, ok := SolveUntil(testChallenge(3), time.Time{}); !ok || len(h) == 0 {
+		t.Fatal("no deadline, no answer")
 	}
 }

@@ -25,6 +25,11 @@ type ProverConfig struct {
 	// challenge sooner, or while one is computed, is refused (its stream reset) before
 	// anything is computed. Zero means DefaultMinInterval; negative means no interval.
 	MinInterval time.Duration
+	// Claim is the speed this node claims (GFLOP/s), read when a challenge arrives: the
+	// prover gives up on a challenge once the time a verifier waits for it at that claim
+	// (Timeout) has passed, since the answer could prove nothing. Nil means no claim:
+	// MinTimeout.
+	Claim func() float64
 	// WriteTimeout bounds sending the answer; zero means readTimeout.
 	WriteTimeout time.Duration
 	// Log receives refusals and failures; nil discards them.
@@ -58,6 +63,10 @@ func NewProver(cfg ProverConfig) *Prover {
 	}
 	return &Prover{cfg: cfg, log: log.With("component", "speedproof")}
 }
+
+// errTooLate is a challenge given up because its answer would come after the verifier's
+// Timeout.
+var errTooLate = errors.New("speedproof: the answer would come too late")
 
 // errRefused is a challenge this prover will not compute now (not allowed, too soon, busy).
 var errRefused = errors.New("speedproof: challenge refused")
@@ -93,7 +102,14 @@ func (p *Prover) answer(s network.Stream, from peer.ID) error {
 		return err
 	}
 	defer p.end()
-	hashes, path := Solve(c)
+	claim := 0.0
+	if p.cfg.Claim != nil {
+		claim = p.cfg.Claim()
+	}
+	hashes, path, ok := SolveUntil(c, time.Now().Add(Timeout(c, claim)))
+	if !ok {
+		return errTooLate
+	}
 	b, err := Answer{Path: path, Hashes: hashes}.MarshalBinary()
 	if err != nil {
 		return err
