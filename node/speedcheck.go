@@ -68,11 +68,14 @@ type speedChecker struct {
 	last map[peer.ID]attempt // this node's last challenge of each member
 }
 
-// attempt is one challenge of a member: when, and whether it was refused (nothing
-// proved, nothing committed).
+// attempt is this node's last challenge of a member: when, whether it was refused
+// (nothing proved, nothing committed), and how many challenges in a row it left
+// unanswered until their timeout (each doubles the wait before the next, so that members
+// that hold challenges open cannot keep the leader from checking the others).
 type attempt struct {
 	at      time.Time
 	refused bool
+	late    int
 }
 
 func newSpeedChecker(n *Node) *speedChecker {
@@ -164,6 +167,8 @@ func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attem
 		retry = speedRetryAfterLie
 	case last.refused:
 		retry = speedRetryRefused
+	case last.late > 0:
+		retry = min(speedRetryAfterLie, speedRetry<<min(last.late-1, 10))
 	}
 	if !last.at.IsZero() && now.Sub(last.at) < retry {
 		return false
@@ -187,6 +192,7 @@ func proofClaim(p *mesh.Profile) float64 { return max(p.GemmGFLOPS, fingerprint.
 // challenge sends id one challenge sized for its claim and commits what it proved.
 func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Profile) {
 	s.mu.Lock()
+	late := s.last[id].late
 	s.last[id] = attempt{at: time.Now()}
 	s.mu.Unlock()
 	claim := proofClaim(p)
@@ -212,6 +218,9 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, errAnswerLate):
 		result = proofTimeout
 		log.Warn("no answer to a speed challenge in time: it proved nothing", "timeout", timeout, "err", err)
+		s.mu.Lock()
+		s.last[id] = attempt{at: s.last[id].at, late: late + 1}
+		s.mu.Unlock()
 	default:
 		if s.ctx.Err() == nil {
 			s.proofs.WithLabelValues(proofRefused).Inc()

@@ -24,18 +24,23 @@ type Result struct {
 
 // MinTimeout is the least time a prover is given to answer, whatever its claim: a
 // challenge sized for a fraction of a second at the claim must not fail on a busy
-// network or machine.
-const MinTimeout = 5 * time.Second
+// network or machine. MaxTimeout is the most, so that a member claiming next to nothing
+// cannot hold its verifier for long (one link of the default shape at 18 MFLOP/s).
+const MinTimeout, MaxTimeout = 5 * time.Second, time.Minute
 
 // Timeout is how long a verifier waits for the answer to c from a node claiming
-// claimGFLOPS: four times the time the claim needs, at least MinTimeout. A node that
-// needs longer proved less than c.FLOPs()/Timeout, and is priced as having proved nothing.
+// claimGFLOPS: four times the time the claim needs, within [MinTimeout, MaxTimeout]. A
+// node that needs longer proved less than c.FLOPs()/Timeout, and is priced as having
+// proved nothing.
 func Timeout(c Challenge, claimGFLOPS float64) time.Duration {
-	if claimGFLOPS <= 0 {
+	if !(claimGFLOPS > 0) {
 		return MinTimeout
 	}
-	need := time.Duration(4 * c.FLOPs() / (claimGFLOPS * 1e9) * float64(time.Second))
-	return max(MinTimeout, need)
+	need := 4 * c.FLOPs() / (claimGFLOPS * 1e9)
+	if need >= MaxTimeout.Seconds() {
+		return MaxTimeout
+	}
+	return max(MinTimeout, time.Duration(need*float64(time.Second)))
 }
 
 // Verify sends c on s, waits at most timeout (or ctx) for the answer, and checks it

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestChallengeBounds(t *testing.T) {
@@ -102,4 +103,16 @@ func FuzzAnswer(f *testing.F) {
 			t.Fatalf("read a %d-byte path and %d bytes of hashes", len(a.Path), len(a.Hashes))
 		}
 	})
+}
+
+func TestTimeoutBounds(t *testing.T) {
+	c := Challenge{Rows: DefaultRows, Cols: DefaultCols, Links: 1}
+	for _, tc := range []struct {
+		claim float64
+		want  time.Duration
+	}{{0, MinTimeout}, {-1, MinTimeout}, {1e6, MinTimeout}, {1e-6, MaxTimeout}, {c.FLOPs() * 4 / 10 / 1e9, 10 * time.Second}} {
+		if got := Timeout(c, tc.claim); got.Round(time.Millisecond) != tc.want {
+			t.Errorf("Timeout at %g GFLOP/s = %v, want %v", tc.claim, got, tc.want)
+		}
+	}
 }
