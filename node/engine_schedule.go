@@ -71,7 +71,7 @@ func (n *Node) members() []scheduler.Member {
 			proof, ok = c.FSM().SpeedProof(pi.ID.String())
 		}
 		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State),
-			Profile: provenProfile(pi.Profile, proof, ok, pi.ID == leader)})
+			Profile: provenProfile(pi.Profile, proof, ok, pi.ID == leader, n.cfg.speedProofSlack)})
 	}
 	return out
 }

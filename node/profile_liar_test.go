@@ -106,9 +106,9 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			honest := consensus.SpeedProof{ClaimGFLOPS: fast, GFLOPS: fast}
 			members := []scheduler.Member{
-				{ID: leader, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, b), consensus.SpeedProof{}, false, true)},
-				{ID: b, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, leader), honest, true, false)},
-				{ID: liar, State: scheduler.MemberAlive, Profile: provenProfile(profile(1e6, leader), tc.proof, tc.ok, false)},
+				{ID: leader, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, b), consensus.SpeedProof{}, false, true, 1)},
+				{ID: b, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, leader), honest, true, false, 1)},
+				{ID: liar, State: scheduler.MemberAlive, Profile: provenProfile(profile(1e6, leader), tc.proof, tc.ok, false, 1)},
 			}
 			plan, err := scheduler.PlanJob(spec, members, schedulerConfig())
 			if err != nil {
@@ -122,7 +122,7 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 			}
 		})
 	}
-	if p := provenProfile(profile(fast, leader), consensus.SpeedProof{GFLOPS: 0.97 * fast}, true, false); p.GFLOPS != 0.97*fast {
+	if p := provenProfile(profile(fast, leader), consensus.SpeedProof{GFLOPS: 0.97 * fast}, true, false, 1); p.GFLOPS != 0.97*fast {
 		t.Fatalf("an honest member that proved 97%% of its claim is priced at %.3g of %.3g", p.GFLOPS, fast)
 	}
 }

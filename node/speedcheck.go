@@ -27,7 +27,8 @@ import (
 
 // Tunables of the speed check; tests lower them.
 var (
-	// speedProofTarget is how long a challenge takes at the member's claimed speed.
+	// speedProofTarget is how long a challenge takes at the member's claimed speed
+	// (Config.speedProofTarget in tests).
 	speedProofTarget = 300 * time.Millisecond
 	// speedCheckTick is how often the leader looks for members to challenge.
 	speedCheckTick = time.Second
@@ -196,7 +197,11 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 	s.last[id] = attempt{at: time.Now()}
 	s.mu.Unlock()
 	claim := proofClaim(p)
-	ch := speedproof.Size(claim, speedProofTarget)
+	target := speedProofTarget
+	if s.n.cfg.speedProofTarget > 0 {
+		target = s.n.cfg.speedProofTarget
+	}
+	ch := speedproof.Size(claim, target)
 	timeout := speedproof.Timeout(ch, claim)
 	ctx, cancel := context.WithTimeout(s.ctx, timeout+5*time.Second) // + the stream's opening
 	defer cancel()
@@ -259,9 +264,10 @@ func (s *speedChecker) verify(ctx context.Context, id peer.ID, ch speedproof.Cha
 }
 
 // provenProfile is what the balancer may plan a peer with: its profile's speed capped by
-// what it proved (nil without a proof, or one that proved nothing), unless trusted (this
-// node itself, or the Raft leader, which no one challenges).
-func provenProfile(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool) *scheduler.Profile {
+// slack × what it proved (nil without a proof, or one that proved nothing), unless
+// trusted (this node itself, or the Raft leader, which no one challenges). slack is 1
+// but in tests (Config.speedProofSlack).
+func provenProfile(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool, slack float64) *scheduler.Profile {
 	pp := planProfile(p)
 	if pp == nil || trusted {
 		return pp
@@ -269,6 +275,6 @@ func provenProfile(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool
 	if !ok || !(proof.GFLOPS > 0) {
 		return nil
 	}
-	pp.GFLOPS = math.Min(pp.GFLOPS, proof.GFLOPS)
+	pp.GFLOPS = math.Min(pp.GFLOPS, max(1, slack)*proof.GFLOPS)
 	return pp
 }

@@ -30,6 +30,16 @@ func claiming(gflops float64) func(*fingerprint.Profiler) {
 	}
 }
 
+// neverAnswer holds every challenge open without answering until done is closed: a
+// member whose device is far slower than it claims (its real prover gives up once the
+// answer would be late; on a quiet machine it may also prove its real speed in time).
+func neverAnswer(done <-chan struct{}) network.StreamHandler {
+	return func(s network.Stream) {
+		<-done
+		_ = s.Reset()
+	}
+}
+
 // answerWrongly answers every challenge with made-up row hashes.
 func answerWrongly(s network.Stream) {
 	defer s.Close()
@@ -43,20 +53,24 @@ func answerWrongly(s network.Stream) {
 }
 
 // TestLiarsAreNotInTheFirstPlan: on a real mesh, the leader challenges every member: an
-// honest one proves a speed, one claiming 1e6 GFLOP/s proves nothing in time (its own
-// prover gives up once the answer would be late), one that answers with made-up hashes is
-// caught lying (committed, counted in meshnode_speed_proofs_total). The first plan of a
-// job submitted then leaves both liars out.
+// honest one proves a speed, one claiming 1e6 GFLOP/s that cannot answer in time proves
+// nothing, one that answers with made-up hashes is caught lying (committed, counted in
+// meshnode_speed_proofs_total). The first plan of a job submitted then leaves both liars
+// out.
 func TestLiarsAreNotInTheFirstPlan(t *testing.T) {
 	if testing.Short() {
-		t.Skip("four in-process nodes; the fast liar's prover computes for 5 s")
+		t.Skip("four in-process nodes; the leader waits 5 s for the liar's answer")
 	}
-	first := startNode(t, testConfig(t))
-	honest := startNode(t, testConfig(t, first.Status().Addrs...))
-	fastCfg := testConfig(t, first.Status().Addrs...)
+	strict := func(cfg Config) Config { cfg.speedProofSlack = 1; return cfg } // claims held to proofs, as in production
+	first := startNode(t, strict(testConfig(t)))
+	honest := startNode(t, strict(testConfig(t, first.Status().Addrs...)))
+	fastCfg := strict(testConfig(t, first.Status().Addrs...))
 	fastCfg.profilerHook = claiming(1e6)
 	fast := startNode(t, fastCfg)
-	wrong := startNode(t, testConfig(t, first.Status().Addrs...))
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) }) // before the nodes close: cleanups run last first
+	fast.mesh.Handle(speedproof.ProtocolID, neverAnswer(held))
+	wrong := startNode(t, strict(testConfig(t, first.Status().Addrs...)))
 	wrong.mesh.Handle(speedproof.ProtocolID, answerWrongly)
 
 	var leader *Node
