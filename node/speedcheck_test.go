@@ -40,6 +40,16 @@ func neverAnswer(done <-chan struct{}) network.StreamHandler {
 	}
 }
 
+// nodeByID is the node of nodes with ID id, nil if none.
+func nodeByID(id string, nodes ...*Node) *Node {
+	for _, n := range nodes {
+		if n.ID().String() == id {
+			return n
+		}
+	}
+	return nil
+}
+
 // answerWrongly answers every challenge with made-up row hashes.
 func answerWrongly(s network.Stream) {
 	defer s.Close()
@@ -109,6 +119,11 @@ func TestLiarsAreNotInTheFirstPlan(t *testing.T) {
 	}
 	if p := proofs[wrong]; !p.Wrong || p.GFLOPS != 0 {
 		t.Fatalf("the member answering wrongly: %+v", p)
+	}
+	for _, p := range leader.Peers() { // GET /v1/peers
+		if want, ok := proofs[nodeByID(p.ID, first, honest, fast, wrong)]; ok && (p.ProvedGFLOPS == nil || *p.ProvedGFLOPS != want.GFLOPS || p.SpeedLie != want.Wrong) {
+			t.Errorf("peer %s: proved_gflops %v, speed_lie %v; the FSM holds %+v", p.ID, p.ProvedGFLOPS, p.SpeedLie, want)
+		}
 	}
 	text := scrape(t, leader)
 	for _, series := range []string{`meshnode_speed_proofs_total{result="proved"}`, `meshnode_speed_proofs_total{result="wrong"}`, `meshnode_speed_proofs_total{result="timeout"}`} {
