@@ -137,9 +137,12 @@ func (s *speedChecker) loop() {
 	}
 }
 
-// pass challenges, one after the other, the members that need a proof.
+// pass challenges, one after the other, the members that need a proof, and forgets its
+// challenges of peers no longer in the peer table.
 func (s *speedChecker) pass(c *consensus.Consensus) {
-	for _, pi := range s.n.mesh.Peers() {
+	peers := s.n.mesh.Peers()
+	s.forgetAllBut(peers)
+	for _, pi := range peers {
 		if s.ctx.Err() != nil || !c.IsLeader() {
 			return
 		}
@@ -152,6 +155,20 @@ func (s *speedChecker) pass(c *consensus.Consensus) {
 		s.mu.Unlock()
 		if needsProof(pi.Profile, proof, ok, last, time.Now()) {
 			s.challenge(c, pi.ID, pi.Profile)
+		}
+	}
+}
+
+func (s *speedChecker) forgetAllBut(peers []mesh.PeerInfo) {
+	keep := make(map[peer.ID]bool, len(peers))
+	for _, pi := range peers {
+		keep[pi.ID] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id := range s.last {
+		if !keep[id] {
+			delete(s.last, id)
 		}
 	}
 }

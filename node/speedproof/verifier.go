@@ -12,6 +12,7 @@ type Stream interface {
 	io.ReadWriter
 	SetDeadline(time.Time) error
 	CloseWrite() error
+	Reset() error
 }
 
 // Result is what one challenge proved.
@@ -43,8 +44,8 @@ func Timeout(c Challenge, claimGFLOPS float64) time.Duration {
 	return max(MinTimeout, time.Duration(need*float64(time.Second)))
 }
 
-// Verify sends c on s, waits at most timeout (or ctx) for the answer, and checks it
-// (Check, with pick). The result's rate counts the whole round trip. A wrong answer is
+// Verify sends c on s, waits at most timeout (or until ctx ends: s is then reset) for the
+// answer, and checks it (Check, with pick). The result's rate counts the whole round trip. A wrong answer is
 // ErrWrongAnswer; an answer on a kernel path this machine cannot reproduce,
 // ErrPathUnknown; anything else (refused, timed out, malformed) proves nothing.
 func Verify(ctx context.Context, s Stream, c Challenge, timeout time.Duration, pick func(int) int) (Result, error) {
@@ -53,6 +54,12 @@ func Verify(ctx context.Context, s Stream, c Challenge, timeout time.Duration, p
 		deadline = d
 	}
 	_ = s.SetDeadline(deadline)
+	// The deadline or a cancelled ctx resets the stream, which ends the wait on any
+	// transport (not every one honours deadlines).
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { _ = s.Reset() })
+	defer stop()
 	b, err := c.MarshalBinary()
 	if err != nil {
 		return Result{}, err

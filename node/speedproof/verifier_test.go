@@ -146,3 +146,39 @@ func TestProverAnswersOnlyWhomItAllowsAndNotTooOften(t *testing.T) {
 		t.Fatalf("a second challenge within the interval was answered (%v, %d refused)", err, limited.Refused())
 	}
 }
+
+// TestVerifyEndsWithItsContextOrTimeout: a verifier waiting on a member that holds the
+// challenge open stops when its context is cancelled or its timeout passes (the stream is
+// reset: mocknet's streams, like some transports, ignore deadlines).
+func TestVerifyEndsWithItsContextOrTimeout(t *testing.T) {
+	for name, timeout := range map[string]time.Duration{"cancelled": time.Hour, "timed out": time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			v, p := mockPair(t)
+			held := make(chan struct{})
+			defer close(held)
+			p.SetStreamHandler(ProtocolID, func(s network.Stream) {
+				_, _ = ReadChallenge(s) // then holds it open, unanswered
+				<-held
+				_ = s.Reset()
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			s, err := v.NewStream(ctx, p.ID(), ProtocolID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			done := make(chan error, 1)
+			go func() {
+				_, err := Verify(ctx, s, Challenge{Rows: MinRows, Cols: MinCols, Links: 1}, timeout, nil)
+				done <- err
+			}()
+			if timeout == time.Hour {
+				cancel()
+			}
+			if err := <-done; err == nil {
+				t.Fatal("an unanswered challenge was verified")
+			}
+		})
+	}
+}
