@@ -2,6 +2,7 @@ package speedproof
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -36,9 +37,16 @@ type ProverConfig struct {
 	Log *slog.Logger
 }
 
+// MaxClaimTime bounds what a prover computes for one challenge: no more than this long at
+// the speed it claims (ProverConfig.Claim). A verifier sizes its challenges for a fraction
+// of a second at the claim; a larger one is refused before anything is computed.
+const MaxClaimTime = 3 * time.Second
+
 // Prover answers challenges on ProtocolID: at most one at a time, at most one per
-// MinInterval, only from peers Allow admits, each bounded by MaxFLOPs. An answer costs
-// this node at most MaxFLOPs per MinInterval (≈ 2% of a 50 GFLOP/s CPU at the defaults).
+// MinInterval, only from peers Allow admits, each bounded by MaxFLOPs and by MaxClaimTime
+// at its own claim. An honest node therefore spends at most about MaxClaimTime of its
+// device per MinInterval (10% at the defaults) whoever its leader is; its leader asks for
+// 0.3 s at join and when its claim changes.
 type Prover struct {
 	cfg ProverConfig
 	log *slog.Logger
@@ -98,14 +106,17 @@ func (p *Prover) answer(s network.Stream, from peer.ID) error {
 	if err != nil {
 		return err
 	}
-	if err := p.begin(); err != nil {
-		return err
-	}
-	defer p.end()
 	claim := 0.0
 	if p.cfg.Claim != nil {
 		claim = p.cfg.Claim()
 	}
+	if !affordable(c, claim) {
+		return p.refuse(fmt.Errorf("%w: %.3g FLOP is more than %v at the claimed %.3g GFLOP/s", errRefused, c.FLOPs(), MaxClaimTime, claim))
+	}
+	if err := p.begin(); err != nil {
+		return err
+	}
+	defer p.end()
 	hashes, path, ok := SolveUntil(c, time.Now().Add(Timeout(c, claim)))
 	if !ok {
 		return errTooLate
@@ -117,6 +128,13 @@ func (p *Prover) answer(s network.Stream, from peer.ID) error {
 	_ = s.SetWriteDeadline(time.Now().Add(p.cfg.WriteTimeout))
 	_, err = s.Write(b)
 	return err
+}
+
+// affordable says whether c takes at most MaxClaimTime at claim GFLOP/s, or is a single
+// link of the default shape (what a verifier sends a node claiming next to nothing).
+func affordable(c Challenge, claim float64) bool {
+	oneLink := Challenge{Rows: DefaultRows, Cols: DefaultCols, Links: 1}.FLOPs()
+	return c.FLOPs() <= max(oneLink, claim*1e9*MaxClaimTime.Seconds())
 }
 
 // begin claims the right to compute one challenge now.

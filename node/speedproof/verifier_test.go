@@ -57,8 +57,8 @@ func only(id peer.ID) func(peer.ID) bool { return func(p peer.ID) bool { return 
 // asserted: the machine is shared).
 func TestHonestProverIsVerified(t *testing.T) {
 	v, p := mockPair(t)
-	p.SetStreamHandler(ProtocolID, NewProver(ProverConfig{Allow: only(v.ID()), MinInterval: -1}).HandleStream)
 	claim := kernels.MeasureGemm(DefaultRows, DefaultCols, DefaultCols, 0, 200*time.Millisecond)
+	p.SetStreamHandler(ProtocolID, NewProver(ProverConfig{Allow: only(v.ID()), MinInterval: -1, Claim: func() float64 { return claim }}).HandleStream)
 	res, err := challenge(t, v, p, Size(claim, 300*time.Millisecond), nil)
 	if err != nil {
 		t.Fatalf("honest answer refused: %v", err)
@@ -128,7 +128,8 @@ func TestWrongAnswerIsDetected(t *testing.T) {
 }
 
 // TestProverAnswersOnlyWhomItAllowsAndNotTooOften: a peer Allow refuses gets its stream
-// reset before anything is computed; a second challenge within MinInterval is refused.
+// reset before anything is computed, as does a challenge longer than MaxClaimTime at the
+// prover's claim; a second challenge within MinInterval is refused.
 func TestProverAnswersOnlyWhomItAllowsAndNotTooOften(t *testing.T) {
 	v, p := mockPair(t)
 	c := Challenge{Rows: MinRows, Cols: MinCols, Links: 1}
@@ -136,6 +137,11 @@ func TestProverAnswersOnlyWhomItAllowsAndNotTooOften(t *testing.T) {
 	p.SetStreamHandler(ProtocolID, refusing.HandleStream)
 	if _, err := challenge(t, v, p, c, nil); err == nil || refusing.Refused() != 1 {
 		t.Fatalf("a peer not allowed was answered (%v, %d refused)", err, refusing.Refused())
+	}
+	modest := NewProver(ProverConfig{Allow: only(v.ID()), MinInterval: -1, Claim: func() float64 { return 1 }})
+	p.SetStreamHandler(ProtocolID, modest.HandleStream)
+	if _, err := challenge(t, v, p, Challenge{Rows: DefaultRows, Cols: DefaultCols, Links: 4}, nil); err == nil || modest.Refused() != 1 {
+		t.Fatalf("a node claiming 1 GFLOP/s answered 4.3 GFLOP (%v, %d refused)", err, modest.Refused())
 	}
 	limited := NewProver(ProverConfig{Allow: only(v.ID()), MinInterval: time.Hour})
 	p.SetStreamHandler(ProtocolID, limited.HandleStream)
