@@ -46,6 +46,14 @@ type Peer struct {
 	// PathBytes is the payload bytes exchanged with the peer (both directions) per path kind.
 	PathBytes map[string]int64 `json:"path_bytes,omitempty"`
 	Profile   *records.Profile `json:"profile"`
+	// ProvedGFLOPS is the compute speed the peer proved to the Raft leader's challenge
+	// (docs/mesh.md, "Speed proofs"): the planner prices it at min(claimed, proved). Absent
+	// before any proof (the peer is then not planned, unless it leads); 0 when it proved
+	// nothing (no answer in time, or a wrong one: SpeedLie).
+	ProvedGFLOPS *float64 `json:"proved_gflops,omitempty"`
+	// SpeedLie says the peer's latest answer to a speed challenge was wrong: it is left
+	// out of plans.
+	SpeedLie bool `json:"speed_lie,omitempty"`
 }
 
 // SubmitResult is the body of a 201 answer to POST /v1/jobs.

@@ -197,6 +197,15 @@ func (st *fsmState) validate() error {
 	for id, d := range st.Promotions {
 		errs = append(errs, PromotionRequest{ID: id, Decision: d}.validate())
 	}
+	if len(st.SpeedProofs) > MaxSpeedProofs {
+		errs = append(errs, fmt.Errorf("%d speed proofs (max %d)", len(st.SpeedProofs), MaxSpeedProofs))
+	}
+	for id, p := range st.SpeedProofs {
+		if id != p.ID {
+			errs = append(errs, fmt.Errorf("speed proof key %q holds node %q", id, p.ID))
+		}
+		errs = append(errs, p.validate())
+	}
 	if st.ClusterID != "" && !clusterIDPattern.MatchString(st.ClusterID) {
 		errs = append(errs, fmt.Errorf("cluster id %q: not 32 hex digits", st.ClusterID))
 	}

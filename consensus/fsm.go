@@ -40,6 +40,9 @@ type fsmState struct {
 	MaxLiveJobs int `json:"max_live_jobs,omitempty"`
 	// Promotions are the operators' decisions on non-voters' promotion, by node ID.
 	Promotions map[string]PromotionDecision `json:"promotions,omitempty"`
+	// SpeedProofs are the latest speed proofs the leaders committed, by node ID
+	// (speed_proof.go).
+	SpeedProofs map[string]SpeedProof `json:"speed_proofs,omitempty"`
 }
 
 func newState() fsmState {
@@ -100,6 +103,8 @@ func (f *FSM) apply(data []byte, index uint64) any {
 		return applyAs(buf, index, f.applyClusterMeta)
 	case PromotionType:
 		return applyAs(buf, index, f.applyPromotion)
+	case SpeedProofType:
+		return applyAs(buf, index, f.applySpeedProof)
 	}
 	if t&IgnoreUnknownTypeFlag != 0 {
 		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", index)

@@ -28,6 +28,10 @@ const (
 	// PromotionType records an operator's decision on a non-voter's promotion. It is
 	// proposed with IgnoreUnknownTypeFlag so that older binaries skip it.
 	PromotionType MessageType = 10 // PromotionRequest
+	// SpeedProofType records what a node proved of its compute speed to the leader
+	// (speed_proof.go). It is proposed with IgnoreUnknownTypeFlag so that older binaries
+	// skip it.
+	SpeedProofType MessageType = 11 // SpeedProofRequest
 )
 
 // IgnoreUnknownTypeFlag, set on a message type, tells a replica that does not know the type

@@ -66,6 +66,11 @@ func (n *Node) Peers() []api.Peer {
 			at := p.Link.MeasuredAt.UTC()
 			v.ProbedAt = &at
 		}
+		if c := n.Consensus(); c != nil {
+			if proof, ok := c.FSM().SpeedProof(v.ID); ok {
+				v.ProvedGFLOPS, v.SpeedLie = &proof.GFLOPS, proof.Wrong
+			}
+		}
 		out = append(out, v)
 	}
 	return out

@@ -116,6 +116,14 @@ type Config struct {
 
 	// profilerHook, set by this package's tests, adjusts the profiler New creates.
 	profilerHook func(*fingerprint.Profiler)
+	// speedProofTarget, set by this package's tests, is how long the leader's challenges
+	// take at a member's claim (zero: speedProofTarget, 300 ms).
+	speedProofTarget time.Duration
+	// speedProofSlack, set by this package's tests, multiplies what members proved before
+	// it caps their claims (zero: 1). In-process test nodes all claim one quiet
+	// measurement (shareFirstMeasurement) and prove what their shared, loaded CPU gives:
+	// tests of other features would otherwise plan on the leader alone.
+	speedProofSlack float64
 }
 
 // ProfileConfig configures the GEMM and training-step measurements of the device profile

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshnode/meshnode/node/fingerprint"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -62,11 +64,23 @@ func (s clusterState) Self() string                { return s.self }
 func (s clusterState) Now() time.Time              { return s.now }
 
 // members are this node (alive) and its peers as the peer table sees them, with the
-// profiles the balancer may plan on.
+// profiles the balancer may plan on: a peer's speed capped by what it proved to the
+// leader (speedcheck.go; none without a proof), except the leader's own.
 func (n *Node) members() []scheduler.Member {
 	out := []scheduler.Member{{ID: n.ID().String(), State: scheduler.MemberAlive, Profile: planProfile(n.mesh.Profile())}}
+	c := n.Consensus()
+	var leader peer.ID
+	if c != nil {
+		leader = c.Leader()
+	}
 	for _, pi := range n.mesh.Peers() {
-		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State), Profile: planProfile(pi.Profile)})
+		var proof consensus.SpeedProof
+		ok := false
+		if c != nil {
+			proof, ok = c.FSM().SpeedProof(pi.ID.String())
+		}
+		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State),
+			Profile: provenProfile(pi.Profile, proof, ok, pi.ID == leader, n.cfg.speedProofSlack)})
 	}
 	return out
 }

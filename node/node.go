@@ -122,6 +122,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if !cfg.Consensus.Disabled {
+		n.services = append(n.services, newSpeedChecker(n))
 		if n.engine, err = newEngine(n); err != nil {
 			n.mesh.Close()
 			return nil, err

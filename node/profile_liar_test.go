@@ -4,12 +4,15 @@ import (
 	"crypto/rand"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node/speedproof"
 	"github.com/meshnode/meshnode/scheduler"
 )
 
@@ -58,5 +61,68 @@ func TestLyingProfileIsNotPlanned(t *testing.T) {
 				t.Fatalf("the liar is in the plan %+v", plan)
 			}
 		})
+	}
+}
+
+// provedHere is the speed this machine proves on a small challenge, as a member would
+// answer the leader's: what a liar claiming more than its device really has.
+func provedHere(t *testing.T) float64 {
+	t.Helper()
+	c := speedproof.Size(1, time.Second) // one link of the default shape
+	start := time.Now()
+	hashes, path := speedproof.Solve(c)
+	rate := speedproof.Rate(c, time.Since(start))
+	if err := speedproof.Check(c, speedproof.Answer{Path: path, Hashes: hashes}, nil); err != nil || rate <= 0 {
+		t.Fatalf("this machine's own answer: %v (%.3g GFLOP/s)", err, rate)
+	}
+	return rate
+}
+
+// TestFastLiarIsPricedAtWhatItProved: issue 25's "a lying fast profile still wins its
+// first epoch": a member claiming 1e6 GFLOP/s (inside every bound) was priced at its
+// claim and given the layers until measured steps showed otherwise. Members are now
+// priced at min(claimed, proved): without a proof, with one that timed out or was wrong,
+// or with its real speed proved, the liar is not in the first plan, while two honest
+// members that proved 100× faster devices are.
+func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
+	leader, b, liar := newPeerID(t), newPeerID(t), newPeerID(t)
+	real := provedHere(t)
+	fast := 100 * real
+	profile := func(gflops float64, other string) *mesh.Profile {
+		return &mesh.Profile{GemmGFLOPS: gflops, TrainGFLOPS: gflops, Cores: 4, MemoryBudgetBytes: 4 << 30, DataAddr: "127.0.0.1:1",
+			Links: []mesh.ProfileLink{{Peer: other, RTTSeconds: 1e-3, BandwidthBps: 1e9}}}
+	}
+	spec := jobspec.DefaultSpec()
+	spec.Model = jobspec.Model{Layers: 4, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
+	for name, tc := range map[string]struct {
+		proof consensus.SpeedProof
+		ok    bool
+	}{
+		"no proof yet":          {},
+		"no answer in time":     {consensus.SpeedProof{ClaimGFLOPS: 1e6}, true},
+		"a wrong answer":        {consensus.SpeedProof{ClaimGFLOPS: 1e6, Wrong: true}, true},
+		"its real speed proved": {consensus.SpeedProof{ClaimGFLOPS: 1e6, GFLOPS: real}, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			honest := consensus.SpeedProof{ClaimGFLOPS: fast, GFLOPS: fast}
+			members := []scheduler.Member{
+				{ID: leader, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, b), consensus.SpeedProof{}, false, true, 1)},
+				{ID: b, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, leader), honest, true, false, 1)},
+				{ID: liar, State: scheduler.MemberAlive, Profile: provenProfile(profile(1e6, leader), tc.proof, tc.ok, false, 1)},
+			}
+			plan, err := scheduler.PlanJob(spec, members, schedulerConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if plan.Has(liar) {
+				t.Fatalf("the liar (claims 1e6 GFLOP/s, proved %.3g) is in the plan %+v", tc.proof.GFLOPS, plan.Replicas)
+			}
+			if !plan.Has(b) && !plan.Has(leader) {
+				t.Fatalf("no honest member in the plan %+v", plan.Replicas)
+			}
+		})
+	}
+	if p := provenProfile(profile(fast, leader), consensus.SpeedProof{GFLOPS: 0.97 * fast}, true, false, 1); p.GFLOPS != 0.97*fast {
+		t.Fatalf("an honest member that proved 97%% of its claim is priced at %.3g of %.3g", p.GFLOPS, fast)
 	}
 }

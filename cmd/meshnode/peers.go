@@ -55,7 +55,7 @@ func printPeers(w io.Writer, peers []api.Peer) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tDATA ADDR\tPATH\tPATH BYTES\tRTT\tBANDWIDTH\tGFLOP/S\tMEM BUDGET\tGPUS")
+	fmt.Fprintln(tw, "ID\tSTATE\tLAST SEEN\tDATA ADDR\tPATH\tPATH BYTES\tRTT\tBANDWIDTH\tGFLOP/S\tPROVED\tMEM BUDGET\tGPUS")
 	for _, p := range peers {
 		rtt, bw, gflops, budget, gpus, data, path := "-", "-", "-", "-", "-", "-", "-"
 		if p.Path != "" {
@@ -75,10 +75,22 @@ func printPeers(w io.Writer, peers []api.Peer) {
 			budget = meshBytes(pr.MemoryBudgetBytes)
 			gpus = fmt.Sprint(len(pr.GPUs))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
-			time.Since(p.LastSeen).Round(100*time.Millisecond), data, path, pathBytes(p.PathBytes), rtt, bw, gflops, budget, gpus)
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
+			time.Since(p.LastSeen).Round(100*time.Millisecond), data, path, pathBytes(p.PathBytes), rtt, bw, gflops, proved(p), budget, gpus)
 	}
 	tw.Flush()
+}
+
+// proved is the speed the peer proved to the leader (docs/mesh.md, "Speed proofs"): "-"
+// before any proof, "lie" after a wrong answer.
+func proved(p api.Peer) string {
+	switch {
+	case p.SpeedLie:
+		return "lie"
+	case p.ProvedGFLOPS == nil:
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *p.ProvedGFLOPS)
 }
 
 // pathBytes lists the bytes each kind of path carried, "relayed 12.0 MiB, direct 1.0 KiB",

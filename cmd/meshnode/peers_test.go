@@ -30,3 +30,29 @@ func TestPrintPeersShowsPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintPeersShowsProofs: the PROVED column shows what each peer proved of its speed,
+// "lie" after a wrong answer, "-" before any proof.
+func TestPrintPeersShowsProofs(t *testing.T) {
+	var buf bytes.Buffer
+	zero, rate := 0.0, 42.3
+	printPeers(&buf, []api.Peer{
+		{ID: "honest", State: "alive", LastSeen: time.Now(), ProvedGFLOPS: &rate},
+		{ID: "liar", State: "alive", LastSeen: time.Now(), ProvedGFLOPS: &zero, SpeedLie: true},
+		{ID: "new", State: "alive", LastSeen: time.Now()},
+	})
+	want := map[string]string{"honest": "42.3", "liar": "lie", "new": "-"}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || want[f[0]] == "" {
+			continue
+		}
+		if got := f[len(f)-3]; got != want[f[0]] {
+			t.Errorf("%s: PROVED %q, want %q:\n%s", f[0], got, want[f[0]], buf.String())
+		}
+		delete(want, f[0])
+	}
+	if len(want) > 0 {
+		t.Errorf("peers missing from the table: %v\n%s", want, buf.String())
+	}
+}

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node/fingerprint"
+	"github.com/meshnode/meshnode/node/speedproof"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// claiming makes a test node's profile claim gflops for both of its compute rates.
+func claiming(gflops float64) func(*fingerprint.Profiler) {
+	return func(p *fingerprint.Profiler) {
+		shareFirstMeasurement(p)
+		p.WrapCompute(func(h fingerprint.ComputeHooks) fingerprint.ComputeHooks {
+			h.Gemm = func(int, int, int, int, time.Duration) float64 { return gflops }
+			h.Train = func(time.Duration) float64 { return gflops }
+			return h
+		})
+	}
+}
+
+// neverAnswer holds every challenge open without answering until done is closed: a
+// member whose device is far slower than it claims (its real prover gives up once the
+// answer would be late; on a quiet machine it may also prove its real speed in time).
+func neverAnswer(done <-chan struct{}) network.StreamHandler {
+	return func(s network.Stream) {
+		<-done
+		_ = s.Reset()
+	}
+}
+
+// nodeByID is the node of nodes with ID id, nil if none.
+func nodeByID(id string, nodes ...*Node) *Node {
+	for _, n := range nodes {
+		if n.ID().String() == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// answerWrongly answers every challenge with made-up row hashes.
+func answerWrongly(s network.Stream) {
+	defer s.Close()
+	c, err := speedproof.ReadChallenge(s)
+	if err != nil {
+		_ = s.Reset()
+		return
+	}
+	b, _ := speedproof.Answer{Path: kernels.GemmName(), Hashes: make([]byte, c.Rows*speedproof.RowHashSize)}.MarshalBinary()
+	_, _ = s.Write(b)
+}
+
+// TestLiarsAreNotInTheFirstPlan: on a real mesh, the leader challenges every member: an
+// honest one proves a speed, one claiming 1e6 GFLOP/s that cannot answer in time proves
+// nothing, one that answers with made-up hashes is caught lying (committed, counted in
+// meshnode_speed_proofs_total). The first plan of a job submitted then leaves both liars
+// out.
+func TestLiarsAreNotInTheFirstPlan(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four in-process nodes; the leader waits 5 s for the liar's answer")
+	}
+	strict := func(cfg Config) Config { cfg.speedProofSlack = 1; return cfg } // claims held to proofs, as in production
+	first := startNode(t, strict(testConfig(t)))
+	honest := startNode(t, strict(testConfig(t, first.Status().Addrs...)))
+	fastCfg := strict(testConfig(t, first.Status().Addrs...))
+	fastCfg.profilerHook = claiming(1e6)
+	fast := startNode(t, fastCfg)
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) }) // before the nodes close: cleanups run last first
+	fast.mesh.Handle(speedproof.ProtocolID, neverAnswer(held))
+	wrong := startNode(t, strict(testConfig(t, first.Status().Addrs...)))
+	wrong.mesh.Handle(speedproof.ProtocolID, answerWrongly)
+
+	var leader *Node
+	var proofs map[*Node]consensus.SpeedProof
+	testutil.WaitFor(t, 60*time.Second, "the leader's proofs of the three members", func() bool {
+		leader = nil
+		for _, nd := range []*Node{first, honest, fast, wrong} {
+			if c := nd.Consensus(); c != nil && c.IsLeader() {
+				leader = nd
+			}
+		}
+		if leader == nil {
+			return false
+		}
+		if leader == fast || leader == wrong {
+			t.Fatalf("a liar leads: it is trusted, nothing to check (leader %s)", leader.ID())
+		}
+		proofs = map[*Node]consensus.SpeedProof{}
+		for _, nd := range []*Node{first, honest, fast, wrong} {
+			if p, ok := leader.Consensus().FSM().SpeedProof(nd.ID().String()); ok && nd != leader {
+				proofs[nd] = p
+			}
+		}
+		return len(proofs) == 3
+	})
+	other := first
+	if leader == first {
+		other = honest
+	}
+	if p := proofs[other]; p.Wrong || !(p.GFLOPS > 0) {
+		t.Fatalf("the honest member proved nothing: %+v", p)
+	}
+	t.Logf("honest member: claimed %.1f GFLOP/s, proved %.1f", proofs[other].ClaimGFLOPS, proofs[other].GFLOPS)
+	if p := proofs[fast]; p.Wrong || p.GFLOPS != 0 || p.ClaimGFLOPS != 1e6 {
+		t.Fatalf("the member claiming 1e6 GFLOP/s: %+v", p)
+	}
+	if p := proofs[wrong]; !p.Wrong || p.GFLOPS != 0 {
+		t.Fatalf("the member answering wrongly: %+v", p)
+	}
+	for _, p := range leader.Peers() { // GET /v1/peers
+		if want, ok := proofs[nodeByID(p.ID, first, honest, fast, wrong)]; ok && (p.ProvedGFLOPS == nil || *p.ProvedGFLOPS != want.GFLOPS || p.SpeedLie != want.Wrong) {
+			t.Errorf("peer %s: proved_gflops %v, speed_lie %v; the FSM holds %+v", p.ID, p.ProvedGFLOPS, p.SpeedLie, want)
+		}
+	}
+	text := scrape(t, leader)
+	for _, series := range []string{`meshnode_speed_proofs_total{result="proved"}`, `meshnode_speed_proofs_total{result="wrong"}`, `meshnode_speed_proofs_total{result="timeout"}`} {
+		if metricValue(t, text, series) < 1 {
+			t.Errorf("%s not counted", series)
+		}
+	}
+
+	spec := jobspec.DefaultSpec()
+	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
+	spec.Data = jobspec.Data{Source: writeCorpus(t, "the liar claims a million GFLOP/s\n", 400)}
+	spec.Train.Steps, spec.Train.Batch, spec.Train.Warmup, spec.Train.EvalEvery = 4, 8, 1, 2
+	id := submitThroughAPI(t, honest, spec)
+	var job consensus.Job
+	testutil.WaitFor(t, 60*time.Second, "the job's first plan", func() bool {
+		var err error
+		job, _, err = leader.Consensus().Job(context.Background(), id, false)
+		return err == nil && len(job.Plans) > 0
+	})
+	var jp scheduler.JobPlan
+	if err := json.Unmarshal(job.Plans[0].Plan, &jp); err != nil {
+		t.Fatal(err)
+	}
+	for _, liar := range []*Node{fast, wrong} {
+		if jp.Has(liar.ID().String()) {
+			t.Fatalf("liar %s is in the first plan %+v", liar.ID(), jp.Replicas)
+		}
+	}
+	for _, n := range jp.Inputs.Snapshot.Nodes {
+		if n.ID == fast.ID().String() || n.ID == wrong.ID().String() {
+			t.Fatalf("a liar was offered to the balancer: %+v", n)
+		}
+	}
+}
+
+// TestNeedsProof: who the leader challenges, and when not again.
+func TestNeedsProof(t *testing.T) {
+	now := time.Now()
+	p := &mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40}
+	proved := consensus.SpeedProof{ClaimGFLOPS: 100, GFLOPS: 90}
+	for _, tc := range []struct {
+		name  string
+		p     *mesh.Profile
+		proof consensus.SpeedProof
+		ok    bool
+		last  attempt
+		want  bool
+	}{
+		{"never proved", p, consensus.SpeedProof{}, false, attempt{}, true},
+		{"never proved, refused a moment ago", p, consensus.SpeedProof{}, false, attempt{at: now.Add(-time.Second), refused: true}, false},
+		{"never proved, refused a while ago", p, consensus.SpeedProof{}, false, attempt{at: now.Add(-speedRetryRefused), refused: true}, true},
+		{"proved its claim", p, proved, true, attempt{at: now.Add(-time.Hour)}, false},
+		{"claims more than it proved, same claim", &mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 95}, proved, true, attempt{at: now.Add(-time.Hour)}, false},
+		{"claims more now", &mesh.Profile{GemmGFLOPS: 300, TrainGFLOPS: 120}, proved, true, attempt{at: now.Add(-time.Hour)}, true},
+		{"claims more now, challenged a moment ago", &mesh.Profile{GemmGFLOPS: 300, TrainGFLOPS: 120}, proved, true, attempt{at: now.Add(-time.Second)}, false},
+		{"claims less now", &mesh.Profile{GemmGFLOPS: 50, TrainGFLOPS: 20}, proved, true, attempt{at: now.Add(-time.Hour)}, false},
+		{"proved nothing in time", p, consensus.SpeedProof{ClaimGFLOPS: 100}, true, attempt{at: now.Add(-speedRetry), late: 1}, true},
+		{"proved nothing in time, thrice", p, consensus.SpeedProof{ClaimGFLOPS: 100}, true, attempt{at: now.Add(-3 * speedRetry), late: 3}, false},
+		{"proved nothing in time, thrice, long ago", p, consensus.SpeedProof{ClaimGFLOPS: 100}, true, attempt{at: now.Add(-4 * speedRetry), late: 3}, true},
+		{"lied, same claim", p, consensus.SpeedProof{ClaimGFLOPS: 100, Wrong: true}, true, attempt{}, false},
+		{"lied, new claim within the hour", &mesh.Profile{GemmGFLOPS: 101}, consensus.SpeedProof{ClaimGFLOPS: 100, Wrong: true}, true, attempt{at: now.Add(-time.Minute)}, false},
+		{"lied, new claim after the hour", &mesh.Profile{GemmGFLOPS: 101}, consensus.SpeedProof{ClaimGFLOPS: 100, Wrong: true}, true, attempt{at: now.Add(-speedRetryAfterLie)}, true},
+	} {
+		if got := needsProof(tc.p, tc.proof, tc.ok, tc.last, now); got != tc.want {
+			t.Errorf("%s: needsProof = %v", tc.name, got)
+		}
+	}
+}
