@@ -29,13 +29,13 @@ type policy struct {
 	// score, when set, returns each contribution's held-out score (NaN for nil ones):
 	// the held-out loss it removes (score.go). Contributions that do not lower it are
 	// dropped after the norm and distance checks.
-	score func(all [][]float32) ([]float64, error)
+	score func(all [][]float32) ([]heldOutScore, error)
 	// length, when set, may rescale the contributions the score admitted (score.go's
 	// outerLength) before they are aggregated; members are the group's, in order.
 	length func(members []string, all [][]float32) error
 	// scoreContested, when set and score is not, is the score of a collective whose norm
 	// check is contested (contested, score.go): it then scores as score would.
-	scoreContested func(all [][]float32) ([]float64, error)
+	scoreContested func(all [][]float32) ([]heldOutScore, error)
 	// lengthContested is length for a contested collective (with scoreContested).
 	lengthContested func(members []string, all [][]float32) error
 }
