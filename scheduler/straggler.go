@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,10 +114,32 @@ func (s *Scheduler) moveStraggler(j Job, members []Member, live liveness, m Meas
 	if err != nil {
 		return decline("no replan: the balancer's plan does not convert: %v", err)
 	}
+	if inPlace(j) && dec.MoveBytes == 0 && sameNodes(next, *j.Plan) {
+		return decline("no replan: on calibrated speeds %s, but it keeps every node's layers (other batch shares or micro-batches); "+
+			"the replicas go on in place, and it would restart every one from a checkpoint", dec.Reason)
+	}
 	next.ResumeStep = ckpt.Step
 	reason := fmt.Sprintf("straggler: %s; on calibrated speeds %s; resume from step %d", slow, dec.Reason, ckpt.Step)
 	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
 		Event: &Event{Kind: jobspec.EventRebalance, Step: ckpt.Step, Message: reason}}
+}
+
+// inPlace says j's replicas go on in place: a DiLoCo or streaming job whose epoch continues
+// the running workers (a replica lost or rejoined, a recalibrated prediction). Every move
+// restarts them all from a checkpoint, redoing its steps on each; the balancer's move cost
+// counts only the bytes to move. A straggler move that keeps every node's layers (other
+// batch shares, other micro-batches: what calibrated speeds told apart on a loaded host
+// after a rejoin, TestKilledReplicaRejoinsFromALivePeer) is not worth that; one that moves
+// layers off a slow node still is.
+func inPlace(j Job) bool {
+	sync := j.Spec.Parallel.Sync
+	return j.Plan.Continues && (sync == jobspec.SyncDiLoCo || sync == jobspec.SyncStreaming)
+}
+
+// sameNodes says whether plans a and b run on the same set of nodes.
+func sameNodes(a, b JobPlan) bool {
+	x, y := slices.Sorted(slices.Values(a.Nodes())), slices.Sorted(slices.Values(b.Nodes()))
+	return slices.Equal(x, y)
 }
 
 // stalled is why the watchdog re-plans j at now: its current epoch has made no progress
