@@ -155,6 +155,43 @@ func TestLateReplicaTakesTheQuorumsResult(t *testing.T) {
 	}
 }
 
+// TestLateReplicaCountsAgainAtTheNextOuterStep: a straggler left out of one outer step's
+// quorum (c, past the grace window) is a member like the others at the next one: when it
+// arrives in time there, its contribution counts (the end differs from the same run with c
+// late again), and the three end with the same bits either way.
+func TestLateReplicaCountsAgainAtTheNextOuterStep(t *testing.T) {
+	final := func(lateAgain bool) map[string][]float32 {
+		cfg, plan := quorumConfig(6, 3, jobspec.SyncDiLoCo)
+		cfg.Grace = 50 * time.Millisecond
+		run := newRun(t, cfg, plan)
+		a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+		stepWorkers(t, []*Worker{a, b}, 3)
+		stepWorkers(t, []*Worker{c}, 3)
+		if lateAgain {
+			stepWorkers(t, []*Worker{a, b}, 6)
+			stepWorkers(t, []*Worker{c}, 6)
+		} else {
+			for _, w := range run.Workers() {
+				w.cfg.Grace = 0 // every active member is waited for: c is in time
+			}
+			stepWorkers(t, run.Workers(), 6)
+		}
+		got := workerParams(a)
+		sameBits(t, "a and b", got, workerParams(b))
+		sameBits(t, "a and c", got, workerParams(c))
+		return got
+	}
+	counted, leftOut := final(false), final(true)
+	for name, v := range counted {
+		for i := range v {
+			if math.Float32bits(v[i]) != math.Float32bits(leftOut[name][i]) {
+				return // c's second contribution moved the outer step
+			}
+		}
+	}
+	t.Fatal("the same weights whether the late replica was in time at the next outer step or late again: its contribution did not count")
+}
+
 // TestQuorumNeedsAMajority: a replica alone of three, the others neither there nor
 // retired, does not train on by itself: its outer step fails.
 func TestQuorumNeedsAMajority(t *testing.T) {
