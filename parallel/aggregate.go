@@ -20,6 +20,10 @@ const MaxNormRatio = 16
 type Rejection struct {
 	Member string
 	Reason string
+	// Late says the member was left out of an outer step's quorum (not there within the
+	// grace window: late, dead or retired), not refused for what it sent: it is reported
+	// like any rejection but never counts towards naming it an offender (offenderWatch).
+	Late bool
 }
 
 // policy is how a replica aggregates one collective and where it reports what it dropped.

@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -190,6 +191,46 @@ func TestLateReplicaCountsAgainAtTheNextOuterStep(t *testing.T) {
 		}
 	}
 	t.Fatal("the same weights whether the late replica was in time at the next outer step or late again: its contribution did not count")
+}
+
+// TestStragglerIsNoOffender: replica c reaches each of three outer steps in a row after
+// the grace window; a and b go on without it each time and report it left out, but do not
+// name it an offender (only contributions refused for what they are count), and c takes
+// their result each time.
+func TestStragglerIsNoOffender(t *testing.T) {
+	cfg, plan := quorumConfig(9, 3, jobspec.SyncDiLoCo)
+	cfg.Grace = 50 * time.Millisecond
+	run := newRun(t, cfg, plan)
+	a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+	for k := 1; k <= OffenderAfter; k++ {
+		stepWorkers(t, []*Worker{a, b}, 3*k)
+		stepWorkers(t, []*Worker{c}, 3*k)
+	}
+	sameBits(t, "a and the late c", workerParams(a), workerParams(c))
+	for _, w := range []*Worker{a, b} {
+		if w.offenders.named["c"] || w.offenders.streak["c"] != 0 {
+			t.Fatalf("named %v, streak %v: the straggler c counted as an offender", w.offenders.named, w.offenders.streak)
+		}
+	}
+}
+
+// TestOffenderWatchPassesOverLateMembers: a member left out as late neither adds to its
+// streak nor starts it again.
+func TestOffenderWatchPassesOverLateMembers(t *testing.T) {
+	o := newOffenderWatch()
+	bad, late := []Rejection{{Member: "x"}}, []Rejection{{Member: "x", Late: true}}
+	for range OffenderAfter + 1 {
+		if got := o.observe(late, true); got != nil {
+			t.Fatalf("a late member named %v", got)
+		}
+	}
+	for range OffenderAfter - 1 {
+		o.observe(bad, true)
+		o.observe(late, true) // between two refusals: the streak goes on
+	}
+	if got := o.observe(bad, true); fmt.Sprint(got) != "[x]" {
+		t.Fatalf("named %v, want [x] after %d refusals with late syncs between them", got, OffenderAfter)
+	}
 }
 
 // TestQuorumNeedsAMajority: a replica alone of three, the others neither there nor
