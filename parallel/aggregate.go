@@ -42,6 +42,30 @@ type policy struct {
 	scoreContested func(all [][]float32) ([]heldOutScore, error)
 	// lengthContested is length for a contested collective (with scoreContested).
 	lengthContested func(members []string, all [][]float32) error
+	// batches are the members' planned batches (sequences), by node, when the replicas'
+	// shares differ (nil when they are equal): the distance check compares contributions
+	// per sequence (perSequence), as Worker.weigh scales each by its replica's share.
+	batches map[string]float64
+}
+
+// perSequence is, for each of members, the factor that makes its contribution one per
+// sequence of its batch, relative to the smallest batch (1 for it); nil when the policy
+// has no batches or lacks a member's.
+func (p policy) perSequence(members []string) []float64 {
+	if len(p.batches) == 0 {
+		return nil
+	}
+	out, lo := make([]float64, len(members)), math.Inf(1)
+	for _, id := range members {
+		if !(p.batches[id] > 0) {
+			return nil
+		}
+		lo = min(lo, p.batches[id])
+	}
+	for m, id := range members {
+		out[m] = lo / p.batches[id]
+	}
+	return out
 }
 
 // checked reports whether the policy inspects every contribution: every rule but a plain
@@ -156,11 +180,19 @@ const MaxDistanceRatio = 4
 
 // outliers says, by member, why a contribution of all (nil: already dropped) lies too far
 // from the others' coordinate-wise median to be aggregated; empty with fewer than three.
-func outliers(all [][]float32) map[int]string {
+// scale, when not nil, multiplies each member's contribution for the check
+// (policy.perSequence): contributions weighed by unequal batch shares are compared per
+// sequence, or an honest replica with twice the others' batch lies about its own length
+// from their median and is dropped at every sync (batches 4, 8, 4 under DiLoCo: every
+// outer step; TestUnequalSharesAreNoOutliers).
+func outliers(all [][]float32, scale []float64) map[int]string {
 	var contribs [][]float32
 	var who []int
 	for m, v := range all {
 		if v != nil {
+			if scale != nil && scale[m] != 1 {
+				v = scaled(v, scale[m])
+			}
 			contribs, who = append(contribs, v), append(who, m)
 		}
 	}

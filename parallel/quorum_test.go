@@ -233,6 +233,43 @@ func TestOffenderWatchPassesOverLateMembers(t *testing.T) {
 	}
 }
 
+// TestUnequalSharesAreNoOutliers: three honest replicas with batches 4, 8 and 4 (their
+// contributions weighed 0.75, 1.5 and 0.75: Worker.weigh) drop nothing. The distance check
+// compared the weighed contributions and dropped the replica of 8 at every outer step,
+// three in a row making it an offender (the testnet's DiLoCo job failed so on
+// placement.min_nodes).
+func TestUnequalSharesAreNoOutliers(t *testing.T) {
+	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg, plan := quorumConfig(15, 3, mode)
+			run := newRun(t, cfg, plan)
+			var mu sync.Mutex
+			var rejected []Rejection
+			var wg sync.WaitGroup
+			for _, w := range run.Workers() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for w.StepsDone() < 15 {
+						res, err := w.Step(context.Background())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						rejected = append(rejected, res.Rejected...)
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if len(rejected) != 0 {
+				t.Fatalf("%d honest contributions dropped, first %+v", len(rejected), rejected[0])
+			}
+		})
+	}
+}
+
 // TestQuorumNeedsAMajority: a replica alone of three, the others neither there nor
 // retired, does not train on by itself: its outer step fails.
 func TestQuorumNeedsAMajority(t *testing.T) {
