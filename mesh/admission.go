@@ -79,11 +79,15 @@ func (a *admission) stateTimeout(st *admitState) time.Duration {
 	return max(0, min(a.attemptTimeout(st.attempt), time.Until(st.deadline)))
 }
 
-// currentTimeout is the time p's current auth attempt has.
+// currentTimeout is the time p's current auth attempt has. An exchange with a peer whose
+// admission is already decided gets a first attempt's time: that peer is a new process
+// with its identity (a member restarted while its old connection was still open, so its
+// state was never forgotten), and the old window's remainder, long zero, would fail every
+// answer to it: the restarted member could never admit this node (issue 26's rejoin).
 func (a *admission) currentTimeout(p peer.ID) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if st, ok := a.peers[p]; ok {
+	if st, ok := a.peers[p]; ok && !isClosed(st.done) {
 		return a.stateTimeout(st)
 	}
 	return min(a.timeout, a.window)

@@ -20,6 +20,10 @@ const MaxNormRatio = 16
 type Rejection struct {
 	Member string
 	Reason string
+	// Late says the member was left out of an outer step's quorum (not there within the
+	// grace window: late, dead or retired), not refused for what it sent: it is reported
+	// like any rejection but never counts towards naming it an offender (offenderWatch).
+	Late bool
 }
 
 // policy is how a replica aggregates one collective and where it reports what it dropped.
@@ -29,15 +33,39 @@ type policy struct {
 	// score, when set, returns each contribution's held-out score (NaN for nil ones):
 	// the held-out loss it removes (score.go). Contributions that do not lower it are
 	// dropped after the norm and distance checks.
-	score func(all [][]float32) ([]float64, error)
+	score func(all [][]float32) ([]heldOutScore, error)
 	// length, when set, may rescale the contributions the score admitted (score.go's
 	// outerLength) before they are aggregated; members are the group's, in order.
 	length func(members []string, all [][]float32) error
 	// scoreContested, when set and score is not, is the score of a collective whose norm
 	// check is contested (contested, score.go): it then scores as score would.
-	scoreContested func(all [][]float32) ([]float64, error)
+	scoreContested func(all [][]float32) ([]heldOutScore, error)
 	// lengthContested is length for a contested collective (with scoreContested).
 	lengthContested func(members []string, all [][]float32) error
+	// batches are the members' planned batches (sequences), by node, when the replicas'
+	// shares differ (nil when they are equal): the distance check compares contributions
+	// per sequence (perSequence), as Worker.weigh scales each by its replica's share.
+	batches map[string]float64
+}
+
+// perSequence is, for each of members, the factor that makes its contribution one per
+// sequence of its batch, relative to the smallest batch (1 for it); nil when the policy
+// has no batches or lacks a member's.
+func (p policy) perSequence(members []string) []float64 {
+	if len(p.batches) == 0 {
+		return nil
+	}
+	out, lo := make([]float64, len(members)), math.Inf(1)
+	for _, id := range members {
+		if !(p.batches[id] > 0) {
+			return nil
+		}
+		lo = min(lo, p.batches[id])
+	}
+	for m, id := range members {
+		out[m] = lo / p.batches[id]
+	}
+	return out
 }
 
 // checked reports whether the policy inspects every contribution: every rule but a plain
@@ -152,11 +180,19 @@ const MaxDistanceRatio = 4
 
 // outliers says, by member, why a contribution of all (nil: already dropped) lies too far
 // from the others' coordinate-wise median to be aggregated; empty with fewer than three.
-func outliers(all [][]float32) map[int]string {
+// scale, when not nil, multiplies each member's contribution for the check
+// (policy.perSequence): contributions weighed by unequal batch shares are compared per
+// sequence, or an honest replica with twice the others' batch lies about its own length
+// from their median and is dropped at every sync (batches 4, 8, 4 under DiLoCo: every
+// outer step; TestUnequalSharesAreNoOutliers).
+func outliers(all [][]float32, scale []float64) map[int]string {
 	var contribs [][]float32
 	var who []int
 	for m, v := range all {
 		if v != nil {
+			if scale != nil && scale[m] != 1 {
+				v = scaled(v, scale[m])
+			}
 			contribs, who = append(contribs, v), append(who, m)
 		}
 	}

@@ -137,7 +137,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 			all[m] = nil
 		}
 	}
-	for m, reason := range outliers(all) {
+	for m, reason := range outliers(all, pol.perSequence(g.Members)) {
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
 	}

@@ -21,15 +21,23 @@ func newOffenderWatch() *offenderWatch {
 
 // observe takes one step's rejections and whether the step synchronised the replicas,
 // and returns the members that became offenders at it, sorted. A member accepted in a
-// synchronisation starts again from zero.
+// synchronisation starts again from zero. A member only left out as late (Rejection.Late:
+// a straggler past the grace window, or a dead member not retired yet) neither counts nor
+// starts again: nothing it sent was judged, and a slow honest replica late three outer
+// steps in a row was named an offender and re-planned away from a checkpoint, where the
+// grace window means it to rejoin the next outer step.
 func (o *offenderWatch) observe(rejected []Rejection, synced bool) []string {
-	dropped := map[string]bool{}
+	dropped, late := map[string]bool{}, map[string]bool{}
 	for _, r := range rejected {
+		if r.Late {
+			late[r.Member] = true
+			continue
+		}
 		dropped[r.Member] = true
 	}
 	if synced || len(rejected) > 0 {
 		for m := range o.streak {
-			if !dropped[m] {
+			if !dropped[m] && !late[m] {
 				delete(o.streak, m)
 			}
 		}

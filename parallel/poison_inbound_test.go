@@ -316,3 +316,49 @@ func TestContestedNormCheckIsScored(t *testing.T) {
 		}
 	}
 }
+
+// TestConvergedHonestRunDropsNothing: honest DiLoCo replicas (H = 5) trained until the
+// validation loss is near 0.06 remove about nothing from the held-out loss at each outer
+// step, and one batch of ScoreWindows windows said "raises it by 0.01" of an honest
+// update in 9 of 60 outer steps, dropped it and reported its sender. The gain is now
+// judged with its standard error across the windows (ScoreNoise): nothing is dropped and
+// nobody is named, with three replicas and with four.
+func TestConvergedHonestRunDropsNothing(t *testing.T) {
+	for _, n := range []int{3, 4} {
+		cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+		cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 300, 2*n, 1
+		cfg.Sync.InnerSteps = 5
+		L := cfg.Train.Model.NumLayers()
+		var names []string
+		var plan Plan
+		for i := range n {
+			names = append(names, fmt.Sprintf("r%d", i))
+			plan.Replicas = append(plan.Replicas, []StagePlan{{Node: names[i], Last: L}})
+		}
+		net := NewInMemory(names...)
+		run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport { return net.Peer(node) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run.StepsDone() < cfg.Train.Steps {
+			if _, err := run.Step(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		val, err := run.Evaluate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		net.Close()
+		t.Logf("%d replicas: validation loss %.4f after %d steps", n, val, cfg.Train.Steps)
+		if val > 0.1 {
+			t.Errorf("%d replicas: validation loss %.4f, the run did not converge as this test needs", n, val)
+		}
+		for i := range n {
+			rej, named := run.ReportedBy(i)
+			if len(rej) > 0 || len(named) > 0 {
+				t.Errorf("%d replicas: replica %d dropped %d honest contributions (first %+v), named %v", n, i, len(rej), rej[0], named)
+			}
+		}
+	}
+}

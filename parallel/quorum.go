@@ -310,7 +310,7 @@ func (q outerQuorum) reportLeftOut(in uint64) {
 	out := q.active() &^ in
 	for m, id := range q.g.Members {
 		if out&bit(m) != 0 {
-			q.reject(Rejection{Member: id, Reason: "not in the outer step's quorum (dead, retired or late)"})
+			q.reject(Rejection{Member: id, Reason: "not in the outer step's quorum (dead, retired or late)", Late: true})
 		}
 	}
 }

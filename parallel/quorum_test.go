@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"sync"
 	"testing"
@@ -151,6 +152,120 @@ func TestLateReplicaTakesTheQuorumsResult(t *testing.T) {
 			stepWorkers(t, run.Workers(), 8) // all three on time again: the last outer step with c
 			sameBits(t, "a and b at the end", workerParams(a), workerParams(b))
 			sameBits(t, "a and c at the end", workerParams(a), workerParams(c))
+		})
+	}
+}
+
+// TestLateReplicaCountsAgainAtTheNextOuterStep: a straggler left out of one outer step's
+// quorum (c, past the grace window) is a member like the others at the next one: when it
+// arrives in time there, its contribution counts (the end differs from the same run with c
+// late again), and the three end with the same bits either way.
+func TestLateReplicaCountsAgainAtTheNextOuterStep(t *testing.T) {
+	final := func(lateAgain bool) map[string][]float32 {
+		cfg, plan := quorumConfig(6, 3, jobspec.SyncDiLoCo)
+		cfg.Grace = 50 * time.Millisecond
+		run := newRun(t, cfg, plan)
+		a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+		stepWorkers(t, []*Worker{a, b}, 3)
+		stepWorkers(t, []*Worker{c}, 3)
+		if lateAgain {
+			stepWorkers(t, []*Worker{a, b}, 6)
+			stepWorkers(t, []*Worker{c}, 6)
+		} else {
+			for _, w := range run.Workers() {
+				w.cfg.Grace = 0 // every active member is waited for: c is in time
+			}
+			stepWorkers(t, run.Workers(), 6)
+		}
+		got := workerParams(a)
+		sameBits(t, "a and b", got, workerParams(b))
+		sameBits(t, "a and c", got, workerParams(c))
+		return got
+	}
+	counted, leftOut := final(false), final(true)
+	for name, v := range counted {
+		for i := range v {
+			if math.Float32bits(v[i]) != math.Float32bits(leftOut[name][i]) {
+				return // c's second contribution moved the outer step
+			}
+		}
+	}
+	t.Fatal("the same weights whether the late replica was in time at the next outer step or late again: its contribution did not count")
+}
+
+// TestStragglerIsNoOffender: replica c reaches each of three outer steps in a row after
+// the grace window; a and b go on without it each time and report it left out, but do not
+// name it an offender (only contributions refused for what they are count), and c takes
+// their result each time.
+func TestStragglerIsNoOffender(t *testing.T) {
+	cfg, plan := quorumConfig(9, 3, jobspec.SyncDiLoCo)
+	cfg.Grace = 50 * time.Millisecond
+	run := newRun(t, cfg, plan)
+	a, b, c := run.Workers()[0], run.Workers()[1], run.Workers()[2]
+	for k := 1; k <= OffenderAfter; k++ {
+		stepWorkers(t, []*Worker{a, b}, 3*k)
+		stepWorkers(t, []*Worker{c}, 3*k)
+	}
+	sameBits(t, "a and the late c", workerParams(a), workerParams(c))
+	for _, w := range []*Worker{a, b} {
+		if w.offenders.named["c"] || w.offenders.streak["c"] != 0 {
+			t.Fatalf("named %v, streak %v: the straggler c counted as an offender", w.offenders.named, w.offenders.streak)
+		}
+	}
+}
+
+// TestOffenderWatchPassesOverLateMembers: a member left out as late neither adds to its
+// streak nor starts it again.
+func TestOffenderWatchPassesOverLateMembers(t *testing.T) {
+	o := newOffenderWatch()
+	bad, late := []Rejection{{Member: "x"}}, []Rejection{{Member: "x", Late: true}}
+	for range OffenderAfter + 1 {
+		if got := o.observe(late, true); got != nil {
+			t.Fatalf("a late member named %v", got)
+		}
+	}
+	for range OffenderAfter - 1 {
+		o.observe(bad, true)
+		o.observe(late, true) // between two refusals: the streak goes on
+	}
+	if got := o.observe(bad, true); fmt.Sprint(got) != "[x]" {
+		t.Fatalf("named %v, want [x] after %d refusals with late syncs between them", got, OffenderAfter)
+	}
+}
+
+// TestUnequalSharesAreNoOutliers: three honest replicas with batches 4, 8 and 4 (their
+// contributions weighed 0.75, 1.5 and 0.75: Worker.weigh) drop nothing. The distance check
+// compared the weighed contributions and dropped the replica of 8 at every outer step,
+// three in a row making it an offender (the testnet's DiLoCo job failed so on
+// placement.min_nodes).
+func TestUnequalSharesAreNoOutliers(t *testing.T) {
+	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
+		t.Run(string(mode), func(t *testing.T) {
+			cfg, plan := quorumConfig(15, 3, mode)
+			run := newRun(t, cfg, plan)
+			var mu sync.Mutex
+			var rejected []Rejection
+			var wg sync.WaitGroup
+			for _, w := range run.Workers() {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for w.StepsDone() < 15 {
+						res, err := w.Step(context.Background())
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						rejected = append(rejected, res.Rejected...)
+						mu.Unlock()
+					}
+				}()
+			}
+			wg.Wait()
+			if len(rejected) != 0 {
+				t.Fatalf("%d honest contributions dropped, first %+v", len(rejected), rejected[0])
+			}
 		})
 	}
 }

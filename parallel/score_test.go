@@ -10,26 +10,35 @@ import (
 	"github.com/meshnode/meshnode/model"
 )
 
-// TestScoreRejections: a contribution is dropped when it does not lower the held-out
-// loss by more than ScoreFloor of the lower median score, named unless none did (then
-// all are dropped and nobody is named).
+// TestScoreRejections: a contribution is dropped when its held-out gain lies under
+// ScoreFloor of the upper median gain by more than ScoreNoise standard errors, named
+// unless none cleared it (then all are dropped and nobody is named); a noisy gain under
+// the floor (an honest update near convergence) is kept.
 func TestScoreRejections(t *testing.T) {
 	a, b, c := []float32{1}, []float32{2}, []float32{3}
 	for _, tc := range []struct {
 		all    [][]float32
 		scores []float64
 		want   string
+		se     float64 // every score's standard error
 	}{
-		{[][]float32{a, b, c}, []float64{0.1, 0.2, 0.3}, "map[]"},
-		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[1:true 2:true]"},
-		{[][]float32{a, nil, c}, []float64{0.1, math.NaN(), -1}, "map[2:true]"},
-		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[0:false 1:false 2:false]"},
-		{[][]float32{a, b, c}, []float64{0.01, 0.2, 0.3}, "map[0:true]"}, // under a quarter of the median's
-		{[][]float32{a, b, c}, []float64{0.06, 0.2, 0.3}, "map[]"},
-		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]"}, // a median ≤ 0: the floor is 0
+		{[][]float32{a, b, c}, []float64{0.1, 0.2, 0.3}, "map[]", 0},
+		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[1:true 2:true]", 0},
+		{[][]float32{a, nil, c}, []float64{0.1, math.NaN(), -1}, "map[2:true]", 0},
+		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[0:false 1:false 2:false]", 0},
+		{[][]float32{a, b, c}, []float64{0.01, 0.2, 0.3}, "map[0:true]", 0}, // under a quarter of the median's
+		{[][]float32{a, b, c}, []float64{0.06, 0.2, 0.3}, "map[]", 0},
+		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]", 0}, // a median ≤ 0: the floor is 0
+		// Within ScoreNoise standard errors of the floor: kept.
+		{[][]float32{a, b, c}, []float64{-0.01, 0.02, 0.03}, "map[]", 0.01},
+		{[][]float32{a, b, c}, []float64{-0.03, 0.02, 0.03}, "map[0:true]", 0.01},
 	} {
+		scores := make([]heldOutScore, len(tc.scores))
+		for m, g := range tc.scores {
+			scores[m] = heldOutScore{gain: g, se: tc.se}
+		}
 		got := map[int]bool{}
-		for m, reason := range scoreRejections(tc.all, tc.scores) {
+		for m, reason := range scoreRejections(tc.all, scores) {
 			got[m] = reason != ""
 		}
 		if fmt.Sprint(got) != tc.want {
@@ -69,11 +78,14 @@ func TestHeldOutScoreSeesDirection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !(a[0] > 0) || !(a[1] < 0) || !math.IsNaN(a[2]) {
-		t.Fatalf("scores %v: want the gradient > 0, its reverse < 0, the dropped NaN", a)
+	if !(a[0].gain > 0) || !(a[1].gain < 0) || !math.IsNaN(a[2].gain) || !(a[0].se > 0) {
+		t.Fatalf("scores %v: want the gradient > 0, its reverse < 0, the dropped NaN, a standard error", a)
+	}
+	if !(a[0].upper() > 0) || !(a[1].upper() < 0) {
+		t.Fatalf("scores %v: the gradient's and its reverse's gains are within noise of 0", a)
 	}
 	for m := range a {
-		if math.Float64bits(a[m]) != math.Float64bits(b[m]) {
+		if math.Float64bits(a[m].gain) != math.Float64bits(b[m].gain) || math.Float64bits(a[m].se) != math.Float64bits(b[m].se) {
 			t.Fatalf("two scorers differ at %d: %v and %v", m, a, b)
 		}
 	}

@@ -424,7 +424,27 @@ func (w *Worker) policy() policy {
 		w.rejectMu.Lock()
 		w.rejected = append(w.rejected, r)
 		w.rejectMu.Unlock()
-	}}
+	}, batches: w.plan.nodeBatches(w.cfg.Train.Batch)}
+}
+
+// nodeBatches is each node's replica batch (sequences) under p, nil when every replica's
+// is the same.
+func (p Plan) nodeBatches(def int) map[string]float64 {
+	out, first, same := map[string]float64{}, 0, true
+	for r, stages := range p.Replicas {
+		b, _, _ := p.replicaBatch(r, def)
+		if r == 0 {
+			first = b
+		}
+		same = same && b == first
+		for _, st := range stages {
+			out[st.Node] = float64(b)
+		}
+	}
+	if same {
+		return nil
+	}
+	return out
 }
 
 // scores says whether the worker scores contributions on a held-out batch: where its job

@@ -1,8 +1,10 @@
 package scheduler
 
 import (
+	"context"
 	"maps"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,5 +279,69 @@ func TestRecalibratedPlanMovesOffItsSlowNode(t *testing.T) {
 	d := decision(t, h, s)
 	if d.Kind != DecisionRebalance || d.Plan.Has(slowID) {
 		t.Fatalf("%s (%s), want a rebalance off %s", d.Kind, d.Reason, slowID)
+	}
+}
+
+// A plan recalibrated in place for any other reason than a move it had no checkpoint for
+// (here: measured 1.35× its prediction, within StragglerRatio, with a checkpoint to move
+// from) is not weighed again when its nodes' compute times later tell them apart: it would
+// be weighed every growth interval for the rest of the job, and a DiLoCo job whose
+// replicas go on in place restarted from a checkpoint on a loaded host's noise.
+func TestRecalibratedOnItsMeritsIsNotWeighedAgain(t *testing.T) {
+	ms := members("a", "b", "c", "d")
+	for _, m := range ms {
+		m.Profile.MemoryBytes = 12 << 20 // a pipeline of the four
+	}
+	sp := jobspec.DefaultSpec()
+	sp.Parallel.Replicas = jobspec.Fixed(1)
+	j := running(t, sp, ms)
+	nodes := j.Plan.Nodes()
+	slowID := j.Plan.Replicas[0][1].Node
+	plan := map[string]float64{}
+	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
+		if j.Plan.Has(n.ID) {
+			plan[n.ID] = n.GFLOPS
+		}
+	}
+	stageTimes := func(j *Job, epoch uint64, speeds map[string]float64, slowBy float64) {
+		predicted, ok := j.Plan.stageCompute(speeds)
+		if !ok {
+			t.Fatal("the plan does not price")
+		}
+		for range 10 {
+			for _, id := range nodes {
+				c := predicted[id] * 1.35
+				if id == slowID {
+					c *= slowBy
+				}
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+			}
+		}
+	}
+	j = measured(j, 10, 1.35)
+	stageTimes(&j, 1, plan, 1)
+	j.Checkpoints = []Checkpoint{ckpt(sp, 1, 100, nodes...)}
+	h := &Harness{SelfID: "a", MemberList: ms, JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	s := New(Config{})
+	d := decision(t, h, s)
+	if d.Kind != DecisionContinue || strings.HasSuffix(d.Reason, weighAgainNote) {
+		t.Fatalf("%s (%s), want the prediction recalibrated in place on its merits", d.Kind, d.Reason)
+	}
+	next := &h.JobList[0]
+	for i := range 10 { // epoch 2 runs as its recalibrated plan predicts
+		next.Progress = append(next.Progress, Sample{Time: t0.Add(time.Duration(40+2*i) * time.Second), Epoch: 2,
+			Step: 200 + 10*i, StepS: next.Plan.PredictedStepS})
+	}
+	stageTimes(next, 2, next.Plan.PredictedGFLOPS, 3) // one node's compute now reads 3× slower
+	next.Checkpoints = append(next.Checkpoints, ckpt(sp, 2, 200, nodes...))
+	h.Clock = t0.Add(2 * time.Minute)
+	ds, err := h.Process(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.Kind == DecisionRebalance {
+			t.Fatalf("%s (%s): want the recalibrated plan kept", d.Kind, d.Reason)
+		}
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
@@ -60,5 +62,56 @@ func TestDroppedReplicaRejoinsInPlace(t *testing.T) {
 	}
 	if ds, _ := h.Process(context.Background(), s); len(ds) != 0 {
 		t.Fatalf("a node whose rejoin failed was brought back: %+v", ds)
+	}
+}
+
+// TestRejoinedEpochIsNotRestartedForItsShares: the epoch that brought a dropped DiLoCo
+// replica back in place is measured far slower than the prediction it carried over, and
+// its nodes' compute times tell one node apart (a loaded host's noise, a fresh process):
+// the balancer's best plan on those speeds is the same replicas on the same nodes with
+// other batch shares, nothing to move. Adopting it would restart every replica from a
+// checkpoint, so the plan stays and its prediction is recalibrated in place.
+func TestRejoinedEpochIsNotRestartedForItsShares(t *testing.T) {
+	diloco := spec()
+	diloco.Parallel.Stages, diloco.Parallel.Replicas, diloco.Parallel.Sync = jobspec.Fixed(1), jobspec.Fixed(3), jobspec.SyncDiLoCo
+	j := running(t, diloco, abc)
+	j.Epochs = []EpochPlan{{Epoch: 1, SetAt: t0, Plan: j.Plan}}
+	victim := j.Plan.Replicas[1][0].Node
+	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(abc, victim, MemberDead), JobList: []Job{j}, Clock: t0}
+	s := New(Config{})
+	decision(t, h, s) // continue without the victim
+	h.MemberList = abc
+	if d := decision(t, h, s); len(d.Plan.Rejoin) != 1 {
+		t.Fatalf("%s %+v, want the victim back in place", d.Kind, d.Plan.Rejoin)
+	}
+	next := &h.JobList[0]
+	speeds := map[string]float64{}
+	for _, n := range next.Plan.Inputs.Snapshot.Nodes {
+		speeds[n.ID] = n.GFLOPS
+	}
+	predicted, ok := next.Plan.stageCompute(speeds)
+	if !ok {
+		t.Fatal("the plan does not price")
+	}
+	slow := next.Plan.Replicas[0][0].Node
+	for i := range 10 {
+		at := t0.Add(time.Duration(10+2*i) * time.Second)
+		next.Progress = append(next.Progress, Sample{Time: at, Epoch: next.Epoch, Step: 300 + 50*i, StepS: 4 * next.Plan.PredictedStepS})
+		for _, id := range next.Plan.Nodes() {
+			c := 4 * predicted[id]
+			if id == slow {
+				c *= 2
+			}
+			next.StageTimes = append(next.StageTimes, StageSample{Epoch: next.Epoch, Node: id, ComputeS: c})
+		}
+	}
+	next.Checkpoints = []Checkpoint{ckpt(diloco, next.Epoch, 700, next.Plan.Nodes()...)}
+	h.Clock = t0.Add(time.Minute)
+	ds, err := h.Process(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Kind != DecisionContinue || !strings.HasPrefix(ds[0].Reason, recalibratedReason) {
+		t.Fatalf("decisions %+v: want the plan recalibrated in place, no restart", ds)
 	}
 }

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,10 +35,16 @@ const (
 // nil when the epoch is not measured yet or runs as predicted. A plan that stays (still
 // the best, or nothing to resume from past the step the epoch resumed from) gets its
 // prediction recalibrated instead when it is RecalibrateRatio off (recalibrate), else a
-// decline that says why. An epoch that recalibrated its plan in place (it had no
-// checkpoint to move from) is weighed the same way, whatever its ratio, when its nodes'
+// decline that says why. An epoch that recalibrated its plan in place instead of a move
+// it had no checkpoint for is weighed the same way, whatever its ratio, when its nodes'
 // own compute times tell them apart (Measure.Compute): its prediction was made right, not
-// its layout.
+// its layout. One recalibrated for any other reason (within StragglerRatio, or the
+// balancer kept the plan on its merits) is not: it would be weighed every growth interval
+// for the rest of the job, and on a loaded host the nodes' compute times differ by
+// enough, now and then, for a proposal that only reshuffles the batch shares to win by
+// the margin, so a DiLoCo job whose replicas go on in place restarted from a checkpoint
+// and redid steps (TestKilledReplicaRejoinsFromALivePeer: "0.9× predicted", then a
+// rebalance with nothing to move).
 func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *Decision {
 	m, ok := MeasureEpoch(j, j.Epoch)
 	if !ok {
@@ -48,18 +55,27 @@ func (s *Scheduler) considerStraggler(j Job, members []Member, live liveness) *D
 		if d.Kind != DecisionDecline {
 			return d
 		}
-		if r := s.recalibrate(j, members, m); r != nil {
+		if r := s.recalibrate(j, members, m, !canMove(j, live)); r != nil {
 			return r
 		}
 		return d
 	}
-	return s.recalibrate(j, members, m)
+	return s.recalibrate(j, members, m, false)
 }
 
-// recalibratedApart says j's current epoch only recalibrated its plan's prediction and its
-// measure m priced the plan's nodes by their own compute times.
+// recalibratedApart says j's current epoch only recalibrated its plan's prediction in
+// place of a move it had no checkpoint for, and its measure m priced the plan's nodes by
+// their own compute times.
 func recalibratedApart(j Job, m Measure) bool {
-	return j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) && len(m.Compute) == len(j.Plan.Nodes())
+	return j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) &&
+		strings.HasSuffix(j.Plan.Reason, weighAgainNote) && len(m.Compute) == len(j.Plan.Nodes())
+}
+
+// canMove says whether a move of j could resume now: a checkpoint that live nodes hold,
+// past the step j's epoch resumed from (moveStraggler declines without one).
+func canMove(j Job, live liveness) bool {
+	ckpt, ok := CompleteCheckpoint(j, live.alive)
+	return ok && ckpt.Step > j.Plan.ResumeStep
 }
 
 // moveStraggler is considerStraggler's move of an epoch measured (m) StragglerRatio× or
@@ -98,10 +114,32 @@ func (s *Scheduler) moveStraggler(j Job, members []Member, live liveness, m Meas
 	if err != nil {
 		return decline("no replan: the balancer's plan does not convert: %v", err)
 	}
+	if inPlace(j) && dec.MoveBytes == 0 && sameNodes(next, *j.Plan) {
+		return decline("no replan: on calibrated speeds %s, but it keeps every node's layers (other batch shares or micro-batches); "+
+			"the replicas go on in place, and it would restart every one from a checkpoint", dec.Reason)
+	}
 	next.ResumeStep = ckpt.Step
 	reason := fmt.Sprintf("straggler: %s; on calibrated speeds %s; resume from step %d", slow, dec.Reason, ckpt.Step)
 	return &Decision{Job: j.ID, Kind: DecisionRebalance, From: j.Status, Plan: &next, Reason: reason,
 		Event: &Event{Kind: jobspec.EventRebalance, Step: ckpt.Step, Message: reason}}
+}
+
+// inPlace says j's replicas go on in place: a DiLoCo or streaming job whose epoch continues
+// the running workers (a replica lost or rejoined, a recalibrated prediction). Every move
+// restarts them all from a checkpoint, redoing its steps on each; the balancer's move cost
+// counts only the bytes to move. A straggler move that keeps every node's layers (other
+// batch shares, other micro-batches: what calibrated speeds told apart on a loaded host
+// after a rejoin, TestKilledReplicaRejoinsFromALivePeer) is not worth that; one that moves
+// layers off a slow node still is.
+func inPlace(j Job) bool {
+	sync := j.Spec.Parallel.Sync
+	return j.Plan.Continues && (sync == jobspec.SyncDiLoCo || sync == jobspec.SyncStreaming)
+}
+
+// sameNodes says whether plans a and b run on the same set of nodes.
+func sameNodes(a, b JobPlan) bool {
+	x, y := slices.Sorted(slices.Values(a.Nodes())), slices.Sorted(slices.Values(b.Nodes()))
+	return slices.Equal(x, y)
 }
 
 // stalled is why the watchdog re-plans j at now: its current epoch has made no progress
@@ -127,8 +165,13 @@ func stalled(j Job, now time.Time) string {
 	return ""
 }
 
-// recalibratedReason starts the reason of an epoch that only recalibrates its prediction.
-const recalibratedReason = "recalibrated: "
+// recalibratedReason starts the reason of an epoch that only recalibrates its prediction,
+// and weighAgainNote ends it when the recalibration stands in for a move that had no
+// checkpoint to resume from: such an epoch is weighed again (recalibratedApart).
+const (
+	recalibratedReason = "recalibrated: "
+	weighAgainNote     = "; weighed again once a checkpoint allows a move"
+)
 
 // recalibrate corrects the prediction of a plan that stays when its measure m is more than
 // RecalibrateRatio off: a new epoch that continues the current one in place (the same
@@ -137,8 +180,9 @@ const recalibratedReason = "recalibrated: "
 // hand-off m.Handoff slower, when the nodes' own compute times left one), those
 // the calibration priced it with (links probed while the plan's own traffic and compute
 // load the machine read slower, and would be counted on top of what the speeds absorbed). It does so once: not for an epoch that is
-// itself a recalibration. nil when nothing is to be done.
-func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
+// itself a recalibration. blocked says it stands in for a move that had no checkpoint to
+// resume from (its reason then ends with weighAgainNote). nil when nothing is to be done.
+func (s *Scheduler) recalibrate(j Job, members []Member, m Measure, blocked bool) *Decision {
 	if r := m.Ratio(); r < RecalibrateRatio && r > 1/RecalibrateRatio {
 		return nil
 	}
@@ -172,5 +216,8 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure) *Decision {
 	next.PredictedStepS, next.PredictedGFLOPS = step, speeds
 	next.Reason = fmt.Sprintf("%sepoch %d measured %.3g s/step against %.3g s predicted; the same plan on calibrated speeds predicts %.3g s",
 		recalibratedReason, j.Epoch, m.Measured, m.Predicted, step)
+	if blocked {
+		next.Reason += weighAgainNote
+	}
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
 }

@@ -73,16 +73,8 @@ func TestKillTheReportingDiLoCoReplica(t *testing.T) {
 // (rejoined) and trains to the end beside the survivors, which never stall more than
 // 5 s through the kill, the restart and the copy. The final validation loss is below the
 // initial one.
-//
-// It runs only with MESHNODE_REJOIN_SCENARIO=1 (and -tags scenarios): it passed in the
-// runs of the branch that built it, and failed after the merge with held-out scoring (the
-// restarted node was not plannable before the job's end, or no rejoin epoch followed);
-// the cause is not yet found (docs/engine.md, "Rejoining from a live peer").
 func TestKilledReplicaRejoinsFromALivePeer(t *testing.T) {
 	requireScenarios(t)
-	if os.Getenv("MESHNODE_REJOIN_SCENARIO") != "1" {
-		t.Skip("not yet reliable: run with MESHNODE_REJOIN_SCENARIO=1")
-	}
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
