@@ -72,7 +72,7 @@ func printPeers(w io.Writer, peers []api.Peer) {
 		}
 		if pr := p.Profile; pr != nil {
 			gflops = fmt.Sprintf("%.1f", pr.GemmGFLOPS)
-			budget = meshBytes(pr.MemoryBudgetBytes)
+			budget = humanBytes(pr.MemoryBudgetBytes)
 			gpus = fmt.Sprint(len(pr.GPUs))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
@@ -89,7 +89,7 @@ func pathBytes(m map[string]int64) string {
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+" "+meshBytes(uint64(m[k])))
+		parts = append(parts, k+" "+humanBytes(uint64(m[k])))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -60,22 +60,9 @@ func printStatus(w io.Writer, st api.Status) {
 			fmt.Fprintf(w, " (slowdown %.2g)", p.Slowdown)
 		}
 		fmt.Fprintf(w, ", %d cores, memory budget %s of %s available, disk free %s, %s/%s\n",
-			p.Cores, meshBytes(p.MemoryBudgetBytes), meshBytes(p.MemoryAvailableBytes), meshBytes(p.DiskFreeBytes), p.OS, p.Arch)
+			p.Cores, humanBytes(p.MemoryBudgetBytes), humanBytes(p.MemoryAvailableBytes), humanBytes(p.DiskFreeBytes), p.OS, p.Arch)
 		for _, g := range p.GPUs {
-			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, meshBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
+			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, humanBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
 		}
 	}
-}
-
-func meshBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }
