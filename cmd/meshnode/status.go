@@ -10,39 +10,8 @@ import (
 	"github.com/meshnode/meshnode/api"
 )
 
-type statusOptions struct {
-	api    apiOptions
-	output string
-}
-
 func newStatusCmd() *cobra.Command {
-	o := statusOptions{}
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show this node: ID, addresses, measured profile, mesh size",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
-				return err
-			}
-			c, err := o.api.client(cmd)
-			if err != nil {
-				return err
-			}
-			st, err := c.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
-		},
-	}
-	addAPIFlags(cmd, &o.api)
-	addOutputFlag(cmd, &o.output)
-	return withEnv(cmd)
+	return newViewCmd("status", "Show this node: ID, addresses, measured profile, mesh size", (*api.Client).Status, printStatus)
 }
 
 func printStatus(w io.Writer, st api.Status) {
