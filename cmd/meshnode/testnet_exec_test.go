@@ -104,6 +104,9 @@ func TestTestnetUpKillPartitionDown(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("checks processes through /proc")
 	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
 	bin := meshnodeBinary(t)
 	dir, st := testnetUp(t, bin)
 	if len(st.Nodes) != 3 || st.Supervisor <= 0 || st.Control == "" {
@@ -177,6 +180,9 @@ func waitPeerState(t *testing.T, bin, dataDir, peer string, alive bool) {
 func TestTestnetJobEndToEnd(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("checks processes through /proc")
+	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
 	bin := meshnodeBinary(t)
 	_, st := testnetUp(t, bin)
