@@ -107,6 +107,7 @@ func TestTestnetUpKillPartitionDown(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	t.Parallel() // it waits on processes: see binary_test.go
 	bin := meshnodeBinary(t)
 	dir, st := testnetUp(t, bin)
 	if len(st.Nodes) != 3 || st.Supervisor <= 0 || st.Control == "" {
@@ -184,6 +185,7 @@ func TestTestnetJobEndToEnd(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	t.Parallel() // it waits on processes: see binary_test.go
 	bin := meshnodeBinary(t)
 	_, st := testnetUp(t, bin)
 	// As `testnet up` tells the user: the node's data dir gives the CLI its API and token.
