@@ -171,6 +171,57 @@ func TestFSMBounds(t *testing.T) {
 	}
 }
 
+// TestFSMLocalEvalsBoundedApart: a long federated job's local evaluations (one per replica
+// at every evaluation) are bounded apart from its other events: they never push a plan or a
+// checkpoint event out, the other events never push them out, and when they reach their own
+// bound the oldest are dropped except each node's first (the start of its curve).
+func TestFSMLocalEvalsBoundedApart(t *testing.T) {
+	h := newHarness(t)
+	h.mustOK(JobSubmitType, JobSubmitRequest{ID: "j", Spec: jobspec.DefaultSpec(), Time: t0})
+	h.mustOK(JobEventType, JobEventRequest{JobID: "j", Event: Event{Step: 1, Kind: EventCheckpoint, Message: "kept"}})
+	nodes := []string{"a", "b", "c"}
+	const rounds = MaxLocalEvalsPerJob // 3× the bound in all
+	for step := range rounds {
+		for _, n := range nodes {
+			h.mustOK(JobEventType, JobEventRequest{JobID: "j", Event: Event{Step: step, Kind: EventLocalEval, By: n}})
+		}
+	}
+	j := h.job("j")
+	var local, other []Event
+	for _, e := range j.Events {
+		if e.Kind == EventLocalEval {
+			local = append(local, e)
+		} else {
+			other = append(other, e)
+		}
+	}
+	if len(local) != MaxLocalEvalsPerJob {
+		t.Fatalf("%d local evaluations kept, want %d", len(local), MaxLocalEvalsPerJob)
+	}
+	if len(other) != 2 || other[0].Kind != EventSubmitted || other[1].Message != "kept" {
+		t.Fatalf("other events %+v: the local evaluations pushed them out", other)
+	}
+	for i, n := range nodes {
+		if local[i].By != n || local[i].Step != 0 {
+			t.Errorf("local evaluation %d is %s's at step %d, want %s's first (step 0)", i, local[i].By, local[i].Step, n)
+		}
+		if last := local[len(local)-len(nodes)+i]; last.By != n || last.Step != rounds-1 {
+			t.Errorf("latest evaluations end with %s's at step %d, want %s's at step %d", last.By, last.Step, n, rounds-1)
+		}
+	}
+	// Other events up to their own bound leave the local evaluations alone.
+	for i := range MaxEventsPerJob + 5 {
+		h.mustOK(JobEventType, JobEventRequest{JobID: "j", Event: Event{Step: i, Kind: "x"}})
+	}
+	j = h.job("j")
+	if n := len(j.Events); n != MaxEventsPerJob+MaxLocalEvalsPerJob {
+		t.Fatalf("%d events, want %d + %d", n, MaxEventsPerJob, MaxLocalEvalsPerJob)
+	}
+	if j.Events[0].Kind != EventLocalEval || j.Events[len(j.Events)-1].Step != MaxEventsPerJob+4 {
+		t.Fatalf("events start with %+v and end with %+v", j.Events[0], j.Events[len(j.Events)-1])
+	}
+}
+
 // TestFSMStageTimes: the plan members' phase times are kept in a bounded history, and an
 // entry with too many of them, a time that is not one, or no node is refused whole.
 func TestFSMStageTimes(t *testing.T) {

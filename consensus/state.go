@@ -10,8 +10,13 @@ import (
 
 // Bounds on what one job keeps in the FSM. Older entries are dropped first.
 const (
-	MaxEventsPerJob   = 256
-	MaxProgressPerJob = 512
+	// MaxEventsPerJob bounds a job's events other than local evaluations.
+	MaxEventsPerJob = 256
+	// MaxLocalEvalsPerJob bounds a job's local evaluations (EventLocalEval) apart from its
+	// other events: a data.local job records one per replica at every evaluation, and a
+	// long federated job would otherwise push its plans, checkpoints and failures out.
+	MaxLocalEvalsPerJob = 256
+	MaxProgressPerJob   = 512
 	// MaxStageTimesPerJob bounds the plan members' phase times kept (records.StageTimes):
 	// each member reports one entry per runner.stageTimesEvery or so.
 	MaxStageTimesPerJob  = 256
@@ -76,9 +81,53 @@ var allowedNext = map[JobStatus][]JobStatus{
 	JobRunning:   {JobPlanning, JobDone, JobFailed, JobCancelled},
 }
 
-// addEvent appends e to j's event log, dropping the oldest beyond MaxEventsPerJob.
+// addEvent appends e to j's event log. Local evaluations and the other events are bounded
+// apart (MaxLocalEvalsPerJob, MaxEventsPerJob): one more beyond its class's bound drops
+// an older one of the same class (evictable), reallocating so that earlier clones are
+// unaffected.
 func addEvent(j *Job, e Event) {
-	j.Events = appendBounded(j.Events, MaxEventsPerJob, e)
+	local := e.Kind == EventLocalEval
+	limit, n := MaxEventsPerJob, 0
+	if local {
+		limit = MaxLocalEvalsPerJob
+	}
+	for _, x := range j.Events {
+		if (x.Kind == EventLocalEval) == local {
+			n++
+		}
+	}
+	if n < limit {
+		j.Events = append(j.Events, e)
+		return
+	}
+	drop := evictable(j.Events, local)
+	out := make([]Event, 0, len(j.Events))
+	out = append(append(out, j.Events[:drop]...), j.Events[drop+1:]...)
+	j.Events = append(out, e)
+}
+
+// evictable is the index of the event to drop for one more of a class (local evaluations
+// or the rest; events holds at least one of it): the oldest of the class, except that
+// each node's first local evaluation stays while the node has a later one to drop (the
+// first and the latest are what `meshnode job` shows of a node's curve).
+func evictable(events []Event, local bool) int {
+	oldest, firstOf := -1, map[string]bool{}
+	for i, x := range events {
+		if (x.Kind == EventLocalEval) != local {
+			continue
+		}
+		if !local {
+			return i
+		}
+		if oldest < 0 {
+			oldest = i
+		}
+		if firstOf[x.By] {
+			return i
+		}
+		firstOf[x.By] = true
+	}
+	return oldest
 }
 
 // cloneJob copies the job deeply enough that a reader never shares a slice the FSM appends to.

@@ -141,6 +141,7 @@ func TestKillStageNodesMidJob(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	tn := startTestnet(t, slowRegion(3, 4))
 	const steps = 300
 	spec := faultJob(t, steps)
@@ -364,6 +365,7 @@ func TestCheckpointCrashAndCorruptCopies(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	topo := slowRegion(3, 4)
 	topo.Nodes[2].Env = map[string]string{node.CrashInCheckpointEnv: "20"}
 	tn := startTestnet(t, topo)
@@ -452,6 +454,7 @@ func TestSubmitterKilledRightAfterSubmit(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	tn := startTestnet(t, slowRegion(3, 2))
 	nodes := tn.Nodes()
 	submitter, observer := nodes[0], nodes[1]

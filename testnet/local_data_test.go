@@ -57,6 +57,7 @@ func TestFederatedLocalData(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	topo := oneRegion(3)
 	wantTrain := map[string]int{} // node name → its corpus's training tokens
 	for i := range topo.Nodes {

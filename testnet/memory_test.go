@@ -44,6 +44,7 @@ func TestShrinkingMeshTradesMicroBatchesForMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains the default model twice for 120 steps: not in -short mode")
 	}
+	parallelScenario(t)
 	topo := DefaultTopology(3)
 	for i := range topo.Nodes {
 		topo.Nodes[i].Memory = "20MiB" // the scenario's budget (the default is smaller now)

@@ -39,6 +39,7 @@ func TestControlPlanePartition(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	start := time.Now()
 	tn := startTestnet(t, oneRegion(3))
 	plans := planLedger{}

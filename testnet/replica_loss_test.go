@@ -47,6 +47,7 @@ func TestKillOneDiLoCoReplicaOfThree(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	killReplica(t, false, false)
 }
 
@@ -60,6 +61,7 @@ func TestKillTheReportingDiLoCoReplica(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
+	parallelScenario(t)
 	killReplica(t, true, false)
 }
 
@@ -75,6 +77,7 @@ func TestKillTheReportingDiLoCoReplica(t *testing.T) {
 // initial one.
 func TestKilledReplicaRejoinsFromALivePeer(t *testing.T) {
 	requireScenarios(t)
+	parallelScenario(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}

@@ -94,6 +94,19 @@ func TestTestnetStartsThreeNodesAndStopsThemAll(t *testing.T) {
 	}
 }
 
+// parallelScenario runs a scenario beside the other parallel ones (CI's scenario step
+// passes -parallel 4): each has its own testnet (its own directory, ports and join secret),
+// and their nodes spend most of the time asleep (emulated slow devices) or waiting on
+// heartbeats, timeouts and each other, so that four of them together keep two cores less
+// busy than the default model's training alone (docs/testnet.md, "Scenario tests"). A
+// scenario whose assertion is a speed stays serial (it does not call this): load that
+// comes and goes beside it is what the straggler detector sees, and a joined node is
+// planned only if its measured speed is worth a new epoch before the job ends.
+func parallelScenario(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+}
+
 // requireScenarios skips a multi-process fault scenario (killed, slowed, partitioned or
 // joining nodes; minutes of CPU on two cores) unless the tests are built with
 // -tags scenarios, as CI's scenario step builds them:

@@ -36,6 +36,9 @@ func TestSubmitSurvivesLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("execs the binary")
 	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
 	bin := meshnodeBinary(t)
 	first := startJoin(t, bin) // no --bootstrap: founds the Raft group
 	infoFirst := first.runtime(t)

@@ -78,7 +78,7 @@ Prefer MESHNODE_JOIN_SECRET to --join-secret: command lines are visible to other
 	f.DurationVar(&c.Reprofile, "reprofile", c.Reprofile, "how often the device profile is measured again (negative: only at start)")
 	f.DurationVar(&c.Probe.Interval, "probe-interval", 5*time.Minute, "how often links to peers are probed again (negative: only on join)")
 	f.StringVar(&o.probeMax, "probe-max-bytes", "32MiB", "largest bandwidth-probe transfer")
-	f.StringVar(&o.memoryBudget, "memory-budget", "80%", "memory offered to training: a size (8GiB) or a share of available memory (80%)")
+	f.StringVar(&o.memoryBudget, "memory-budget", "80%", "memory offered to training: a size (8GiB) or a share of available memory (80%); it also sets the Go memory limit unless GOMEMLIMIT is set (docs/memory.md)")
 	f.Float64Var(&c.Profile.Slowdown, "slowdown", 1, "run kernels this many times slower (testnets emulate slow devices; the profile measures it)")
 	f.StringVar(&o.gemmShape, "gemm-shape", "2048x512x512", "GEMM shape MxNxK of the profile measurement")
 	f.DurationVar(&c.Profile.BatchDuration, "profile-batch", c.Profile.BatchDuration, "length of each of the three timed GEMM batches")
@@ -120,6 +120,14 @@ func runJoin(cmd *cobra.Command, o *joinOptions) error {
 		return withListenFlag(err)
 	}
 	st := n.Status()
+	if st.Profile != nil {
+		// The budget the node offered at its first measurement: what the planner fits
+		// this node's training into.
+		if limit := applyMemoryLimit(st.Profile.MemoryBudgetBytes); limit > 0 {
+			o.cfg.Logger.Info("Go memory limit set from the memory budget (GOMEMLIMIT overrides)",
+				"budget", st.Profile.MemoryBudgetBytes, "limit", limit)
+		}
+	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "node %s joined mesh %q\n", st.ID, st.Mesh)
 	if addr := n.APIAddr(); addr != "" {

@@ -143,6 +143,10 @@ func TestJoinTwoProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("execs the binary")
 	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	t.Parallel() // it waits on processes: see binary_test.go
 	bin := meshnodeBinary(t)
 	a := startJoin(t, bin)
 	infoA := a.runtime(t)

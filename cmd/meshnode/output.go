@@ -37,12 +37,12 @@ func round6(x float64) float64 { return math.Round(x*1e6) / 1e6 }
 func round1(x float64) float64 { return math.Round(x*10) / 10 }
 
 // humanBytes renders a byte count for people: 512 B, 3.2 MiB, 1.5 GiB.
-func humanBytes(n int64) string {
+func humanBytes[N int64 | uint64](n N) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := int64(unit), 0
+	div, exp := N(unit), 0
 	for m := n / unit; m >= unit; m /= unit {
 		div *= unit
 		exp++

@@ -14,39 +14,9 @@ import (
 	"github.com/meshnode/meshnode/api"
 )
 
-type peersOptions struct {
-	api    apiOptions
-	output string
-}
-
 func newPeersCmd() *cobra.Command {
-	o := peersOptions{}
-	cmd := &cobra.Command{
-		Use:   "peers",
-		Short: "List the mesh's other nodes: state, last heartbeat, data-plane address reached, link RTT and bandwidth, profile",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
-				return err
-			}
-			c, err := o.api.client(cmd)
-			if err != nil {
-				return err
-			}
-			peers, err := c.Peers(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), peers)
-			}
-			printPeers(cmd.OutOrStdout(), peers)
-			return nil
-		},
-	}
-	addAPIFlags(cmd, &o.api)
-	addOutputFlag(cmd, &o.output)
-	return withEnv(cmd)
+	return newViewCmd("peers", "List the mesh's other nodes: state, last heartbeat, data-plane address reached, link RTT and bandwidth, profile",
+		(*api.Client).Peers, printPeers)
 }
 
 func printPeers(w io.Writer, peers []api.Peer) {
@@ -72,7 +42,7 @@ func printPeers(w io.Writer, peers []api.Peer) {
 		}
 		if pr := p.Profile; pr != nil {
 			gflops = fmt.Sprintf("%.1f", pr.GemmGFLOPS)
-			budget = meshBytes(pr.MemoryBudgetBytes)
+			budget = humanBytes(pr.MemoryBudgetBytes)
 			gpus = fmt.Sprint(len(pr.GPUs))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.State,
@@ -101,7 +71,7 @@ func pathBytes(m map[string]int64) string {
 	}
 	var parts []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+" "+meshBytes(uint64(m[k])))
+		parts = append(parts, k+" "+humanBytes(uint64(m[k])))
 	}
 	return strings.Join(parts, ", ")
 }

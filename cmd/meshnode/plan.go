@@ -378,7 +378,7 @@ func stageSuffix(st planStage) string {
 		out += "+recompute"
 	}
 	if st.OffloadBytes > 0 {
-		out += "+offload " + strings.ReplaceAll(meshBytes(uint64(st.OffloadBytes)), " ", "")
+		out += "+offload " + strings.ReplaceAll(humanBytes(uint64(st.OffloadBytes)), " ", "")
 	}
 	if st.Zero > 0 {
 		out += fmt.Sprintf("+zero%d", st.Zero)

@@ -10,39 +10,8 @@ import (
 	"github.com/meshnode/meshnode/api"
 )
 
-type statusOptions struct {
-	api    apiOptions
-	output string
-}
-
 func newStatusCmd() *cobra.Command {
-	o := statusOptions{}
-	cmd := &cobra.Command{
-		Use:   "status",
-		Short: "Show this node: ID, addresses, measured profile, mesh size",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputFormat(o.output); err != nil {
-				return err
-			}
-			c, err := o.api.client(cmd)
-			if err != nil {
-				return err
-			}
-			st, err := c.Status(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if o.output == "json" {
-				return writeJSON(cmd.OutOrStdout(), st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
-		},
-	}
-	addAPIFlags(cmd, &o.api)
-	addOutputFlag(cmd, &o.output)
-	return withEnv(cmd)
+	return newViewCmd("status", "Show this node: ID, addresses, measured profile, mesh size", (*api.Client).Status, printStatus)
 }
 
 func printStatus(w io.Writer, st api.Status) {
@@ -60,22 +29,9 @@ func printStatus(w io.Writer, st api.Status) {
 			fmt.Fprintf(w, " (slowdown %.2g)", p.Slowdown)
 		}
 		fmt.Fprintf(w, ", %d cores, memory budget %s of %s available, disk free %s, %s/%s\n",
-			p.Cores, meshBytes(p.MemoryBudgetBytes), meshBytes(p.MemoryAvailableBytes), meshBytes(p.DiskFreeBytes), p.OS, p.Arch)
+			p.Cores, humanBytes(p.MemoryBudgetBytes), humanBytes(p.MemoryAvailableBytes), humanBytes(p.DiskFreeBytes), p.OS, p.Arch)
 		for _, g := range p.GPUs {
-			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, meshBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
+			fmt.Fprintf(w, "  GPU %d: %s, %s, %d SMs, %d MHz\n", g.Index, g.Name, humanBytes(g.MemoryTotalBytes), g.Multiprocessors, g.SMClockMHz)
 		}
 	}
-}
-
-func meshBytes(b uint64) string {
-	const unit = 1024
-	if b < unit {
-		return fmt.Sprintf("%d B", b)
-	}
-	div, exp := uint64(unit), 0
-	for n := b / unit; n >= unit; n /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

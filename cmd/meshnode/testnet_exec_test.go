@@ -104,6 +104,10 @@ func TestTestnetUpKillPartitionDown(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("checks processes through /proc")
 	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	t.Parallel() // it waits on processes: see binary_test.go
 	bin := meshnodeBinary(t)
 	dir, st := testnetUp(t, bin)
 	if len(st.Nodes) != 3 || st.Supervisor <= 0 || st.Control == "" {
@@ -178,6 +182,10 @@ func TestTestnetJobEndToEnd(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("checks processes through /proc")
 	}
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	t.Parallel() // it waits on processes: see binary_test.go
 	bin := meshnodeBinary(t)
 	_, st := testnetUp(t, bin)
 	// As `testnet up` tells the user: the node's data dir gives the CLI its API and token.

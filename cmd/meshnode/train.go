@@ -268,6 +268,7 @@ func (o *trainOptions) applyMemoryBudget(cmd *cobra.Command) error {
 		return usagef("--data-dir: %v", err)
 	}
 	o.cfg.MemoryBudget, o.cfg.OffloadDir = int64(n), o.dataDir
+	applyMemoryLimit(n * uint64(max(o.dist.stages, 1))) // the budget is per stage
 	return nil
 }
 

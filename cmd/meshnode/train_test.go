@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,9 @@ import (
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
+	// A command may set the process's Go memory limit (applyMemoryLimit): the test binary
+	// keeps its own.
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
 	code := run(context.Background(), args, &out, &errb)
 	return code, out.String(), errb.String()
 }

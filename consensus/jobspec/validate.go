@@ -34,9 +34,7 @@ func (s Spec) Validate() error {
 	s.validateZero(&v)
 	s.validateMemory(&v)
 	s.validateLoRA(&v)
-	if s.Data.Local != "" && s.Parallel.Score == ScoreOn {
-		v.addf("parallel.score", "on needs a held-out batch every replica shares; with data.local each replica has only its own data (use auto or off)")
-	}
+	s.validateScore(&v)
 	if st := s.Parallel.Stages; s.Data.Local != "" && !st.IsAuto && st.N != 1 {
 		v.addf("parallel.stages", "must be 1 or \"auto\" with data.local (a replica trains on one node's own data), got %d", st.N)
 	}

@@ -39,12 +39,7 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	sc.Codec = s.Parallel.Codec
 	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
-	sc.Zero, sc.Score = s.Memory.Zero, s.Parallel.Score
-	if s.Data.Local != "" && sc.Score != jobspec.ScoreOn {
-		// Federated data: no held-out batch is common to the replicas, and one replica's
-		// update may rightly raise the loss on another's data; the spec refuses "on".
-		sc.Score = jobspec.ScoreOff
-	}
+	sc.Zero, sc.Score = s.Memory.Zero, s.ResolvedScore() // off for data.local
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
