@@ -73,9 +73,9 @@ func (p JobPlan) BuiltPlan() JobPlan {
 // restarted node, same identity): the epoch continues with them appended (the reporting
 // replica stays the first), and their nodes (Rejoin) copy the current state from a live
 // replica instead of the survivors restarting. A node that reported a failed worker since
-// the workers were built does not rejoin this job again. Only one-stage replicas rejoin: the
-// stages of a multi-stage one would copy at different outer steps and disagree on the
-// step (docs/engine.md). nil when none can.
+// the workers were built does not rejoin this job again. A replica of several stages
+// rejoins whole, each stage copying from a live replica's stage that holds its layers
+// (rebuild.go). nil when none can.
 func rejoinDropped(j Job, members []Member) *Decision {
 	if j.Plan == nil || !j.Plan.Continues || len(j.Plan.Dropped) == 0 || len(j.Plan.Slots) != len(j.Plan.Replicas) {
 		return nil
@@ -88,7 +88,7 @@ func rejoinDropped(j Job, members []Member) *Decision {
 	next.Replicas, next.Slots, next.Dropped = slices.Clone(j.Plan.Replicas), slices.Clone(j.Plan.Slots), nil
 	next.Batches, next.DataShards, next.Rejoin = slices.Clone(j.Plan.Batches), slices.Clone(j.Plan.DataShards), nil
 	for _, d := range j.Plan.Dropped {
-		if len(d.Stages) != 1 || !ready[d.Stages[0].Node] || next.Has(d.Stages[0].Node) {
+		if !canRejoin(d, ready, next, append(slices.Clone(j.Plan.Rejoin), next.Rejoin...)) {
 			next.Dropped = append(next.Dropped, d)
 			continue
 		}
@@ -100,7 +100,7 @@ func rejoinDropped(j Job, members []Member) *Decision {
 		if len(next.DataShards) > 0 {
 			next.DataShards = append(next.DataShards, d.Shards)
 		}
-		next.Rejoin = append(next.Rejoin, d.Stages[0].Node)
+		next.Rejoin = append(next.Rejoin, stageNodes(d.Stages)...)
 	}
 	if len(next.Rejoin) == 0 {
 		return nil
@@ -111,15 +111,17 @@ func rejoinDropped(j Job, members []Member) *Decision {
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
 }
 
-// failedRejoiners are the nodes of the current plan's Rejoin that reported a failed
-// worker since the workers were built: their copy or their first steps failed.
+// failedRejoiners are the nodes that reported a failed worker in an in-place epoch after
+// the workers were built: their copy or their first steps failed. A failure in the built
+// epoch itself is a dropped replica's (a live stage whose pipeline neighbour died) and
+// does not count.
 func failedRejoiners(j Job) map[string]bool {
 	out := map[string]bool{}
 	if j.Plan == nil || !j.Plan.Continues {
 		return out
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == jobspec.EventWorkerFailed && ev.By != "" && ev.Epoch >= j.Plan.Built {
+		if ev.Kind == jobspec.EventWorkerFailed && ev.By != "" && ev.Epoch > j.Plan.Built {
 			out[ev.By] = true
 		}
 	}
@@ -155,9 +157,9 @@ func dropFailedRejoin(j Job) *Decision {
 		if len(j.Plan.DataShards) > r {
 			shards = j.Plan.DataShards[r]
 		}
-		if len(stages) == 1 && failed[stages[0].Node] {
+		if anyFailed(stages, failed) {
 			next.Dropped = append(next.Dropped, DroppedReplica{Slot: j.Plan.Slots[r], Stages: stages, Batch: batch, Shards: shards})
-			gone = append(gone, stages[0].Node)
+			gone = append(gone, stageNodes(stages)...)
 			continue
 		}
 		next.Replicas, next.Slots = append(next.Replicas, stages), append(next.Slots, j.Plan.Slots[r])
