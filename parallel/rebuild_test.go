@@ -22,8 +22,8 @@ const rebuildSteps, rebuildInner, rebuildLost = 24, 3, 4
 
 // rebuildRun is a job of two replicas of two pipeline stages each, A (a0, a1) and B (b0,
 // b1), on one in-memory network. A trains rebuildLost steps and loses a stage (a1's node
-// dies; a0, whose pipeline is broken, stops too): B retires both and trains on alone. When
-// rebuild is set, fresh workers of a0 and a1 (a restarted node, and the survivor's node
+// dies; a0, whose pipeline is broken, stops too): B retires both and trains on alone
+// (unless A is undisturbed: then the four train to the end). When A is rebuilt, fresh workers of a0 and a1 (a restarted node, and the survivor's node
 // starting over) are readmitted after step 8 and copy their layers from b0 and b1, at
 // the same step, while B keeps stepping; then all four train to the end. B's state after
 // every step is recorded (survivors[step][stage]); copied is each rebuilt stage's state
@@ -35,7 +35,16 @@ type rebuildResult struct {
 	stats     []CopyStats
 }
 
-func rebuildRun(t *testing.T, mode jobspec.Sync, rebuild bool) rebuildResult {
+// What becomes of replica A in rebuildRun.
+type fate int
+
+const (
+	undisturbed fate = iota // A never loses a stage
+	dropped                 // A loses a stage and never comes back
+	rebuilt                 // A loses a stage and is rebuilt from B
+)
+
+func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
 	t.Helper()
 	cfg := pipelineConfig(rebuildSteps)
 	cfg.Train.MicroBatches = 2
@@ -56,10 +65,14 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, rebuild bool) rebuildResult {
 	}
 	a0, a1, b0, b1 := build("a0"), build("a1"), build("b0"), build("b1")
 	stepWorkers(t, []*Worker{a0, a1, b0, b1}, rebuildLost)
+	res := rebuildResult{workers: []*Worker{b0, b1}, survivors: map[int][]StageState{}}
+	if fate == undisturbed {
+		stepWorkers(t, []*Worker{a0, a1, b0, b1}, rebuildSteps)
+		return res
+	}
 	for _, w := range []*Worker{b0, b1} {
 		w.Retire("a0", "a1")
 	}
-	res := rebuildResult{workers: []*Worker{b0, b1}, survivors: map[int][]StageState{}}
 	stepB := func() {
 		stepWorkers(t, []*Worker{b0, b1}, b0.StepsDone()+1)
 		res.survivors[b0.StepsDone()] = []StageState{snapshot(t, b0), snapshot(t, b1)}
@@ -67,7 +80,7 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, rebuild bool) rebuildResult {
 	for b0.StepsDone() < 8 {
 		stepB()
 	}
-	if !rebuild {
+	if fate == dropped {
 		for b0.StepsDone() < rebuildSteps {
 			stepB()
 		}
@@ -191,7 +204,7 @@ func ownLeftOut(ts map[string]*kernels.Tensor) map[string]*kernels.Tensor {
 func TestLostStageIsRebuiltFromALiveReplica(t *testing.T) {
 	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncStreaming} {
 		t.Run(string(mode), func(t *testing.T) {
-			r := rebuildRun(t, mode, true)
+			r := rebuildRun(t, mode, rebuilt)
 			T := r.stats[0].Step
 			for i, st := range r.stats {
 				if st.Step != T || st.Peer != r.workers[i].tr.Self() || st.Bytes <= 0 {
@@ -207,7 +220,7 @@ func TestLostStageIsRebuiltFromALiveReplica(t *testing.T) {
 			if T <= 8 || (mode == jobspec.SyncDiLoCo && T%rebuildInner != 0) {
 				t.Fatalf("copied step %d: want an outer-step boundary after the rebuild began at 8", T)
 			}
-			without := rebuildRun(t, mode, false)
+			without := rebuildRun(t, mode, dropped)
 			for s := 9; s <= T; s++ {
 				for i := range 2 {
 					sameState(t, "the survivors serving a rebuild and not", r.survivors[s][i], without.survivors[s][i])
@@ -231,6 +244,8 @@ func TestLostStageIsRebuiltFromALiveReplica(t *testing.T) {
 			if diff == 0 {
 				t.Fatal("the weights are those of the run without A: the rebuilt replica's contributions did not count")
 			}
+			t.Logf("validation loss at the end: undisturbed %.6f, A dropped %.6f, A rebuilt %.6f",
+				evalLoss(t, rebuildRun(t, mode, undisturbed).workers[:2]), evalLoss(t, without.workers[:2]), evalLoss(t, r.workers[:2]))
 		})
 	}
 }
@@ -391,4 +406,25 @@ func FuzzStepAnswer(f *testing.F) {
 			t.Fatalf("%x parsed as step %d", p, s)
 		}
 	})
+}
+
+// evalLoss is the validation loss of the replica whose stages are ws, in order.
+func evalLoss(t *testing.T, ws []*Worker) float64 {
+	t.Helper()
+	var wg sync.WaitGroup
+	losses, errs := make([]float64, len(ws)), make([]error, len(ws))
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			losses[i], _, errs[i] = w.Evaluate(context.Background())
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return losses[len(ws)-1]
 }
