@@ -29,15 +29,15 @@ import (
 //
 //  1. the rebuilt replica's first stage asks its source for its step: a query, answered at
 //     the source's next consistent step s with a header of no bytes;
-//  2. it tells the replica's other stages N = s+1, and every stage asks its source for its
-//     layers at the first consistent step at or after N. That is the same step T on every
-//     source, since a step's consistency depends on its number alone (DiLoCo: a multiple
-//     of H or the last step; streaming: no fragment in flight, the same steps for every
-//     fragment holder);
+//  2. it tells the replica's other stages N = s+H (H the inner steps of an outer period),
+//     and every stage asks its source for its layers at the first consistent step at or
+//     after N. That is the same step T on every source, since a step's consistency
+//     depends on its number alone (DiLoCo: a multiple of H or the last step; streaming: no
+//     fragment in flight, the same steps for every fragment holder);
 //  3. a source serves a ranged request at T, or refuses it (a header of no bytes) when it
 //     took a consistent step at or after N before the request reached it. The request had
-//     an outer period's steps to arrive; a refused stage's rebuild fails, and the control
-//     plane drops the replica again: nothing forks.
+//     an outer period's steps (from s to N) to arrive; a refused stage's rebuild fails,
+//     and the control plane drops the replica again: nothing forks.
 //
 // A ranged request is the payload of the request frame (an 8-byte one asks for the whole
 // stage at the next consistent step):
@@ -251,7 +251,10 @@ func (w *Worker) rebuildStep(ctx context.Context, source string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	after := s + 1
+	// An outer period of steps for the requests to reach the sources: in DiLoCo the next
+	// boundary after s, in streaming (whose consistent steps may follow each other) a step
+	// H steps on.
+	after := s + max(w.cfg.Sync.InnerSteps, 1)
 	for _, st := range stages[1:] {
 		f := w.copyFrame(frame.KindScalar, 0, rebuildStepMicro, binary.LittleEndian.AppendUint64(nil, uint64(after)))
 		if err := tr.Send(ctx, st.Node, f); err != nil {
