@@ -39,9 +39,10 @@ type rebuildResult struct {
 type fate int
 
 const (
-	undisturbed fate = iota // A never loses a stage
-	dropped                 // A loses a stage and never comes back
-	rebuilt                 // A loses a stage and is rebuilt from B
+	undisturbed    fate = iota // A never loses a stage
+	dropped                    // A loses a stage and never comes back
+	rebuilt                    // A loses a stage and is rebuilt from B
+	rebuiltOnSpare             // the same, with spare node x in the lost a1's place
 )
 
 func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
@@ -54,7 +55,7 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
 	cfg.StallTimeout = 20 * time.Second
 	cfg.Grace = 2 * time.Second
 	plan := EvenPlan(cfg.Train.Model.NumLayers(), []string{"a0", "a1"}, []string{"b0", "b1"})
-	net := NewInMemory(planNodes(plan)...)
+	net := NewInMemory(append(planNodes(plan), "x")...)
 	t.Cleanup(net.Close)
 	build := func(id string) *Worker {
 		w, err := NewWorker(cfg, plan, id, net.Peer(id), testData())
@@ -89,8 +90,21 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b0.Readmit(ctx, "a0")
-	b1.Readmit(ctx, "a1")
-	joiners := []*Worker{build("a0"), build("a1")}
+	var joiners []*Worker
+	if fate == rebuiltOnSpare {
+		b1.Substitute(ctx, "a1", "x")
+		spared := plan.substitute("a1", "x")
+		for _, id := range []string{"a0", "x"} {
+			w, err := NewWorker(cfg, spared, id, net.Peer(id), testData())
+			if err != nil {
+				t.Fatal(err)
+			}
+			joiners = append(joiners, w)
+		}
+	} else {
+		b1.Readmit(ctx, "a1")
+		joiners = []*Worker{build("a0"), build("a1")}
+	}
 	sources := []string{"b0", "b1"}
 	res.copied, res.stats = make([]StageState, 2), make([]CopyStats, 2)
 	errs := make([]error, 2)
@@ -202,9 +216,17 @@ func ownLeftOut(ts map[string]*kernels.Tensor) map[string]*kernels.Tensor {
 // rebuilt stages are admitted, the four end with the same bits, and those differ from the
 // run without A (its contributions counted after the rebuild).
 func TestLostStageIsRebuiltFromALiveReplica(t *testing.T) {
-	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncStreaming} {
-		t.Run(string(mode), func(t *testing.T) {
-			r := rebuildRun(t, mode, rebuilt)
+	for _, tc := range []struct {
+		mode jobspec.Sync
+		fate fate
+	}{{jobspec.SyncDiLoCo, rebuilt}, {jobspec.SyncStreaming, rebuilt}, {jobspec.SyncDiLoCo, rebuiltOnSpare}} {
+		mode := tc.mode
+		name := string(mode)
+		if tc.fate == rebuiltOnSpare {
+			name += "/on a spare"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := rebuildRun(t, mode, tc.fate)
 			T := r.stats[0].Step
 			for i, st := range r.stats {
 				if st.Step != T || st.Peer != r.workers[i].tr.Self() || st.Bytes <= 0 {

@@ -77,6 +77,7 @@ type copyQueue struct {
 	served  []CopyStats
 	// consistent is the last consistent step taken (due), 0 before the first.
 	consistent int
+	subs       []substitution // members to rename at the next consistent step (substitute.go)
 }
 
 func (q *copyQueue) push(r copyRequest) {

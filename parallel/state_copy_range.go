@@ -114,10 +114,11 @@ func (q *copyQueue) due(step int) (reqs []copyRequest, prev int) {
 	return reqs, prev
 }
 
-// dueCopies takes the requests due at this consistent step, answers the queries and the
-// ranged requests it refuses (in the background: a header of no bytes), and returns those
-// that need the state.
+// dueCopies applies the pending substitutions (substitute.go), takes the requests due at
+// this consistent step, answers the queries and the ranged requests it refuses (in the
+// background: a header of no bytes), and returns those that need the state.
 func (w *Worker) dueCopies(ctx context.Context) []copyRequest {
+	w.applySubstitutions()
 	reqs, prev := w.copies.due(w.step)
 	first, last := w.LayerRange()
 	var out []copyRequest
