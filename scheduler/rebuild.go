@@ -86,3 +86,49 @@ func failedOutsideLost(j Job, live liveness) int {
 	}
 	return n
 }
+
+// withSpares gives each stage of dropped replica d whose node is not ready (it has not
+// come back) to a spare: a ready candidate in no replica of next and no dropped replica
+// of the job, with at least the memory the lost node had when the job was planned (its
+// plan's inputs). A dead machine may never come back; the spare rebuilds the stage in its
+// place (parallel.Worker.Substitute). Only replicas of several stages take spares: a
+// one-stage replica waits for its node (node/runner's one-stage rejoin).
+func withSpares(d DroppedReplica, j Job, next JobPlan, cands []candidate, ready map[string]bool) DroppedReplica {
+	if len(d.Stages) < 2 {
+		return d
+	}
+	out := d
+	out.Stages = slices.Clone(d.Stages)
+	taken := func(id string) bool {
+		if next.Has(id) || slices.ContainsFunc(out.Stages, func(st Stage) bool { return st.Node == id }) {
+			return true
+		}
+		return slices.ContainsFunc(j.Plan.Dropped, func(o DroppedReplica) bool {
+			return slices.ContainsFunc(o.Stages, func(st Stage) bool { return st.Node == id })
+		})
+	}
+	for i, st := range out.Stages {
+		if ready[st.Node] {
+			continue
+		}
+		need, known := lentMemory(j.Plan.Inputs, st.Node)
+		for _, c := range cands {
+			if ready[c.id] && !taken(c.id) && known && c.profile.MemoryBytes >= need {
+				out.Stages[i].Node = c.id
+				break
+			}
+		}
+	}
+	return out
+}
+
+// lentMemory is the memory node lent to training when the plan was made, as its inputs
+// recorded it.
+func lentMemory(in PlanInputs, node string) (int64, bool) {
+	for _, n := range in.Snapshot.Nodes {
+		if n.ID == node && n.GPU == nil {
+			return n.MemoryBytes, true
+		}
+	}
+	return 0, false
+}

@@ -100,3 +100,69 @@ func TestStageLostInEveryReplicaRestartsFromACheckpoint(t *testing.T) {
 		t.Fatalf("decision %s: want a restart from a checkpoint", d.Kind)
 	}
 }
+
+// TestLostStageIsRebuiltOnASpare: with a live node the plan does not use, a lost stage of
+// a two-stage replica is rebuilt on it without waiting for the dead node: the replica
+// comes back with the spare in the dead node's place, both its nodes rejoining. A spare
+// with less memory than the dead node lent is not taken.
+func TestLostStageIsRebuiltOnASpare(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		spareMem int64
+		rebuilt  bool
+	}{{"as much memory", 1 << 30, true}, {"less memory", 1 << 20, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := spec()
+			s.Parallel.Stages, s.Parallel.Replicas, s.Parallel.Sync = jobspec.Fixed(2), jobspec.Fixed(2), jobspec.SyncDiLoCo
+			ms := members("a", "b", "c", "d", "e")
+			j := running(t, s, ms)
+			var spare string
+			for _, m := range ms {
+				if !j.Plan.Has(m.ID) {
+					spare = m.ID
+				}
+			}
+			if spare == "" {
+				t.Fatalf("plan %+v uses every node: no spare", j.Plan.Replicas)
+			}
+			for i := range ms {
+				if ms[i].ID == spare {
+					p := *ms[i].Profile
+					p.MemoryBytes = tc.spareMem
+					ms[i].Profile = &p
+				}
+			}
+			lost := j.Plan.Replicas[1]
+			victim, survivor := lost[1].Node, lost[0].Node
+			h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(ms, victim, MemberDead), JobList: []Job{j}, Clock: t0}
+			sch := New(Config{})
+			if d := decision(t, h, sch); d.Kind != DecisionContinue || d.Plan.Has(survivor) || len(d.Plan.Dropped) != 1 {
+				t.Fatalf("decision %s on %v: want the replica of %s dropped in place", d.Kind, d.Plan.Nodes(), victim)
+			}
+			ds, _ := h.Process(t.Context(), sch)
+			var p *JobPlan
+			for _, d := range ds {
+				if d.Kind == DecisionContinue && d.Plan.Has(survivor) {
+					p = d.Plan
+				}
+			}
+			if !tc.rebuilt {
+				if p != nil {
+					t.Fatalf("rebuilt on a spare of %d bytes: %+v", tc.spareMem, p.Replicas)
+				}
+				return
+			}
+			if p == nil {
+				t.Fatalf("decisions %+v: want the replica rebuilt on spare %s", ds, spare)
+			}
+			want := []Stage{lost[0], lost[1]}
+			want[1].Node = spare
+			if fmt.Sprint(p.Replicas[1]) != fmt.Sprint(want) || !slices.Equal(p.Rejoin, []string{survivor, spare}) || len(p.Dropped) != 0 {
+				t.Fatalf("replicas %+v rejoin %v dropped %+v: want replica 1 back with %s in %s's place", p.Replicas, p.Rejoin, p.Dropped, spare, victim)
+			}
+			if built := p.BuiltPlan(); built.Replicas[1][1].Node != spare {
+				t.Fatalf("built plan %+v: the rebuilt stages build with the spare in the dead node's place", built.Replicas)
+			}
+		})
+	}
+}

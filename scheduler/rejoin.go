@@ -80,16 +80,17 @@ func rejoinDropped(j Job, members []Member) *Decision {
 	if j.Plan == nil || !j.Plan.Continues || len(j.Plan.Dropped) == 0 || len(j.Plan.Slots) != len(j.Plan.Replicas) {
 		return nil
 	}
-	ready, failed := map[string]bool{}, failedRejoiners(j)
-	for _, c := range candidates(members) {
+	ready, failed, cands := map[string]bool{}, failedRejoiners(j), candidates(members)
+	for _, c := range cands {
 		ready[c.id] = !failed[c.id] // a node whose rejoin failed stays dropped
 	}
 	next := *j.Plan
 	next.Replicas, next.Slots, next.Dropped = slices.Clone(j.Plan.Replicas), slices.Clone(j.Plan.Slots), nil
 	next.Batches, next.DataShards, next.Rejoin = slices.Clone(j.Plan.Batches), slices.Clone(j.Plan.DataShards), nil
-	for _, d := range j.Plan.Dropped {
+	for _, dropped := range j.Plan.Dropped {
+		d := withSpares(dropped, j, next, cands, ready)
 		if !canRejoin(d, ready, next, append(slices.Clone(j.Plan.Rejoin), next.Rejoin...)) {
-			next.Dropped = append(next.Dropped, d)
+			next.Dropped = append(next.Dropped, dropped)
 			continue
 		}
 		next.Replicas = append(next.Replicas, d.Stages)
