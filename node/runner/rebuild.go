@@ -64,3 +64,40 @@ func (r *Runner) copyState(ctx context.Context, w *parallel.Worker, jp scheduler
 	sources, _ := joinSources(jp, r.cfg.Self)
 	return w.JoinFrom(ctx, sources)
 }
+
+// substitution is a node an in-place epoch puts in the place of a dropped one: a spare
+// rebuilding a lost stage.
+type substitution struct{ old, new string }
+
+// splitSubstitutes separates, from the nodes next brings back (back), the spares that take
+// a dropped node's place: a replica of next at the slot of a replica prev ran without,
+// whose stage names another node than the dropped replica's did.
+func splitSubstitutes(prev, next scheduler.JobPlan, back []string) ([]substitution, []string) {
+	var subs []substitution
+	for i, stages := range next.Replicas {
+		if i >= len(next.Slots) {
+			break
+		}
+		for _, d := range prev.Dropped {
+			if d.Slot != next.Slots[i] || len(d.Stages) != len(stages) {
+				continue
+			}
+			for k, st := range stages {
+				if st.Node != d.Stages[k].Node {
+					subs = append(subs, substitution{old: d.Stages[k].Node, new: st.Node})
+				}
+			}
+		}
+	}
+	rest := slices.DeleteFunc(slices.Clone(back), func(id string) bool {
+		return slices.ContainsFunc(subs, func(s substitution) bool { return s.new == id })
+	})
+	return subs, rest
+}
+
+// substitute hands subs to the running worker w.
+func substitute(ctx context.Context, w *parallel.Worker, subs []substitution) {
+	for _, s := range subs {
+		w.Substitute(ctx, s.old, s.new)
+	}
+}

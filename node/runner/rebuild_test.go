@@ -23,6 +23,13 @@ import (
 // to end by itself: it is cancelled once the rebuilt replica trained 20 steps past its
 // admission.
 func TestRunnerRebuildsALostStageInPlace(t *testing.T) {
+	t.Run("the node restarted", func(t *testing.T) { rebuildInRunners(t, false) })
+	t.Run("on a spare", func(t *testing.T) { rebuildInRunners(t, true) })
+}
+
+// rebuildInRunners runs TestRunnerRebuildsALostStageInPlace; with spare, b1 never comes
+// back and node x, idle until then, takes its stage over.
+func rebuildInRunners(t *testing.T, spare bool) {
 	s := smallSpec(t)
 	s.Train.Steps, s.Train.EvalEvery = 1_000_000, 1_000_000
 	s.Parallel.Sync, s.Parallel.InnerSteps = jobspec.SyncDiLoCo, 4
@@ -33,7 +40,7 @@ func TestRunnerRebuildsALostStageInPlace(t *testing.T) {
 		{{Node: "a0", Last: half}, {Node: "a1", First: half, Last: L}},
 		{{Node: "b0", Last: half}, {Node: "b1", First: half, Last: L}}},
 		Batches: []int{4, 4}, MicroBatches: 2}
-	c := newClusterOf(t, "a0", "a1", "b0", "b1")
+	c := newClusterOf(t, "a0", "a1", "b0", "b1", "x")
 	c.submit(t, s, jp)
 	commit := func(epoch uint64, p scheduler.JobPlan) {
 		t.Helper()
@@ -75,10 +82,17 @@ func TestRunnerRebuildsALostStageInPlace(t *testing.T) {
 	at := step()
 	testutil.WaitFor(t, time.Minute, "the survivors training on", func() bool { return step() >= at+8 })
 
-	c.replace(3, c.newRunner(t, "b1")) // b1 restarts
+	second := "b1"
 	back := without
 	back.Replicas, back.Batches, back.Slots, back.Dropped = jp.Replicas, jp.Batches, []int{0, 1}, nil
-	back.Rejoin = []string{"b0", "b1"}
+	if spare {
+		second = "x"
+		back.Replicas = [][]scheduler.Stage{jp.Replicas[0], {jp.Replicas[1][0], jp.Replicas[1][1]}}
+		back.Replicas[1][1].Node = "x"
+	} else {
+		c.replace(3, c.newRunner(t, "b1")) // b1 restarts
+	}
+	back.Rejoin = []string{"b0", second}
 	commit(3, back)
 	testutil.WaitFor(t, time.Minute, "b0 and b1 admitted", func() bool {
 		return count(consensus.EventRejoined) == 2 || count(consensus.EventWorkerFailed) > 0
@@ -108,7 +122,8 @@ func TestRunnerRebuildsALostStageInPlace(t *testing.T) {
 			if _, err := fmt.Sscanf(ev.Message, "%s copied step %d from live replica %s", &who, &at, &from); err != nil {
 				t.Errorf("state_copied %q: %v", ev.Message, err)
 			}
-			if want := "a" + strings.TrimPrefix(who, "b"); from != want+":" && from != want {
+			want := map[string]string{"b0": "a0", second: "a1"}[who]
+			if from != want+":" && from != want {
 				t.Errorf("state_copied %q: want %s's copy from %s", ev.Message, who, want)
 			}
 			copied[who] = at
@@ -118,8 +133,8 @@ func TestRunnerRebuildsALostStageInPlace(t *testing.T) {
 			t.Log(ev.Message)
 		}
 	}
-	if len(copied) != 2 || copied["b0"] != copied["b1"] || copied["b0"]%s.Parallel.InnerSteps != 0 {
-		t.Errorf("copies %v: want b0's and b1's at one outer-step boundary", copied)
+	if len(copied) != 2 || copied["b0"] != copied[second] || copied["b0"]%s.Parallel.InnerSteps != 0 {
+		t.Errorf("copies %v: want b0's and %s's at one outer-step boundary", copied, second)
 	}
 	if rejoined != 2 {
 		t.Errorf("%d rejoined events, want b0's and b1's", rejoined)
