@@ -214,7 +214,8 @@ func ownLeftOut(ts map[string]*kernels.Tensor) map[string]*kernels.Tensor {
 // bits of its source at that step (weights, inner moments and step, outer momentum), B's
 // own training up to then is bit for bit that of the run in which A never comes back, the
 // rebuilt stages are admitted, the four end with the same bits, and those differ from the
-// run without A (its contributions counted after the rebuild).
+// run without A (its contributions counted after the rebuild). The same with a spare node x
+// in the lost a1's place (B substitutes it in its groups).
 func TestLostStageIsRebuiltFromALiveReplica(t *testing.T) {
 	for _, tc := range []struct {
 		mode jobspec.Sync

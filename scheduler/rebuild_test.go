@@ -166,3 +166,16 @@ func TestLostStageIsRebuiltOnASpare(t *testing.T) {
 		})
 	}
 }
+
+// TestFailureOutsideTheLostReplicaRestarts: a worker failure of the replica that stayed
+// whole is no consequence of the loss: the job restarts from a checkpoint, as before.
+func TestFailureOutsideTheLostReplicaRestarts(t *testing.T) {
+	j := twoByTwo(t)
+	ms := members("a", "b", "c", "d")
+	victim, whole := j.Plan.Replicas[1][1].Node, j.Plan.Replicas[0][1].Node
+	j.Events = append(j.Events, Event{Kind: jobspec.EventWorkerFailed, Epoch: 1, By: whole, Message: "disk full"})
+	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(ms, victim, MemberDead), JobList: []Job{j}, Clock: t0}
+	if d := decision(t, h, New(Config{})); d.Kind != DecisionReplan {
+		t.Fatalf("decision %s: want a restart from a checkpoint", d.Kind)
+	}
+}
