@@ -18,6 +18,9 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
 		planned[n.ID] = true
 	}
+	for _, id := range j.Plan.Nodes() {
+		planned[id] = true // a spare an in-place epoch put in a dead node's place joined nothing
+	}
 	cands := candidates(members)
 	var fresh []string
 	for _, cd := range cands {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
@@ -162,6 +163,20 @@ func TestLostStageIsRebuiltOnASpare(t *testing.T) {
 			}
 			if built := p.BuiltPlan(); built.Replicas[1][1].Node != spare {
 				t.Fatalf("built plan %+v: the rebuilt stages build with the spare in the dead node's place", built.Replicas)
+			}
+			// The spare is in the plan now, not a node that joined: the next rounds do not
+			// move the job onto it from a checkpoint (its plan's inputs still name the
+			// dead node, so that plan would look infeasible).
+			live := stageNodes(slices.Concat(p.Replicas...))
+			h.JobList[0].Checkpoints = []Checkpoint{ckpt(s, 1, 100, live...)}
+			for i := 1; i <= 3; i++ {
+				h.Clock = t0.Add(time.Duration(i) * 10 * time.Second)
+				ds, _ := h.Process(t.Context(), sch)
+				for _, d := range ds {
+					if d.Kind != DecisionDecline {
+						t.Fatalf("round %d after the rebuild decided %s: %s", i, d.Kind, d.Reason)
+					}
+				}
 			}
 		})
 	}

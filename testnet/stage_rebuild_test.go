@@ -54,7 +54,27 @@ func TestKilledStageIsRebuiltFromALivePeer(t *testing.T) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
-	topo := slowRegion(4, 4)
+	rebuildStage(t, false)
+}
+
+// TestKilledStageIsRebuiltOnASpare is TestKilledStageIsRebuiltFromALivePeer with a fifth
+// node that the plan leaves idle and the killed node never restarted: the leader rebuilds
+// the lost stage's replica with the idle node in the dead one's place.
+func TestKilledStageIsRebuiltOnASpare(t *testing.T) {
+	requireScenarios(t)
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	rebuildStage(t, true)
+}
+
+// rebuildStage runs the scenarios: with spare, five nodes and no restart.
+func rebuildStage(t *testing.T, spare bool) {
+	n := 4
+	if spare {
+		n = 5
+	}
+	topo := slowRegion(n, 4)
 	for i := range topo.Nodes {
 		// Each node stands for a machine of its own (priced as sharing one host's cores, a
 		// plan of four nodes is no faster than one of two), and none holds the whole model:
@@ -107,7 +127,20 @@ func TestKilledStageIsRebuiltFromALivePeer(t *testing.T) {
 			break
 		}
 	}
-	restarted := restartVictim(t, tn, w, victim)
+	var restarted time.Time
+	stand := victim // the node in the dead one's place at the end
+	if spare {
+		for _, n := range nodes {
+			if !jp.Has(n.ID) {
+				stand = n
+			}
+		}
+		if stand == victim {
+			t.Fatalf("plan %+v uses every node: no spare", jp.Replicas)
+		}
+	} else {
+		restarted = restartVictim(t, tn, w, victim)
+	}
 	d = w.waitDone(5 * time.Minute)
 	for _, ev := range d.Events {
 		if !ev.Is(consensus.EventCheckpoint) {
@@ -115,7 +148,7 @@ func TestKilledStageIsRebuiltFromALivePeer(t *testing.T) {
 		}
 	}
 	final := planOf(d)
-	if !final.Continues || len(final.Replicas) != 2 || !final.Has(victim.ID) || !final.Has(other.ID) {
+	if !final.Continues || len(final.Replicas) != 2 || !final.Has(stand.ID) || !final.Has(other.ID) {
 		t.Fatalf("final epoch %d: continues=%v, replicas %+v; want both replicas, the rebuilt one in place", d.Plan.Epoch, final.Continues, final.Replicas)
 	}
 	copied, rejoined := map[string]int{}, map[string]bool{}
@@ -130,11 +163,11 @@ func TestKilledStageIsRebuiltFromALivePeer(t *testing.T) {
 			rejoined[ev.By] = true
 		}
 	}
-	if len(copied) != 2 || copied[victim.ID] != copied[other.ID] || copied[victim.ID]%5 != 0 || !rejoined[victim.ID] || !rejoined[other.ID] {
+	if len(copied) != 2 || copied[stand.ID] != copied[other.ID] || copied[stand.ID]%5 != 0 || !rejoined[stand.ID] || !rejoined[other.ID] {
 		t.Fatalf("copies %v, admissions %v: want both stages of the rebuilt replica copied at one outer step and admitted", copied, rejoined)
 	}
-	t.Logf("killed %s at %s, restarted at %s; both stages copied step %d", victim.Spec.Name, killed.Format("15:04:05.000"),
-		restarted.Format("15:04:05.000"), copied[victim.ID])
+	t.Logf("killed %s at %s, restarted at %s, %s in its place; both stages copied step %d", victim.Spec.Name, killed.Format("15:04:05.000"),
+		restarted.Format("15:04:05.000"), stand.Spec.Name, copied[stand.ID])
 	var stall time.Duration
 	samples := d.Progress.Samples
 	for i := 1; i < len(samples); i++ {
