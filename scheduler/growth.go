@@ -34,6 +34,14 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	decline := func(format string, args ...any) *Decision {
 		return &Decision{Job: j.ID, Kind: DecisionDecline, From: j.Status, Reason: fmt.Sprintf(format, args...)}
 	}
+	for _, id := range j.Plan.Nodes() {
+		if !live.alive(id) {
+			// A node missing its heartbeats makes the running plan look infeasible; its
+			// loss is supervision's to handle (in place where it can), not a move from a
+			// checkpoint onto the joined nodes.
+			return decline("no growth while node %s of the plan is not alive", id)
+		}
+	}
 	ckpt, ok := CompleteCheckpoint(j, live.alive)
 	if !ok {
 		return decline("no growth: no checkpoint that live nodes hold to resume from")

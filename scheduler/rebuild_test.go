@@ -194,3 +194,23 @@ func TestFailureOutsideTheLostReplicaRestarts(t *testing.T) {
 		t.Fatalf("decision %s: want a restart from a checkpoint", d.Kind)
 	}
 }
+
+// TestSuspectNodeIsNoReasonToGrow: a node of the plan that misses its heartbeats (suspect,
+// not yet dead) with an idle node around does not make the job move onto the idle node
+// from a checkpoint (the running plan looks infeasible without it): its loss, if it dies,
+// is supervision's to handle in place.
+func TestSuspectNodeIsNoReasonToGrow(t *testing.T) {
+	s := spec()
+	s.Parallel.Stages, s.Parallel.Replicas, s.Parallel.Sync = jobspec.Fixed(2), jobspec.Fixed(2), jobspec.SyncDiLoCo
+	ms := members("a", "b", "c", "d", "e")
+	j := running(t, s, ms)
+	j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, j.Plan.Nodes()...)}
+	suspect := j.Plan.Replicas[1][1].Node
+	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: with(ms, suspect, MemberSuspect), JobList: []Job{j}, Clock: t0}
+	ds, _ := h.Process(t.Context(), New(Config{}))
+	for _, d := range ds {
+		if d.Kind != DecisionDecline {
+			t.Fatalf("with %s suspect: decided %s: %s", suspect, d.Kind, d.Reason)
+		}
+	}
+}
