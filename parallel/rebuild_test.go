@@ -18,7 +18,7 @@ import (
 // rebuildSteps, rebuildInner and rebuildLost shape rebuildRun: a job of rebuildSteps steps,
 // an outer step every rebuildInner, and replica A's pipeline broken after rebuildLost
 // steps (mid outer period).
-const rebuildSteps, rebuildInner, rebuildLost = 24, 3, 4
+const rebuildSteps, rebuildInner, rebuildLost = 30, 3, 4
 
 // rebuildRun is a job of two replicas of two pipeline stages each, A (a0, a1) and B (b0,
 // b1), on one in-memory network. A trains rebuildLost steps and loses a stage (a1's node
@@ -53,7 +53,10 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.OuterLR, cfg.Sync.OuterMomentum = mode, rebuildInner, 0.7, 0.9
 	cfg.Sync.Overlap = 0
 	cfg.StallTimeout = 20 * time.Second
-	cfg.Grace = 2 * time.Second
+	// A joiner heard at one outer step is waited for at the next ones up to the grace
+	// window: long enough that one slowed by a loaded machine is still admitted before the
+	// end (a member on time costs no wait).
+	cfg.Grace = 10 * time.Second
 	plan := EvenPlan(cfg.Train.Model.NumLayers(), []string{"a0", "a1"}, []string{"b0", "b1"})
 	net := NewInMemory(append(planNodes(plan), "x")...)
 	t.Cleanup(net.Close)
