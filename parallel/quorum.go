@@ -428,6 +428,11 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined ui
 	if err := ctx.Err(); err != nil {
 		return 0, 0, err
 	}
+	if still := q.active() & active; still != active {
+		// The members retired during the round count no more: a group of two goes on
+		// alone once the control plane retired the other.
+		active, need = still, bits.OnesCount64(still)/2+1
+	}
 	if n := bits.OnesCount64(held); n < need {
 		return 0, 0, fmt.Errorf("outer step: %d of the %d active members present, a quorum is %d", n, bits.OnesCount64(active), need)
 	}

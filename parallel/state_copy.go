@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -62,10 +61,13 @@ type CopyStats struct {
 	Took  time.Duration // joiner: from the first request to the restored state; source: snapshot to last chunk sent
 }
 
-// copyRequest is a joiner's request a source serves at its next consistent step.
+// copyRequest is a joiner's request a source serves at its next consistent step, or, for
+// a ranged one (a rebuilt replica's stage, state_copy_range.go), at the first consistent
+// step at or after a named one.
 type copyRequest struct {
 	to      string
 	attempt uint64
+	ranged  rangedRequest // zero for a whole-stage request
 }
 
 // copyQueue holds the requests waiting for a consistent step and what was served.
@@ -73,20 +75,15 @@ type copyQueue struct {
 	mu      sync.Mutex
 	pending []copyRequest
 	served  []CopyStats
+	// consistent is the last consistent step taken (due), 0 before the first.
+	consistent int
+	subs       []substitution // members to rename at the next consistent step (substitute.go)
 }
 
 func (q *copyQueue) push(r copyRequest) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pending = append(q.pending, r)
-}
-
-func (q *copyQueue) take() []copyRequest {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	p := q.pending
-	q.pending = nil
-	return p
 }
 
 func (q *copyQueue) record(s CopyStats) {
@@ -131,17 +128,19 @@ func (w *Worker) listenForCopyRequests(ctx context.Context, id string) {
 		if err != nil {
 			return
 		}
-		if len(f.Payload) != 8 {
+		r, err := parseCopyRequest(f.Payload)
+		if err != nil {
 			continue // not a request: nothing to answer
 		}
-		w.copies.push(copyRequest{to: id, attempt: binary.LittleEndian.Uint64(f.Payload)})
+		r.to = id
+		w.copies.push(r)
 	}
 }
 
 // serveCopies answers the queued copy requests at a consistent step: the snapshot is taken
 // here, on the training goroutine; encoding and sending run in the background.
 func (w *Worker) serveCopies(ctx context.Context) error {
-	reqs := w.copies.take()
+	reqs := w.dueCopies(ctx)
 	if len(reqs) == 0 {
 		return nil
 	}
@@ -150,16 +149,18 @@ func (w *Worker) serveCopies(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("state copy for %s: %w", reqs[0].to, err)
 	}
+	names := w.layerParamNames()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), copyServeTimeout)
 	go func() {
 		defer cancel()
-		var wb, ob bytes.Buffer
-		if model.EncodeSafetensors(&wb, snap.Model, nil) != nil || model.EncodeSafetensors(&ob, snap.Optimizer, snap.OptimizerMeta) != nil {
-			return
-		}
+		enc := copyEncodings{}
 		for _, r := range reqs {
-			if err := w.sendCopy(ctx, r, snap.Step, wb.Bytes(), ob.Bytes()); err == nil {
-				w.copies.record(CopyStats{Peer: r.to, Step: snap.Step, Bytes: int64(wb.Len() + ob.Len()), Took: time.Since(start)})
+			wb, ob, err := enc.of(snap, r.ranged, names)
+			if err != nil {
+				return
+			}
+			if err := w.sendCopy(ctx, r, snap.Step, wb, ob); err == nil {
+				w.copies.record(CopyStats{Peer: r.to, Step: snap.Step, Bytes: int64(len(wb) + len(ob)), Took: time.Since(start)})
 			}
 		}
 	}()
@@ -204,6 +205,9 @@ func parseCopyHeader(p []byte, bound int64, maxStep int) (copyHeader, error) {
 	step, wl, ol := binary.LittleEndian.Uint64(p), binary.LittleEndian.Uint64(p[8:]), binary.LittleEndian.Uint64(p[16:])
 	if step > uint64(maxStep) {
 		return copyHeader{}, fmt.Errorf("%w: step %d past the job's %d", errCopyHeader, step, maxStep)
+	}
+	if wl == 0 && ol == 0 {
+		return copyHeader{}, fmt.Errorf("%w: the source refused the request at step %d (a step it had passed, or layers it does not hold)", errCopyHeader, step)
 	}
 	if wl == 0 || wl > uint64(bound) || ol > uint64(bound) || wl+ol > uint64(bound) {
 		return copyHeader{}, fmt.Errorf("%w: %d + %d bytes, bound %d", errCopyHeader, wl, ol, bound)
@@ -254,10 +258,16 @@ func (w *Worker) JoinFrom(ctx context.Context, sources []string) (CopyStats, err
 
 // copyFrom asks src for its state and restores it.
 func (w *Worker) copyFrom(ctx context.Context, src string, attempt uint64) (CopyStats, error) {
+	return w.copyFromWith(ctx, src, attempt, binary.LittleEndian.AppendUint64(nil, attempt))
+}
+
+// copyFromWith sends src the request req (of number attempt) and restores the copy it
+// answers with.
+func (w *Worker) copyFromWith(ctx context.Context, src string, attempt uint64, req []byte) (CopyStats, error) {
 	tr := w.rawTransport()
 	ctx, cancel := context.WithTimeout(ctx, copyWait)
 	defer cancel()
-	if err := tr.Send(ctx, src, w.copyFrame(frame.KindScalar, 0, 0, binary.LittleEndian.AppendUint64(nil, attempt))); err != nil {
+	if err := tr.Send(ctx, src, w.copyFrame(frame.KindScalar, 0, 0, req)); err != nil {
 		return CopyStats{}, err
 	}
 	f, err := tr.Recv(ctx, src, w.copyKey(frame.KindScalar, attempt, 0))

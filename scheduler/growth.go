@@ -18,6 +18,9 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	for _, n := range j.Plan.Inputs.Snapshot.Nodes {
 		planned[n.ID] = true
 	}
+	for _, id := range j.Plan.Nodes() {
+		planned[id] = true // a spare an in-place epoch put in a dead node's place joined nothing
+	}
 	cands := candidates(members)
 	var fresh []string
 	for _, cd := range cands {
@@ -30,6 +33,14 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	}
 	decline := func(format string, args ...any) *Decision {
 		return &Decision{Job: j.ID, Kind: DecisionDecline, From: j.Status, Reason: fmt.Sprintf(format, args...)}
+	}
+	for _, id := range j.Plan.Nodes() {
+		if !live.alive(id) {
+			// A node missing its heartbeats makes the running plan look infeasible; its
+			// loss is supervision's to handle (in place where it can), not a move from a
+			// checkpoint onto the joined nodes.
+			return decline("no growth while node %s of the plan is not alive", id)
+		}
 	}
 	ckpt, ok := CompleteCheckpoint(j, live.alive)
 	if !ok {

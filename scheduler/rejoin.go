@@ -73,23 +73,24 @@ func (p JobPlan) BuiltPlan() JobPlan {
 // restarted node, same identity): the epoch continues with them appended (the reporting
 // replica stays the first), and their nodes (Rejoin) copy the current state from a live
 // replica instead of the survivors restarting. A node that reported a failed worker since
-// the workers were built does not rejoin this job again. Only one-stage replicas rejoin: the
-// stages of a multi-stage one would copy at different outer steps and disagree on the
-// step (docs/engine.md). nil when none can.
+// the workers were built does not rejoin this job again. A replica of several stages
+// rejoins whole, each stage copying from a live replica's stage that holds its layers
+// (rebuild.go). nil when none can.
 func rejoinDropped(j Job, members []Member) *Decision {
 	if j.Plan == nil || !j.Plan.Continues || len(j.Plan.Dropped) == 0 || len(j.Plan.Slots) != len(j.Plan.Replicas) {
 		return nil
 	}
-	ready, failed := map[string]bool{}, failedRejoiners(j)
-	for _, c := range candidates(members) {
+	ready, failed, cands := map[string]bool{}, failedRejoiners(j), candidates(members)
+	for _, c := range cands {
 		ready[c.id] = !failed[c.id] // a node whose rejoin failed stays dropped
 	}
 	next := *j.Plan
 	next.Replicas, next.Slots, next.Dropped = slices.Clone(j.Plan.Replicas), slices.Clone(j.Plan.Slots), nil
 	next.Batches, next.DataShards, next.Rejoin = slices.Clone(j.Plan.Batches), slices.Clone(j.Plan.DataShards), nil
-	for _, d := range j.Plan.Dropped {
-		if len(d.Stages) != 1 || !ready[d.Stages[0].Node] || next.Has(d.Stages[0].Node) {
-			next.Dropped = append(next.Dropped, d)
+	for _, dropped := range j.Plan.Dropped {
+		d := withSpares(dropped, j, next, cands, ready)
+		if !canRejoin(d, ready, next, append(slices.Clone(j.Plan.Rejoin), next.Rejoin...)) {
+			next.Dropped = append(next.Dropped, dropped)
 			continue
 		}
 		next.Replicas = append(next.Replicas, d.Stages)
@@ -100,7 +101,7 @@ func rejoinDropped(j Job, members []Member) *Decision {
 		if len(next.DataShards) > 0 {
 			next.DataShards = append(next.DataShards, d.Shards)
 		}
-		next.Rejoin = append(next.Rejoin, d.Stages[0].Node)
+		next.Rejoin = append(next.Rejoin, stageNodes(d.Stages)...)
 	}
 	if len(next.Rejoin) == 0 {
 		return nil
@@ -111,15 +112,17 @@ func rejoinDropped(j Job, members []Member) *Decision {
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: next.Reason}
 }
 
-// failedRejoiners are the nodes of the current plan's Rejoin that reported a failed
-// worker since the workers were built: their copy or their first steps failed.
+// failedRejoiners are the nodes that reported a failed worker in an in-place epoch after
+// the workers were built: their copy or their first steps failed. A failure in the built
+// epoch itself is a dropped replica's (a live stage whose pipeline neighbour died) and
+// does not count.
 func failedRejoiners(j Job) map[string]bool {
 	out := map[string]bool{}
 	if j.Plan == nil || !j.Plan.Continues {
 		return out
 	}
 	for _, ev := range j.Events {
-		if ev.Kind == jobspec.EventWorkerFailed && ev.By != "" && ev.Epoch >= j.Plan.Built {
+		if ev.Kind == jobspec.EventWorkerFailed && ev.By != "" && ev.Epoch > j.Plan.Built {
 			out[ev.By] = true
 		}
 	}
@@ -155,9 +158,9 @@ func dropFailedRejoin(j Job) *Decision {
 		if len(j.Plan.DataShards) > r {
 			shards = j.Plan.DataShards[r]
 		}
-		if len(stages) == 1 && failed[stages[0].Node] {
+		if anyFailed(stages, failed) {
 			next.Dropped = append(next.Dropped, DroppedReplica{Slot: j.Plan.Slots[r], Stages: stages, Batch: batch, Shards: shards})
-			gone = append(gone, stages[0].Node)
+			gone = append(gone, stageNodes(stages)...)
 			continue
 		}
 		next.Replicas, next.Slots = append(next.Replicas, stages), append(next.Slots, j.Plan.Slots[r])

@@ -166,7 +166,7 @@ func (s *Scheduler) supervise(j Job, members []Member, self string, now time.Tim
 	if d := dropFailedRejoin(j); d != nil {
 		return d
 	}
-	if d := continueWithout(j, live); d != nil && failedInEpoch(j) == 0 {
+	if d := continueWithout(j, live); d != nil && failedOutsideLost(j, live) == 0 {
 		return d
 	}
 	if restarts >= s.cfg.MaxRestarts {
@@ -241,15 +241,4 @@ func continueWithout(j Job, live liveness) *Decision {
 	next.Reason = fmt.Sprintf("%d of %d replicas go on in place without %s", len(next.Replicas), len(j.Plan.Replicas), dead[0])
 	reason := fmt.Sprintf("node %s is dead; %s", dead[0], next.Reason)
 	return &Decision{Job: j.ID, Kind: DecisionContinue, From: j.Status, Plan: &next, Reason: reason}
-}
-
-// failedInEpoch counts the worker failures reported in the job's current epoch.
-func failedInEpoch(j Job) int {
-	n := 0
-	for _, ev := range j.Events {
-		if ev.Kind == jobspec.EventWorkerFailed && ev.Epoch == j.Epoch {
-			n++
-		}
-	}
-	return n
 }

@@ -33,6 +33,7 @@ type follower struct {
 	w       *parallel.Worker // nil until built
 	retired []string         // the nodes in-place epochs dropped
 	back    []string         // the nodes in-place epochs brought back (rejoin.go)
+	subs    []substitution   // the spares in-place epochs put in dropped nodes' places (rebuild.go)
 	epoch   uint64           // the latest epoch the worker follows
 	jp      scheduler.JobPlan
 }
@@ -45,6 +46,7 @@ func (f *follower) setWorker(w *parallel.Worker) {
 	f.w = w
 	w.Retire(f.retired...)
 	w.Readmit(f.ctx, f.back...)
+	substitute(f.ctx, w, f.subs)
 }
 
 // follow adopts an in-place epoch: the nodes of the followed plan that jp lacks are
@@ -63,11 +65,13 @@ func (f *follower) follow(epoch uint64, jp scheduler.JobPlan) {
 			back = append(back, id)
 		}
 	}
+	subs, back := splitSubstitutes(f.jp, jp, back)
 	f.retired = append(f.retired, gone...)
-	f.back = append(f.back, back...)
+	f.back, f.subs = append(f.back, back...), append(f.subs, subs...)
 	if f.w != nil {
 		f.w.Retire(gone...)
 		f.w.Readmit(f.ctx, back...)
+		substitute(f.ctx, f.w, subs)
 	}
 	f.epoch, f.jp = epoch, jp
 }

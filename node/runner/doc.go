@@ -6,7 +6,8 @@
 // complete checkpoint of its jobs to this node, and frees checkpoint blobs no job needs.
 // An epoch that continues the previous one in place is handed to the running worker
 // (continue.go); a node such an epoch brings back (plan.rejoin) builds the running
-// workers' plan and copies its state from a live replica instead (rejoin.go).
+// workers' plan and copies its state from a live replica instead (rejoin.go), every stage
+// of a rebuilt multi-stage replica at one step (rebuild.go).
 //
 // A Runner is built from explicit dependencies (Config): the blob store and protocol, the
 // control plane's writes, the data plane with the peers' addresses, and the dataset

@@ -64,8 +64,7 @@ func (f *follower) retireDropped(jp scheduler.JobPlan) {
 
 // join copies the worker's state from a live replica and records where it came from.
 func (r *Runner) join(ctx context.Context, j consensus.Job, epoch uint64, w *parallel.Worker, jp scheduler.JobPlan) error {
-	sources, _ := joinSources(jp, r.cfg.Self)
-	st, err := w.JoinFrom(ctx, sources)
+	st, err := r.copyState(ctx, w, jp)
 	if err != nil {
 		return fmt.Errorf("rejoin: %w", err)
 	}

@@ -152,7 +152,7 @@ func (r *Runner) reconcile(j consensus.Job) {
 	}
 	start := cur.Epoch
 	if jp.Continues {
-		if _, ok := joinSources(jp, r.cfg.Self); !ok || !slices.Contains(jp.Rejoin, r.cfg.Self) {
+		if !canJoin(jp, r.cfg.Self) || !slices.Contains(jp.Rejoin, r.cfg.Self) {
 			r.mu.Lock()
 			r.runs[j.ID] = r.refuseContinue(j, cur.Epoch)
 			r.mu.Unlock()
