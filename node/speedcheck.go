@@ -280,6 +280,14 @@ func (s *speedChecker) verify(ctx context.Context, id peer.ID, ch speedproof.Cha
 	return res, nil
 }
 
+// proofPending says whether a peer's plan waits for a proof of its speed: its profile
+// could be planned, it is not trusted, and the leader has committed no proof of it yet
+// (not challenged yet, or a challenge in flight or refused and retried). A proof of 0
+// (late) or a lie is a proof: that peer is out of plans at once.
+func proofPending(p *mesh.Profile, ok, trusted bool) bool {
+	return !ok && !trusted && planProfile(p) != nil
+}
+
 // provenProfile is what the balancer may plan a peer with: its profile's speed capped by
 // slack × what it proved (nil without a proof, or one that proved nothing), unless
 // trusted (this node itself, or the Raft leader, which no one challenges). slack is 1
