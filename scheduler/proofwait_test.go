@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,22 @@ func TestProvedNothingIsNotWaitedFor(t *testing.T) {
 		JobList: []Job{{ID: "j", Spec: fourNodeSpec(), Status: jobspec.JobSubmitted, SubmittedAt: t0}}}
 	if d := process(t, h, New(Config{ProofWait: time.Hour}), t0); d.Kind != DecisionFail {
 		t.Fatalf("suspect pending member: decision %s %q, want a failure", d.Kind, d.Reason)
+	}
+}
+
+// TestManyUnprovenFitAStatusMessage: the failure names at most maxNamed unproven
+// members, so that its status message stays within the control plane's 1 KiB (a longer
+// one would be refused and the job never failed).
+func TestManyUnprovenFitAStatusMessage(t *testing.T) {
+	var ids []string
+	for i := range 40 {
+		ids = append(ids, fmt.Sprintf("12D3KooW%044d", i))
+	}
+	ms := pending(members(ids...), ids[1:]...)
+	h := &Harness{SelfID: ids[0], MemberList: ms,
+		JobList: []Job{{ID: "j", Spec: fourNodeSpec(), Status: jobspec.JobSubmitted, SubmittedAt: t0}}}
+	d := process(t, h, New(Config{ProofWait: time.Second}), t0.Add(time.Second))
+	if d.Kind != DecisionFail || len(d.Reason) > 1024 || !strings.Contains(d.Reason, ids[1]) || !strings.HasSuffix(d.Reason, "and 31 more)") {
+		t.Fatalf("decision %s, reason of %d bytes %q: want a failure of at most 1 KiB naming %s and 31 more", d.Kind, len(d.Reason), d.Reason, ids[1])
 	}
 }

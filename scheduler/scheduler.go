@@ -87,9 +87,10 @@ func New(cfg Config) *Scheduler {
 }
 
 // Evaluate decides what every job of st needs now: a first plan for a submitted job or one
-// stranded in planning (its leader changed between the two commits), a new epoch for a
-// running job that lost a node or a worker or would run faster on joined nodes, or its
-// failure. It commits nothing.
+// stranded in planning (its leader changed between the two commits), or a bounded wait
+// for members' pending speed proofs before it, a new epoch for a running job that lost a
+// node or a worker or would run faster on joined nodes, or its failure. It commits
+// nothing.
 func (s *Scheduler) Evaluate(st State) []Decision {
 	self, now, jobs := st.Self(), st.Now(), st.Jobs()
 	// Every plan prices nodes at the speeds their measured steps showed (calibration.go).
@@ -142,11 +143,23 @@ func (s *Scheduler) planNew(j Job, members []Member, now time.Time) *Decision {
 		reason := "no feasible plan: " + err.Error()
 		if len(pending) > 0 {
 			reason += fmt.Sprintf(" (%d members had not proved their speed after %s, left out: %s)",
-				len(pending), s.cfg.ProofWait, strings.Join(pending, ", "))
+				len(pending), s.cfg.ProofWait, nameSome(pending, maxNamed))
 		}
 		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: reason}
 	}
 	return &Decision{Job: j.ID, Kind: DecisionPlan, From: j.Status, Plan: &jp, Reason: jp.Reason}
+}
+
+// maxNamed bounds the members a message names: a status message is at most 1 KiB
+// (consensus), and a peer ID takes 52 bytes.
+const maxNamed = 8
+
+// nameSome joins the first n of ids, and says how many more there are.
+func nameSome(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
 }
 
 // pendingProofs are the IDs of the live members whose speed proof is pending.
