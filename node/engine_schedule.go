@@ -42,6 +42,8 @@ func (e *engine) schedule(c *consensus.Consensus, jobs []consensus.Job) {
 			log.Warn("commit decision", "reason", d.Reason, "err", err)
 		case d.Kind == scheduler.DecisionFail:
 			log.Warn("job failed", "reason", d.Reason)
+		case d.Kind == scheduler.DecisionWait:
+			log.Info("first plan waits", "reason", d.Reason)
 		case d.Kind == scheduler.DecisionPlan:
 			log.Info("plan committed", "epoch", epoch, "strategy", d.Plan.Strategy, "replicas", len(d.Plan.Replicas), "predicted_step_s", d.Plan.PredictedStepS)
 		default:
@@ -65,7 +67,8 @@ func (s clusterState) Now() time.Time              { return s.now }
 
 // members are this node (alive) and its peers as the peer table sees them, with the
 // profiles the balancer may plan on: a peer's speed capped by what it proved to the
-// leader (speedcheck.go; none without a proof), except the leader's own.
+// leader (speedcheck.go; none without a proof, and then its proof is pending if its
+// profile could be planned), except the leader's own.
 func (n *Node) members() []scheduler.Member {
 	out := []scheduler.Member{{ID: n.ID().String(), State: scheduler.MemberAlive, Profile: planProfile(n.mesh.Profile())}}
 	c := n.Consensus()
@@ -79,8 +82,10 @@ func (n *Node) members() []scheduler.Member {
 		if c != nil {
 			proof, ok = c.FSM().SpeedProof(pi.ID.String())
 		}
+		trusted := pi.ID == leader
 		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State),
-			Profile: provenProfile(pi.Profile, proof, ok, pi.ID == leader, n.cfg.speedProofSlack)})
+			Profile:      provenProfile(pi.Profile, proof, ok, trusted, n.cfg.speedProofSlack),
+			ProofPending: proofPending(pi.Profile, ok, trusted)})
 	}
 	return out
 }

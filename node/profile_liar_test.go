@@ -126,3 +126,27 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 		t.Fatalf("an honest member that proved 97%% of its claim is priced at %.3g of %.3g", p.GFLOPS, fast)
 	}
 }
+
+// TestProofPending: a peer's first plan waits for its proof only while the leader has
+// committed none for a profile it could plan on; a proof of 0 (late) or a lie is final
+// for planning, the leader is trusted, and an unplannable profile has nothing to prove.
+func TestProofPending(t *testing.T) {
+	p := &mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 100, Cores: 4, MemoryBudgetBytes: 4 << 30, DataAddr: "127.0.0.1:1",
+		Links: []mesh.ProfileLink{{Peer: newPeerID(t), RTTSeconds: 1e-3, BandwidthBps: 1e9}}}
+	for _, tc := range []struct {
+		name        string
+		p           *mesh.Profile
+		ok, trusted bool
+		want        bool
+	}{
+		{"no proof yet", p, false, false, true},
+		{"a proof committed (0, a lie or a rate)", p, true, false, false},
+		{"the leader", p, false, true, false},
+		{"no plannable profile", &mesh.Profile{}, false, false, false},
+		{"no profile", nil, false, false, false},
+	} {
+		if got := proofPending(tc.p, tc.ok, tc.trusted); got != tc.want {
+			t.Errorf("%s: pending %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

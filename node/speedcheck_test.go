@@ -3,10 +3,12 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/consensus"
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -190,5 +192,27 @@ func TestNeedsProof(t *testing.T) {
 		if got := needsProof(tc.p, tc.proof, tc.ok, tc.last, now); got != tc.want {
 			t.Errorf("%s: needsProof = %v", tc.name, got)
 		}
+	}
+}
+
+// TestChallengeGroupsShareAHost: members that announce the same Host are challenged in
+// one group, in turn (concurrent challenges on shared cores would each prove a fraction
+// of the speed); members without a Host, or on other hosts, each make a group of their own.
+func TestChallengeGroupsShareAHost(t *testing.T) {
+	pi := func(id, host string) mesh.PeerInfo {
+		return mesh.PeerInfo{ID: peer.ID(id), Profile: &mesh.Profile{Host: host}}
+	}
+	in := []mesh.PeerInfo{pi("a", "h1"), pi("b", ""), pi("c", "h2"), pi("d", "h1"), pi("e", ""), pi("f", "h2")}
+	var got [][]string
+	for _, g := range byHost(in) {
+		var ids []string
+		for _, p := range g {
+			ids = append(ids, string(p.ID))
+		}
+		got = append(got, ids)
+	}
+	want := [][]string{{"a", "d"}, {"b"}, {"c", "f"}, {"e"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("groups %v, want %v", got, want)
 	}
 }

@@ -23,6 +23,10 @@ const (
 	DecisionContinue DecisionKind = "continue"
 	// DecisionFail marks a job failed.
 	DecisionFail DecisionKind = "fail"
+	// DecisionWait keeps a job without a plan in planning while members' speed proofs
+	// are pending (Member.ProofPending): it commits only the move of a submitted job to
+	// planning, with its Reason as the status message.
+	DecisionWait DecisionKind = "wait"
 	// DecisionDecline records that growth was weighed and declined; it commits nothing.
 	DecisionDecline DecisionKind = "decline"
 )
@@ -43,13 +47,29 @@ type Decision struct {
 }
 
 // Commits reports whether applying d writes to the control plane.
-func (d Decision) Commits() bool { return d.Kind != DecisionDecline }
+func (d Decision) Commits() bool {
+	switch d.Kind {
+	case DecisionDecline:
+		return false
+	case DecisionWait:
+		return d.From == jobspec.JobSubmitted
+	}
+	return true
+}
 
 // Apply commits d through c and returns the epoch it committed (0 when none). A plan of a
 // submitted job is preceded by its move to planning, and followed by its move to running,
 // as a failure of a submitted job is preceded by planning too.
 func Apply(ctx context.Context, c Committer, d Decision) (uint64, error) {
 	switch d.Kind {
+	case DecisionWait:
+		if d.From != jobspec.JobSubmitted {
+			return 0, nil
+		}
+		if err := c.SetJobStatus(ctx, d.Job, jobspec.JobPlanning, d.Reason); err != nil {
+			return 0, fmt.Errorf("mark job %s planning: %w", d.Job, err)
+		}
+		return 0, nil
 	case DecisionPlan:
 		if err := markPlanning(ctx, c, d); err != nil {
 			return 0, err

@@ -13,7 +13,7 @@ import (
 // JobFromRecord is the scheduler's view of a stored job: its current plan decoded (nil
 // when it has none or it does not decode), its events and checkpoints.
 func JobFromRecord(j records.Job) Job {
-	v := Job{ID: j.ID, Spec: j.Spec, Status: j.Status, Epoch: j.Epoch()}
+	v := Job{ID: j.ID, Spec: j.Spec, Status: j.Status, SubmittedAt: j.SubmittedAt, Epoch: j.Epoch()}
 	for i := range j.Plans {
 		pe := &j.Plans[i]
 		ep := EpochPlan{Epoch: pe.Epoch, SetAt: pe.SetAt, Plan: PlanFromRecord(pe)}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -45,12 +46,22 @@ type Config struct {
 	// replica covers them with contiguous stages on distinct nodes); a plan it rejects is
 	// no plan (nil: plans are not checked).
 	CheckPlan func(p JobPlan, numLayers int) error
+	// ProofWait bounds how long a job's first plan waits for members whose speed proof
+	// is pending (Member.ProofPending), counted from the job's submission (or from when
+	// this scheduler first saw it wait, if earlier); after it the job is planned on the
+	// members that proved their speed (0: DefaultProofWait).
+	ProofWait time.Duration
 }
 
 // Defaults of Config.
 const (
 	DefaultMaxRestarts    = 5
 	DefaultGrowthInterval = 5 * time.Second
+	// DefaultProofWait is several challenges' worth: an honest member answers in about
+	// 0.3 s at its claim, the leader waits at most max(5 s, 4× that) plus 5 s to open
+	// the stream, and retries a member that refused (a joiner that does not yet know its
+	// leader) after 2 s.
+	DefaultProofWait = 30 * time.Second
 )
 
 // Scheduler makes the leader's decisions about jobs. It remembers only when it last
@@ -58,6 +69,7 @@ const (
 type Scheduler struct {
 	cfg     Config
 	checked map[string]time.Time // when growth was last weighed, per job
+	waiting map[string]time.Time // when a job was first seen waiting for speed proofs
 }
 
 // New returns a scheduler with cfg, its zero fields set to their defaults.
@@ -68,24 +80,30 @@ func New(cfg Config) *Scheduler {
 	if cfg.GrowthInterval <= 0 {
 		cfg.GrowthInterval = DefaultGrowthInterval
 	}
-	return &Scheduler{cfg: cfg, checked: map[string]time.Time{}}
+	if cfg.ProofWait <= 0 {
+		cfg.ProofWait = DefaultProofWait
+	}
+	return &Scheduler{cfg: cfg, checked: map[string]time.Time{}, waiting: map[string]time.Time{}}
 }
 
 // Evaluate decides what every job of st needs now: a first plan for a submitted job or one
-// stranded in planning (its leader changed between the two commits), a new epoch for a
-// running job that lost a node or a worker or would run faster on joined nodes, or its
-// failure. It commits nothing.
+// stranded in planning (its leader changed between the two commits), or a bounded wait
+// for members' pending speed proofs before it, a new epoch for a running job that lost a
+// node or a worker or would run faster on joined nodes, or its failure. It commits
+// nothing.
 func (s *Scheduler) Evaluate(st State) []Decision {
 	self, now, jobs := st.Self(), st.Now(), st.Jobs()
 	// Every plan prices nodes at the speeds their measured steps showed (calibration.go).
 	members := Calibrate(jobs).Apply(st.Members())
 	var out []Decision
+	unplanned := map[string]bool{}
 	for _, j := range jobs {
 		var d *Decision
 		eligible := withoutOffenders(members, Offenders(j))
 		switch j.Status {
 		case jobspec.JobSubmitted, jobspec.JobPlanning:
-			d = s.planNew(j, eligible)
+			d = s.planNew(j, eligible, now)
+			unplanned[j.ID] = d.Kind == DecisionWait
 		case jobspec.JobRunning:
 			d = s.supervise(j, eligible, self, now)
 		}
@@ -93,16 +111,66 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 			out = append(out, *d)
 		}
 	}
+	for id := range s.waiting {
+		if !unplanned[id] {
+			delete(s.waiting, id)
+		}
+	}
 	return out
 }
 
-// planNew plans a job that has no running epoch yet.
-func (s *Scheduler) planNew(j Job, members []Member) *Decision {
+// planNew plans a job that has no running epoch yet. While members' speed proofs are
+// pending it waits (DecisionWait), up to ProofWait from the job's submission; then it
+// plans on the members that proved their speed, and a failure names the others.
+func (s *Scheduler) planNew(j Job, members []Member, now time.Time) *Decision {
+	pending := pendingProofs(members)
+	if len(pending) > 0 {
+		since, ok := s.waiting[j.ID]
+		if !ok {
+			since = now
+			s.waiting[j.ID] = now
+		}
+		if !j.SubmittedAt.IsZero() && j.SubmittedAt.Before(since) {
+			since = j.SubmittedAt
+		}
+		if until := since.Add(s.cfg.ProofWait); now.Before(until) {
+			return &Decision{Job: j.ID, Kind: DecisionWait, From: j.Status,
+				Reason: fmt.Sprintf("waiting for %d members' speed proofs, until %s at the latest", len(pending), until.UTC().Format("15:04:05 UTC"))}
+		}
+	}
 	jp, err := PlanJob(j.Spec, members, s.cfg)
 	if err != nil {
-		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: "no feasible plan: " + err.Error()}
+		reason := "no feasible plan: " + err.Error()
+		if len(pending) > 0 {
+			reason += fmt.Sprintf(" (%d members had not proved their speed after %s, left out: %s)",
+				len(pending), s.cfg.ProofWait, nameSome(pending, maxNamed))
+		}
+		return &Decision{Job: j.ID, Kind: DecisionFail, From: j.Status, Reason: reason}
 	}
 	return &Decision{Job: j.ID, Kind: DecisionPlan, From: j.Status, Plan: &jp, Reason: jp.Reason}
+}
+
+// maxNamed bounds the members a message names: a status message is at most 1 KiB
+// (consensus), and a peer ID takes 52 bytes.
+const maxNamed = 8
+
+// nameSome joins the first n of ids, and says how many more there are.
+func nameSome(ids []string, n int) string {
+	if len(ids) <= n {
+		return strings.Join(ids, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ids[:n], ", "), len(ids)-n)
+}
+
+// pendingProofs are the IDs of the live members whose speed proof is pending.
+func pendingProofs(members []Member) []string {
+	var out []string
+	for _, m := range members {
+		if m.ProofPending && m.Profile == nil && m.State == MemberAlive {
+			out = append(out, m.ID)
+		}
+	}
+	return out
 }
 
 // liveness tells live members from dead ones, as the peer table sees them: this node is

@@ -43,6 +43,8 @@ type Job struct {
 	ID     string
 	Spec   jobspec.Spec
 	Status jobspec.JobStatus
+	// SubmittedAt is when the control plane took the job (the leader's clock).
+	SubmittedAt time.Time
 	// Epoch is the current plan epoch (0 before the first plan) and Plan its plan; Plan is
 	// nil when there is none or it does not decode.
 	Epoch       uint64
@@ -103,6 +105,12 @@ type Member struct {
 	// usable profile (no measured speed, memory budget or data-plane address): the
 	// balancer never plans on it.
 	Profile *Profile
+	// ProofPending says that the member announced a profile the balancer could plan on
+	// but the leader has committed no proof of its speed yet (not challenged yet, or a
+	// challenge in flight or refused and retried): Profile is nil meanwhile, and a first
+	// plan waits for it up to Config.ProofWait. A member that proved nothing (late) or
+	// lied is not pending: it is out of plans at once.
+	ProofPending bool
 }
 
 // Profile is a node's measured capability as the balancer prices it.

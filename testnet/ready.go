@@ -12,7 +12,9 @@ import (
 // running node alive with a measured profile, has probed its link to it (RTT known, or a
 // probe error reported), all of them name the same Raft leader, and each sees min(n, 3)
 // Raft voters (the nodes' default voter seats), so that losing any one node leaves the
-// control plane a quorum. On timeout the error
+// control plane a quorum, and every node sees a speed proof of every other node but the
+// leader (docs/mesh.md, "Speed proofs": the leader plans a member only once it proved its
+// speed, and a job submitted earlier waits for the proofs). On timeout the error
 // says what was still missing. It waits until ctx ends: give it a deadline.
 func (t *Testnet) WaitReady(ctx context.Context) error {
 	start := time.Now()
@@ -63,6 +65,31 @@ func (t *Testnet) notReady(ctx context.Context) string {
 			return fmt.Sprintf("%s sees %d Raft voters, want %d", n.Spec.Name, len(st.Voters), min(len(live), 3))
 		}
 		leader = st.Leader
+	}
+	for _, n := range live {
+		if why := proofsNotSeen(ctx, n, live, leader); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// proofsNotSeen checks that n sees the leader's proof of every other live node's speed
+// (any committed proof: a rate, 0 for a late answer, or a lie), the leader excepted,
+// which no one challenges.
+func proofsNotSeen(ctx context.Context, n *Node, live []*Node, leader string) string {
+	peers, err := n.Client().Peers(ctx)
+	if err != nil {
+		return fmt.Sprintf("%s: %v", n.Spec.Name, err)
+	}
+	proved := map[string]bool{}
+	for _, p := range peers {
+		proved[p.ID] = p.ProvedGFLOPS != nil
+	}
+	for _, o := range live {
+		if o != n && o.ID != leader && !proved[o.ID] {
+			return fmt.Sprintf("%s sees no proof of %s's speed yet", n.Spec.Name, o.Spec.Name)
+		}
 	}
 	return ""
 }

@@ -31,7 +31,8 @@ const launchTimeout = 3 * time.Minute
 const pollInterval = time.Second
 
 // Launch starts the nodes, reports each, and waits until the testnet is ready: every
-// node has measured itself and its links and there is a Raft leader.
+// node has measured itself and its links, there is a Raft leader, and it proved every
+// other node's speed.
 func (tn *Testnet) Launch(ctx context.Context, rep Reporter) error {
 	rep.Info("starting %d nodes in %s", len(tn.cfg.Topology.Nodes), tn.Dir()) // Nodes() lists only started ones
 	ctx, cancel := context.WithTimeout(ctx, launchTimeout)
@@ -42,7 +43,7 @@ func (tn *Testnet) Launch(ctx context.Context, rep Reporter) error {
 	for _, n := range tn.Nodes() {
 		rep.Info("  %-8s region %-6s slowdown %-4g pid %-7d api %s", n.Spec.Name, n.Spec.Region, n.Spec.Slowdown, n.PID(), n.API)
 	}
-	rep.Info("waiting for the nodes to meet, probe their links and elect a leader")
+	rep.Info("waiting for the nodes to meet, probe their links, elect a leader and prove their speeds")
 	return tn.WaitReady(ctx)
 }
 
