@@ -120,7 +120,7 @@ type Config struct {
 	// take at a member's claim (zero: speedProofTarget, 300 ms).
 	speedProofTarget time.Duration
 	// speedProofSlack, set by this package's tests, multiplies what members proved before
-	// it caps their claims (zero: 1). In-process test nodes all claim one quiet
+	// it caps their claims (zero: ProofSlack). In-process test nodes all claim one quiet
 	// measurement (shareFirstMeasurement) and prove what their shared, loaded CPU gives:
 	// tests of other features would otherwise plan on the leader alone.
 	speedProofSlack float64

@@ -106,9 +106,9 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			honest := consensus.SpeedProof{ClaimGFLOPS: fast, GFLOPS: fast}
 			members := []scheduler.Member{
-				{ID: leader, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, b), consensus.SpeedProof{}, false, true, 1)},
-				{ID: b, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, leader), honest, true, false, 1)},
-				{ID: liar, State: scheduler.MemberAlive, Profile: provenProfile(profile(1e6, leader), tc.proof, tc.ok, false, 1)},
+				{ID: leader, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, b), consensus.SpeedProof{}, false, true, ProofSlack)},
+				{ID: b, State: scheduler.MemberAlive, Profile: provenProfile(profile(fast, leader), honest, true, false, ProofSlack)},
+				{ID: liar, State: scheduler.MemberAlive, Profile: provenProfile(profile(1e6, leader), tc.proof, tc.ok, false, ProofSlack)},
 			}
 			plan, err := scheduler.PlanJob(spec, members, schedulerConfig())
 			if err != nil {
@@ -122,8 +122,11 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 			}
 		})
 	}
-	if p := provenProfile(profile(fast, leader), consensus.SpeedProof{GFLOPS: 0.97 * fast}, true, false, 1); p.GFLOPS != 0.97*fast {
-		t.Fatalf("an honest member that proved 97%% of its claim is priced at %.3g of %.3g", p.GFLOPS, fast)
+	if p := provenProfile(profile(fast, leader), consensus.SpeedProof{GFLOPS: 0.3 * fast}, true, false, 0); p.GFLOPS != fast {
+		t.Fatalf("an honest member on a busy host that proved 30%% of its claim is priced at %.3g of %.3g", p.GFLOPS, fast)
+	}
+	if p := provenProfile(profile(1e6, leader), consensus.SpeedProof{GFLOPS: real}, true, false, 0); p.GFLOPS != ProofSlack*real {
+		t.Fatalf("a liar that proved %.3g is priced at %.3g, want %d× its proof", real, p.GFLOPS, ProofSlack)
 	}
 }
 

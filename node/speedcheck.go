@@ -338,10 +338,19 @@ func proofPending(p *mesh.Profile, ok, trusted bool) bool {
 	return !ok && !trusted && planProfile(p) != nil
 }
 
+// ProofSlack is how far above what a member proved its claimed speed is believed. A proof
+// is a lower bound on the member's speed measured in wall-clock time at one moment (it
+// cannot answer faster than it computes), while a claim is the profile's rate per CPU
+// second the process got: an honest member whose host is busy proves a fraction of its
+// claim (0.12–0.29 of it in quick starts at load average 7–17 on the 2-vCPU development
+// machine; 0.7–0.9 when idle). Four believes a host up to 4× oversubscribed while bounding
+// a liar's first plan at 4× its real speed, until its measured steps recalibrate it.
+const ProofSlack = 4
+
 // provenProfile is what the balancer may plan a peer with: its profile's speed capped by
 // slack × what it proved (nil without a proof, or one that proved nothing), unless
-// trusted (this node itself, or the Raft leader, which no one challenges). slack is 1
-// but in tests (Config.speedProofSlack).
+// trusted (this node itself, or the Raft leader, which no one challenges). slack is
+// ProofSlack but in tests (Config.speedProofSlack; zero means ProofSlack).
 func provenProfile(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool, slack float64) *scheduler.Profile {
 	pp := planProfile(p)
 	if pp == nil || trusted {
@@ -349,6 +358,9 @@ func provenProfile(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool
 	}
 	if !ok || !(proof.GFLOPS > 0) {
 		return nil
+	}
+	if !(slack > 0) {
+		slack = ProofSlack
 	}
 	pp.GFLOPS = math.Min(pp.GFLOPS, max(1, slack)*proof.GFLOPS)
 	return pp

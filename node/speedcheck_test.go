@@ -73,7 +73,7 @@ func TestLiarsAreNotInTheFirstPlan(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four in-process nodes; the leader waits 5 s for the liar's answer")
 	}
-	strict := func(cfg Config) Config { cfg.speedProofSlack = 1; return cfg } // claims held to proofs, as in production
+	strict := func(cfg Config) Config { cfg.speedProofSlack = ProofSlack; return cfg } // claims held to proofs, as in production
 	first := startNode(t, strict(testConfig(t)))
 	honest := startNode(t, strict(testConfig(t, first.Status().Addrs...)))
 	fastCfg := strict(testConfig(t, first.Status().Addrs...))
