@@ -202,3 +202,55 @@ func TestContested(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspectCollectives: under score: auto a gradient collective is scored when its
+// admissible norms spread over GradientSpread (not when the outsized one is over the norm
+// bound anyway) or its contributions pull apart (a reversed pair against an honest one,
+// not gradients that agree or are orthogonal); ZeRO also when the sum is longer than the
+// claimed norms allow.
+func TestSuspectCollectives(t *testing.T) {
+	for _, c := range []struct {
+		norms []float64
+		want  bool
+	}{
+		{[]float64{1, 1.2, 0.9, 1.1}, false},
+		{[]float64{1, 1.2, 15, 15}, true},
+		{[]float64{1, 1.2, 0.9, 1e38}, false},
+		{[]float64{1, 1.2, 7}, false},
+	} {
+		if got := sizesDisagree(c.norms); got != c.want {
+			t.Errorf("sizesDisagree(%v) = %v, want %v", c.norms, got, c.want)
+		}
+	}
+	a, b := []float32{1, 0.2}, []float32{0.9, 0.1}
+	neg := func(x []float32) []float32 { return scaled(x, -1) }
+	for _, c := range []struct {
+		name string
+		all  [][]float32
+		want bool
+	}{
+		{"agree", [][]float32{a, b, a, b}, false},
+		{"orthogonal", [][]float32{{1, 0}, {0, 1}, {0, 0.5}}, false},
+		{"reversed pair", [][]float32{a, b, neg(a), neg(b)}, true},
+		{"one reversed of three", [][]float32{a, b, neg(a)}, true},
+		{"two left", [][]float32{a, neg(a), nil}, false},
+	} {
+		if got := pullApart(c.all); got != c.want {
+			t.Errorf("pullApart %s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	honest := []float64{1, 1, 1}
+	for _, c := range []struct {
+		name       string
+		sumSquares float64
+		want       bool
+	}{
+		{"agree", 6, false},
+		{"pull apart", 2.5, true},
+		{"longer than the norms allow", 9.5, true},
+	} {
+		if got := suspect(honest, c.sumSquares); got != c.want {
+			t.Errorf("suspect %s = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -269,7 +269,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		for _, v := range sums {
 			sum += v
 		}
-		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !contested(norms)) {
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !suspect(norms, float64(R*R)*sum)) {
 			return sum, nil
 		}
 	}
