@@ -225,7 +225,7 @@ func (z *zeroShard) adopt(h kernels.AdamW, c float32, chunk int, dst []float32) 
 // contributions' norms travel beside it, and Σg² is summed from every member's chunk;
 // when the aggregate's norm is not admissible beside them (a NaN, an outsized
 // contribution, a member that adopts a refused chunk and says so with a NaN Σg²), or the
-// norm check is contested where score: auto scores contested collectives (contested), or
+// collective looks inconsistent where score: auto scores such collectives (suspect), or
 // the rule is robust, or contributions are scored, every member gathers the contributions
 // whole, drops what is not admissible and aggregates the rest (gatherAggregate), keeps
 // its chunk and the whole aggregate (for adopt) and takes Σg² from it.
