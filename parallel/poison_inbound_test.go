@@ -219,6 +219,11 @@ func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
 				// the honest contributions were dropped as outsized (+22%; DiLoCo +31%).
 				attacks = append(attacks, -1, 15, 0.05)
 			}
+			if rule == jobspec.AggregateMean && c.zero > 0 {
+				// Inside every claimed-norm check of ZeRO's reduce-scatter: caught where the
+				// owner of a chunk sees its contributions pull apart (+4.4% without).
+				attacks = append(attacks, -3)
+			}
 			if rule == jobspec.AggregateMean && c.sync == jobspec.SyncDiLoCo {
 				// A shrink inside the former 2× LengthSpread: +10.3%.
 				attacks = append(attacks, 0.6)
@@ -278,7 +283,7 @@ func TestInboundPoisonTable(t *testing.T) {
 		sync jobspec.Sync
 		zero int
 	}{{"diloco", jobspec.SyncDiLoCo, 0}, {"sync", jobspec.SyncEveryStep, 0}, {"zero-1", jobspec.SyncEveryStep, 1}}
-	t.Logf("| sync | score | rule | attackers | all honest | held-out passes, bytes (honest) | ×−15 | ×−1 | ×15 | ×0.05 | ×0.6 | ×1000 |")
+	t.Logf("| sync | score | rule | attackers | all honest | held-out passes, bytes (honest) | ×−15 | ×−1 | ×−3 | ×15 | ×0.05 | ×0.6 | ×1000 |")
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) { inboundTableRows(t, m.name, m.sync, m.zero) })
 	}
@@ -286,7 +291,7 @@ func TestInboundPoisonTable(t *testing.T) {
 
 // inboundTableRows logs the table's rows of one sync mode.
 func inboundTableRows(t *testing.T, mode string, sync jobspec.Sync, zero int) {
-	attacks := []float32{-15, -1, 15, 0.05, 0.6, 1000}
+	attacks := []float32{-15, -1, -3, 15, 0.05, 0.6, 1000}
 	{
 		for _, score := range inboundScores() {
 			for _, rule := range []jobspec.Aggregate{jobspec.AggregateMean, jobspec.AggregateTrimmed, jobspec.AggregateMedian} {

@@ -521,8 +521,8 @@ func pullApart(all [][]float32) bool {
 // members claim them and the squared norm of their sum, leaves a collective that score:
 // auto must gather whole and check as every-step sync does: its norm check contested, its
 // norms spread over GradientSpread, its contributions pulling apart, or a sum longer than
-// the claimed norms allow (‖Σ c‖ ≤ Σ ‖c‖: a member relayed partial sums it had altered,
-// or claimed a norm it did not send).
+// the claimed norms allow (‖Σ c‖ ≤ Σ ‖c‖: a member claimed a norm it did not send). Each
+// chunk's owner also checks the contributions to its chunk as they were sent (reduceShard).
 func suspect(norms []float64, sumSquares float64) bool {
 	var total float64
 	for _, n := range norms {
