@@ -141,6 +141,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
 	}
+	pol.scoreIfPullingApart(all)
 	scoredOut, err := dropByScore(g, all, pol)
 	if err != nil {
 		return err
@@ -277,6 +278,50 @@ func ringReduceScatter(ctx context.Context, tr Transport, g Group, k roundKey, x
 		}
 	}
 	return nil
+}
+
+// directReduceScatter leaves in member i's chunk i+1 (mod R) of x the sum of that chunk
+// over every member's x, with ringReduceScatter's bits (summed from the chunk's first
+// member round the ring, as the ring's partial sums are), but every member sends each of
+// its chunks straight to the chunk's owner: no member relays, and so can alter, another's
+// partial sum, and the owner sees every contribution to its chunk. The bytes are the
+// ring's ((R−1)/R of x per member), in one round instead of R−1. It returns those
+// contributions, in member order (this member's own included).
+func directReduceScatter(ctx context.Context, tr Transport, g Group, k roundKey, x []float32) ([][]float32, error) {
+	R, me := len(g.Members), g.Self
+	for m := range R {
+		if m != me {
+			out := chunkOf(x, mod(m+1, R), R)
+			if err := sendPieces(ctx, tr, g.Members[m], k.frame(frame.KindReduce, me, frame.CodecNone, len(out), appendF32(nil, out))); err != nil {
+				return nil, err
+			}
+		}
+	}
+	own := mod(me+1, R)
+	dst := chunkOf(x, own, R)
+	parts := make([][]float32, R)
+	parts[me] = slices.Clone(dst)
+	for m := range R {
+		if m == me {
+			continue
+		}
+		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, m), 4*len(dst))
+		if err != nil {
+			return nil, fmt.Errorf("reduce-scatter from %s: %w", g.Members[m], err)
+		}
+		parts[m] = make([]float32, len(dst))
+		if err := decodeF32(parts[m], f.Payload); err != nil {
+			return nil, fmt.Errorf("reduce-scatter from %s: %w", g.Members[m], err)
+		}
+	}
+	copy(dst, parts[own])
+	for j := 1; j < R; j++ {
+		v := parts[(own+j)%R]
+		for i := range dst {
+			dst[i] += v[i]
+		}
+	}
+	return parts, nil
 }
 
 // ringAllGather is the second half of ringAllReduce: member i contributes chunk i+1 (mod R)

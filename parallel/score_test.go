@@ -10,12 +10,14 @@ import (
 	"github.com/meshnode/meshnode/model"
 )
 
-// TestScoreRejections: a contribution is dropped when its held-out gain lies under
-// ScoreFloor of the upper median gain by more than ScoreNoise standard errors, named
-// unless none cleared it (then all are dropped and nobody is named); a noisy gain under
-// the floor (an honest update near convergence) is kept.
+// TestScoreRejections: when the upper-median contribution clearly lowers the held-out
+// loss (by more than ScoreNoise standard errors), a contribution is dropped when its gain
+// lies under ScoreFloor of that one's by more than ScoreNoise standard errors; when it
+// does not (no direction the batch agrees on: near convergence), only a contribution
+// whose loss is not a number is; all dropped are named unless none cleared the floor.
 func TestScoreRejections(t *testing.T) {
 	a, b, c := []float32{1}, []float32{2}, []float32{3}
+	nan := math.NaN()
 	for _, tc := range []struct {
 		all    [][]float32
 		scores []float64
@@ -23,15 +25,21 @@ func TestScoreRejections(t *testing.T) {
 		se     float64 // every score's standard error
 	}{
 		{[][]float32{a, b, c}, []float64{0.1, 0.2, 0.3}, "map[]", 0},
-		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[1:true 2:true]", 0},
-		{[][]float32{a, nil, c}, []float64{0.1, math.NaN(), -1}, "map[2:true]", 0},
-		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[0:false 1:false 2:false]", 0},
+		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0.3}, "map[1:true]", 0},
+		{[][]float32{a, nil, c}, []float64{0.1, nan, -1}, "map[2:true]", 0},
+		{[][]float32{a, b, c}, []float64{0.1, 0.2, nan}, "map[2:true]", 0},
 		{[][]float32{a, b, c}, []float64{0.01, 0.2, 0.3}, "map[0:true]", 0}, // under a quarter of the median's
 		{[][]float32{a, b, c}, []float64{0.06, 0.2, 0.3}, "map[]", 0},
-		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]", 0}, // a median ≤ 0: the floor is 0
+		{[][]float32{a, b, c, c}, []float64{-1, -0.5, 0.2, 0.3}, "map[0:true 1:true]", 0},
+		// No clear direction (the upper median does not lower the loss): only a
+		// contribution whose loss is not a number is dropped.
+		{[][]float32{a, b, c}, []float64{0.1, -0.2, 0}, "map[]", 0},
+		{[][]float32{a, b, c}, []float64{-0.1, 0, -0.3}, "map[]", 0},
+		{[][]float32{a, b, c}, []float64{-0.03, 0.02, 0.03}, "map[]", 0.01},
+		{[][]float32{a, b, c}, []float64{nan, nan, nan}, "map[0:false 1:false 2:false]", 0},
 		// Within ScoreNoise standard errors of the floor: kept.
-		{[][]float32{a, b, c}, []float64{-0.01, 0.02, 0.03}, "map[]", 0.01},
-		{[][]float32{a, b, c}, []float64{-0.03, 0.02, 0.03}, "map[0:true]", 0.01},
+		{[][]float32{a, b, c}, []float64{0, 0.1, 0.2}, "map[]", 0.01},
+		{[][]float32{a, b, c}, []float64{-0.05, 0.1, 0.2}, "map[0:true]", 0.01},
 	} {
 		scores := make([]heldOutScore, len(tc.scores))
 		for m, g := range tc.scores {
@@ -199,6 +207,58 @@ func TestContested(t *testing.T) {
 	} {
 		if got := contested(c.norms); got != c.want {
 			t.Errorf("contested(%v) = %v, want %v", c.norms, got, c.want)
+		}
+	}
+}
+
+// TestSuspectCollectives: under score: auto a gradient collective is scored when its
+// admissible norms spread over GradientSpread (not when the outsized one is over the norm
+// bound anyway) or its contributions pull apart (a reversed pair against an honest one,
+// not gradients that agree or are orthogonal); ZeRO also when the sum is longer than the
+// claimed norms allow.
+func TestSuspectCollectives(t *testing.T) {
+	for _, c := range []struct {
+		norms []float64
+		want  bool
+	}{
+		{[]float64{1, 1.2, 0.9, 1.1}, false},
+		{[]float64{1, 1.2, 15, 15}, true},
+		{[]float64{1, 1.2, 0.9, 1e38}, false},
+		{[]float64{1, 1.2, 7}, false},
+	} {
+		if got := sizesDisagree(c.norms); got != c.want {
+			t.Errorf("sizesDisagree(%v) = %v, want %v", c.norms, got, c.want)
+		}
+	}
+	a, b := []float32{1, 0.2}, []float32{0.9, 0.1}
+	neg := func(x []float32) []float32 { return scaled(x, -1) }
+	for _, c := range []struct {
+		name string
+		all  [][]float32
+		want bool
+	}{
+		{"agree", [][]float32{a, b, a, b}, false},
+		{"orthogonal", [][]float32{{1, 0}, {0, 1}, {0, 0.5}}, false},
+		{"reversed pair", [][]float32{a, b, neg(a), neg(b)}, true},
+		{"one reversed of three", [][]float32{a, b, neg(a)}, true},
+		{"two left", [][]float32{a, neg(a), nil}, false},
+	} {
+		if got := pullApart(c.all); got != c.want {
+			t.Errorf("pullApart %s = %v, want %v", c.name, got, c.want)
+		}
+	}
+	honest := []float64{1, 1, 1}
+	for _, c := range []struct {
+		name       string
+		sumSquares float64
+		want       bool
+	}{
+		{"agree", 6, false},
+		{"pull apart", 2.5, true},
+		{"longer than the norms allow", 9.5, true},
+	} {
+		if got := suspect(honest, c.sumSquares); got != c.want {
+			t.Errorf("suspect %s = %v, want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -457,9 +457,10 @@ func (w *Worker) scores(offloaded bool) bool {
 		sc.Mode != jobspec.SyncStreaming
 }
 
-// scoresContested says whether the worker scores only the contested gradient collectives
-// (contested): where its job leaves score at auto, which does not score every-step sync
-// or ZeRO, and it could score (scores' other conditions).
+// scoresContested says whether the worker scores only the gradient collectives that look
+// inconsistent (contested, sizesDisagree, pullApart; ZeRO's suspect): where its job leaves
+// score at auto, which does not score every-step sync or ZeRO, and it could score
+// (scores' other conditions).
 func (w *Worker) scoresContested(offloaded bool) bool {
 	sc := w.cfg.Sync
 	return (sc.Score == "" || sc.Score == jobspec.ScoreAuto) && !sc.Score.Enabled(sc.Mode, sc.Zero) &&

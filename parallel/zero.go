@@ -220,12 +220,14 @@ func (z *zeroShard) adopt(h kernels.AdamW, c float32, chunk int, dst []float32) 
 
 // reduceShard leaves in run i's shard the aggregate of the replicas' weighted gradients
 // for its chunk and returns Σg² of the whole aggregate. It is the checked path of
-// allReduceMean cut after the reduce-scatter: with the plain mean the ring
-// reduce-scatters (each chunk summed in the same order as without ZeRO) while the
-// contributions' norms travel beside it, and Σg² is summed from every member's chunk;
+// allReduceMean cut after the reduce-scatter: with the plain mean every member sends each
+// chunk straight to its owner (directReduceScatter: the ring's bytes and bits, and no
+// member relays another's partial sum) while the contributions' norms travel beside it,
+// and Σg² is summed from every member's chunk;
 // when the aggregate's norm is not admissible beside them (a NaN, an outsized
-// contribution, a member that adopts a refused chunk and says so with a NaN Σg²), or the
-// norm check is contested where score: auto scores contested collectives (contested), or
+// contribution, a member that adopts a refused chunk and says so with a NaN Σg², an owner
+// whose chunk's contributions pull apart under score: auto and says so the same way), or
+// the collective looks inconsistent where score: auto scores such collectives (suspect), or
 // the rule is robust, or contributions are scored, every member gathers the contributions
 // whole, drops what is not admissible and aggregates the rest (gatherAggregate), keeps
 // its chunk and the whole aggregate (for adopt) and takes Σg² from it.
@@ -247,14 +249,17 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		if err := sendScalar(ctx, w.tr, run.group, w.roundKey(zeroContribIndex+run.first), ownNorm); err != nil {
 			return fail("contribution norms", err)
 		}
-		if err := ringReduceScatter(ctx, tr, run.group, k, g); err != nil {
+		parts, err := directReduceScatter(ctx, tr, run.group, k, g)
+		if err != nil {
 			return fail("reduce-scatter", err)
 		}
 		s.keepShard(z, g, 1/float32(R))
 		mine := z.sumSquares()
-		if z.checked {
-			// This member adopts a refused owner's chunk and needs the whole aggregate: a
-			// non-finite Σg² makes every member fall back to the checked gather below.
+		if z.checked || (pol.scoreContested != nil && pullApart(parts)) {
+			// This member adopts a refused owner's chunk and needs the whole aggregate, or
+			// (score: auto) the contributions to its chunk pull apart (pullApart, on what
+			// their members sent rather than on the norms they claim): a non-finite Σg²
+			// makes every member fall back to the checked gather below.
 			mine = math.NaN()
 		}
 		sums, err := allGatherScalars(ctx, w.tr, run.group, w.roundKey(zeroNormIndex+run.first), mine)
@@ -269,7 +274,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		for _, v := range sums {
 			sum += v
 		}
-		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !contested(norms)) {
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !suspect(norms, float64(R*R)*sum)) {
 			return sum, nil
 		}
 	}

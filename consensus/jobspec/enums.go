@@ -199,8 +199,10 @@ type Score string
 const (
 	// ScoreAuto (the default) scores the outer steps of DiLoCo, where it costs a few
 	// forward passes once per inner_steps steps, and under every-step sync and ZeRO, where
-	// it would cost them at every step, only a collective whose norm check is contested
-	// (two against two, 16× apart: never in an honest run).
+	// it would cost them at every step, only a collective that looks inconsistent: its
+	// norm check contested (two against two, 16× apart), its norms over 8× apart, or its
+	// contributions pulling against one another (never in the first steps of an honest
+	// run; about one step in ten near convergence with small batches).
 	ScoreAuto Score = "auto"
 	// ScoreOn scores every synchronisation, every-step sync and ZeRO included.
 	ScoreOn Score = "on"
