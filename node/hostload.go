@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/node/fingerprint"
 	"github.com/meshnode/meshnode/scheduler"
 )
 
@@ -54,7 +55,7 @@ func (m *hostLoadMeter) current(now time.Time) float64 {
 // the process's CPU time cannot be read or every core was had.
 func measureHostLoad() float64 {
 	threads := runtime.GOMAXPROCS(0)
-	cpu0, wall0 := processCPUTime(), time.Now()
+	cpu0, wall0 := fingerprint.ProcessCPUTime(), time.Now()
 	if cpu0 <= 0 {
 		return 0
 	}
@@ -67,7 +68,7 @@ func measureHostLoad() float64 {
 		}()
 	}
 	wg.Wait()
-	return loadFromShare(processCPUTime()-cpu0, time.Since(wall0), threads)
+	return loadFromShare(fingerprint.ProcessCPUTime()-cpu0, time.Since(wall0), threads)
 }
 
 // spin keeps its goroutine computing until deadline.

@@ -19,7 +19,7 @@ type computeDetector struct {
 	cfg   ComputeConfig
 	gemm  func(m, n, k, threads int, batch time.Duration) float64
 	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
-	// cpuTime reads the process's CPU time (processCPUTime); tests replace it.
+	// cpuTime reads the process's CPU time (ProcessCPUTime); tests replace it.
 	cpuTime func() time.Duration
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
@@ -30,7 +30,7 @@ type computeDetector struct {
 }
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
-	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining, cpuTime: processCPUTime}
+	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining, cpuTime: ProcessCPUTime}
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }

@@ -129,13 +129,13 @@ func TestProfileGemmAgreesWithKernelBenchmark(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		wall0, cpu0 := time.Now(), processCPUTime()
+		wall0, cpu0 := time.Now(), ProcessCPUTime()
 		res := testing.Benchmark(func(bb *testing.B) {
 			for bb.Loop() {
 				kernels.Gemm(false, false, m, n, k, 1, a, k, b, n, 0, c, n)
 			}
 		})
-		wall, cpu := time.Since(wall0), processCPUTime()-cpu0
+		wall, cpu := time.Since(wall0), ProcessCPUTime()-cpu0
 		bench := cpuNormalisedRate(2*float64(m*n*k)*float64(res.N)/res.T.Seconds()/1e9, wall, cpu, kernels.Threads(), 1)
 		ratio = prof.GemmGFLOPS / bench
 		t.Logf("round %d: profile %.1f GFLOP/s, benchmark %.1f GFLOP/s (%d iterations), ratio %.2f", round, prof.GemmGFLOPS, bench, res.N, ratio)
