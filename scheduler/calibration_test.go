@@ -105,13 +105,13 @@ func stagedPipeline(t *testing.T, stages bool) (Job, map[string]float64) {
 	if !ok || len(predicted) != 3 {
 		t.Fatalf("stage compute of the plan: %v, %v", predicted, ok)
 	}
-	for range 8 {
+	for i := range 8 {
 		for _, id := range []string{"a", "b", "c"} {
 			c := predicted[id]
 			if id == "b" {
 				c *= 3
 			}
-			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: c})
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Step: 10 * (i + 1), Node: id, ComputeS: c})
 		}
 	}
 	return j, plan
@@ -182,9 +182,9 @@ func TestCalibrationPricesTheHandoffs(t *testing.T) {
 	}
 	j = measured(j, 8, step/j.Plan.PredictedStepS)
 	predicted, _ := j.Plan.stageCompute(plan)
-	for range 8 {
+	for i := range 8 {
 		for _, id := range []string{"a", "b"} {
-			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: predicted[id]})
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Step: 10 * (i + 1), Node: id, ComputeS: predicted[id]})
 		}
 	}
 	m, ok := MeasureEpoch(j, 1)
@@ -252,13 +252,13 @@ func TestRecalibratedPlanMovesOffItsSlowNode(t *testing.T) {
 		if !ok {
 			t.Fatal("the plan does not price")
 		}
-		for range n {
+		for i := range n {
 			for _, id := range nodes {
 				c := predicted[id]
 				if id == slowID && epoch == 1 {
 					c *= 3
 				}
-				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Step: 10 * (i + 1), Node: id, ComputeS: c})
 			}
 		}
 	}
@@ -311,13 +311,13 @@ func TestRecalibratedOnItsMeritsIsNotWeighedAgain(t *testing.T) {
 		if !ok {
 			t.Fatal("the plan does not price")
 		}
-		for range 10 {
+		for i := range 10 {
 			for _, id := range nodes {
 				c := predicted[id] * 1.35
 				if id == slowID {
 					c *= slowBy
 				}
-				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Step: 10 * (i + 1), Node: id, ComputeS: c})
 			}
 		}
 	}
