@@ -124,9 +124,9 @@ func (in *instance) busyFractions(d draft) []float64 {
 	}
 	for _, r := range d.replicas {
 		S, mr := len(r.nodes), r.micro(d.m)
-		buf := make([]float64, 3*S)
-		c, comm, xmax := buf[:S], buf[S:2*S], buf[2*S:]
-		in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax)
+		buf := make([]float64, 4*S)
+		c, comm, xmax, send := buf[:S], buf[S:2*S], buf[2*S:3*S], buf[3*S:]
+		in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax, send)
 		for s, nd := range r.nodes {
 			out[nd] = math.Min(1, float64(mr)*c[s]/step)
 		}

@@ -40,22 +40,29 @@ func (r replicaDraft) micro(m int) int { return min(m, r.batch) }
 // stage's round trip to the end of the pipeline divided by its in-flight window.
 type replicaEstimate struct {
 	step, compute, transfer, bubble float64
-	// boundKind is what set the period (boundCompute, boundLink, boundWindow) at boundStage.
+	// boundKind is what set the period (boundCompute, boundLink, boundSends, boundWindow)
+	// at boundStage.
 	boundKind, boundStage int
 }
 
 const (
 	boundCompute = iota
 	boundLink
+	boundSends
 	boundWindow
 )
 
 // pipelineTimes fills c (compute per micro-batch, each pass the longer of its compute and
-// its offload I/O), comm (transfer and latency both ways at the boundary after each stage)
-// and xmax (the slower direction's serialisation) for r, and returns the longest optimizer
-// I/O of an offloading stage (once per step).
-func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []float64) (optIO float64) {
+// its offload I/O), comm (transfer and latency both ways at the boundary after each stage),
+// xmax (the slower direction's serialisation) and send (the serialisation of the stage's
+// own outputs per micro-batch: its activation forward and its gradient back, which the
+// worker hands to the transport inline, blocked until they are sent) for r, and returns
+// the longest optimizer I/O of an offloading stage (once per step).
+func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax, send []float64) (optIO float64) {
 	S := len(r.nodes)
+	for s := range send {
+		send[s] = 0
+	}
 	for s := 0; s < S; s++ {
 		if m := r.mode(s); m.recompute || m.offload > 0 {
 			t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], m)
@@ -71,15 +78,18 @@ func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax []
 			bwB, latB := in.link(r.nodes[s+1], r.nodes[s])
 			x, y := bytes/bwF, bytes/bwB
 			comm[s], xmax[s] = x+y+latF+latB, math.Max(x, y)
+			send[s] += x
+			send[s+1] += y
 		}
 	}
 	return optIO
 }
 
-// pipelineStep is the closed form over the per-stage times of pipelineTimes.
-func pipelineStep(sched jobspec.Schedule, c, comm, xmax []float64, mr int) replicaEstimate {
+// pipelineStep is the closed form over the per-stage times of pipelineTimes. A stage
+// takes a micro-batch in per period at most: its compute and its blocking sends in series.
+func pipelineStep(sched jobspec.Schedule, c, comm, xmax, send []float64, mr int) replicaEstimate {
 	S := len(c)
-	maxC, cStage, maxX, xStage := 0.0, 0, 0.0, 0
+	maxC, cStage, maxX, xStage, maxB, bStage := 0.0, 0, 0.0, 0, 0.0, 0
 	for s := 0; s < S; s++ {
 		if c[s] > maxC {
 			maxC, cStage = c[s], s
@@ -87,11 +97,17 @@ func pipelineStep(sched jobspec.Schedule, c, comm, xmax []float64, mr int) repli
 		if xmax[s] > maxX {
 			maxX, xStage = xmax[s], s
 		}
+		if c[s]+send[s] > maxB {
+			maxB, bStage = c[s]+send[s], s
+		}
 	}
 	e := replicaEstimate{boundKind: boundCompute, boundStage: cStage}
 	period := maxC
 	if maxX > period {
 		period, e.boundKind, e.boundStage = maxX, boundLink, xStage
+	}
+	if maxB > period*(1+1e-9) {
+		period, e.boundKind, e.boundStage = maxB, boundSends, bStage
 	}
 	// Under 1F1B stage s admits a new micro-batch only when one of its w = min(M, S−s)
 	// in flight has come back: the M−w micro-batches past the window each wait a round trip
@@ -116,10 +132,10 @@ func pipelineStep(sched jobspec.Schedule, c, comm, xmax []float64, mr int) repli
 
 func (in *instance) estimateReplica(r replicaDraft, m int) replicaEstimate {
 	S, mr := len(r.nodes), r.micro(m)
-	buf := make([]float64, 3*S)
-	c, comm, xmax := buf[:S], buf[S:2*S], buf[2*S:]
-	optIO := in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax)
-	e := pipelineStep(in.sched, c, comm, xmax, mr)
+	buf := make([]float64, 4*S)
+	c, comm, xmax, send := buf[:S], buf[S:2*S], buf[2*S:3*S], buf[3*S:]
+	optIO := in.pipelineTimes(r, float64(r.batch)/float64(mr), c, comm, xmax, send)
+	e := pipelineStep(in.sched, c, comm, xmax, send, mr)
 	e.step += optIO
 	e.compute += optIO
 	if t := in.tiedExchange(r); t > 0 {
@@ -148,6 +164,8 @@ func (in *instance) boundText(r replicaDraft, m int, e replicaEstimate) string {
 	switch e.boundKind {
 	case boundLink:
 		return fmt.Sprintf("link %s→%s bandwidth", in.ids[r.nodes[s]], in.ids[r.nodes[s+1]])
+	case boundSends:
+		return fmt.Sprintf("compute and blocking sends on %s (stage %d of %d)", in.ids[r.nodes[s]], s, S)
 	case boundWindow:
 		return fmt.Sprintf("1F1B round trip from stage %d (%s) over its %d in-flight micro-batches (compute and transfer downstream)", s, in.ids[r.nodes[s]], min(r.micro(m), S-s))
 	}

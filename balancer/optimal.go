@@ -51,7 +51,7 @@ type exhaustive struct {
 	bounds  []int
 	top     worstFirst
 	leaves  int
-	c       [3 * OptimalMaxNodes]float64
+	c       [4 * OptimalMaxNodes]float64
 	modes   [OptimalMaxNodes]stageMode
 }
 
@@ -85,7 +85,7 @@ func (o *exhaustive) search() {
 func (o *exhaustive) leaf() {
 	in, S, B := o.in, len(o.nodes), o.in.job.Batch
 	r := replicaDraft{nodes: o.nodes, bounds: o.bounds, batch: B}
-	c, comm, xmax := o.c[:S], o.c[S:2*S], o.c[2*S:3*S]
+	c, comm, xmax, send := o.c[:S], o.c[S:2*S], o.c[2*S:3*S], o.c[3*S:4*S]
 	for _, m := range o.ms {
 		o.leaves++
 		mr := min(m, B)
@@ -94,7 +94,7 @@ func (o *exhaustive) leaf() {
 			continue
 		}
 		r.modes = modes
-		est := in.pipelineTimes(r, float64(B)/float64(mr), c, comm, xmax) + pipelineStep(in.sched, c, comm, xmax, mr).step
+		est := in.pipelineTimes(r, float64(B)/float64(mr), c, comm, xmax, send) + pipelineStep(in.sched, c, comm, xmax, send, mr).step
 		if o.top.Len() == optimalKeep && est >= o.top[0].est {
 			continue
 		}

@@ -33,7 +33,8 @@ type Simulation struct {
 // computes its stage's forward and backward passes one at a time in the schedule's order
 // (GPipe or 1F1B), each forward and backward time derived from the layer costs and the
 // node's speed; every activation and gradient crosses its directed link as a serial FIFO
-// resource (start when the link is free, hold it for bytes/bandwidth, arrive RTT/2 later);
+// resource (start when the link is free, hold it for bytes/bandwidth, arrive RTT/2 later),
+// and its sender starts its next pass only once it is serialised (the worker sends inline);
 // then replicas all-reduce every layer in rings, links again serial. It shares no code with
 // the planner's estimate. The plan's memory is not checked here.
 func Simulate(snap Snapshot, job Job, plan Plan) (Simulation, error) {
@@ -155,6 +156,9 @@ type simStage struct {
 	act, grad      []bool
 	times          stageTimes // pass times per sequence and offload I/O
 	sendFree, back float64    // when the links to the next and previous stage are free
+	// idleAt is when the stage's last send is serialised: the worker hands its outputs to
+	// the transport inline and starts nothing before they are sent.
+	idleAt float64
 }
 
 type replicaSim struct {
@@ -210,6 +214,7 @@ func (rs *replicaSim) tryStart(s int, now float64) {
 		return
 	}
 	st.busy = true
+	now = math.Max(now, st.idleAt)
 	// A pass takes the longer of its compute (a recomputing stage's backward pass runs the
 	// forward pass again) and its offload I/O.
 	dur := math.Max(st.times.bwdPerSeq*float64(rs.sizes[op.mb]), st.times.bwdIO)
@@ -233,9 +238,9 @@ func (rs *replicaSim) handle(ev simEvent) {
 		case ev.forward && ev.stage == len(rs.stages)-1:
 			st.grad[ev.mb] = true // the loss is computed where the forward pass ends
 		case ev.forward:
-			rs.send(ev.stage, ev.stage+1, ev.mb, ev.t, evActivationArrives)
+			st.idleAt = rs.send(ev.stage, ev.stage+1, ev.mb, ev.t, evActivationArrives)
 		case ev.stage > 0:
-			rs.send(ev.stage, ev.stage-1, ev.mb, ev.t, evGradientArrives)
+			st.idleAt = rs.send(ev.stage, ev.stage-1, ev.mb, ev.t, evGradientArrives)
 		}
 		rs.tryStart(ev.stage, ev.t)
 	case evActivationArrives:
@@ -248,8 +253,9 @@ func (rs *replicaSim) handle(ev simEvent) {
 }
 
 // send puts micro-batch mb's activation (or gradient) from stage a to stage b on their
-// directed link, which carries one message at a time in the order they were sent.
-func (rs *replicaSim) send(a, b, mb int, now float64, kind int) {
+// directed link, which carries one message at a time in the order they were sent, and
+// returns when the message is serialised (the sender is blocked until then).
+func (rs *replicaSim) send(a, b, mb int, now float64, kind int) float64 {
 	in := rs.in
 	boundary := max(a, b) // the boundary sits before stage max(a, b)
 	bytes := float64(rs.sizes[mb]) * in.tokens * in.out[rs.r.bounds[boundary]-1]
@@ -263,6 +269,7 @@ func (rs *replicaSim) send(a, b, mb int, now float64, kind int) {
 	*free = start + bytes/bw
 	rs.loads[[2]int{from, to}] += bytes
 	rs.push(simEvent{t: *free + lat, kind: kind, stage: b, mb: mb})
+	return *free
 }
 
 // simulateSync plays the sync phase. Layers whose holders are the same nodes in every

@@ -15,6 +15,12 @@ const (
 	// calibrationWarmup is how many of an epoch's first samples are skipped: they hold
 	// the first steps' allocation, data loading and pipeline fill.
 	calibrationWarmup = 2
+	// calibrationWarmupSteps is how many steps past an epoch's first sample are warm-up
+	// too, however many samples they took: where a step takes longer than the progress
+	// cadence, two samples cover two or three steps, while the transport's connections
+	// are still growing their windows (the quick start's first plan across the emulated
+	// WAN ran its first 10 steps at 1.57 s and then 0.81 s, and was recalibrated at 1.57).
+	calibrationWarmupSteps = 10
 	// calibrationMin is how many samples past the warm-up an epoch needs to be measured.
 	calibrationMin = 3
 	// calibrationWindow is how many of an epoch's newest samples its measure is the
@@ -81,12 +87,9 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	}
 	var steps []float64
 	var at time.Time
-	seen := 0
+	var warm warmup
 	for _, s := range j.Progress {
-		if s.Epoch != epoch || s.StepS <= 0 {
-			continue
-		}
-		if seen++; seen <= calibrationWarmup {
+		if s.Epoch != epoch || s.StepS <= 0 || warm.skip(s.Step) {
 			continue
 		}
 		steps, at = append(steps, s.StepS), s.Time
@@ -114,6 +117,20 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 	return m, true
 }
 
+// warmup tells an epoch's warm-up entries (samples or one node's phase times, in order):
+// its first calibrationWarmup, and those within calibrationWarmupSteps of its first.
+type warmup struct {
+	seen, first int
+}
+
+// skip counts the entry of step and reports whether it is warm-up.
+func (w *warmup) skip(step int) bool {
+	if w.seen++; w.seen == 1 {
+		w.first = step
+	}
+	return w.seen <= calibrationWarmup || step-w.first < calibrationWarmupSteps
+}
+
 // computeRatios are, for each node of plan with calibrationMin entries of its own phase
 // times in epoch past its first calibrationWarmup, the median of its first and of its
 // newest calibrationWindow entries' compute time over the balancer's prediction of its
@@ -121,12 +138,15 @@ func MeasureEpoch(j Job, epoch uint64) (Measure, bool) {
 // again.
 func computeRatios(j Job, epoch uint64, plan JobPlan, speeds map[string]float64) (early, late map[string]float64) {
 	byNode := map[string][]float64{}
-	seen := map[string]int{}
+	warm := map[string]*warmup{}
 	for _, s := range j.StageTimes {
 		if s.Epoch != epoch || !(s.ComputeS > 0) || !plan.Has(s.Node) {
 			continue
 		}
-		if seen[s.Node]++; seen[s.Node] > calibrationWarmup {
+		if warm[s.Node] == nil {
+			warm[s.Node] = &warmup{}
+		}
+		if !warm[s.Node].skip(s.Step) {
 			byNode[s.Node] = append(byNode[s.Node], s.ComputeS)
 		}
 	}

@@ -105,13 +105,13 @@ func stagedPipeline(t *testing.T, stages bool) (Job, map[string]float64) {
 	if !ok || len(predicted) != 3 {
 		t.Fatalf("stage compute of the plan: %v, %v", predicted, ok)
 	}
-	for range 8 {
+	for i := range 8 {
 		for _, id := range []string{"a", "b", "c"} {
 			c := predicted[id]
 			if id == "b" {
 				c *= 3
 			}
-			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: c})
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Step: 10 * (i + 1), Node: id, ComputeS: c})
 		}
 	}
 	return j, plan
@@ -119,7 +119,9 @@ func stagedPipeline(t *testing.T, stages bool) (Job, map[string]float64) {
 
 // A node whose own compute time is 3× what its stage was priced at is calibrated at a
 // third of its speed, and the other nodes of its plan keep theirs: the step's gap is the
-// slow stage's, not every node's alike (as it is without the nodes' own times).
+// slow stage's, not every node's alike (as it is without the nodes' own times); the
+// re-plan gives it less of the model to compute (the middle stage, which also sends both
+// ways, holds one layer already, so it moves to the cheapest one).
 func TestCalibrationPricesEachNodeByItsOwnCompute(t *testing.T) {
 	j, plan := stagedPipeline(t, true)
 	c := Calibrate([]Job{j})
@@ -128,20 +130,21 @@ func TestCalibrationPricesEachNodeByItsOwnCompute(t *testing.T) {
 			t.Errorf("node %s calibrated at %.4g GFLOP/s, want %.4g (speeds %v)", id, got, want, c.Speeds)
 		}
 	}
-	layers := func(p JobPlan, id string) int {
+	costs := ModelConfig(spec()).LayerCosts()
+	work := func(p JobPlan, id string) (flops float64) { // per token, forward and backward
 		for _, st := range p.Replicas[0] {
-			if st.Node == id {
-				return st.Last - st.First
+			for l := st.First; st.Node == id && l < st.Last; l++ {
+				flops += costs[l].ForwardFLOPsPerToken + costs[l].BackwardFLOPsPerToken
 			}
 		}
-		return 0
+		return flops
 	}
 	next, err := PlanJob(spec(), c.Apply(members("a", "b", "c")), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if before, after := layers(*j.Plan, "b"), layers(next, "b"); after >= before {
-		t.Errorf("planned on calibrated speeds, b holds %d layers (had %d): the slow stage keeps its share", after, before)
+	if before, after := work(*j.Plan, "b"), work(next, "b"); after >= before {
+		t.Errorf("planned on calibrated speeds, b computes %.4g FLOPs a token (had %.4g): the slow stage keeps its share", after, before)
 	}
 	whole, _ := stagedPipeline(t, false)
 	cw := Calibrate([]Job{whole})
@@ -179,9 +182,9 @@ func TestCalibrationPricesTheHandoffs(t *testing.T) {
 	}
 	j = measured(j, 8, step/j.Plan.PredictedStepS)
 	predicted, _ := j.Plan.stageCompute(plan)
-	for range 8 {
+	for i := range 8 {
 		for _, id := range []string{"a", "b"} {
-			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Node: id, ComputeS: predicted[id]})
+			j.StageTimes = append(j.StageTimes, StageSample{Epoch: 1, Step: 10 * (i + 1), Node: id, ComputeS: predicted[id]})
 		}
 	}
 	m, ok := MeasureEpoch(j, 1)
@@ -249,13 +252,13 @@ func TestRecalibratedPlanMovesOffItsSlowNode(t *testing.T) {
 		if !ok {
 			t.Fatal("the plan does not price")
 		}
-		for range n {
+		for i := range n {
 			for _, id := range nodes {
 				c := predicted[id]
 				if id == slowID && epoch == 1 {
 					c *= 3
 				}
-				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Step: 10 * (i + 1), Node: id, ComputeS: c})
 			}
 		}
 	}
@@ -308,13 +311,13 @@ func TestRecalibratedOnItsMeritsIsNotWeighedAgain(t *testing.T) {
 		if !ok {
 			t.Fatal("the plan does not price")
 		}
-		for range 10 {
+		for i := range 10 {
 			for _, id := range nodes {
 				c := predicted[id] * 1.35
 				if id == slowID {
 					c *= slowBy
 				}
-				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Node: id, ComputeS: c})
+				j.StageTimes = append(j.StageTimes, StageSample{Epoch: epoch, Step: 10 * (i + 1), Node: id, ComputeS: c})
 			}
 		}
 	}

@@ -26,7 +26,7 @@ func JobFromRecord(j records.Job) Job {
 		v.Progress = append(v.Progress, Sample{Time: s.Time, Epoch: s.Epoch, Step: s.Step, StepS: s.StepSeconds})
 	}
 	for _, s := range j.StageTimes {
-		v.StageTimes = append(v.StageTimes, StageSample{Epoch: s.Epoch, Node: s.Node, ComputeS: s.Compute})
+		v.StageTimes = append(v.StageTimes, StageSample{Epoch: s.Epoch, Step: s.Step, Node: s.Node, ComputeS: s.Compute})
 	}
 	v.Events = EventsFromRecord(j.Events)
 	for _, m := range j.Checkpoints {

@@ -102,7 +102,7 @@ func TestRejoinedEpochIsNotRestartedForItsShares(t *testing.T) {
 			if id == slow {
 				c *= 2
 			}
-			next.StageTimes = append(next.StageTimes, StageSample{Epoch: next.Epoch, Node: id, ComputeS: c})
+			next.StageTimes = append(next.StageTimes, StageSample{Epoch: next.Epoch, Step: 300 + 50*i, Node: id, ComputeS: c})
 		}
 	}
 	next.Checkpoints = []Checkpoint{ckpt(diloco, next.Epoch, 700, next.Plan.Nodes()...)}

@@ -194,3 +194,28 @@ func TestSlowedAtAnEpochStartIsAStraggler(t *testing.T) {
 		t.Errorf("%s (%s), want a straggler rebalance onto b", d.Kind, d.Reason)
 	}
 }
+
+// Where a step takes longer than the progress cadence, the first samples cover a step or
+// two each: the epoch's first calibrationWarmupSteps steps are warm-up however many
+// samples they took, so a transport still growing its windows (the quick start's first
+// plan across the emulated WAN ran its first 10 steps twice as slow as the rest) neither
+// sets the measure nor the early one.
+func TestMeasureEpochSkipsTheFirstSteps(t *testing.T) {
+	j := running(t, soloSpec(), members("a"))
+	j = measured(j, 0, 1)
+	for i := range 16 {
+		ratio := 1.0
+		if i < calibrationWarmupSteps {
+			ratio = 2
+		}
+		j.Progress = append(j.Progress, Sample{Time: t0.Add(time.Duration(i+1) * time.Second), Epoch: j.Epoch,
+			Step: i + 1, StepS: ratio * j.Plan.PredictedStepS})
+	}
+	m, ok := MeasureEpoch(j, 1)
+	if !ok {
+		t.Fatal("an epoch of 16 samples past its warm-up steps is not measured")
+	}
+	if m.Ratio() > 1.01 || m.Early > 1.01*m.Predicted {
+		t.Errorf("measured %.3g and early %.3g of the predicted step, want 1: the first %d steps are warm-up", m.Ratio(), m.Early/m.Predicted, calibrationWarmupSteps)
+	}
+}

@@ -67,6 +67,7 @@ type Job struct {
 // its previous report (records.StageTimes), as the leader attributed it.
 type StageSample struct {
 	Epoch    uint64
+	Step     int // the newest step its means cover
 	Node     string
 	ComputeS float64
 }

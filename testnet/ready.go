@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/mesh"
 )
 
 // WaitReady waits until the testnet can take a job: every running node sees every other
 // running node alive with a measured profile, has probed its link to it (RTT known, or a
-// probe error reported), all of them name the same Raft leader, and each sees min(n, 3)
+// probe error reported) and sees in its profile a data-plane link to every other node
+// (the matrix the leader plans with), all of them name the same Raft leader, and each sees min(n, 3)
 // Raft voters (the nodes' default voter seats), so that losing any one node leaves the
 // control plane a quorum, and every node sees a speed proof of every other node but the
 // leader (docs/mesh.md, "Speed proofs": the leader plans a member only once it proved its
@@ -119,6 +121,34 @@ func nodeNotReady(ctx context.Context, n *Node, live []*Node) string {
 		case peers[i].RTTMs == nil && peers[i].ProbeError == "":
 			return fmt.Sprintf("%s has not probed its link to %s", n.Spec.Name, o.Spec.Name)
 		}
+		if x := missingDataLink(n, o, live, peers, byID); x != nil {
+			return fmt.Sprintf("%s sees no data-plane link of %s to %s", n.Spec.Name, o.Spec.Name, x.Spec.Name)
+		}
 	}
 	return ""
+}
+
+// missingDataLink is the first live node that o announces no link to, as n sees o's
+// profile, among those o sends tensors to over the data plane (both have a data-plane
+// address; a testnet's nodes have one each or none). A node publishes only its data
+// plane's measurement of such a link (node/engine.go), so until this is nil the leader
+// would price the pair like the worst link it knows, not what the emulated WAN does.
+func missingDataLink(n, o *Node, live []*Node, peers []api.Peer, byID map[string]int) *Node {
+	prof := peers[byID[o.ID]].Profile
+	if prof.DataAddr == "" {
+		return nil
+	}
+	has := map[string]bool{}
+	for _, l := range prof.Links {
+		has[l.Peer] = true
+	}
+	for _, x := range live {
+		if x == o || has[x.ID] {
+			continue
+		}
+		if j, ok := byID[x.ID]; x == n || ok && peers[j].Profile != nil && peers[j].Profile.DataAddr != "" {
+			return x
+		}
+	}
+	return nil
 }
