@@ -47,7 +47,7 @@ type Peer struct {
 	PathBytes map[string]int64 `json:"path_bytes,omitempty"`
 	Profile   *records.Profile `json:"profile"`
 	// ProvedGFLOPS is the compute speed the peer proved to the Raft leader's challenge
-	// (docs/mesh.md, "Speed proofs"): the planner prices it at min(claimed, proved). Absent
+	// (docs/mesh.md, "Speed proofs"): the planner prices it at min(claimed, 4 × proved). Absent
 	// before any proof (the peer is then not planned, unless it leads); 0 when it proved
 	// nothing (no answer in time, or a wrong one: SpeedLie).
 	ProvedGFLOPS *float64 `json:"proved_gflops,omitempty"`

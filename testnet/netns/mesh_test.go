@@ -19,6 +19,7 @@ import (
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/internal/testbin"
 	"github.com/meshnode/meshnode/internal/testutil"
+	"github.com/meshnode/meshnode/records"
 	"github.com/meshnode/meshnode/scheduler"
 	"github.com/meshnode/meshnode/testnet/netns"
 )
@@ -154,6 +155,30 @@ func runMesh(t *testing.T, public, natted int, nat netns.NAT) {
 	}
 
 	t.Logf("every data plane reached %.1f s after the first join", time.Since(start).Seconds())
+	// The planner prices each pair with the link its nodes announce in their profiles, and
+	// a node announces the data plane's measurement of a data-plane peer or none (a pair
+	// without one is priced like the worst link): wait until every node's view of every
+	// other's profile names a link to each of the rest, as the leader's plan will see it.
+	for _, viewer := range nodes {
+		testutil.WaitFor(t, 60*time.Second, "every announced profile, seen from "+viewer.host.Name+", links every other node", func() bool {
+			peers := viewer.peers(t, bin)
+			for _, from := range nodes {
+				if from == viewer {
+					continue
+				}
+				p, ok := peers[from.id]
+				if !ok || p.Profile == nil {
+					return false
+				}
+				for _, to := range nodes {
+					if to != from && !slices.ContainsFunc(p.Profile.Links, func(l records.ProfileLink) bool { return l.Peer == to.id && l.BandwidthBps > 0 }) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+	}
 	for _, n := range nodes {
 		if n.host.NAT {
 			n.logLines(t, "relay reservation held", "peer admitted")
