@@ -81,7 +81,7 @@ func provedHere(t *testing.T) float64 {
 // TestFastLiarIsPricedAtWhatItProved: issue 25's "a lying fast profile still wins its
 // first epoch": a member claiming 1e6 GFLOP/s (inside every bound) was priced at its
 // claim and given the layers until measured steps showed otherwise. Members are now
-// priced at min(claimed, proved): without a proof, with one that timed out or was wrong,
+// priced at min(claimed, ProofSlack × proved): without a proof, with one that timed out or was wrong,
 // or with its real speed proved, the liar is not in the first plan, while two honest
 // members that proved 100× faster devices are.
 func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {

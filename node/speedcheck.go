@@ -22,7 +22,7 @@ import (
 // A member's claimed compute speed is planned with only as far as it proved it: the Raft
 // leader challenges every alive member whose profile the balancer could plan on
 // (node/speedproof), members of one machine one at a time (pass), and commits what it
-// proved (consensus.SpeedProof); members() prices each peer at min(claimed, proved), and leaves a peer without a proof
+// proved (consensus.SpeedProof); members() prices each peer at min(claimed, ProofSlack × proved), and leaves a peer without a proof
 // out of plans. The leader itself, and on other nodes the node itself, are trusted.
 
 // Tunables of the speed check; tests lower them.
