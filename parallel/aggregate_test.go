@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -271,5 +272,64 @@ func TestNonFiniteGradientSkipsTheStep(t *testing.T) {
 	}
 	if tr.StepsDone() != 2 {
 		t.Errorf("steps done %d, want 2: a skipped step still counts", tr.StepsDone())
+	}
+}
+
+// TestEqualiseSizes: a gradient collective whose per-sequence norms spread over
+// EqualiseSpread has every contribution rescaled to the lower median of them (a pair ×4
+// counts at the honest length, its batch weighting kept); inside the spread, with fewer
+// than three contributions, or where the policy does not equalise, every contribution
+// keeps its bits.
+func TestEqualiseSizes(t *testing.T) {
+	mk := func(scales ...float32) [][]float32 {
+		var out [][]float32
+		for _, s := range scales {
+			out = append(out, []float32{s * 3, s * 4})
+		}
+		return out
+	}
+	members := []string{"a", "b", "c", "d"}
+	pol := policy{equalise: true}
+	for _, c := range []struct {
+		name   string
+		pol    policy
+		all    [][]float32
+		change bool
+	}{
+		{"honest", pol, mk(1, 1.2, 0.9, 1.1), false},
+		{"off", policy{}, mk(1, 1, 4, 4), false},
+		{"two", pol, [][]float32{{3, 4}, nil, nil, {12, 16}}, false},
+		{"pair ×4", pol, [][]float32{{3, 4}, {4, 3}, {12, 16}, {16, 12}}, true},
+	} {
+		before := make([][]float32, len(c.all))
+		for m, v := range c.all {
+			before[m] = slices.Clone(v)
+		}
+		c.pol.equaliseSizes(members, c.all)
+		same := true
+		for m := range c.all {
+			same = same && slices.Equal(before[m], c.all[m])
+		}
+		if same == c.change {
+			t.Errorf("%s: changed %v, want %v", c.name, !same, c.change)
+		}
+		if c.change {
+			for m, v := range c.all {
+				if n := norm2(v); math.Abs(n-5) > 1e-5 {
+					t.Errorf("%s: contribution %d has norm %g, want the lower median 5", c.name, m, n)
+				}
+			}
+		}
+	}
+	// Unequal batches: b's batch is twice a's and c's, so its honest gradient is twice as
+	// long and is not a size to even out; d's ×4 per sequence is, and counts at 5 per
+	// sequence.
+	unequal := policy{equalise: true, batches: map[string]float64{"a": 2, "b": 4, "c": 2, "d": 2}}
+	all := [][]float32{{3, 4}, {8, 6}, {4, 3}, {12, 16}}
+	unequal.equaliseSizes(members, all)
+	for m, want := range []float64{5, 10, 5, 5} {
+		if n := norm2(all[m]); math.Abs(n-want) > 1e-5 {
+			t.Errorf("unequal batches: contribution %d has norm %g, want %g", m, n, want)
+		}
 	}
 }

@@ -141,6 +141,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
 	}
+	pol.equaliseSizes(g.Members, all)
 	pol.scoreIfPullingApart(all)
 	scoredOut, err := dropByScore(g, all, pol)
 	if err != nil {

@@ -606,7 +606,18 @@ func flattenValues(ps []*model.Param) []float32 {
 // direction, not size); past the spread, the length is instead the one of the
 // contributions' norms that the held-out loss prefers. Inside it a pair still weighs what
 // it likes within 1.4× (at 2×, ×0.6 passed: +10.3% in the table's setting).
-const LengthSpread = 1.4
+const LengthSpread = 1.1
+
+// LengthSearchSpread is the spread of the admitted norms (per sequence) past which the
+// held-out loss chooses the outer step's length (longestEfficient); between LengthSpread
+// and it, every contribution counts at the upper median of the lengths, no held-out pass
+// needed. Honest updates near convergence spread up to 1.30×, and the line search there
+// takes the longest honest length, whose step still removes loss at nearly the shortest's
+// rate: every outer step that fired was lengthened, and a converging run overshot (DiLoCo
+// H = 5, four replicas, 300 steps: validation loss 0.0673 against 0.0614 unrescaled).
+// The upper median is the longer pair's length two against two (×0.75: the honest one),
+// the honest one against a single shrunk or lengthened update of three.
+const LengthSearchSpread = 1.4
 
 // outerLength is run i's length rule under DiLoCo, nil when the worker does not score:
 // the norms are taken per sequence of each member's batch (an honest update is weighed by
@@ -638,6 +649,10 @@ func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 		}
 		if len(lengths) < 2 || spreadWithin(lengths, LengthSpread) {
 			return nil // honest sizes: the aggregate keeps its bits
+		}
+		if spreadWithin(lengths, LengthSearchSpread) {
+			equaliseTo(all, lengths, upperMedian(lengths))
+			return nil
 		}
 		var dirs [][]float32
 		for k, c := range slices.DeleteFunc(slices.Clone(all), func(c []float32) bool { return c == nil }) {
@@ -712,4 +727,20 @@ func scaled(x []float32, a float64) []float32 {
 		out[j] = f * v
 	}
 	return out
+}
+
+// equaliseTo rescales each contribution of all (nil ones left alone) whose length, in
+// order among the others, is lengths[k] to length target, whatever else weighs it (its
+// batch share) kept.
+func equaliseTo(all [][]float32, lengths []float64, target float64) {
+	k := 0
+	for m, c := range all {
+		if c == nil {
+			continue
+		}
+		if lengths[k] > 0 && lengths[k] != target {
+			all[m] = scaled(c, target/lengths[k])
+		}
+		k++
+	}
 }

@@ -22,6 +22,7 @@ func (s everyStep) reduce(ctx context.Context) error {
 			pol := w.policy()
 			pol.score = w.gradientScore(i)
 			pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
+			pol.equalise = pol.score != nil || pol.scoreContested != nil
 			if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], pol); err != nil {
 				return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 			}

@@ -236,6 +236,7 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 	pol := w.policy()
 	pol.score = w.gradientScore(i)
 	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
+	pol.equalise = pol.score != nil || pol.scoreContested != nil
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)
@@ -274,7 +275,8 @@ func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64
 		for _, v := range sums {
 			sum += v
 		}
-		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !suspect(norms, float64(R*R)*sum)) {
+		if admissible(math.Sqrt(sum), refNorm(norms)) == "" && (pol.scoreContested == nil || !suspect(norms, float64(R*R)*sum)) &&
+			(!pol.equalise || !spreadPerSequence(norms, pol.perSequence(run.group.Members), EqualiseSpread)) {
 			return sum, nil
 		}
 	}
