@@ -598,14 +598,15 @@ func flattenValues(ps []*model.Param) []float32 {
 }
 
 // LengthSpread is how far apart the admitted pseudo-gradients' norms (per sequence of
-// each member's batch) may lie before the held-out loss chooses the outer step's length:
+// each member's batch) may lie before the outer step's length is no longer theirs:
 // honest replicas' updates differ in size by a small factor (at most 1.05 in the in-bound
-// table's honest runs, 1.30 near convergence with two sequences per replica, H = 5), so an
-// honest outer step keeps its bits. Two colluders of four that send a good direction ×15
-// or ×0.05 own half of every order statistic of the norms (and of the scores, which see
-// direction, not size); past the spread, the length is instead the one of the
-// contributions' norms that the held-out loss prefers. Inside it a pair still weighs what
-// it likes within 1.4× (at 2×, ×0.6 passed: +10.3% in the table's setting).
+// table's honest runs, so those keep their bits; 1.30 near convergence with two sequences
+// per replica, H = 5, where the rule then evens honest lengths). Two colluders of four
+// that send a good direction at another size own half of every order statistic of the
+// norms (and of the scores, which see direction, not size); past the spread every
+// contribution counts at one length (LengthSearchSpread says which). Inside it a pair
+// still weighs what it likes within 1.1× (×0.9: +2.3% in the table's setting); at 1.4×,
+// ×0.75 passed (+6.1% to +6.4%), at 2×, ×0.6 (+10.3%).
 const LengthSpread = 1.1
 
 // LengthSearchSpread is the spread of the admitted norms (per sequence) past which the
@@ -622,9 +623,10 @@ const LengthSearchSpread = 1.4
 // outerLength is run i's length rule under DiLoCo, nil when the worker does not score:
 // the norms are taken per sequence of each member's batch (an honest update is weighed by
 // its replica's batch share); when they spread more than LengthSpread, every admitted
-// contribution is rescaled to one length ℓ per sequence (its batch weighting kept), ℓ
-// chosen among those norms by the held-out loss of the aggregate step anchor − ℓ·u (u the
-// rule's aggregate of the batch-weighted directions): longestEfficient. Every honest member runs it on the same
+// contribution is rescaled to one length ℓ per sequence (its batch weighting kept): up to
+// LengthSearchSpread the upper median of those norms, past it the one the held-out loss
+// of the aggregate step anchor − ℓ·u chooses among them (u the rule's aggregate of the
+// batch-weighted directions): longestEfficient. Every honest member runs it on the same
 // contributions and batch, so all choose the same ℓ.
 func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 	w := s.w
