@@ -561,15 +561,39 @@ const GradientProbe = 10
 // wrong way however long it is (×−15 of an honest update, whose overshoot can lower the
 // loss early in training, then drags the outer momentum the wrong way).
 func (s *dilocoSync) outerScore(i int) func([][]float32) ([]heldOutScore, error) {
+	return s.outerScoreAt(i, s.now)
+}
+
+// now is the point an outer step is scored from when it runs on the worker's goroutine:
+// the current step and the anchors as they are.
+func (s *dilocoSync) now() (int, [][]float32) {
+	base := make([][]float32, len(s.outer))
+	for r, o := range s.outer {
+		base[r] = o.anchor
+	}
+	return s.w.step, base
+}
+
+// frozen is the point of now copied: the step and anchors an outer step of streaming
+// DiLoCo is scored from while it runs beside the next steps, which move the anchors of
+// the fragments whose updates they apply. Every replica takes it at the same step, after
+// the same updates, so all score from the same point.
+func (s *dilocoSync) frozen() func() (int, [][]float32) {
+	step, base := s.now()
+	for r := range base {
+		base[r] = slices.Clone(base[r])
+	}
+	return func() (int, [][]float32) { return step, base }
+}
+
+// outerScoreAt is outerScore from the step and anchors at returns.
+func (s *dilocoSync) outerScoreAt(i int, at func() (int, [][]float32)) func([][]float32) ([]heldOutScore, error) {
 	w := s.w
 	if w.scorer == nil {
 		return nil
 	}
 	return func(all [][]float32) ([]heldOutScore, error) {
-		base := make([][]float32, len(s.outer))
-		for r, o := range s.outer {
-			base[r] = o.anchor
-		}
+		step, base := at()
 		norms := make([]float64, len(all))
 		for m, c := range all {
 			norms[m] = math.NaN()
@@ -578,7 +602,7 @@ func (s *dilocoSync) outerScore(i int) func([][]float32) ([]heldOutScore, error)
 			}
 		}
 		length := refNorm(norms)
-		return w.scorer.scores(w.step, i, base, all, func(c []float32) []float64 {
+		return w.scorer.scores(step, i, base, all, func(c []float32) []float64 {
 			probes := []float64{1}
 			if n := norm2(c); n > 0 {
 				probes = append(probes, length/n)
@@ -629,6 +653,11 @@ const LengthSearchSpread = 1.4
 // batch-weighted directions): longestEfficient. Every honest member runs it on the same
 // contributions and batch, so all choose the same ℓ.
 func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
+	return s.outerLengthAt(i, s.now)
+}
+
+// outerLengthAt is outerLength from the step and anchors at returns.
+func (s *dilocoSync) outerLengthAt(i int, at func() (int, [][]float32)) func([]string, [][]float32) error {
 	w := s.w
 	if w.scorer == nil {
 		return nil
@@ -666,15 +695,12 @@ func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 		}
 		u := make([]float32, len(dirs[0]))
 		combine(u, dirs, w.cfg.Sync.Aggregate)
-		base := make([][]float32, len(s.outer))
-		for r, o := range s.outer {
-			base[r] = o.anchor
-		}
+		step, base := at()
 		lengths = slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(lengths), func(n float64) bool { return n == 0 }))))
 		if len(lengths) == 0 {
 			return nil
 		}
-		losses, err := w.scorer.losses(w.step, i, base, u, append([]float64{0}, lengths...))
+		losses, err := w.scorer.losses(step, i, base, u, append([]float64{0}, lengths...))
 		if err != nil {
 			return err
 		}

@@ -139,6 +139,7 @@ type pendingSync struct {
 	sent, due int
 	delta     []float32
 	bytes     atomic.Int64
+	rejected  []Rejection // what its collective dropped, reported when it is applied
 	done      chan error
 	cancel    context.CancelFunc
 }
@@ -168,6 +169,15 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 	}
 	ctx, p.cancel = context.WithCancel(ctx)
 	q, ef, pol := w.outerQuorum(sentCounter{Transport: w.tr, n: &p.bytes}, w.runs[i]), w.feedback[i], w.policy()
+	// Its rejections are the worker's at the step that applies it (finishSync), so that
+	// the offender watch sees them with that synchronisation, whenever the goroutine ran.
+	pol.reject = func(r Rejection) { p.rejected = append(p.rejected, r) }
+	if w.scorer != nil {
+		// Scored as DiLoCo's outer step is, from the point every replica shares now: the
+		// steps it runs beside move other fragments' anchors.
+		at := s.frozen()
+		pol.score, pol.length = s.outerScoreAt(i, at), s.outerLengthAt(i, at)
+	}
 	go func() {
 		p.done <- q.reduce(ctx, p.delta, ef, pol)
 	}()
@@ -178,13 +188,20 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 func (s *streamingSync) finishSync(ctx context.Context, p *pendingSync) error {
 	w := s.w
 	var err error
+	done := false // the collective ended: its goroutine writes nothing more
 	select {
 	case err = <-p.done:
+		done = true
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
 	p.cancel()
 	w.syncSent += p.bytes.Load()
+	if done && len(p.rejected) > 0 {
+		w.rejectMu.Lock()
+		w.rejected = append(w.rejected, p.rejected...)
+		w.rejectMu.Unlock()
+	}
 	if err != nil {
 		run := w.runs[p.run]
 		return fmt.Errorf("step %d streaming sync of layers [%d, %d): %w", p.sent, run.first, run.last, err)
@@ -199,7 +216,7 @@ func (s *streamingSync) finishSync(ctx context.Context, p *pendingSync) error {
 
 // afterStep runs after step w.step: it applies the updates that are due, starts the
 // synchronisation of the fragments whose turn it is and, after the last step, completes
-// every fragment. It reports whether any fragment was synchronised or started.
+// every fragment. It reports whether any fragment's update was applied.
 func (s *streamingSync) afterStep(ctx context.Context) (bool, error) {
 	w := s.w
 	final := w.step == w.cfg.Train.Steps
@@ -224,12 +241,15 @@ func (s *streamingSync) afterStep(ctx context.Context) (bool, error) {
 		if w.step%H != fragmentOffset(s.fragment[run.first], H, F) {
 			continue
 		}
-		synced = true
+		// A launch alone synchronises nothing yet: the step that applies it does (and
+		// reports what it dropped), so the offender watch counts one sync per outer step.
 		p := s.launchSync(ctx, i)
 		if w.cfg.Sync.Overlap > 0 {
 			s.pending = append(s.pending, p)
 		} else if err := s.finishSync(ctx, p); err != nil {
 			return false, err
+		} else {
+			synced = true
 		}
 	}
 	return synced, nil

@@ -448,13 +448,15 @@ func (p Plan) nodeBatches(def int) map[string]float64 {
 }
 
 // scores says whether the worker scores contributions on a held-out batch: where its job
-// asks for it, its replica is one stage holding the whole model (the score is the whole
-// model's loss), there is another replica, and the sync is not streaming (whose
-// collectives run beside the steps while the anchors they would score from move).
+// asks for it (streaming's outer steps are DiLoCo's, scored under auto as DiLoCo's are,
+// each from the anchors of the step it was launched at: streamingSync.launchSync), its
+// replica is one stage holding the whole model (the score is the whole model's loss), and
+// there is another replica.
 func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
-	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded &&
-		sc.Mode != jobspec.SyncStreaming
+	enabled := sc.Score.Enabled(sc.Mode, sc.Zero) ||
+		(sc.Mode == jobspec.SyncStreaming && sc.Zero == 0 && (sc.Score == "" || sc.Score == jobspec.ScoreAuto))
+	return enabled && w.numStages == 1 && w.numReplicas > 1 && !offloaded
 }
 
 // scoresContested says whether the worker scores only the gradient collectives that look
