@@ -454,9 +454,7 @@ func (p Plan) nodeBatches(def int) map[string]float64 {
 // there is another replica.
 func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
-	enabled := sc.Score.Enabled(sc.Mode, sc.Zero) ||
-		(sc.Mode == jobspec.SyncStreaming && sc.Zero == 0 && (sc.Score == "" || sc.Score == jobspec.ScoreAuto))
-	return enabled && w.numStages == 1 && w.numReplicas > 1 && !offloaded
+	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded
 }
 
 // scoresContested says whether the worker scores only the gradient collectives that look

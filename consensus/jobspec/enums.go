@@ -197,8 +197,8 @@ type Score string
 
 // Held-out scoring settings.
 const (
-	// ScoreAuto (the default) scores the outer steps of DiLoCo, where it costs a few
-	// forward passes once per inner_steps steps, and under every-step sync and ZeRO, where
+	// ScoreAuto (the default) scores the outer steps of DiLoCo and streaming DiLoCo, where
+	// it costs a few forward passes once per inner_steps steps, and under every-step sync and ZeRO, where
 	// it would cost them at every step, only a collective that looks inconsistent: its
 	// norm check contested (two against two, 16× apart), its norms over 8× apart, or its
 	// contributions pulling against one another (never in the first steps of an honest
@@ -228,5 +228,5 @@ func (s Score) Enabled(sync Sync, zero int) bool {
 	case ScoreOff:
 		return false
 	}
-	return zero == 0 && sync == SyncDiLoCo
+	return zero == 0 && (sync == SyncDiLoCo || sync == SyncStreaming)
 }
