@@ -172,9 +172,10 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 	// Its rejections are the worker's at the step that applies it (finishSync), so that
 	// the offender watch sees them with that synchronisation, whenever the goroutine ran.
 	pol.reject = func(r Rejection) { p.rejected = append(p.rejected, r) }
-	if w.scorer != nil {
+	if w.scorer != nil && len(w.runs[i].group.Members) >= 3 {
 		// Scored as DiLoCo's outer step is, from the point every replica shares now: the
-		// steps it runs beside move other fragments' anchors.
+		// steps it runs beside move other fragments' anchors. (With two members nothing
+		// is scored, dropByScore: no copy of the anchors.)
 		at := s.frozen()
 		pol.score, pol.length = s.outerScoreAt(i, at), s.outerLengthAt(i, at)
 	}
