@@ -41,6 +41,7 @@ type inboundRun struct {
 	scaleBy float32
 	score   jobspec.Score // "": the default (auto)
 	zero    int           // the ZeRO stage (0: none)
+	stages  int           // pipeline stages per replica (0: one); stage s > 0 of replica i is node "ri.s"
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
@@ -76,17 +77,26 @@ func (r inboundRun) result(t *testing.T) inboundResult {
 	L := cfg.Train.Model.NumLayers()
 	var names []string
 	var plan Plan
+	bad := map[string]bool{}
+	S := max(r.stages, 1)
 	for i := range r.n {
-		names = append(names, fmt.Sprintf("r%d", i))
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: names[i], Last: L}})
+		var rep []StagePlan
+		for st := range S {
+			name := fmt.Sprintf("r%d", i)
+			if st > 0 {
+				name = fmt.Sprintf("r%d.%d", i, st)
+			}
+			names = append(names, name)
+			bad[name] = i >= r.n-r.bad
+			rep = append(rep, StagePlan{Node: name, First: L * st / S, Last: L * (st + 1) / S})
+		}
+		plan.Replicas = append(plan.Replicas, rep)
 	}
 	net := NewInMemory(names...)
 	defer net.Close()
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
-		for i := r.n - r.bad; i < r.n; i++ {
-			if node == names[i] {
-				return scaler{Transport: net.Peer(node), s: r.scaleBy}
-			}
+		if bad[node] {
+			return scaler{Transport: net.Peer(node), s: r.scaleBy}
 		}
 		return net.Peer(node)
 	})
@@ -301,6 +311,7 @@ var (
 	inboundModeList   = flag.String("inbound-modes", "diloco,sync,zero-1,zero-2,streaming", "the sync modes TestInboundPoisonTable runs, comma-separated")
 	inboundAttackList = flag.String("inbound-attacks", "-15,-1,-3,15,0.05,0.6,1000,0.5,0.75,0.9,1.25,2,4", "the attackers' scalings TestInboundPoisonTable runs, comma-separated")
 	inboundRuleList   = flag.String("inbound-rules", "", "the rules TestInboundPoisonTable runs, comma-separated (empty: every rule)")
+	inboundStages     = flag.Int("inbound-stages", 1, "the pipeline stages per replica TestInboundPoisonTable runs (more than one: not scored)")
 	inboundSizeList   = flag.String("inbound-sizes", "1/3,2/4", "the attackers of replicas TestInboundPoisonTable runs, comma-separated")
 )
 
@@ -347,7 +358,7 @@ func inboundTableRows(t *testing.T, mode string, sync jobspec.Sync, zero int) {
 		for _, score := range inboundScores() {
 			for _, rule := range inboundRules() {
 				for _, nb := range inboundSizes() {
-					r := inboundRun{sync: sync, zero: zero, rule: rule, n: nb[0], steps: 24, score: score}
+					r := inboundRun{sync: sync, zero: zero, rule: rule, n: nb[0], steps: 24, score: score, stages: *inboundStages}
 					honest := r.result(t)
 					row := fmt.Sprintf("| %s | %s | %s | %d of %d | %.4f | %d, %d |", mode, score, rule, nb[1], nb[0], honest.val, honest.evals, honest.syncBytes)
 					if len(honest.rejected) > 0 {
