@@ -3,11 +3,14 @@ package parallel
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -166,12 +169,13 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return p.signingPeer.Send(ctx, to, &g)
 }
 
-// colludedRun trains four signing one-stage DiLoCo replicas, the last two colluding
-// (×−15, signed), and returns the run, its config, plan and members.
-func colludedRun(t *testing.T) (*LocalRun, JobConfig, Plan, []string) {
+// colludedRun trains four one-stage DiLoCo replicas (signing when sign), the last bad
+// of them colluding (×−15, signed again), and returns the run, its config, plan and
+// members.
+func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
 	keys, ids := nodeKeys(t, 4)
 	var plan Plan
@@ -182,8 +186,11 @@ func colludedRun(t *testing.T) (*LocalRun, JobConfig, Plan, []string) {
 	t.Cleanup(func() { net.Close() })
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 		i := slices.Index(ids, node)
+		if !sign {
+			return net.Peer(node)
+		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
-		if i >= 2 {
+		if i >= 4-bad {
 			return resigner{signingPeer: p, s: -15}
 		}
 		return p
@@ -200,12 +207,41 @@ func colludedRun(t *testing.T) (*LocalRun, JobConfig, Plan, []string) {
 	return run, cfg, plan, ids
 }
 
+var signingCost = flag.Bool("signing-cost", false, "print what signing costs an honest four-replica DiLoCo run (TestSigningKeepsHonestBits)")
+
+// TestSigningKeepsHonestBits: an honest four-replica DiLoCo run ends with the same
+// validation loss, to the bit, signed or not, and drops nothing; with -signing-cost it
+// prints the wall time and the bytes replica 0 sent, each way.
+func TestSigningKeepsHonestBits(t *testing.T) {
+	var vals [2]float64
+	for i, sign := range []bool{false, true} {
+		start := time.Now()
+		run, cfg, _, _ := colludedRun(t, 24, 0, sign)
+		wall := time.Since(start)
+		val, err := run.Evaluate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rej := run.Rejected(); len(rej) != 0 {
+			t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+		}
+		vals[i] = val
+		_, sent := run.Workers()[0].BytesSent()
+		if *signingCost {
+			t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+		}
+	}
+	if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+		t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+	}
+}
+
 // TestEvidenceConvictsColluders: two colluders of four (×−15, standing by their
 // signatures) are named by both honest workers, each of which holds evidence that the
 // leader's check convicts; evidence accusing an honest member does not convict, and
 // evidence whose contribution or θ a reporter altered is refused as forged.
 func TestEvidenceConvictsColluders(t *testing.T) {
-	run, cfg, plan, ids := colludedRun(t)
+	run, cfg, plan, ids := colludedRun(t, 12, 2, true)
 	rej0, named0 := run.ReportedBy(0)
 	t.Logf("worker 0 dropped %d, first %v; codec %s", len(rej0), rej0[:min(len(rej0), 2)], cfg.Sync.Codec)
 	_, named1 := run.ReportedBy(1)
