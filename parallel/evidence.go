@@ -41,8 +41,9 @@ type Evidence struct {
 	// Reporter the position of the worker that kept the evidence.
 	Members  []string
 	Reporter int
-	// Theta is every run's flat weights at the point the contributions were computed
-	// against (what each signature's θ digest covers).
+	// Theta is the run's flat weights at the point the contributions were computed
+	// against (what each signature's θ digest covers), as a list of one run: only a
+	// worker of one run keeps evidence (signer).
 	Theta [][]float32
 	// Signed is each member's contribution as it arrived: encoded bytes, θ digest,
 	// signature (signContribution); nil where none verified.
@@ -407,6 +408,8 @@ func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
 		return fmt.Errorf("%w: job %d epoch %d, the job's is %d epoch %d", errEvidence, ev.Job, ev.Epoch, cfg.Job, cfg.Epoch)
 	case R < 2 || len(ev.Signed) != R:
 		return fmt.Errorf("%w: %d members, %d contributions", errEvidence, R, len(ev.Signed))
+	case len(ev.Theta) != 1:
+		return fmt.Errorf("%w: θ of %d runs: only a stage of one run keeps evidence", errEvidence, len(ev.Theta))
 	case ev.Reporter < 0 || ev.Reporter >= R:
 		return fmt.Errorf("%w: reporter %d of %d members", errEvidence, ev.Reporter, R)
 	case int(ev.Base)+R > math.MaxUint16:

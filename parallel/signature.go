@@ -130,8 +130,8 @@ func verifyContribution(member string, s slot, payload []byte, theta [thetaLen]b
 }
 
 // thetaDigest is the SHA-256 of vs' values as little-endian float32, in order: the θ a
-// contribution is computed against (DiLoCo's anchors; the weights of an every-step or
-// ZeRO sync). Honest replicas hold the same θ bits (confirmSameResult checks it), so they
+// contribution is computed against (a run's DiLoCo anchor, or its weights at an
+// every-step sync). Honest replicas hold the same θ bits (confirmSameResult checks it), so they
 // compute the same digest.
 func thetaDigest(vs ...[]float32) [thetaLen]byte {
 	h := sha256.New()
@@ -181,7 +181,8 @@ type signer struct {
 	// theta is the digest of the θ the collective's contributions are computed against;
 	// computed once per collective, when first asked.
 	theta func() [thetaLen]byte
-	// thetas is every run's flat weights at that θ (nil: no evidence is kept).
+	// thetas is the run's flat weights at that θ, as a list of one (nil: no evidence is
+	// kept).
 	thetas func() [][]float32
 	// keep, when set, receives the gather's signed contributions and its dropping
 	// decision when it dropped someone (evidence.go).

@@ -434,7 +434,7 @@ func (w *Worker) policy() policy {
 		w.rejectMu.Lock()
 		w.rejected = append(w.rejected, r)
 		w.rejectMu.Unlock()
-	}, batches: w.plan.nodeBatches(w.cfg.Train.Batch), sign: w.signer(nil)}
+	}, batches: w.plan.nodeBatches(w.cfg.Train.Batch), sign: w.signer(nil, nil)}
 }
 
 // nodeBatches is each node's replica batch (sequences) under p, nil when every replica's
