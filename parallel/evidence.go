@@ -78,9 +78,30 @@ type evidenceStore struct {
 	latest map[uint16]*Evidence
 }
 
+// MaxKeptEvidenceBytes bounds one kept evidence (θ and the signed contributions): a
+// larger gather (four replicas of a 100M-weight model: ~2 GB) is not kept, and its drop
+// can convict nobody on evidence; the store holds at most one per run.
+var MaxKeptEvidenceBytes = 256 << 20
+
+// size is what ev holds in memory, θ and the contributions.
+func (ev *Evidence) size() int {
+	n := 0
+	for _, v := range ev.Theta {
+		n += 4 * len(v)
+	}
+	for _, p := range ev.Signed {
+		n += len(p)
+	}
+	return n
+}
+
 func (s *evidenceStore) keep(ev *Evidence) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ev.size() > MaxKeptEvidenceBytes {
+		delete(s.latest, ev.Index%attemptIndexStride) // an older drop's evidence is stale
+		return
+	}
 	if s.latest == nil {
 		s.latest = map[uint16]*Evidence{}
 	}
@@ -168,8 +189,9 @@ func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int
 	slices.Sort(dropped)
 	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
 		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Dropped: dropped}
-	for _, v := range s.thetas() {
-		ev.Theta = append(ev.Theta, slices.Clone(v))
+	thetas := s.thetas()
+	if ev.size()+4*len(thetas[0]) <= MaxKeptEvidenceBytes { // else keep drops it: no copy
+		ev.Theta = [][]float32{slices.Clone(thetas[0])}
 	}
 	s.keep(ev)
 }

@@ -394,3 +394,20 @@ func BenchmarkGather(b *testing.B) {
 		})
 	}
 }
+
+// TestKeptEvidenceIsBounded: a gather whose evidence would pass MaxKeptEvidenceBytes is
+// not kept, and the older evidence of its run goes with it.
+func TestKeptEvidenceIsBounded(t *testing.T) {
+	var st evidenceStore
+	small := &Evidence{Index: 3, Step: 1, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}}
+	st.keep(small)
+	if st.latest[3] != small {
+		t.Fatal("a small evidence was not kept")
+	}
+	defer func(old int) { MaxKeptEvidenceBytes = old }(MaxKeptEvidenceBytes)
+	MaxKeptEvidenceBytes = 31
+	st.keep(&Evidence{Index: 3 + attemptIndexStride, Step: 2, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}})
+	if len(st.latest) != 0 {
+		t.Fatalf("kept %d evidences past the bound", len(st.latest))
+	}
+}
