@@ -99,4 +99,10 @@ func TestEvidenceIsJudgedByTheLeader(t *testing.T) {
 	if len(j.Verdicts) != 2 || !j.Verdicts[1].Convicted {
 		t.Fatalf("verdicts %+v: want the second convicting", j.Verdicts)
 	}
+	leader.c.evidence.mu.Lock()
+	clear(leader.c.evidence.last)
+	leader.c.evidence.mu.Unlock()
+	if err := a.c.ShipEvidence(ctx, id, leader.id.String(), make([]byte, MaxEvidenceBytes)); err != nil {
+		t.Fatalf("evidence of MaxEvidenceBytes does not fit the RPC: %v", err)
+	}
 }

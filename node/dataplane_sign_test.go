@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/meshnode/meshnode/mesh/dataplane"
+	"github.com/meshnode/meshnode/node/runner"
 	"github.com/meshnode/meshnode/parallel"
 )
 
@@ -14,5 +15,14 @@ func TestDataPlaneSigns(t *testing.T) {
 	var tr parallel.Transport = (*dataplane.Plane)(nil)
 	if _, ok := tr.(parallel.SigningTransport); !ok {
 		t.Fatal("the data plane holds no signing key: workers on it sign nothing")
+	}
+}
+
+// TestNodeControlShipsEvidence: the runner ships a worker's offender evidence only
+// through a Control that can (runner.EvidenceShipper); the node's must.
+func TestNodeControlShipsEvidence(t *testing.T) {
+	var c runner.Control = nodeControl{}
+	if _, ok := c.(runner.EvidenceShipper); !ok {
+		t.Fatal("the node's control cannot ship evidence: no worker's evidence reaches the leader")
 	}
 }

@@ -352,15 +352,16 @@ func UnmarshalEvidence(p []byte) (*Evidence, error) {
 	return ev, nil
 }
 
-// errForged is evidence whose contributions are not what their authors signed, or that
-// were signed against another θ than the one it ships: the reporter's accusation fails.
-var errForged = errors.New("forged offender evidence")
+// ErrForgedEvidence is evidence whose contributions are not what their authors signed,
+// or that were signed against another θ than the one it ships: the reporter's accusation
+// fails.
+var ErrForgedEvidence = errors.New("forged offender evidence")
 
 // VerifyEvidence is the leader's check of ev against accused, for the job cfg and plan
 // describe, on data (the job's dataset): every contribution must be signed by its author
 // for ev's collective and against ev's θ, and the judge the workers run (with the policy
 // of the job's sync mode, on a worker of the leader's own at ev's θ and step) must drop
-// accused. It returns whether it did and why; an error wrapping errForged when the
+// accused. It returns whether it did and why; an error wrapping ErrForgedEvidence when the
 // evidence is forged (a false accusation), any other error when it cannot be checked at
 // all (a malformed message, a plan it does not belong to).
 func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence, accused string) (bool, string, error) {
@@ -374,14 +375,14 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		}
 		payload, claimed, sig, err := splitSigned(p)
 		if err != nil {
-			return false, "", fmt.Errorf("%w: %v", errForged, err)
+			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
 		if claimed != theta {
-			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the evidence ships", errForged, ev.Members[m])
+			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the evidence ships", ErrForgedEvidence, ev.Members[m])
 		}
 		s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
 		if err := verifyContribution(ev.Members[m], s, payload, theta, sig); err != nil {
-			return false, "", fmt.Errorf("%w: %v", errForged, err)
+			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
 	}
 	w, pol, err := verifierWorker(cfg, plan, data, ev)

@@ -278,13 +278,13 @@ func TestEvidenceConvictsColluders(t *testing.T) {
 	forged.Signed = slices.Clone(ev.Signed)
 	forged.Signed[1] = slices.Clone(ev.Signed[1])
 	forged.Signed[1][0] ^= 0x80 // an honest member's contribution, altered to look bad
-	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[1]); !errors.Is(err, errForged) {
+	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[1]); !errors.Is(err, ErrForgedEvidence) {
 		t.Fatalf("an altered contribution: %v, want it refused as forged", err)
 	}
 	forged = *ev
 	forged.Theta = [][]float32{slices.Clone(ev.Theta[0])}
 	forged.Theta[0][0] += 1 // a θ the members never signed
-	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, errForged) {
+	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
 		t.Fatalf("another θ: %v, want it refused as forged", err)
 	}
 }
