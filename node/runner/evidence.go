@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus"
@@ -61,6 +62,7 @@ func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, m
 		return false, "", err
 	}
 	cfg := jobConfig(j, j.Epoch(), *jp)
+	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload") // as the reporter's worker was built (train)
 	if j.Spec.Model.InitBlob != "" && cfg.Train.LoRA != nil {
 		if cfg.Train.Init, err = r.initFile(ctx, j.Spec.Model.InitBlob); err != nil {
 			return false, "", err
