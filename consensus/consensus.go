@@ -31,6 +31,9 @@ type Consensus struct {
 	wal   *wal.WAL
 	// leaders counts leadership changes (leader_changes.go).
 	leaders leaderWatch
+	// evidence is the leader's judge of offender evidence and its per-reporter limits
+	// (evidence.go).
+	evidence evidenceDesk
 
 	// memberMu serialises membership changes on the leader so that voter counts hold.
 	memberMu sync.Mutex

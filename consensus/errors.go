@@ -57,6 +57,7 @@ var errorCodes = map[string]error{
 	"stale_epoch":     ErrStaleEpoch,
 	"too_large":       ErrTooLarge,
 	"bad_request":     ErrBadRequest,
+	"busy":            ErrBusy,
 	"invalid_spec":    ErrInvalidSpec,
 	"forbidden":       ErrForbidden,
 	"not_member":      ErrNotMember,

@@ -105,6 +105,8 @@ func (f *FSM) apply(data []byte, index uint64) any {
 		return applyAs(buf, index, f.applyPromotion)
 	case SpeedProofType:
 		return applyAs(buf, index, f.applySpeedProof)
+	case VerdictType:
+		return applyAs(buf, index, f.applyVerdict)
 	}
 	if t&IgnoreUnknownTypeFlag != 0 {
 		f.log.Warn("skipping unknown message type", "type", uint8(t), "index", index)

@@ -28,6 +28,7 @@ func validEntries(t testing.TB) [][]byte {
 		mustEncode(t, CheckpointType, CheckpointRequest{JobID: "j1", Manifest: CheckpointManifest{Step: 1, Files: []CheckpointFile{{Node: node, Hash: "h"}}}}),
 		mustEncode(t, JobEventType, JobEventRequest{JobID: "j1", Event: Event{Kind: "x", Message: "m"}}),
 		mustEncode(t, SpeedProofType|IgnoreUnknownTypeFlag, SpeedProofRequest{Proof: SpeedProof{ID: node, ClaimGFLOPS: 1e6, GFLOPS: 40, Time: t0, By: node}}),
+		mustEncode(t, VerdictType|IgnoreUnknownTypeFlag, VerdictRequest{JobID: "j1", Verdict: Verdict{Member: node, Accuser: "n2", Convicted: true, Time: t0, By: node}}),
 		mustEncode(t, JobStatusType, JobStatusRequest{ID: "j1", Status: JobCancelled, Time: t0}),
 	}
 }
@@ -60,7 +61,7 @@ func FuzzFSMApply(f *testing.F) {
 			fsm.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: e})
 		}
 		res := fsm.Apply(&raft.Log{Index: 100, Type: raft.LogCommand, Data: data})
-		if err, ok := res.(error); ok && len(data) > 0 && data[0]&^byte(IgnoreUnknownTypeFlag) > byte(SpeedProofType) && !errors.Is(err, ErrBadEntry) {
+		if err, ok := res.(error); ok && len(data) > 0 && data[0]&^byte(IgnoreUnknownTypeFlag) > byte(VerdictType) && !errors.Is(err, ErrBadEntry) {
 			t.Fatalf("unknown type answered %v", err)
 		}
 		before := snapshotBytes(t, fsm)

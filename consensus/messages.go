@@ -32,6 +32,9 @@ const (
 	// (speed_proof.go). It is proposed with IgnoreUnknownTypeFlag so that older binaries
 	// skip it.
 	SpeedProofType MessageType = 11 // SpeedProofRequest
+	// VerdictType records a leader's check of offender evidence (verdict.go). Like a
+	// speed proof only the leader writes it, with IgnoreUnknownTypeFlag.
+	VerdictType MessageType = 12 // VerdictRequest
 )
 
 // IgnoreUnknownTypeFlag, set on a message type, tells a replica that does not know the type

@@ -12,6 +12,7 @@ type (
 	CheckpointFile     = records.CheckpointFile
 	CheckpointManifest = records.CheckpointManifest
 	Event              = records.Event
+	Verdict            = records.Verdict
 	JobSummary         = records.JobSummary
 	JobDetail          = records.JobDetail
 	ProgressView       = records.ProgressView

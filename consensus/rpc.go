@@ -39,6 +39,7 @@ var ops = map[string]op{
 	"progress":   {leaderOnly: true, fn: (*Consensus).handleProgress},
 	"checkpoint": {leaderOnly: true, fn: (*Consensus).handleCheckpoint},
 	"event":      {leaderOnly: true, fn: (*Consensus).handleEvent},
+	"evidence":   {leaderOnly: true, fn: (*Consensus).handleEvidence},
 	"get_job":    {leaderOnly: true, idempotent: true, fn: (*Consensus).handleGetJob},
 	"list_jobs":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handleListJobs},
 	"promotion":  {leaderOnly: true, idempotent: true, fn: (*Consensus).handlePromotion},

@@ -139,6 +139,7 @@ func cloneJob(j *Job) Job {
 	c.StageTimes = slices.Clone(j.StageTimes)
 	c.Checkpoints = slices.Clone(j.Checkpoints)
 	c.Events = slices.Clone(j.Events)
+	c.Verdicts = slices.Clone(j.Verdicts)
 	return c
 }
 

@@ -107,6 +107,11 @@ func (s *consensusService) Start(context.Context) error {
 	if err != nil {
 		return fmt.Errorf("consensus: %w", err)
 	}
+	if e := s.n.engine; e != nil {
+		// As leader, this node checks the offender evidence plan members ship with its
+		// own engine (docs/security.md, "Verifiable offender evidence").
+		c.SetEvidenceJudge(e.runner.JudgeEvidence)
+	}
 	s.mu.Lock()
 	s.c = c
 	s.mu.Unlock()

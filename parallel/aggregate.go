@@ -49,6 +49,9 @@ type policy struct {
 	// shares differ (nil when they are equal): the distance check compares contributions
 	// per sequence (perSequence), as Worker.weigh scales each by its replica's share.
 	batches map[string]float64
+	// sign, when set, signs this member's contribution and requires the others'
+	// signatures (signature.go); nil: nothing is signed.
+	sign *signer
 }
 
 // perSequence is, for each of members, the factor that makes its contribution one per

@@ -85,9 +85,13 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	} else {
 		payloads[me], own = appendF32(nil, x), slices.Clone(x)
 	}
+	out, signed, err := pol.sign.outgoing(k, base, g, wire, len(x), payloads[me])
+	if err != nil {
+		return err
+	}
 	for m := range R {
 		if m != me {
-			if err := sendPieces(ctx, tr, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), payloads[me])); err != nil {
+			if err := sendPieces(ctx, tr, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), out)); err != nil {
 				return err
 			}
 		}
@@ -97,7 +101,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		if m == me {
 			continue
 		}
-		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), maxWireBytes(wire, len(x)))
+		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), maxWireBytes(wire, len(x))+pol.sign.trailer())
 		if errors.Is(err, errPieces) {
 			bad[m] = err
 			continue
@@ -109,11 +113,14 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 			return fmt.Errorf("all-gather from %s: codec %d, want %d", g.Members[m], f.Codec, wire)
 		}
 		payloads[m] = f.Payload
+		if bad[m] = pol.sign.incoming(k, base, g, m, wire, len(x), signed, f.Payload); bad[m] == nil && signed != nil {
+			payloads[m] = f.Payload[:len(f.Payload)-sigTrailer]
+		}
 	}
-	all, norms := make([][]float32, R), make([]float64, R)
+	all := make([][]float32, R)
 	for m := range R {
 		if m == me {
-			all[m], norms[m] = own, norm2(own)
+			all[m] = own
 			continue
 		}
 		v, err := decodeContribution(payloads[m], len(x), ef)
@@ -122,31 +129,17 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		}
 		if err != nil {
 			pol.report(g.Members[m], "undecodable: %v", err)
-			norms[m] = math.NaN()
 			continue
 		}
-		all[m], norms[m] = v, norm2(v)
+		all[m] = v
 	}
-	ref := pol.normReference(norms)
-	for m, v := range all {
-		if v == nil {
-			continue
-		}
-		if reason := admissible(norms[m], ref); reason != "" {
-			pol.report(g.Members[m], "%s", reason)
-			all[m] = nil
-		}
-	}
-	for m, reason := range outliers(all, pol.perSequence(g.Members)) {
-		pol.report(g.Members[m], "%s", reason)
-		all[m] = nil
-	}
-	pol.equaliseSizes(g.Members, all)
-	pol.scoreIfPullingApart(all)
-	scoredOut, err := dropByScore(g, all, pol)
+	judged := slices.Clone(all)
+	scoredOut, err := judge(g, judged, pol)
 	if err != nil {
 		return err
 	}
+	pol.sign.evidence(k, base, g, wire, len(x), signed, all, judged)
+	all = judged
 	contribs := make([][]float32, 0, R)
 	for _, v := range all {
 		if v != nil {
@@ -164,6 +157,38 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		combine(x, contribs, pol.rule)
 	}
 	return confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+}
+
+// judge drops from all (setting it nil) what the policy refuses: the norm check, the
+// distance to the median, then the held-out score; it reports each drop and says whether
+// the score dropped every contribution left. all holds the decoded contributions in
+// member order, nil where one was undecodable. A leader checking a reporter's evidence
+// runs this same function (VerifyEvidence).
+func judge(g Group, all [][]float32, pol policy) (bool, error) {
+	norms := make([]float64, len(all))
+	for m, v := range all {
+		norms[m] = math.NaN()
+		if v != nil {
+			norms[m] = norm2(v)
+		}
+	}
+	ref := pol.normReference(norms)
+	for m, v := range all {
+		if v == nil {
+			continue
+		}
+		if reason := admissible(norms[m], ref); reason != "" {
+			pol.report(g.Members[m], "%s", reason)
+			all[m] = nil
+		}
+	}
+	for m, reason := range outliers(all, pol.perSequence(g.Members)) {
+		pol.report(g.Members[m], "%s", reason)
+		all[m] = nil
+	}
+	pol.equaliseSizes(g.Members, all)
+	pol.scoreIfPullingApart(all)
+	return dropByScore(g, all, pol)
 }
 
 // dropByScore drops from all (setting it nil) what the policy's held-out score refuses

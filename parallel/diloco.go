@@ -101,9 +101,7 @@ func (s *dilocoSync) outerStep(ctx context.Context) error {
 	w := s.w
 	for i, run := range w.runs {
 		delta := s.pseudoGradient(i)
-		pol := w.policy()
-		pol.score = s.outerScore(i)
-		pol.length = s.outerLength(i)
+		pol := s.gatherPolicy(i)
 		if err := w.outerQuorum(countingTransport{w}, run).reduce(ctx, delta, w.feedback[i], pol); err != nil {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}

@@ -26,7 +26,11 @@
 // Every contribution a replica receives is checked before it is aggregated (aggregate.go)
 // and, where the job scores, scored on a held-out batch from the weights every honest
 // member shares (score.go); these checks must stay deterministic, so that every honest
-// member drops the same contributions and keeps the same bits.
+// member drops the same contributions and keeps the same bits. On a transport that holds
+// the node key (SigningTransport) every gathered contribution is signed by its author
+// against the θ it was computed from (signature.go), and a worker keeps the signed
+// contributions of its latest drop as evidence that the leader re-judges with the same
+// code (evidence.go, VerifyEvidence): determinism is what makes the evidence checkable.
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

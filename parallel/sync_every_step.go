@@ -19,10 +19,7 @@ func (s everyStep) reduce(ctx context.Context) error {
 		for i, run := range w.runs {
 			g := flattenGrads(w.runParams[i])
 			w.weigh(g)
-			pol := w.policy()
-			pol.score = w.gradientScore(i)
-			pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
-			pol.equalise = pol.score != nil || pol.scoreContested != nil
+			pol := s.gatherPolicy(i)
 			if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], pol); err != nil {
 				return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"sync"
 	"time"
 
@@ -144,7 +145,12 @@ const evalMicro = 0x8000
 type Worker struct {
 	// rejected collects the contributions this worker's collectives dropped since the last
 	// step's result (streaming's run in goroutines: guarded by rejectMu).
-	rejectMu        sync.Mutex
+	rejectMu sync.Mutex
+	// signKey is the node key the worker signs its contributions with (its transport's,
+	// SigningTransport; nil: it signs nothing), and evidence the signed contributions of
+	// the latest collective of each run that dropped a member (evidence.go).
+	signKey         crypto.PrivKey
+	evidence        evidenceStore
 	rejected        []Rejection
 	offenders       *offenderWatch
 	cfg             JobConfig
@@ -219,10 +225,14 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	if stall <= 0 {
 		stall = DefaultStallTimeout
 	}
+	var signKey crypto.PrivKey
+	if st, ok := tr.(SigningTransport); ok {
+		signKey = st.SigningKey()
+	}
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		data: data, codec: codec, peers: newPeerSet(), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+		data: data, codec: codec, peers: newPeerSet(), signKey: signKey, offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	if be := cfg.Train.Backend; be != nil {
 		if !be.Device().IsHost() && w.numStages > 1 {
 			return nil, fmt.Errorf("backend %s: a device backend runs one stage per replica for now (pipeline activations arrive as host slices), the plan has %d", be.Name(), w.numStages)
@@ -424,7 +434,7 @@ func (w *Worker) policy() policy {
 		w.rejectMu.Lock()
 		w.rejected = append(w.rejected, r)
 		w.rejectMu.Unlock()
-	}, batches: w.plan.nodeBatches(w.cfg.Train.Batch)}
+	}, batches: w.plan.nodeBatches(w.cfg.Train.Batch), sign: w.signer(nil, nil)}
 }
 
 // nodeBatches is each node's replica batch (sequences) under p, nil when every replica's

@@ -88,6 +88,23 @@ type Event struct {
 	By string `json:"by,omitempty"`
 }
 
+// Verdict is a leader's check of the evidence a reporter shipped against Member: the
+// leader verified every author's signature and recomputed the reporter's dropping
+// decision from the signed contributions (parallel.VerifyEvidence). Convicted: the
+// recomputation dropped Member. Otherwise the evidence did not hold and the verdict
+// records Accuser's false accusation.
+type Verdict struct {
+	Member    string `json:"member"`
+	Accuser   string `json:"accuser"`
+	Convicted bool   `json:"convicted"`
+	Epoch     uint64 `json:"epoch"`
+	Step      int    `json:"step"`
+	Reason    string `json:"reason,omitempty"`
+	// By is the leader that checked the evidence, Time when.
+	By   string    `json:"by"`
+	Time time.Time `json:"time"`
+}
+
 // Job is one submitted job and everything the control plane knows about it.
 type Job struct {
 	ID          string           `json:"id"`
@@ -103,6 +120,10 @@ type Job struct {
 	StageTimes  []StageTimes         `json:"stage_times,omitempty"`
 	Checkpoints []CheckpointManifest `json:"checkpoints"`
 	Events      []Event              `json:"events"`
+	// Verdicts are the leaders' checks of offender evidence (Verdict), oldest first (a
+	// bounded history). Only a leader writes one; the scheduler excludes a member a
+	// verdict convicted even where fewer than half of the plan named it.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 	// FinishedIndex is the log index at which the job reached a terminal status, 0 while
 	// it runs; retention drops the finished jobs with the smallest first.
 	FinishedIndex uint64 `json:"finished_index,omitempty"`

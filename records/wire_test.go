@@ -39,6 +39,7 @@ func sampleJob() Job {
 		Checkpoints: []CheckpointManifest{{Epoch: 1, Step: 100, Time: at, Files: []CheckpointFile{
 			{Kind: "model", Node: "n1", Layers: [2]int{0, 5}, Hash: "h1", Bytes: 1234, Replica: 1}}}},
 		Events:        []Event{{Time: at, Kind: jobspec.EventPlan, Epoch: 1, Step: 100, Message: "plan set initial", By: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo"}},
+		Verdicts:      []Verdict{{Member: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", Accuser: "12D3KooWJWoaqZhDaoEFshF7Rh1bpY9ohihFhzcW6d69Lr2NASuq", Convicted: true, Epoch: 1, Step: 90, Reason: "held-out score 0.02 below the floor", By: "12D3KooWQYhTNQdmr3ArTeUHRYzFg94BKyTkoWBDWez9kSCVe2Xo", Time: at}},
 		FinishedIndex: 42,
 	}
 }

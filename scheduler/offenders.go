@@ -8,8 +8,20 @@ import "github.com/meshnode/meshnode/consensus/jobspec"
 // single member's word is not enough, or any admitted member could have honest nodes
 // excluded; the honest workers of a plan each see an offender's contributions and each
 // report it. The scheduler plans the job without offenders from then on.
+//
+// A member a leader's verdict convicted (Job.Verdicts: the leader re-scored the signed
+// contributions a reporter shipped and dropped the member too) is an offender whatever
+// the count: with two colluders of four the two honest reporters are only half of the
+// plan, and the count alone cannot tell them from two liars naming two honest members.
+// A verdict that did not convict changes nothing here (the false accuser is named in an
+// event; see docs/security.md for why it is not excluded).
 func Offenders(j Job) map[string]bool {
 	out := map[string]bool{}
+	for _, v := range j.Verdicts {
+		if v.Convicted && v.By != "" && v.Member != "" {
+			out[v.Member] = true
+		}
+	}
 	if j.Plan == nil {
 		return out
 	}

@@ -70,3 +70,66 @@ func TestOneMemberCannotExcludeAnother(t *testing.T) {
 		}
 	}
 }
+
+// fourReplicaJob is a running four-replica DiLoCo job on a, b, c and d.
+func fourReplicaJob(t *testing.T) (Job, []Member) {
+	t.Helper()
+	diloco := spec()
+	diloco.Parallel.Stages, diloco.Parallel.Replicas, diloco.Parallel.Sync = jobspec.Fixed(1), jobspec.Fixed(4), jobspec.SyncDiLoCo
+	abcd := members("a", "b", "c", "d")
+	j := running(t, diloco, abcd)
+	if len(j.Plan.Replicas) != 4 {
+		t.Fatalf("the test wants four replicas, the plan has %d", len(j.Plan.Replicas))
+	}
+	return j, abcd
+}
+
+// verdict is j with a leader's verdict on member, shipped by accuser.
+func verdict(j Job, member, accuser string, convicted bool) Job {
+	j.Verdicts = append(j.Verdicts, Verdict{Member: member, Accuser: accuser, Convicted: convicted, Epoch: j.Epoch, Step: 9, By: "leader"})
+	return j
+}
+
+// TestVerifiedColludersAreLeftOut: two colluders of four, each named by the two honest
+// members only (half of the plan, not more), stay on the reporters' word alone, and are
+// left out of the next plan once a leader's verdict convicted them.
+func TestVerifiedColludersAreLeftOut(t *testing.T) {
+	j, abcd := fourReplicaJob(t)
+	h0, h1, c0, c1 := j.Plan.Replicas[0][0].Node, j.Plan.Replicas[1][0].Node, j.Plan.Replicas[2][0].Node, j.Plan.Replicas[3][0].Node
+	j = named(named(j, c0, h0, h1), c1, h0, h1)
+	if got := Offenders(j); len(got) != 0 {
+		t.Fatalf("offenders %v on half of the plan's word: want none without a verdict", got)
+	}
+	j = verdict(verdict(j, c0, h0, true), c1, h1, true)
+	if got := Offenders(j); !got[c0] || !got[c1] || len(got) != 2 {
+		t.Fatalf("offenders %v, want %s and %s", got, c0, c1)
+	}
+	h := &Harness{SelfID: h0, MemberList: abcd, JobList: []Job{j}, Clock: t0}
+	d := decision(t, h, New(Config{}))
+	if d.Plan == nil || d.Plan.Has(c0) || d.Plan.Has(c1) || !d.Plan.Has(h0) || !d.Plan.Has(h1) {
+		t.Fatalf("decision %s on %v: want a plan of %s and %s only", d.Kind, d.Plan, h0, h1)
+	}
+}
+
+// TestLiarsWithoutEvidenceExcludeNobody: two colluders of four naming the two honest
+// members (half of the plan) exclude nobody, and neither does a verdict that did not
+// convict (the leader re-scored the evidence and the accused was not dropped).
+func TestLiarsWithoutEvidenceExcludeNobody(t *testing.T) {
+	j, abcd := fourReplicaJob(t)
+	h0, h1, c0, c1 := j.Plan.Replicas[0][0].Node, j.Plan.Replicas[1][0].Node, j.Plan.Replicas[2][0].Node, j.Plan.Replicas[3][0].Node
+	for name, job := range map[string]Job{
+		"named by half":         named(named(j, h0, c0, c1), h1, c0, c1),
+		"false evidence, twice": verdict(verdict(named(named(j, h0, c0, c1), h1, c0, c1), h0, c0, false), h1, c1, false),
+		"unstamped verdict":     func() Job { k := verdict(j, h0, c0, true); k.Verdicts[0].By = ""; return k }(),
+	} {
+		if got := Offenders(job); len(got) != 0 {
+			t.Errorf("%s: offenders %v, want none", name, got)
+		}
+		h := &Harness{SelfID: c0, MemberList: abcd, JobList: []Job{job}, Clock: t0}
+		for _, d := range New(Config{}).Evaluate(h) {
+			if d.Plan != nil && (!d.Plan.Has(h0) || !d.Plan.Has(h1)) {
+				t.Errorf("%s: decision %s plans without an honest member: %v", name, d.Kind, d.Plan)
+			}
+		}
+	}
+}

@@ -29,6 +29,9 @@ func JobFromRecord(j records.Job) Job {
 		v.StageTimes = append(v.StageTimes, StageSample{Epoch: s.Epoch, Step: s.Step, Node: s.Node, ComputeS: s.Compute})
 	}
 	v.Events = EventsFromRecord(j.Events)
+	for _, d := range j.Verdicts {
+		v.Verdicts = append(v.Verdicts, Verdict{Member: d.Member, Accuser: d.Accuser, Convicted: d.Convicted, Epoch: d.Epoch, Step: d.Step, By: d.By})
+	}
 	for _, m := range j.Checkpoints {
 		v.Checkpoints = append(v.Checkpoints, CheckpointFromRecord(m))
 	}

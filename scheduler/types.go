@@ -61,6 +61,19 @@ type Job struct {
 	// StageTimes are the plan members' own phase times, oldest first (a bounded history):
 	// calibration prices each node by its own compute time where it has them.
 	StageTimes []StageSample
+	// Verdicts are the leaders' checks of offender evidence, oldest first
+	// (records.Verdict): a convicting one excludes its member from the plan (Offenders).
+	Verdicts []Verdict
+}
+
+// Verdict is a leader's check of the evidence Accuser shipped against Member at plan
+// epoch Epoch: Convicted when the leader's recomputation dropped Member too.
+type Verdict struct {
+	Member, Accuser string
+	Convicted       bool
+	Epoch           uint64
+	Step            int
+	By              string
 }
 
 // StageSample is one plan member's own mean compute time per step over the steps since

@@ -160,6 +160,11 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 // Self is this node's peer ID (peer.ID.String()).
 func (d *Plane) Self() string { return d.selfID }
 
+// SigningKey is this node's libp2p key: the training workers on the data plane sign their
+// contributions with it (parallel.SigningTransport), and every member recovers the public
+// key from the node's ID.
+func (d *Plane) SigningKey() crypto.PrivKey { return d.cfg.Identity }
+
 // Addr is the UDP host:port the data plane listens on, as bound (an unspecified host
 // stays unspecified: announce it with the node's reachable IP).
 func (d *Plane) Addr() string { return d.udp.LocalAddr().String() }

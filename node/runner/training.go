@@ -223,6 +223,7 @@ func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult)
 		msg := fmt.Sprintf("%s skipped step %d: its gradient norm is not finite", t.r.cfg.Self, res.Step)
 		evs = append(evs, consensus.NewEvent(consensus.EventStepSkipped, t.epoch, res.Step, msg))
 	}
+	t.shipEvidence(res.Offenders)
 	for _, m := range res.Offenders {
 		t.r.cfg.Metrics.ObserveOffender(t.job.ID, m)
 		why := fmt.Sprintf("%s dropped its contributions in %d consecutive syncs up to step %d", t.r.cfg.Self, parallel.OffenderAfter, res.Step)

@@ -1,0 +1,83 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// EvidenceShipper is a Control that can ship a worker's offender evidence to the leader
+// (the node's: consensus.ShipEvidence). Without it evidence stays with the worker.
+type EvidenceShipper interface {
+	ShipEvidence(ctx context.Context, jobID, member string, evidence []byte) error
+}
+
+// shipEvidence sends the worker's evidence against each member it just named to the
+// leader, in the background: the leader's check takes a forward pass per contribution
+// and held-out window, and the step must not wait for it. Evidence past the RPC's bound
+// (consensus.MaxEvidenceBytes) is not shipped.
+func (t *training) shipEvidence(named []string) {
+	ship, ok := t.r.cfg.Control.(EvidenceShipper)
+	if !ok || t.w == nil {
+		return
+	}
+	for _, m := range named {
+		ev := t.w.Evidence(m)
+		if ev == nil {
+			continue
+		}
+		raw := ev.Marshal()
+		if len(raw) > consensus.MaxEvidenceBytes {
+			t.r.log.Info("offender evidence too large to ship", "job", t.job.ID, "member", m, "bytes", len(raw))
+			continue
+		}
+		t.r.wg.Go(func() {
+			ctx, cancel := context.WithTimeout(t.r.ctx, time.Minute)
+			defer cancel()
+			if err := ship.ShipEvidence(ctx, t.job.ID, m, raw); err != nil {
+				t.r.log.Warn("ship offender evidence", "job", t.job.ID, "member", m, "err", err)
+			}
+		})
+	}
+}
+
+// JudgeEvidence is the leader's check of evidence reporter shipped against member of job
+// j (consensus.EvidenceJudge): the job's engine configuration under its current plan,
+// the reporter's dataset (the job's blob, fetched and verified by content hash where this
+// node lacks it, with the reporter's shards), and parallel.VerifyEvidence. Forged
+// evidence is a false accusation (not convicted, with the reason), not an error.
+func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, member string, evidence []byte) (bool, string, error) {
+	jp := scheduler.PlanFromRecord(j.CurrentPlan())
+	if jp == nil {
+		return false, "", fmt.Errorf("job %s has no plan", j.ID)
+	}
+	ev, err := parallel.UnmarshalEvidence(evidence)
+	if err != nil {
+		return false, "", err
+	}
+	cfg := jobConfig(j, j.Epoch(), *jp)
+	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload") // as the reporter's worker was built (train)
+	if j.Spec.Model.InitBlob != "" && cfg.Train.LoRA != nil {
+		if cfg.Train.Init, err = r.initFile(ctx, j.Spec.Model.InitBlob); err != nil {
+			return false, "", err
+		}
+	}
+	if j.Spec.Data.Blob == "" {
+		return false, "", fmt.Errorf("job %s names no dataset blob: its data cannot be the reporter's", j.ID)
+	}
+	data, err := r.cfg.Datasets.LoadDataset(ctx, j.Spec.Data.Blob, replicaShards(*jp, reporter))
+	if err != nil {
+		return false, "", fmt.Errorf("job %s's dataset: %w", j.ID, err)
+	}
+	convicted, why, err := parallel.VerifyEvidence(cfg, EnginePlan(jp.BuiltPlan()), data, ev, member)
+	if errors.Is(err, parallel.ErrForgedEvidence) {
+		return false, err.Error(), nil
+	}
+	return convicted, why, err
+}

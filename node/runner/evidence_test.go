@@ -1,0 +1,163 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/model"
+	"github.com/meshnode/meshnode/parallel"
+	"github.com/meshnode/meshnode/scheduler"
+)
+
+// TestJudgeEvidenceRefusesWhatItCannotCheck: the leader's judge refuses, as errors (not
+// verdicts), evidence of a job without a plan, evidence that does not decode, and a job
+// whose data is not a dataset blob (its data could not be the reporter's); each names
+// what is missing.
+func TestJudgeEvidenceRefusesWhatItCannotCheck(t *testing.T) {
+	c := newCluster(t)
+	r := c.runners[0]
+	s := smallSpec(t)
+	raw, err := json.Marshal(twoStagePlan(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := consensus.Job{ID: "j", Spec: s, Plans: []consensus.PlanEpoch{{Epoch: 1, Plan: raw}}}
+	ev := (&parallel.Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
+	for name, c := range map[string]struct {
+		job      consensus.Job
+		evidence []byte
+		want     string
+	}{
+		"no plan":      {consensus.Job{ID: "j", Spec: s}, ev, "no plan"},
+		"malformed":    {planned, []byte("MNEV\x01junk"), "offender evidence"},
+		"no data blob": {planned, ev, "dataset blob"},
+	} {
+		convicted, _, err := r.JudgeEvidence(context.Background(), c.job, "a", "b", c.evidence)
+		if err == nil || convicted || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: convicted %v, %v; want an error naming %q", name, convicted, err, c.want)
+		}
+	}
+}
+
+// blobDataset serves one dataset as every dataset blob.
+type blobDataset struct {
+	noDatasets
+	data *model.Dataset
+}
+
+func (b blobDataset) LoadDataset(context.Context, string, []int) (*model.Dataset, error) {
+	return b.data, nil
+}
+
+// keyedPeer is an in-memory peer that signs with its node key.
+type keyedPeer struct {
+	parallel.Transport
+	key crypto.PrivKey
+}
+
+func (p keyedPeer) SigningKey() crypto.PrivKey { return p.key }
+
+// TestLeaderConvictsColludersFromShippedEvidence: four signing DiLoCo replicas of a job,
+// two of them colluding (their own workers train on random bytes and sign what they
+// send); the honest workers name both, and the evidence each keeps, shipped as
+// bytes, convicts both in the leader's judge built from the job's spec and plan, while the
+// same evidence against an honest member does not.
+func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
+	s := smallSpec(t)
+	s.Parallel.Sync, s.Parallel.InnerSteps, s.Train.Steps, s.Train.Batch = jobspec.SyncDiLoCo, 3, 12, 8
+	s.Data.Blob = "dataset"
+	data, err := model.LoadDataset(s.Data.Source, s.Model.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	junk := make([]byte, 20000)
+	for i := range junk {
+		junk[i] = byte(rng.IntN(256))
+	}
+	noise := &model.Dataset{Source: "noise", Train: model.ByteTokens(junk), Val: data.Val, Vocab: 256}
+	ids, keys := make([]string, 4), make([]crypto.PrivKey, 4)
+	var jp scheduler.JobPlan
+	L := scheduler.ModelConfig(s).NumLayers()
+	for i := range ids {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, _ := peer.IDFromPrivateKey(k)
+		ids[i], keys[i] = id.String(), k
+		jp.Replicas = append(jp.Replicas, []scheduler.Stage{{Node: ids[i], First: 0, Last: L}})
+		jp.Batches = append(jp.Batches, s.Train.Batch/4)
+	}
+	jp.MicroBatches = 1
+	raw, err := json.Marshal(jp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := consensus.Job{ID: "j", Spec: s, Plans: []consensus.PlanEpoch{{Epoch: 1, Plan: raw}}}
+	net := parallel.NewInMemory(ids...)
+	t.Cleanup(net.Close)
+	workers := make([]*parallel.Worker, 4)
+	for i := range workers {
+		cfg, own := jobConfig(job, 1, jp), data
+		if i >= 2 {
+			own = noise
+		}
+		w, err := parallel.NewWorker(cfg, EnginePlan(jp), ids[i], keyedPeer{net.Peer(ids[i]), keys[i]}, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { w.Close() })
+		workers[i] = w
+	}
+	named := map[int][]string{}
+	for range s.Train.Steps {
+		var wg sync.WaitGroup
+		res, errs := make([]parallel.StepResult, 4), make([]error, 4)
+		for i, w := range workers {
+			wg.Go(func() { res[i], errs[i] = w.Step(context.Background()) })
+		}
+		wg.Wait()
+		for i := range workers {
+			if errs[i] != nil {
+				t.Fatal(errs[i])
+			}
+			named[i] = append(named[i], res[i].Offenders...)
+		}
+	}
+	c := newCluster(t)
+	r := c.runners[0]
+	r.cfg.Datasets = blobDataset{data: data}
+	for h := range 2 {
+		slices.Sort(named[h])
+		want := slices.Sorted(slices.Values(ids[2:]))
+		if !slices.Equal(named[h], want) {
+			t.Fatalf("honest worker %d named %v, want both colluders", h, named[h])
+		}
+		for _, bad := range ids[2:] {
+			ev := workers[h].Evidence(bad)
+			if ev == nil {
+				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
+			}
+			convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[h], bad, ev.Marshal())
+			if err != nil || !convicted {
+				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, convicted, why, err)
+			}
+			t.Logf("worker %d against %s: %s", h, bad[len(bad)-6:], why)
+		}
+	}
+	ev := workers[0].Evidence(ids[2])
+	if convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[0], ids[1], ev.Marshal()); err != nil || convicted {
+		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", convicted, why, err)
+	}
+}

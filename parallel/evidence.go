@@ -1,0 +1,520 @@
+package parallel
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
+)
+
+// Offender evidence (docs/security.md, "Verifiable offender evidence"; the wire format in
+// docs/protocol.md). A member that only half of a plan names an offender (two colluders
+// of four) stays in the plan on the reporters' word: two liars could name two honest
+// members the same way. A worker that drops a member therefore keeps what it judged:
+// every member's signed contribution of that collective and the θ they were signed
+// against. The leader, which is trusted (a voter), checks every signature against the
+// author's ID and re-runs the very judge the workers ran (judge, with the policy the
+// job's sync mode builds) on a worker of its own: the held-out windows are drawn from
+// the job's seed and the step, and the kernels are deterministic, so it reaches the bits
+// the honest workers reached. A reporter cannot forge what the accused sent (the accused
+// signed it), nor the θ (every author signed its digest).
+
+// Evidence is what a worker judged in one checked gather that dropped a member.
+type Evidence struct {
+	// The collective: its round key, the round of member 0's contribution (Base), the
+	// wire codec and element count of the contributions.
+	Job   uint64
+	Epoch uint32
+	Step  uint32
+	Index uint16
+	Base  uint16
+	Codec frame.Codec
+	N     uint32
+	// Members is the gather's group in order (a quorum's subgroup under DiLoCo);
+	// Reporter the position of the worker that kept the evidence.
+	Members  []string
+	Reporter int
+	// Theta is the run's flat weights at the point the contributions were computed
+	// against (what each signature's θ digest covers), as a list of one run: only a
+	// worker of one run keeps evidence (signer).
+	Theta [][]float32
+	// Signed is each member's contribution as it arrived: encoded bytes, θ digest,
+	// signature (signContribution); nil where none verified.
+	Signed [][]byte
+	// Dropped are the members the worker's judge dropped, sorted.
+	Dropped []string
+}
+
+// Evidence limits: what a decoder accepts before it allocates.
+const (
+	// MaxEvidenceMembers bounds a gather's group (a uint16 round holds base + member).
+	MaxEvidenceMembers = 256
+	// MaxEvidenceRuns bounds the runs θ is cut into.
+	MaxEvidenceRuns = 1024
+	// maxMemberID bounds a member's ID (a peer ID is under 60 bytes).
+	maxMemberID = 128
+	// MaxEvidenceElements bounds N and each run of θ (1 G elements: 4 GiB of float32).
+	MaxEvidenceElements = 1 << 30
+)
+
+// evidenceMagic opens an encoded Evidence, with its format's version.
+var evidenceMagic = []byte("MNEV\x01")
+
+// errEvidence is evidence that does not decode or does not hold together.
+var errEvidence = errors.New("offender evidence")
+
+// evidenceStore keeps, per run (the gather's Index), the evidence of the latest gather
+// that dropped a member: bounded to one per run, each replaced by the next drop, so a
+// worker holds at most its runs' worth of (R+1) copies of the contributions.
+type evidenceStore struct {
+	mu     sync.Mutex
+	latest map[uint16]*Evidence
+}
+
+// MaxKeptEvidenceBytes bounds one kept evidence (θ and the signed contributions): a
+// larger gather (four replicas of a 100M-weight model: ~2 GB) is not kept, and its drop
+// can convict nobody on evidence; the store holds at most one per run.
+var MaxKeptEvidenceBytes = 256 << 20
+
+// size is what ev holds in memory, θ and the contributions.
+func (ev *Evidence) size() int {
+	n := 0
+	for _, v := range ev.Theta {
+		n += 4 * len(v)
+	}
+	for _, p := range ev.Signed {
+		n += len(p)
+	}
+	return n
+}
+
+func (s *evidenceStore) keep(ev *Evidence) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.size() > MaxKeptEvidenceBytes {
+		delete(s.latest, ev.Index%attemptIndexStride) // an older drop's evidence is stale
+		return
+	}
+	if s.latest == nil {
+		s.latest = map[uint16]*Evidence{}
+	}
+	s.latest[ev.Index%attemptIndexStride] = ev
+}
+
+// Evidence is the evidence of the latest gather of any of the worker's runs that dropped
+// member, nil when none did (or the worker signs nothing): what it ships to the leader
+// when it names member an offender.
+func (w *Worker) Evidence(member string) *Evidence {
+	w.evidence.mu.Lock()
+	defer w.evidence.mu.Unlock()
+	var best *Evidence
+	for _, ev := range w.evidence.latest {
+		if slices.Contains(ev.Dropped, member) && (best == nil || ev.Step > best.Step) {
+			best = ev
+		}
+	}
+	return best
+}
+
+// trailer is how many bytes a signature adds to a contribution (0 without a signer).
+func (s *signer) trailer() int {
+	if s == nil {
+		return 0
+	}
+	return sigTrailer
+}
+
+func (k roundKey) slot(round int, wire frame.Codec, n int) slot {
+	return slot{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Round: uint16(round), Codec: wire, N: uint32(n)}
+}
+
+// outgoing is this member's contribution as it goes on the wire (signed when s is set),
+// and the group's signed contributions so far (nil without a signer).
+func (s *signer) outgoing(k roundKey, base int, g Group, wire frame.Codec, n int, payload []byte) ([]byte, [][]byte, error) {
+	if s == nil {
+		return payload, nil, nil
+	}
+	out, err := signContribution(s.key, k.slot(base+g.Self, wire, n), payload, s.theta())
+	if err != nil {
+		return nil, nil, err
+	}
+	signed := make([][]byte, len(g.Members))
+	signed[g.Self] = out
+	return out, signed, nil
+}
+
+// incoming checks member m's signed contribution p: its signature and that it claims
+// this member's own θ (an honest member computed against the same bits). It records p in
+// signed when it holds; nil without a signer.
+func (s *signer) incoming(k roundKey, base int, g Group, m int, wire frame.Codec, n int, signed [][]byte, p []byte) error {
+	if s == nil {
+		return nil
+	}
+	payload, theta, sig, err := splitSigned(p)
+	if err != nil {
+		return err
+	}
+	if theta != s.theta() {
+		return fmt.Errorf("%w: computed against another θ (digest %x, ours %x)", errSignature, theta[:4], s.theta())
+	}
+	if err := verifyContribution(g.Members[m], k.slot(base+m, wire, n), payload, theta, sig); err != nil {
+		return err
+	}
+	signed[m] = p
+	return nil
+}
+
+// evidence keeps the gather's signed contributions when its judge dropped a member whose
+// contribution was signed (before: decoded, after: what judge left).
+func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int, signed [][]byte, before, after [][]float32) {
+	if s == nil || s.keep == nil || s.thetas == nil {
+		return
+	}
+	var dropped []string
+	for m := range before {
+		if before[m] != nil && after[m] == nil && signed[m] != nil {
+			dropped = append(dropped, g.Members[m])
+		}
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	slices.Sort(dropped)
+	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
+		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Dropped: dropped}
+	thetas := s.thetas()
+	if ev.size()+4*len(thetas[0]) <= MaxKeptEvidenceBytes { // else keep drops it: no copy
+		ev.Theta = [][]float32{slices.Clone(thetas[0])}
+	}
+	s.keep(ev)
+}
+
+// Marshal encodes ev (docs/protocol.md, "Offender evidence").
+func (ev *Evidence) Marshal() []byte {
+	b := slices.Clone(evidenceMagic)
+	b = binary.BigEndian.AppendUint64(b, ev.Job)
+	b = binary.BigEndian.AppendUint32(b, ev.Epoch)
+	b = binary.BigEndian.AppendUint32(b, ev.Step)
+	b = binary.BigEndian.AppendUint16(b, ev.Index)
+	b = binary.BigEndian.AppendUint16(b, ev.Base)
+	b = append(b, byte(ev.Codec))
+	b = binary.BigEndian.AppendUint32(b, ev.N)
+	b = binary.BigEndian.AppendUint16(b, uint16(ev.Reporter))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Members)))
+	for _, m := range ev.Members {
+		b = append(binary.BigEndian.AppendUint16(b, uint16(len(m))), m...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Theta)))
+	for _, v := range ev.Theta {
+		b = appendF32(binary.BigEndian.AppendUint32(b, uint32(len(v))), v)
+	}
+	for _, p := range ev.Signed {
+		b = append(binary.BigEndian.AppendUint32(b, uint32(len(p))), p...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Dropped)))
+	for _, m := range ev.Dropped {
+		b = append(binary.BigEndian.AppendUint16(b, uint16(len(m))), m...)
+	}
+	return b
+}
+
+// evReader reads an encoded Evidence, checking every length against what is left before
+// it allocates: a decoder never allocates more than the message's own length.
+type evReader struct {
+	b   []byte
+	err error
+}
+
+func (r *evReader) take(n int, field string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n < 0 || n > len(r.b) {
+		r.err = fmt.Errorf("%w: %s: %d bytes, %d left", errEvidence, field, n, len(r.b))
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *evReader) u8(field string) uint8 {
+	if p := r.take(1, field); p != nil {
+		return p[0]
+	}
+	return 0
+}
+
+func (r *evReader) u16(field string) uint16 {
+	if p := r.take(2, field); p != nil {
+		return binary.BigEndian.Uint16(p)
+	}
+	return 0
+}
+
+func (r *evReader) u32(field string) uint32 {
+	if p := r.take(4, field); p != nil {
+		return binary.BigEndian.Uint32(p)
+	}
+	return 0
+}
+
+func (r *evReader) u64(field string) uint64 {
+	if p := r.take(8, field); p != nil {
+		return binary.BigEndian.Uint64(p)
+	}
+	return 0
+}
+
+// count reads a uint16 count and refuses one above max.
+func (r *evReader) count(field string, max int) int {
+	n := int(r.u16(field))
+	if r.err == nil && n > max {
+		r.err = fmt.Errorf("%w: %s %d (max %d)", errEvidence, field, n, max)
+	}
+	if r.err != nil {
+		return 0
+	}
+	return n
+}
+
+func (r *evReader) id(field string) string {
+	n := int(r.u16(field))
+	if r.err == nil && (n == 0 || n > maxMemberID) {
+		r.err = fmt.Errorf("%w: %s of %d bytes (1 to %d)", errEvidence, field, n, maxMemberID)
+	}
+	return string(r.take(n, field))
+}
+
+// UnmarshalEvidence decodes an Evidence (Marshal's format), refusing lengths beyond the
+// limits or the message and anything after it.
+func UnmarshalEvidence(p []byte) (*Evidence, error) {
+	if !bytes.HasPrefix(p, evidenceMagic) {
+		return nil, fmt.Errorf("%w: no magic (or another version)", errEvidence)
+	}
+	r := &evReader{b: p[len(evidenceMagic):]}
+	ev := &Evidence{Job: r.u64("job"), Epoch: r.u32("epoch"), Step: r.u32("step"), Index: r.u16("index"), Base: r.u16("base"),
+		Codec: frame.Codec(r.u8("codec")), N: r.u32("n"), Reporter: int(r.u16("reporter"))}
+	if r.err == nil && ev.N > MaxEvidenceElements {
+		return nil, fmt.Errorf("%w: %d elements (max %d)", errEvidence, ev.N, MaxEvidenceElements)
+	}
+	R := r.count("members", MaxEvidenceMembers)
+	for range R {
+		ev.Members = append(ev.Members, r.id("member"))
+	}
+	runs := r.count("runs", MaxEvidenceRuns)
+	for range runs {
+		n := r.u32("run length")
+		if r.err == nil && n > MaxEvidenceElements {
+			return nil, fmt.Errorf("%w: a run of %d elements (max %d)", errEvidence, n, MaxEvidenceElements)
+		}
+		raw := r.take(4*int(n), "run")
+		if r.err != nil {
+			break
+		}
+		v := make([]float32, n)
+		if err := decodeF32(v, raw); err != nil {
+			return nil, fmt.Errorf("%w: run: %v", errEvidence, err)
+		}
+		ev.Theta = append(ev.Theta, v)
+	}
+	bound := maxWireBytes(ev.Codec, int(ev.N)) + sigTrailer
+	for range R {
+		n := int(r.u32("contribution length"))
+		if r.err == nil && n > bound {
+			return nil, fmt.Errorf("%w: a contribution of %d bytes (max %d)", errEvidence, n, bound)
+		}
+		var c []byte
+		if n > 0 {
+			c = slices.Clone(r.take(n, "contribution"))
+		}
+		ev.Signed = append(ev.Signed, c)
+	}
+	for range r.count("dropped", R) {
+		ev.Dropped = append(ev.Dropped, r.id("dropped member"))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%w: %d bytes after the message", errEvidence, len(r.b))
+	}
+	if R > 0 && ev.Reporter >= R {
+		return nil, fmt.Errorf("%w: reporter %d of %d members", errEvidence, ev.Reporter, R)
+	}
+	return ev, nil
+}
+
+// ErrForgedEvidence is evidence whose contributions are not what their authors signed,
+// or that were signed against another θ than the one it ships: the reporter's accusation
+// fails.
+var ErrForgedEvidence = errors.New("forged offender evidence")
+
+// VerifyEvidence is the leader's check of ev against accused, for the job cfg and plan
+// describe, on data (the job's dataset): every contribution must be signed by its author
+// for ev's collective and against ev's θ, and the judge the workers run (with the policy
+// of the job's sync mode, on a worker of the leader's own at ev's θ and step) must drop
+// accused. It returns whether it did and why; an error wrapping ErrForgedEvidence when the
+// evidence is forged (a false accusation), any other error when it cannot be checked at
+// all (a malformed message, a plan it does not belong to).
+func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence, accused string) (bool, string, error) {
+	if err := ev.consistent(cfg, accused); err != nil {
+		return false, "", err
+	}
+	theta := thetaDigest(ev.Theta...)
+	for m, p := range ev.Signed {
+		if p == nil {
+			continue
+		}
+		payload, claimed, sig, err := splitSigned(p)
+		if err != nil {
+			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
+		}
+		if claimed != theta {
+			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the evidence ships", ErrForgedEvidence, ev.Members[m])
+		}
+		s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
+		if err := verifyContribution(ev.Members[m], s, payload, theta, sig); err != nil {
+			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
+		}
+	}
+	w, pol, err := verifierWorker(cfg, plan, data, ev)
+	if err != nil {
+		return false, "", err
+	}
+	defer w.Close()
+	var reasons []Rejection
+	pol.reject = func(r Rejection) { reasons = append(reasons, r) }
+	pol.sign, pol.length, pol.lengthContested = nil, nil, nil
+	codec, err := codecForWire(ev.Codec, cfg.Sync.TopKFraction)
+	if err != nil {
+		return false, "", fmt.Errorf("%w: %v", errEvidence, err)
+	}
+	ef := NewErrorFeedback(codec, int(ev.N))
+	all := make([][]float32, len(ev.Members))
+	for m, p := range ev.Signed {
+		if p == nil {
+			continue
+		}
+		v, err := decodeContribution(p[:len(p)-sigTrailer], int(ev.N), ef)
+		if err != nil {
+			reasons = append(reasons, Rejection{Member: ev.Members[m], Reason: fmt.Sprintf("undecodable: %v", err)})
+			continue
+		}
+		all[m] = v
+	}
+	if _, err := judge(Group{Members: ev.Members, Self: ev.Reporter}, all, pol); err != nil {
+		return false, "", fmt.Errorf("re-judge the evidence: %w", err)
+	}
+	for _, r := range reasons {
+		if r.Member == accused {
+			return true, r.Reason, nil
+		}
+	}
+	return false, "the leader's judge kept " + accused + "'s contribution", nil
+}
+
+// consistent checks ev's shape: its job and epoch are cfg's, its members unique and
+// accused among them, one contribution per member with the accused's and the reporter's
+// present.
+func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
+	R := len(ev.Members)
+	switch {
+	case ev.Job != cfg.Job || ev.Epoch != cfg.Epoch:
+		return fmt.Errorf("%w: job %d epoch %d, the job's is %d epoch %d", errEvidence, ev.Job, ev.Epoch, cfg.Job, cfg.Epoch)
+	case R < 2 || len(ev.Signed) != R:
+		return fmt.Errorf("%w: %d members, %d contributions", errEvidence, R, len(ev.Signed))
+	case len(ev.Theta) != 1:
+		return fmt.Errorf("%w: θ of %d runs: only a stage of one run keeps evidence", errEvidence, len(ev.Theta))
+	case ev.Reporter < 0 || ev.Reporter >= R:
+		return fmt.Errorf("%w: reporter %d of %d members", errEvidence, ev.Reporter, R)
+	case int(ev.Base)+R > math.MaxUint16:
+		return fmt.Errorf("%w: rounds from %d for %d members", errEvidence, ev.Base, R)
+	}
+	seen := map[string]bool{}
+	for _, m := range ev.Members {
+		if seen[m] {
+			return fmt.Errorf("%w: member %s twice", errEvidence, m)
+		}
+		seen[m] = true
+	}
+	a := slices.Index(ev.Members, accused)
+	switch {
+	case a < 0:
+		return fmt.Errorf("%w: %s is not a member of the gather", errEvidence, accused)
+	case a == ev.Reporter:
+		return fmt.Errorf("%w: the reporter accuses itself", errEvidence)
+	case ev.Signed[a] == nil || ev.Signed[ev.Reporter] == nil:
+		return fmt.Errorf("%w: no signed contribution of the accused or of the reporter", errEvidence)
+	}
+	return nil
+}
+
+// verifierWorker is a worker of the reporter's place in plan, at ev's θ and step, and the
+// policy its sync strategy gives ev's run: the same code the reporter ran, on weights
+// the leader loaded from the evidence.
+func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence) (*Worker, policy, error) {
+	w, err := NewWorker(cfg, plan, ev.Members[ev.Reporter], noTransport(ev.Members[ev.Reporter]), data)
+	if err != nil {
+		return nil, policy{}, fmt.Errorf("verifier worker: %w", err)
+	}
+	run := slices.IndexFunc(w.runs, func(r syncRun) bool { return r.first == int(ev.Index%attemptIndexStride) })
+	sp, ok := w.sync.(gatherPolicer)
+	switch {
+	case run < 0:
+		err = fmt.Errorf("%w: no run of the reporter's stage starts at layer %d", errEvidence, ev.Index%attemptIndexStride)
+	case !ok:
+		err = fmt.Errorf("%w: the job's sync strategy %T keeps no evidence", errEvidence, w.sync)
+	case len(ev.Theta) != len(w.runs):
+		err = fmt.Errorf("%w: θ of %d runs, the stage has %d", errEvidence, len(ev.Theta), len(w.runs))
+	case countParams(w.runParams[run]) != int(ev.N):
+		err = fmt.Errorf("%w: %d elements, run %d has %d", errEvidence, ev.N, run, countParams(w.runParams[run]))
+	}
+	for _, m := range ev.Members {
+		if err == nil && !slices.Contains(w.runs[max(run, 0)].group.Members, m) {
+			err = fmt.Errorf("%w: %s is not in the plan's group", errEvidence, m)
+		}
+	}
+	if err == nil {
+		err = w.loadTheta(ev.Theta)
+	}
+	if err != nil {
+		w.Close()
+		return nil, policy{}, err
+	}
+	w.step = int(ev.Step)
+	return w, sp.gatherPolicy(run), nil
+}
+
+// loadTheta puts θ into the worker: every-step sync's weights, DiLoCo's anchors.
+func (w *Worker) loadTheta(theta [][]float32) error {
+	for r, ps := range w.runParams {
+		if err := loadFlat(ps, theta[r]); err != nil {
+			return fmt.Errorf("%w: θ of run %d: %v", errEvidence, r, err)
+		}
+	}
+	if d, ok := w.sync.(*dilocoSync); ok {
+		for r, o := range d.outer {
+			o.anchor = slices.Clone(theta[r])
+		}
+	}
+	return nil
+}
+
+// noTransport is the transport of a verifier worker: it never sends nor receives.
+type noTransport string
+
+func (t noTransport) Self() string { return string(t) }
+func (noTransport) Send(context.Context, string, *frame.Frame) error {
+	return errors.New("a verifier worker sends nothing")
+}
+func (noTransport) Recv(context.Context, string, frame.Key) (*frame.Frame, error) {
+	return nil, errors.New("a verifier worker receives nothing")
+}

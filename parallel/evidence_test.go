@@ -1,0 +1,413 @@
+package parallel
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// nodeKeys returns n Ed25519 node keys and their peer IDs.
+func nodeKeys(t testing.TB, n int) ([]crypto.PrivKey, []string) {
+	t.Helper()
+	keys, ids := make([]crypto.PrivKey, n), make([]string, n)
+	for i := range n {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := peer.IDFromPrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], ids[i] = k, id.String()
+	}
+	return keys, ids
+}
+
+// signingPeer is an in-memory peer that holds its node key.
+type signingPeer struct {
+	Transport
+	key crypto.PrivKey
+}
+
+func (p signingPeer) SigningKey() crypto.PrivKey { return p.key }
+
+// tamperer is a peer that flips the lowest bit of the first value of every contribution
+// it sends, after signing: what a relay or a man in the middle would change.
+type tamperer struct{ Transport }
+
+func (p tamperer) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 && len(f.Payload) > 0 {
+		g := *f
+		g.Payload = slices.Clone(f.Payload)
+		g.Payload[0] ^= 1
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// gatherSigned runs one signed gather of three members, member 2 sending through wrap,
+// and returns what members 0 and 1 dropped.
+func gatherSigned(t *testing.T, wrap func(Transport) Transport, theta2 [thetaLen]byte) []Rejection {
+	t.Helper()
+	keys, ids := nodeKeys(t, 3)
+	net := NewInMemory(ids...)
+	defer net.Close()
+	var mu sync.Mutex
+	var rejected []Rejection
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for m := range 3 {
+		wg.Go(func() {
+			var tr Transport = net.Peer(ids[m])
+			theta := [thetaLen]byte{1}
+			if m == 2 {
+				tr, theta = wrap(tr), theta2
+			}
+			pol := policy{rule: jobspec.AggregateMean, sign: &signer{key: keys[m], theta: func() [thetaLen]byte { return theta }},
+				reject: func(r Rejection) {
+					if m != 2 {
+						mu.Lock()
+						rejected = append(rejected, r)
+						mu.Unlock()
+					}
+				}}
+			x := []float32{1 + float32(m), 2, 3, 4}
+			errs[m] = gatherAggregate(context.Background(), tr, Group{Members: ids, Self: m}, roundKey{job: 7, step: 3}, 0, x, nil, pol)
+		})
+	}
+	wg.Wait()
+	for m, err := range errs[:2] {
+		if err != nil {
+			t.Fatalf("member %d: %v", m, err)
+		}
+	}
+	for i := range rejected {
+		if rejected[i].Member != ids[2] {
+			t.Errorf("an honest member was dropped: %+v", rejected[i])
+		}
+		rejected[i].Member = "m2"
+	}
+	return rejected
+}
+
+// TestSignedContributions: in a signed gather a contribution altered after its author
+// signed it, or signed against another θ, is dropped by every honest member as
+// undecodable; an untouched one is not.
+func TestSignedContributions(t *testing.T) {
+	same := [thetaLen]byte{1}
+	if got := gatherSigned(t, func(tr Transport) Transport { return tr }, same); len(got) != 0 {
+		t.Fatalf("honest signed gather dropped %v", got)
+	}
+	for name, c := range map[string]struct {
+		wrap  func(Transport) Transport
+		theta [thetaLen]byte
+	}{
+		"tampered":      {func(tr Transport) Transport { return tamperer{tr} }, same},
+		"another theta": {func(tr Transport) Transport { return tr }, [thetaLen]byte{2}},
+	} {
+		got := slices.DeleteFunc(gatherSigned(t, c.wrap, c.theta), func(r Rejection) bool { return strings.Contains(r.Reason, "result digest") })
+		if len(got) != 2 {
+			t.Fatalf("%s: dropped %v, want member 2 by both honest members", name, got)
+		}
+		for _, r := range got {
+			if !strings.Contains(r.Reason, "undecodable") || !strings.Contains(r.Reason, "contribution signature") {
+				t.Errorf("%s: %+v, want a signature rejection", name, r)
+			}
+		}
+	}
+}
+
+// resigner is a colluder that sends every signed contribution scaled by s, signed again
+// with its own key: the colluder stands by what it sends, so its signatures verify.
+type resigner struct {
+	signingPeer
+	s float32
+}
+
+func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
+	n := 0
+	if len(f.Shape) == 1 {
+		n = f.Shape[0]
+	}
+	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || len(f.Payload) != maxWireBytes(f.Codec, n)+sigTrailer {
+		return p.signingPeer.Send(ctx, to, f)
+	}
+	payload, theta, _, err := splitSigned(f.Payload)
+	if err != nil {
+		return err
+	}
+	c, err := codecForWire(f.Codec, 0.25)
+	if err != nil {
+		return err
+	}
+	x := make([]float32, n)
+	if err := c.Decode(x, payload); err != nil {
+		return err
+	}
+	for i := range x {
+		x[i] *= p.s
+	}
+	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
+	g := *f
+	if g.Payload, err = signContribution(p.key, s, c.Encode(nil, x), theta); err != nil {
+		return err
+	}
+	return p.signingPeer.Send(ctx, to, &g)
+}
+
+// colludedRun trains four one-stage DiLoCo replicas (signing when sign), the last bad
+// of them colluding (×−15, signed again), and returns the run, its config, plan and
+// members.
+func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	keys, ids := nodeKeys(t, 4)
+	var plan Plan
+	for _, id := range ids {
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: id, Last: cfg.Train.Model.NumLayers()}})
+	}
+	net := NewInMemory(ids...)
+	t.Cleanup(func() { net.Close() })
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		i := slices.Index(ids, node)
+		if !sign {
+			return net.Peer(node)
+		}
+		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
+		if i >= 4-bad {
+			return resigner{signingPeer: p, s: -15}
+		}
+		return p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return run, cfg, plan, ids
+}
+
+var signingCost = flag.Bool("signing-cost", false, "print what signing costs an honest four-replica DiLoCo run (TestSigningKeepsHonestBits)")
+
+// TestSigningKeepsHonestBits: an honest four-replica DiLoCo run ends with the same
+// validation loss, to the bit, signed or not, and drops nothing; with -signing-cost it
+// prints the wall time and the bytes replica 0 sent, each way.
+func TestSigningKeepsHonestBits(t *testing.T) {
+	var vals [2]float64
+	for i, sign := range []bool{false, true} {
+		start := time.Now()
+		run, cfg, _, _ := colludedRun(t, 24, 0, sign)
+		wall := time.Since(start)
+		val, err := run.Evaluate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rej := run.Rejected(); len(rej) != 0 {
+			t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+		}
+		vals[i] = val
+		_, sent := run.Workers()[0].BytesSent()
+		if *signingCost {
+			t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+		}
+	}
+	if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+		t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+	}
+}
+
+// TestEvidenceConvictsColluders: two colluders of four (×−15, standing by their
+// signatures) are named by both honest workers, each of which holds evidence that the
+// leader's check convicts; evidence accusing an honest member does not convict, and
+// evidence whose contribution or θ a reporter altered is refused as forged.
+func TestEvidenceConvictsColluders(t *testing.T) {
+	run, cfg, plan, ids := colludedRun(t, 12, 2, true)
+	rej0, named0 := run.ReportedBy(0)
+	t.Logf("worker 0 dropped %d, first %v; codec %s", len(rej0), rej0[:min(len(rej0), 2)], cfg.Sync.Codec)
+	_, named1 := run.ReportedBy(1)
+	named := append(slices.Clone(named0), named1...)
+	slices.Sort(named)
+	want := []string{ids[2], ids[2], ids[3], ids[3]}
+	slices.Sort(want)
+	if !slices.Equal(named, want) {
+		t.Fatalf("named %v, want both colluders by each honest worker", named)
+	}
+	for h := range 2 {
+		w := run.Workers()[h]
+		for _, bad := range ids[2:] {
+			ev := w.Evidence(bad)
+			if ev == nil {
+				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
+			}
+			wire, err := UnmarshalEvidence(ev.Marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
+			if err != nil || !ok {
+				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
+			}
+			t.Logf("worker %d's evidence against %s (%d bytes): %s", h, bad[len(bad)-6:], len(ev.Marshal()), why)
+		}
+	}
+	ev := run.Workers()[0].Evidence(ids[2])
+	if ok, why, err := VerifyEvidence(cfg, plan, testData(), ev, ids[1]); err != nil || ok {
+		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", ok, why, err)
+	}
+	forged := *ev
+	forged.Signed = slices.Clone(ev.Signed)
+	forged.Signed[1] = slices.Clone(ev.Signed[1])
+	forged.Signed[1][0] ^= 0x80 // an honest member's contribution, altered to look bad
+	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[1]); !errors.Is(err, ErrForgedEvidence) {
+		t.Fatalf("an altered contribution: %v, want it refused as forged", err)
+	}
+	forged = *ev
+	forged.Theta = [][]float32{slices.Clone(ev.Theta[0])}
+	forged.Theta[0][0] += 1 // a θ the members never signed
+	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
+		t.Fatalf("another θ: %v, want it refused as forged", err)
+	}
+}
+
+// TestEvidenceWireLimits: a marshalled evidence decodes to itself, and truncations or
+// lengths past the limits are refused before they are allocated.
+func TestEvidenceWireLimits(t *testing.T) {
+	ev := &Evidence{Job: 1, Epoch: 2, Step: 3, Index: 4, Base: 5, Codec: frame.CodecNone, N: 2,
+		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
+	b := ev.Marshal()
+	got, err := UnmarshalEvidence(b)
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(ev) {
+		t.Fatalf("round trip %+v, %v", got, err)
+	}
+	for n := range len(b) {
+		if _, err := UnmarshalEvidence(b[:n]); err == nil {
+			t.Fatalf("a truncation to %d bytes decoded", n)
+		}
+	}
+	huge := slices.Clone(b)
+	copy(huge[len(evidenceMagic)+8+4+4+2+2+1:], []byte{0xff, 0xff, 0xff, 0xff}) // N
+	if _, err := UnmarshalEvidence(huge); err == nil {
+		t.Fatal("an element count past the limit decoded")
+	}
+}
+
+// FuzzUnmarshalEvidence: the decoder never panics, and what it accepts encodes back to
+// the same bytes.
+func FuzzUnmarshalEvidence(f *testing.F) {
+	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
+	f.Add([]byte("MNEV\x01"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ev, err := UnmarshalEvidence(data)
+		if err != nil {
+			return
+		}
+		if again := ev.Marshal(); string(again) != string(data) {
+			t.Fatalf("re-encoded %x, got %x", again, data)
+		}
+	})
+}
+
+// BenchmarkThetaDigest is the SHA-256 of a θ of 1M float32 (4 MB): what a signed
+// every-step sync adds per step for each million weights (DiLoCo: per outer step).
+func BenchmarkThetaDigest(b *testing.B) {
+	v := make([]float32, 1<<20)
+	for i := range v {
+		v[i] = float32(i)
+	}
+	b.SetBytes(4 << 20)
+	for b.Loop() {
+		thetaDigest(v)
+	}
+}
+
+// BenchmarkSignVerifyContribution is one contribution of 1M float32 signed and verified
+// (its SHA-256 twice, an Ed25519 signature and a verification).
+func BenchmarkSignVerifyContribution(b *testing.B) {
+	keys, ids := nodeKeys(b, 1)
+	p := make([]byte, 4<<20)
+	s := slot{Job: 1, N: 1 << 20}
+	b.SetBytes(int64(len(p)))
+	for b.Loop() {
+		signed, err := signContribution(keys[0], s, p, [thetaLen]byte{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		payload, theta, sig, _ := splitSigned(signed)
+		if err := verifyContribution(ids[0], s, payload, theta, sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGather is one checked gather of four in-memory members of the in-bound
+// table's model (42,624 weights), unsigned and signed (θ digest included): what
+// signatures add to a sync.
+func BenchmarkGather(b *testing.B) {
+	const n = 42624
+	keys, ids := nodeKeys(b, 4)
+	theta := make([]float32, n)
+	for _, signed := range []bool{false, true} {
+		b.Run(fmt.Sprintf("signed=%v", signed), func(b *testing.B) {
+			net := NewInMemory(ids...)
+			defer net.Close()
+			step := uint32(0)
+			for b.Loop() {
+				step++
+				var wg sync.WaitGroup
+				for m := range 4 {
+					wg.Go(func() {
+						pol := policy{rule: jobspec.AggregateMean}
+						if signed {
+							pol.sign = &signer{key: keys[m], theta: lazyTheta(func() [thetaLen]byte { return thetaDigest(theta) })}
+						}
+						x := make([]float32, n)
+						for i := range x {
+							x[i] = float32(i%7) * 1e-3
+						}
+						if err := gatherAggregate(context.Background(), net.Peer(ids[m]), Group{Members: ids, Self: m}, roundKey{job: 1, step: step}, 0, x, nil, pol); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+		})
+	}
+}
+
+// TestKeptEvidenceIsBounded: a gather whose evidence would pass MaxKeptEvidenceBytes is
+// not kept, and the older evidence of its run goes with it.
+func TestKeptEvidenceIsBounded(t *testing.T) {
+	var st evidenceStore
+	small := &Evidence{Index: 3, Step: 1, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}}
+	st.keep(small)
+	if st.latest[3] != small {
+		t.Fatal("a small evidence was not kept")
+	}
+	defer func(old int) { MaxKeptEvidenceBytes = old }(MaxKeptEvidenceBytes)
+	MaxKeptEvidenceBytes = 31
+	st.keep(&Evidence{Index: 3 + attemptIndexStride, Step: 2, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}})
+	if len(st.latest) != 0 {
+		t.Fatalf("kept %d evidences past the bound", len(st.latest))
+	}
+}

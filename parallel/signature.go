@@ -1,0 +1,202 @@
+package parallel
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"math"
+	"unsafe"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
+)
+
+// Signed contributions (docs/security.md, "Verifiable offender evidence"). A worker whose
+// transport holds its node key (SigningTransport) signs every contribution it sends in a
+// checked gather (gatherAggregate) with that key, over a domain-separated digest of where
+// the contribution belongs (job, epoch, step, run, round), of its encoded bytes and of
+// the point θ it was computed against. Node IDs are libp2p peer IDs of Ed25519 keys, so
+// every member recovers the author's public key from the ID alone. A contribution whose
+// signature does not verify, or that claims another θ than the receiver's own, is
+// dropped like a malformed one. What the signatures buy: a reporter can ship the
+// contributions of a synchronisation to the leader (Evidence) and the leader can tell
+// that the accused really sent what the evidence holds, against the θ the evidence
+// holds, and re-score it (VerifyEvidence).
+
+// SigningTransport is a Transport whose peer holds its node key: the workers on it sign
+// their contributions in checked gathers and require their peers' signatures.
+type SigningTransport interface {
+	Transport
+	SigningKey() crypto.PrivKey
+}
+
+// signatureDomain separates a contribution's signature from anything else the node key
+// signs (libp2p's own handshakes, records).
+const signatureDomain = "meshnode contribution v1\x00"
+
+// sigLen is an Ed25519 signature's length; thetaLen a θ digest's (SHA-256).
+const (
+	sigLen   = 64
+	thetaLen = sha256.Size
+	// sigTrailer is what a signed contribution carries after its encoded bytes: the
+	// digest of the θ it was computed against, then the signature.
+	sigTrailer = thetaLen + sigLen
+)
+
+// slot is where a contribution belongs: the collective's key and the round that carries
+// it (base + the author's position), so that a signed contribution cannot be replayed
+// into another step, run or member's place.
+type slot struct {
+	Job   uint64
+	Epoch uint32
+	Step  uint32
+	Index uint16
+	Round uint16
+	Codec frame.Codec
+	N     uint32 // elements
+}
+
+// signedDigest is the digest a contribution's author signs: the domain, the slot, the
+// SHA-256 of its encoded bytes and the θ digest.
+func signedDigest(s slot, payload []byte, theta [thetaLen]byte) []byte {
+	ph := sha256.Sum256(payload)
+	b := append([]byte(signatureDomain), 0)
+	b = binary.BigEndian.AppendUint64(b, s.Job)
+	b = binary.BigEndian.AppendUint32(b, s.Epoch)
+	b = binary.BigEndian.AppendUint32(b, s.Step)
+	b = binary.BigEndian.AppendUint16(b, s.Index)
+	b = binary.BigEndian.AppendUint16(b, s.Round)
+	b = append(b, byte(s.Codec))
+	b = binary.BigEndian.AppendUint32(b, s.N)
+	b = append(b, ph[:]...)
+	return append(b, theta[:]...)
+}
+
+// signContribution is payload followed by its trailer: theta and key's signature.
+func signContribution(key crypto.PrivKey, s slot, payload []byte, theta [thetaLen]byte) ([]byte, error) {
+	sig, err := key.Sign(signedDigest(s, payload, theta))
+	if err != nil {
+		return nil, fmt.Errorf("sign contribution: %w", err)
+	}
+	if len(sig) != sigLen {
+		return nil, fmt.Errorf("sign contribution: a %d-byte signature (an Ed25519 node key signs %d)", len(sig), sigLen)
+	}
+	out := make([]byte, 0, len(payload)+sigTrailer)
+	return append(append(append(out, payload...), theta[:]...), sig...), nil
+}
+
+// errSignature is a contribution whose signature is missing or does not verify.
+var errSignature = errors.New("contribution signature")
+
+// splitSigned splits a signed contribution into its encoded bytes, θ digest and signature.
+func splitSigned(p []byte) (payload []byte, theta [thetaLen]byte, sig []byte, err error) {
+	if len(p) < sigTrailer {
+		return nil, theta, nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte trailer", errSignature, len(p), sigTrailer)
+	}
+	cut := len(p) - sigTrailer
+	copy(theta[:], p[cut:cut+thetaLen])
+	return p[:cut], theta, p[cut+thetaLen:], nil
+}
+
+// authorKey is the public key of the node whose ID is member.
+func authorKey(member string) (crypto.PubKey, error) {
+	id, err := peer.Decode(member)
+	if err != nil {
+		return nil, fmt.Errorf("%w: author %q is not a peer ID: %v", errSignature, member, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("%w: no public key in author %s: %v", errSignature, member, err)
+	}
+	return pub, nil
+}
+
+// verifyContribution checks that member signed payload for slot s against theta.
+func verifyContribution(member string, s slot, payload []byte, theta [thetaLen]byte, sig []byte) error {
+	pub, err := authorKey(member)
+	if err != nil {
+		return err
+	}
+	ok, err := pub.Verify(signedDigest(s, payload, theta), sig)
+	if err != nil || !ok {
+		return fmt.Errorf("%w: %s's signature does not verify", errSignature, member)
+	}
+	return nil
+}
+
+// thetaDigest is the SHA-256 of vs' values as little-endian float32, in order: the θ a
+// contribution is computed against (a run's DiLoCo anchor, or its weights at an
+// every-step sync). Honest replicas hold the same θ bits (confirmSameResult checks it), so they
+// compute the same digest.
+func thetaDigest(vs ...[]float32) [thetaLen]byte {
+	h := sha256.New()
+	var buf [16 << 10]byte
+	for _, v := range vs {
+		hashF32(h, buf[:], v)
+	}
+	var out [thetaLen]byte
+	h.Sum(out[:0])
+	return out
+}
+
+// littleEndian says whether this host stores float32 as the wire does.
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// hashF32 writes v's little-endian bytes into h: straight from v's memory on a
+// little-endian host (SHA-256 speed), else through buf, a chunk at a time.
+func hashF32(h hash.Hash, buf []byte, v []float32) {
+	if littleEndian && len(v) > 0 {
+		h.Write(unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
+		return
+	}
+	per := len(buf) / 4
+	for len(v) > 0 {
+		n := min(per, len(v))
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+		}
+		h.Write(buf[:4*n])
+		v = v[n:]
+	}
+}
+
+// paramsDigest is thetaDigest of ps' values.
+func paramsDigest(ps []*model.Param) [thetaLen]byte {
+	vs := make([][]float32, len(ps))
+	for i, p := range ps {
+		vs[i] = p.Value.Data
+	}
+	return thetaDigest(vs...)
+}
+
+// signer signs this worker's contributions of one collective; nil when the worker has
+// no node key (then nothing is signed and nothing is required).
+type signer struct {
+	key crypto.PrivKey
+	// theta is the digest of the θ the collective's contributions are computed against;
+	// computed once per collective, when first asked.
+	theta func() [thetaLen]byte
+	// thetas is the run's flat weights at that θ, as a list of one (nil: no evidence is
+	// kept).
+	thetas func() [][]float32
+	// keep, when set, receives the gather's signed contributions and its dropping
+	// decision when it dropped someone (evidence.go).
+	keep func(*Evidence)
+}
+
+// lazyTheta is f computed once, on first call.
+func lazyTheta(f func() [thetaLen]byte) func() [thetaLen]byte {
+	var d [thetaLen]byte
+	done := false
+	return func() [thetaLen]byte {
+		if !done {
+			d, done = f(), true
+		}
+		return d
+	}
+}
