@@ -125,6 +125,10 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data plane: TLS identity: %w", err)
 	}
+	resetKey, err := statelessResetKey(cfg.Identity) // reset.go: a restarted node is heard at once
+	if err != nil {
+		return nil, err
+	}
 	var lc net.ListenConfig
 	udp, err := lc.ListenPacket(ctx, "udp", cfg.listenAddr())
 	if err != nil {
@@ -132,7 +136,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	}
 	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
-		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
+		tr: &quic.Transport{Conn: udp, StatelessResetKey: resetKey}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
 		box: frame.NewBoundedMailbox(cfg.mailboxBytes(), cfg.mailboxFrames()), inflight: newBudget(cfg.maxInFlight()),
 		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
 		routes: map[string]*streamPeer{}, p2p: map[network.Stream]struct{}{},
