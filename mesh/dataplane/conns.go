@@ -9,7 +9,7 @@ import (
 )
 
 // adopt registers an authenticated connection, makes it the peer's send connection when
-// it has none, and serves the streams the peer opens on it. A peer holds at most
+// it has none or the peer dialled it, and serves the streams the peer opens on it. A peer holds at most
 // MaxConnsPerPeer connections: adopting one more closes its oldest (ConnTooMany), so that a
 // peer cannot multiply the memory its streams may hold by opening connections, while a
 // peer that restarted is never locked out by connections to its old process.
@@ -37,7 +37,12 @@ func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
 		}
 	}
 	p.open = append(p.open, c)
-	if p.conn == nil || !p.conn.alive() {
+	if p.conn == nil || !p.conn.alive() || path == PathInbound {
+		// A connection the peer just dialled is the one frames go out on: the peer may have
+		// restarted, and the connection to its old process swallows what is written into it
+		// until the new process's stateless reset closes it (reset.go), losing that frame;
+		// the peer's newest connection reaches whatever process holds its identity now. When
+		// both dialled at once, each sends on the other's connection: both are alive.
 		p.conn = c
 	}
 	d.wg.Add(1)

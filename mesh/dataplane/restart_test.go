@@ -18,7 +18,8 @@ import (
 // into it, not by the idle timeout (an hour here, so only the reset can close it), and
 // the next frames reach the new process. Both ways the old connection was made are
 // covered: the survivor dialled it, or the peer that restarted did; and both orders after
-// the restart: the survivor speaks first, or the restarted peer does.
+// the restart: the survivor speaks first, or the restarted peer does (then the survivor
+// answers on the restarted peer's new connection, and its first frame arrives).
 func TestDataPlanePeerRestartsInPlace(t *testing.T) {
 	for _, tc := range []struct {
 		name                   string
@@ -60,9 +61,16 @@ func testPeerRestartsInPlace(t *testing.T, survivorDialled, survivorFirst bool) 
 	b2.SetPeerAddr(a.Self(), a.Addr())
 	if !survivorFirst {
 		sendAndRecv(ctx, t, b2, a, 2) // a hears the restarted peer on the connection it dialled
+		// and answers on that connection: its first frame is not lost in the old one.
+		sendAndRecv(ctx, t, a, b2, 3)
+		if old.Context().Err() != nil {
+			t.Fatal("the old connection was written into")
+		}
+		return
 	}
 	// a's frames reach b2: a frame written into the old connection is lost, but it draws
 	// b2's stateless reset, which closes that connection, and the next frame dials b2.
+	// (When b2 spoke first, a answers on b2's connection and nothing is lost: above.)
 	for step := uint32(3); ; step++ {
 		if err := a.Send(ctx, b2.Self(), dpTestFrame(frame.KindActivation, step, 0, dpPayload(uint64(step), 256))); err != nil {
 			if ctx.Err() != nil {
