@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"slices"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -14,7 +15,7 @@ import (
 // peer cannot multiply the memory its streams may hold by opening connections, while a
 // peer that restarted is never locked out by connections to its old process.
 func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
-	c := &peerConn{qc: qc, peer: remote, path: path, streams: map[frame.Kind]*kindStream{}}
+	c := &peerConn{qc: qc, peer: remote, path: path, at: time.Now(), streams: map[frame.Kind]*kindStream{}}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -91,4 +92,32 @@ func (d *Plane) openConns(peer string) int {
 		return len(p.open)
 	}
 	return 0
+}
+
+// DropConnsBefore closes the connections with peer adopted before t: the caller knows
+// that the peer's process then is gone (the mesh held it dead and heard it again: it
+// restarted). Without this, the first frame written into such a connection is lost before
+// the new process's stateless reset closes it (reset.go), and a protocol that sends a
+// frame once (a rebuild's step, a pipeline's activation) waits for it until it times out.
+// Connections adopted since t are kept: they may already carry the new process's frames.
+// It returns the number closed.
+func (d *Plane) DropConnsBefore(peer string, t time.Time) int {
+	d.mu.Lock()
+	var stale []*peerConn
+	if p := d.peers[peer]; p != nil {
+		for _, c := range p.open {
+			if c.at.Before(t) {
+				stale = append(stale, c)
+			}
+		}
+		if p.conn != nil && p.conn.at.Before(t) {
+			p.conn = nil // the next Send takes a newer connection or dials
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range stale {
+		d.log.Info("closing a connection to a restarted peer's old process", "peer", peer)
+		c.qc.CloseWithError(ConnRestarted, "peer restarted")
+	}
+	return len(stale)
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -102,8 +103,9 @@ func (p *sendPeer) sendConn() *peerConn {
 // peerConn is one authenticated QUIC connection and its outgoing streams, one per kind.
 type peerConn struct {
 	qc   *quic.Conn
-	peer string // the verified remote peer ID
-	path string // PathDirect (this node dialled) or PathInbound (the peer did)
+	peer string    // the verified remote peer ID
+	path string    // PathDirect (this node dialled) or PathInbound (the peer did)
+	at   time.Time // when it was adopted (DropConnsBefore)
 
 	mu      sync.Mutex
 	streams map[frame.Kind]*kindStream

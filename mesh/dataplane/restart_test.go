@@ -122,3 +122,36 @@ func sendConnOf(t *testing.T, d *Plane, peer string) *quic.Conn {
 	}
 	return p.conn.qc
 }
+
+// TestDataPlaneDropConnsBeforeLosesNoFrame: told that a peer restarted (the mesh held it
+// dead and hears it again), the data plane closes the connections it had with the old
+// process, so its first frame to the new process dials it and arrives, instead of being
+// lost in the old connection; a connection adopted since is kept.
+func TestDataPlaneDropConnsBeforeLosesNoFrame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := func(c Config) Config { c.KeepAlive, c.IdleTimeout = 10*time.Minute, time.Hour; return c }
+	a := startDataPlane(t, long(dpTestConfig(t, 1)))
+	cfgB := long(dpTestConfig(t, 2))
+	b, err := New(context.Background(), cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.SetPeerAddr(b.Self(), b.Addr())
+	sendAndRecv(ctx, t, a, b, 1)
+	old := sendConnOf(t, a, b.Self())
+	b.udp.Close() // kill -9
+	dead := time.Now()
+	cfgB.ListenAddr = b.Addr()
+	b2 := startDataPlane(t, cfgB)
+	if n := a.DropConnsBefore(b2.Self(), dead); n != 1 {
+		t.Fatalf("closed %d connections, want the old one", n)
+	}
+	<-old.Context().Done()
+	sendAndRecv(ctx, t, a, b2, 2) // the first frame after the restart arrives
+	if n := a.DropConnsBefore(b2.Self(), dead); n != 0 {
+		t.Fatalf("closed %d connections adopted after the restart", n)
+	}
+	sendAndRecv(ctx, t, a, b2, 3)
+}
