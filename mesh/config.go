@@ -102,6 +102,12 @@ type Config struct {
 	// nothing is told.
 	OnHolePunched func(peer.ID)
 
+	// OnRestarted, when set, is called (on a goroutine of the connection's notification)
+	// when a member held dead connects again: it restarted, and whatever connected to it
+	// before `dead` (when it was held dead) leads to its old process. Called once per new
+	// connection while the member is still held dead. Nil: nothing is told.
+	OnRestarted func(p peer.ID, dead time.Time)
+
 	// Logger receives the mesh's logs. Nil discards them.
 	Logger *slog.Logger
 	// Registerer, when set, receives go-libp2p's metrics. Nil disables them.

@@ -181,6 +181,21 @@ func (t *peerTable) snapshot() []PeerInfo {
 	return out
 }
 
+// deadSince is when p's last process was held dead: deadAfter past the last time it was
+// heard (or when it said it left), the zero time when p is unknown or not dead.
+func (t *peerTable) deadSince(p peer.ID) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.peers[p]
+	if !ok || t.stateLocked(e, t.now()) != StateDead {
+		return time.Time{}
+	}
+	if e.left {
+		return e.lastSeen
+	}
+	return e.lastSeen.Add(t.deadAfter)
+}
+
 // state returns p's state, and false when p is not in the table.
 func (t *peerTable) state(p peer.ID) (PeerState, bool) {
 	t.mu.Lock()

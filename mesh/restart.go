@@ -12,7 +12,8 @@ import (
 // connection's idle timeout closes it (about 30 s on QUIC). dropStaleConns closes those
 // older connections as soon as a new one arrives from a member the peer table holds dead:
 // gossipsub then opens its streams on the new connection, and the member is heard within
-// a heartbeat or two.
+// a heartbeat or two. Config.OnRestarted tells the node, whose data plane holds QUIC
+// connections to the old process of its own (mesh/dataplane DropConnsBefore).
 
 // watchRestarts registers dropStaleConns for every new connection.
 func (m *Mesh) watchRestarts() {
@@ -25,8 +26,12 @@ func (m *Mesh) watchRestarts() {
 // dead: they belong to a process that is gone.
 func (m *Mesh) dropStaleConns(c network.Conn) {
 	p := c.RemotePeer()
-	if st, ok := m.table.state(p); !ok || st != StateDead {
+	dead := m.table.deadSince(p)
+	if dead.IsZero() {
 		return
+	}
+	if m.cfg.OnRestarted != nil {
+		m.cfg.OnRestarted(p, dead) // the data plane drops its connections to the old process
 	}
 	for _, old := range m.host.Network().ConnsToPeer(p) {
 		if old != c && !sameConn(old, c) {

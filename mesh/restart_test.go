@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/meshnode/meshnode/internal/testutil"
 )
 
@@ -16,6 +18,8 @@ import (
 func TestRestartedMemberReplacesItsDeadConnection(t *testing.T) {
 	cfgA := testConfig(t, testSecret)
 	cfgA.AuthWindow = 1500 * time.Millisecond // b's restart comes after its end
+	told := make(chan time.Time, 16)
+	cfgA.OnRestarted = func(p peer.ID, dead time.Time) { told <- dead }
 	a := startMesh(t, cfgA)
 	cfgB := testConfig(t, testSecret, a)
 	b := startMesh(t, cfgB)
@@ -36,6 +40,14 @@ func TestRestartedMemberReplacesItsDeadConnection(t *testing.T) {
 	cfgB2 := testConfig(t, testSecret, a)
 	cfgB2.Identity = cfgB.Identity
 	b2 := startMesh(t, cfgB2)
+	select { // a tells its node, whose data plane drops what it had with b's old process
+	case dead := <-told:
+		if dead.IsZero() || dead.After(time.Now()) {
+			t.Fatalf("told b restarted, held dead at %v", dead)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a never told that b restarted")
+	}
 	testutil.WaitFor(t, 20*time.Second, "the restarted b admits a", func() bool { return b2.adm.isAdmitted(a.ID()) })
 	testutil.WaitFor(t, 20*time.Second, "a hears the restarted b", func() bool { return peerState(a, b2.ID()) == StateAlive })
 	testutil.WaitFor(t, 20*time.Second, "the restarted b hears a", func() bool { return peerState(b2, a.ID()) == StateAlive })

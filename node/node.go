@@ -87,6 +87,13 @@ func New(cfg Config) (*Node, error) {
 			dp.RenewStreams(p.String())
 		}
 	}
+	mc.OnRestarted = func(p peer.ID, dead time.Time) { // no frame is lost in the old process's connections
+		if dp := n.DataPlane(); dp != nil {
+			if k := dp.DropConnsBefore(p.String(), dead); k > 0 {
+				n.log.Info("closed data-plane connections to a restarted member's old process", "peer", p, "conns", k)
+			}
+		}
+	}
 	if n.mesh, err = mesh.New(mc); err != nil {
 		return nil, addrInUse(ListenerMesh, cfg.meshListenAddrs(), err)
 	}

@@ -163,6 +163,7 @@ type outerQuorum struct {
 	k       roundKey
 	peers   *peerSet
 	grace   time.Duration // 0: no window, wait for every active member
+	adapt   *graceWindow  // told what each windowed presence phase measured (nil: nothing)
 	batches []int         // each member's batch (the group is in replica order)
 	reject  func(Rejection)
 	ask     time.Duration // how long askFinished waits (0: askWindow)
@@ -398,6 +399,8 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined ui
 	}
 	held = bit(me)
 	var grace *time.Timer
+	var windowed bool            // the grace window was armed (q.grace > 0)
+	var majority, last time.Time // when it was, and when the last active member came
 	defer func() {
 		if grace != nil {
 			grace.Stop()
@@ -407,6 +410,7 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined ui
 		if grace == nil && bits.OnesCount64(held) >= need {
 			if q.grace > 0 {
 				grace = time.AfterFunc(q.grace, stop) // the rest are late: stop waiting for them
+				windowed, majority = true, time.Now()
 			} else if activePending == 0 {
 				grace = time.AfterFunc(joinerWait, stop) // only joiners are left
 			}
@@ -422,6 +426,7 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined ui
 			activePending--
 			if a.ok {
 				held |= bit(a.m)
+				last = time.Now()
 			}
 		}
 	}
@@ -432,6 +437,9 @@ func (q outerQuorum) presence(ctx context.Context, attempt int) (held, joined ui
 		// The members retired during the round count no more: a group of two goes on
 		// alone once the control plane retired the other.
 		active, need = still, bits.OnesCount64(still)/2+1
+	}
+	if windowed {
+		q.adapt.observe(max(last.Sub(majority), 0), active&^held != 0) // grace.go
 	}
 	if n := bits.OnesCount64(held); n < need {
 		return 0, 0, fmt.Errorf("outer step: %d of the %d active members present, a quorum is %d", n, bits.OnesCount64(active), need)

@@ -124,13 +124,17 @@ func rebuildRun(t *testing.T, mode jobspec.Sync, fate fate) rebuildResult {
 	// B steps on while the rebuilt stages copy; between its steps the test waits for the
 	// requests to arrive, so that none misses the step it names (on a real network an
 	// outer period of steps is their margin).
-	testutil.WaitFor(t, 10*time.Second, "a0's step query at b0", func() bool { return b0.copies.count(true) == 1 })
-	for b0.copies.count(true) > 0 {
-		stepB()
+	// RebuildFrom's step queries (two: they measure how fast b0 goes, rebuildLead) are
+	// answered as B steps; then come the ranged requests.
+	requested := func() bool { return b0.copies.count(false) == 1 && b1.copies.count(false) == 1 }
+	for !requested() {
+		testutil.WaitFor(t, 10*time.Second, "a0's step queries at b0, then the ranged requests at b0 and b1", func() bool {
+			return b0.copies.count(true) > 0 || requested()
+		})
+		for b0.copies.count(true) > 0 {
+			stepB()
+		}
 	}
-	testutil.WaitFor(t, 10*time.Second, "the ranged requests at b0 and b1", func() bool {
-		return b0.copies.count(false) == 1 && b1.copies.count(false) == 1
-	})
 	for b0.copies.count(false)+b1.copies.count(false) > 0 {
 		stepB()
 	}

@@ -248,14 +248,22 @@ func (w *Worker) rebuildStep(ctx context.Context, source string) (int, error) {
 		}
 		return int(binary.LittleEndian.Uint64(f.Payload)), nil
 	}
+	// Two queries measure how many outer periods a round trip to the source takes: the
+	// step named must still be ahead of every source when the stages' requests reach them
+	// (rebuildLead). It stays within the job: a step past its end is never consistent.
+	s1, err := w.queryStep(ctx, source)
+	if err != nil {
+		return 0, err
+	}
 	s, err := w.queryStep(ctx, source)
 	if err != nil {
 		return 0, err
 	}
-	// An outer period of steps for the requests to reach the sources: in DiLoCo the next
-	// boundary after s, in streaming (whose consistent steps may follow each other) a step
-	// H steps on.
-	after := s + max(w.cfg.Sync.InnerSteps, 1)
+	h := max(w.cfg.Sync.InnerSteps, 1)
+	after := s + rebuildLead(h, s-s1)
+	if last := w.cfg.Train.Steps / h * h; after > last {
+		after = max(last, s+h)
+	}
 	for _, st := range stages[1:] {
 		f := w.copyFrame(frame.KindScalar, 0, rebuildStepMicro, binary.LittleEndian.AppendUint64(nil, uint64(after)))
 		if err := tr.Send(ctx, st.Node, f); err != nil {
@@ -291,4 +299,20 @@ func parseStepAnswer(p []byte, maxStep int) (int, error) {
 		return 0, fmt.Errorf("%w: not an answer to a step query", errCopyHeader)
 	}
 	return int(step), nil
+}
+
+// rebuildLead is how many steps after the source's consistent step s the rebuilt
+// replica's stages copy: whole outer periods of h steps (in DiLoCo the step must be a
+// boundary; in streaming, whose consistent steps may follow each other, a multiple of H is
+// as good). A source answers a step query only at a consistent step, so the second of two
+// queries, sent as the first's answer came, comes back k = advanced/h periods later: a
+// round trip took less than k periods. The stages' requests need about one and a half
+// round trips more to reach their sources (the answer's way back, the step told to the
+// other stages, their requests), so the step named is 2k periods on (at least two).
+// One period was the lead before: on a loaded machine (5 steps at 50 steps/s, 0.1 s,
+// less than a round trip there) the sources passed it before the requests came and
+// refused the copy (TestKilledStageIsRebuiltFromALivePeer).
+func rebuildLead(h, advanced int) int {
+	k := (max(advanced, 0) + h - 1) / h
+	return max(2, 2*k) * h
 }

@@ -108,8 +108,10 @@ type JobConfig struct {
 	// Grace is how long an outer step (DiLoCo, streaming) waits for the rest of a group's
 	// members once a majority of its active ones is in: a contribution that has not arrived
 	// by then is left out of the step, and its replica takes the others' result
-	// (quorum.go). Zero means no window: the step waits for every member the control plane
-	// has not retired (Worker.Retire), up to the stall timeout.
+	// (quorum.go). It is the most the window is: a window that ends with a member missing
+	// halves, down to Grace/8, and grows back when every member comes (grace.go). Zero
+	// means no window: the step waits for every member the control plane has not retired
+	// (Worker.Retire), up to the stall timeout.
 	Grace time.Duration `json:"grace,omitempty"`
 }
 
@@ -181,6 +183,7 @@ type Worker struct {
 	times           StepTimes // of the step in progress (step_times.go)
 	updateGate      func(ctx context.Context, step int) error
 	peers           *peerSet        // the plan's members the control plane retired
+	grace           *graceWindow    // grace.go: the outer steps' grace window, adapted to measured lateness
 	scorer          *heldOutScorer  // nil: contributions are not scored (score.go)
 	onDemand        *onDemandScorer // non-nil: score: auto scores contested gradient collectives (score.go)
 	tied            *model.Param    // a tied model's table in a stage without the other end (tied.go)
@@ -232,7 +235,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		data: data, codec: codec, peers: newPeerSet(), signKey: signKey, offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+		data: data, codec: codec, peers: newPeerSet(), signKey: signKey, grace: newGraceWindow(cfg.Grace), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	if be := cfg.Train.Backend; be != nil {
 		if !be.Device().IsHost() && w.numStages > 1 {
 			return nil, fmt.Errorf("backend %s: a device backend runs one stage per replica for now (pipeline activations arrive as host slices), the plan has %d", be.Name(), w.numStages)
@@ -299,10 +302,11 @@ func (w *Worker) outerQuorum(tr Transport, run syncRun) outerQuorum {
 		batches[r], _, _ = w.plan.replicaBatch(r, w.cfg.Train.Batch)
 	}
 	pol := w.policy()
+	w.grace.configure(w.cfg.Grace)
 	// Goroutines send beside the step through the raw transport: the worker's byte counts
 	// are not for concurrent use (the few bytes of announcements and handed-over results
 	// go uncounted).
-	return outerQuorum{tr: tr, bg: w.tr, g: run.group, k: w.roundKey(run.first), peers: w.peers, grace: w.cfg.Grace,
+	return outerQuorum{tr: tr, bg: w.tr, g: run.group, k: w.roundKey(run.first), peers: w.peers, grace: w.grace.window(), adapt: w.grace,
 		batches: batches, reject: pol.reject}
 }
 

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"slices"
+	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -9,12 +10,12 @@ import (
 )
 
 // adopt registers an authenticated connection, makes it the peer's send connection when
-// it has none, and serves the streams the peer opens on it. A peer holds at most
+// it has none or the peer dialled it, and serves the streams the peer opens on it. A peer holds at most
 // MaxConnsPerPeer connections: adopting one more closes its oldest (ConnTooMany), so that a
 // peer cannot multiply the memory its streams may hold by opening connections, while a
 // peer that restarted is never locked out by connections to its old process.
 func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
-	c := &peerConn{qc: qc, peer: remote, path: path, streams: map[frame.Kind]*kindStream{}}
+	c := &peerConn{qc: qc, peer: remote, path: path, at: time.Now(), streams: map[frame.Kind]*kindStream{}}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -37,7 +38,12 @@ func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
 		}
 	}
 	p.open = append(p.open, c)
-	if p.conn == nil || !p.conn.alive() {
+	if p.conn == nil || !p.conn.alive() || path == PathInbound {
+		// A connection the peer just dialled is the one frames go out on: the peer may have
+		// restarted, and the connection to its old process swallows what is written into it
+		// until the new process's stateless reset closes it (reset.go), losing that frame;
+		// the peer's newest connection reaches whatever process holds its identity now. When
+		// both dialled at once, each sends on the other's connection: both are alive.
 		p.conn = c
 	}
 	d.wg.Add(1)
@@ -86,4 +92,32 @@ func (d *Plane) openConns(peer string) int {
 		return len(p.open)
 	}
 	return 0
+}
+
+// DropConnsBefore closes the connections with peer adopted before t: the caller knows
+// that the peer's process then is gone (the mesh held it dead and heard it again: it
+// restarted). Without this, the first frame written into such a connection is lost before
+// the new process's stateless reset closes it (reset.go), and a protocol that sends a
+// frame once (a rebuild's step, a pipeline's activation) waits for it until it times out.
+// Connections adopted since t are kept: they may already carry the new process's frames.
+// It returns the number closed.
+func (d *Plane) DropConnsBefore(peer string, t time.Time) int {
+	d.mu.Lock()
+	var stale []*peerConn
+	if p := d.peers[peer]; p != nil {
+		for _, c := range p.open {
+			if c.at.Before(t) {
+				stale = append(stale, c)
+			}
+		}
+		if p.conn != nil && p.conn.at.Before(t) {
+			p.conn = nil // the next Send takes a newer connection or dials
+		}
+	}
+	d.mu.Unlock()
+	for _, c := range stale {
+		d.log.Info("closing a connection to a restarted peer's old process", "peer", peer)
+		c.qc.CloseWithError(ConnRestarted, "peer restarted")
+	}
+	return len(stale)
 }

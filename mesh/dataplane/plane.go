@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -102,8 +103,9 @@ func (p *sendPeer) sendConn() *peerConn {
 // peerConn is one authenticated QUIC connection and its outgoing streams, one per kind.
 type peerConn struct {
 	qc   *quic.Conn
-	peer string // the verified remote peer ID
-	path string // PathDirect (this node dialled) or PathInbound (the peer did)
+	peer string    // the verified remote peer ID
+	path string    // PathDirect (this node dialled) or PathInbound (the peer did)
+	at   time.Time // when it was adopted (DropConnsBefore)
 
 	mu      sync.Mutex
 	streams map[frame.Kind]*kindStream
@@ -125,6 +127,10 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	if err != nil {
 		return nil, fmt.Errorf("data plane: TLS identity: %w", err)
 	}
+	resetKey, err := statelessResetKey(cfg.Identity) // reset.go: a restarted node is heard at once
+	if err != nil {
+		return nil, err
+	}
 	var lc net.ListenConfig
 	udp, err := lc.ListenPacket(ctx, "udp", cfg.listenAddr())
 	if err != nil {
@@ -132,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 	}
 	d := &Plane{
 		cfg: cfg, self: self, selfID: self.String(), ident: ident, udp: udp,
-		tr: &quic.Transport{Conn: udp}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
+		tr: &quic.Transport{Conn: udp, StatelessResetKey: resetKey}, qconf: cfg.quicConfig(), maxPayload: cfg.maxPayload(),
 		box: frame.NewBoundedMailbox(cfg.mailboxBytes(), cfg.mailboxFrames()), inflight: newBudget(cfg.maxInFlight()),
 		addrs: map[string]string{}, peers: map[string]*sendPeer{}, conns: map[*peerConn]struct{}{},
 		routes: map[string]*streamPeer{}, p2p: map[network.Stream]struct{}{},

@@ -52,6 +52,9 @@ const (
 	// ConnConfirmed closes the connection Confirm opened once its handshake proved the
 	// peer's identity at the address tried: nothing is sent on it.
 	ConnConfirmed quic.ApplicationErrorCode = 0x206
+	// ConnRestarted closes the connections to a peer that restarted (the caller said so:
+	// DropConnsBefore): they lead to its old process.
+	ConnRestarted quic.ApplicationErrorCode = 0x207
 )
 
 // frameResetCode maps a frame.Read error to the code that resets the stream; bad is false

@@ -1,0 +1,157 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// TestDataPlanePeerRestartsInPlace: a peer is killed without a goodbye and comes back with
+// the same identity on the same port before anyone noticed. The connection to the dead
+// process is closed by the new process's stateless reset as soon as a frame is written
+// into it, not by the idle timeout (an hour here, so only the reset can close it), and
+// the next frames reach the new process. Both ways the old connection was made are
+// covered: the survivor dialled it, or the peer that restarted did; and both orders after
+// the restart: the survivor speaks first, or the restarted peer does (then the survivor
+// answers on the restarted peer's new connection, and its first frame arrives).
+func TestDataPlanePeerRestartsInPlace(t *testing.T) {
+	for _, tc := range []struct {
+		name                   string
+		survivorDialled, first bool
+	}{
+		{"survivor dialled, survivor speaks first", true, true},
+		{"survivor dialled, restarted speaks first", true, false},
+		{"restarted dialled, survivor speaks first", false, true},
+		{"restarted dialled, restarted speaks first", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testPeerRestartsInPlace(t, tc.survivorDialled, tc.first) })
+	}
+}
+
+func testPeerRestartsInPlace(t *testing.T, survivorDialled, survivorFirst bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := func(c Config) Config { c.KeepAlive, c.IdleTimeout = 10*time.Minute, time.Hour; return c }
+	a := startDataPlane(t, long(dpTestConfig(t, 1)))
+	cfgB := long(dpTestConfig(t, 2))
+	b, err := New(context.Background(), cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.SetPeerAddr(b.Self(), b.Addr())
+	b.SetPeerAddr(a.Self(), a.Addr())
+	if survivorDialled {
+		sendAndRecv(ctx, t, a, b, 1)
+	} else {
+		sendAndRecv(ctx, t, b, a, 1)
+	}
+	old := sendConnOf(t, a, b.Self())
+
+	// Kill b: its socket vanishes without a CONNECTION_CLOSE; a's connection stays open.
+	b.udp.Close()
+	cfgB.ListenAddr = b.Addr()
+	b2 := startDataPlane(t, cfgB)
+	b2.SetPeerAddr(a.Self(), a.Addr())
+	if !survivorFirst {
+		sendAndRecv(ctx, t, b2, a, 2) // a hears the restarted peer on the connection it dialled
+		// and answers on that connection: its first frame is not lost in the old one.
+		sendAndRecv(ctx, t, a, b2, 3)
+		if old.Context().Err() != nil {
+			t.Fatal("the old connection was written into")
+		}
+		return
+	}
+	// a's frames reach b2: a frame written into the old connection is lost, but it draws
+	// b2's stateless reset, which closes that connection, and the next frame dials b2.
+	// (When b2 spoke first, a answers on b2's connection and nothing is lost: above.)
+	for step := uint32(3); ; step++ {
+		if err := a.Send(ctx, b2.Self(), dpTestFrame(frame.KindActivation, step, 0, dpPayload(uint64(step), 256))); err != nil {
+			if ctx.Err() != nil {
+				t.Fatalf("a never reached the restarted peer: %v", err)
+			}
+			continue // written into the connection as it was reset
+		}
+		rctx, rcancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(old.Context(), rcancel)
+		_, err := b2.Recv(rctx, a.Self(), dpTestFrame(frame.KindActivation, step, 0, nil).Key())
+		stop()
+		rcancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("frame %d to the restarted peer: neither received nor the old connection closed: %v", step, err)
+		}
+	}
+	// a sends on its current connection while it is alive, so the first frame after the
+	// restart went into the old one: only the reset lets a later frame through.
+	var reset *quic.StatelessResetError
+	if cause := context.Cause(old.Context()); !errors.As(cause, &reset) {
+		t.Fatalf("the old connection ended by %v, want a stateless reset", cause)
+	}
+}
+
+// sendAndRecv sends a frame of step from `from` to `to` and waits for it there.
+func sendAndRecv(ctx context.Context, t *testing.T, from, to *Plane, step uint32) {
+	t.Helper()
+	payload := dpPayload(uint64(step), 256)
+	if err := from.Send(ctx, to.Self(), dpTestFrame(frame.KindActivation, step, 0, payload)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := to.Recv(ctx, from.Self(), dpTestFrame(frame.KindActivation, step, 0, nil).Key())
+	if err != nil || string(f.Payload) != string(payload) {
+		t.Fatalf("frame %d from %s: %v", step, from.Self(), fmt.Sprint(err))
+	}
+}
+
+// sendConnOf is the QUIC connection d sends to peer on.
+func sendConnOf(t *testing.T, d *Plane, peer string) *quic.Conn {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := d.peers[peer]
+	if p == nil || p.sendConn() == nil {
+		t.Fatalf("no connection to %s", peer)
+	}
+	return p.conn.qc
+}
+
+// TestDataPlaneDropConnsBeforeLosesNoFrame: told that a peer restarted (the mesh held it
+// dead and hears it again), the data plane closes the connections it had with the old
+// process, so its first frame to the new process dials it and arrives, instead of being
+// lost in the old connection; a connection adopted since is kept.
+func TestDataPlaneDropConnsBeforeLosesNoFrame(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	long := func(c Config) Config { c.KeepAlive, c.IdleTimeout = 10*time.Minute, time.Hour; return c }
+	a := startDataPlane(t, long(dpTestConfig(t, 1)))
+	cfgB := long(dpTestConfig(t, 2))
+	b, err := New(context.Background(), cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a.SetPeerAddr(b.Self(), b.Addr())
+	sendAndRecv(ctx, t, a, b, 1)
+	old := sendConnOf(t, a, b.Self())
+	b.udp.Close() // kill -9
+	dead := time.Now()
+	cfgB.ListenAddr = b.Addr()
+	b2 := startDataPlane(t, cfgB)
+	if n := a.DropConnsBefore(b2.Self(), dead); n != 1 {
+		t.Fatalf("closed %d connections, want the old one", n)
+	}
+	<-old.Context().Done()
+	sendAndRecv(ctx, t, a, b2, 2) // the first frame after the restart arrives
+	if n := a.DropConnsBefore(b2.Self(), dead); n != 0 {
+		t.Fatalf("closed %d connections adopted after the restart", n)
+	}
+	sendAndRecv(ctx, t, a, b2, 3)
+}
