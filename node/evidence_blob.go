@@ -23,13 +23,6 @@ import (
 // only the evidence blobs it announced itself, and a leader fetches only an announced
 // blob it did not already hold.
 
-// evidenceSlack bounds what an evidence holds besides weights: its header, the members'
-// names, and per member the signed contribution's header and signature.
-const (
-	evidenceSlack          = 1 << 20
-	evidenceSlackPerMember = 64 << 10
-)
-
 // evidenceOffers are the evidence blobs this node announced and is serving to the leader
 // (an RPC in flight for each).
 type evidenceOffers struct {
@@ -126,13 +119,8 @@ func (n *Node) fetchEvidence(ctx context.Context, j consensus.Job, reporter peer
 	return data, nil
 }
 
-// evidenceBound is the most bytes an evidence of job j can have: θ and one contribution
-// per member of its plan, each at most the model's weights, and their headers.
+// evidenceBound is the most bytes an evidence of job j can have (scheduler.EvidenceBound
+// for its current plan's nodes), within consensus.MaxEvidenceBlobBytes.
 func evidenceBound(j consensus.Job) int64 {
-	var weights int64
-	for _, c := range scheduler.ModelConfig(j.Spec).LayerCosts() {
-		weights += c.ParamBytes
-	}
-	members := int64(len(planNodes(j)))
-	return min(weights*(members+1)+evidenceSlack+members*evidenceSlackPerMember, consensus.MaxEvidenceBlobBytes)
+	return min(scheduler.EvidenceBound(j.Spec, len(planNodes(j))), consensus.MaxEvidenceBlobBytes)
 }
