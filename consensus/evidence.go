@@ -28,6 +28,11 @@ const MaxEvidenceBytes = (MaxRPCRequestBytes - 64<<10) * 3 / 4
 // any evidence a worker keeps (parallel.MaxKeptEvidenceBytes, 256 MiB) once encoded.
 const MaxEvidenceBlobBytes int64 = 512 << 20
 
+// EvidenceBlobTimeout bounds the leader's fetch and judgement of one evidence blob, which
+// run after the RPC that announced it has answered (a large blob and the judge's forward
+// passes need longer than an RPC's timeout); the reporter serves the blob for longer.
+const EvidenceBlobTimeout = 5 * time.Minute
+
 // maxEvidenceBlobID bounds the length of a blob ID in an evidence message (a blob ID is
 // 64 hex digits; the fetcher checks its form).
 const maxEvidenceBlobID = 128
@@ -70,6 +75,9 @@ type evidenceDesk struct {
 	fetch EvidenceFetcher
 	last  map[peer.ID]time.Time
 	busy  map[peer.ID]bool
+
+	closed bool           // set by Shutdown: no more background judgements
+	wg     sync.WaitGroup // background judgements of evidence blobs
 }
 
 // SetEvidenceJudge installs the judge this node uses when it leads; without one, evidence
@@ -96,8 +104,9 @@ func (d *evidenceDesk) fetcher() EvidenceFetcher {
 }
 
 // ShipEvidenceBlob asks the leader to judge the evidence against member of job jobID
-// that this node holds as blob (size bytes): the leader fetches it from this node while
-// the call is in flight, so the caller serves blob to the leader until it returns.
+// that this node holds as blob (size bytes). The leader answers once it has taken the
+// request up, then fetches the blob from this node and judges it in the background within
+// EvidenceBlobTimeout: the caller serves blob to the leader for longer than that.
 func (c *Consensus) ShipEvidenceBlob(ctx context.Context, jobID, member, blob string, size int64) error {
 	req := EvidenceRequest{JobID: jobID, Member: member, Blob: blob, Size: size}
 	if err := req.check(); err != nil {
@@ -166,22 +175,67 @@ func (c *Consensus) handleEvidence(ctx context.Context, from peer.ID, body []byt
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	evidence := args.Evidence
 	if args.Blob != "" {
-		if evidence, err = c.fetchEvidence(ctx, j, from, args); err != nil {
-			return nil, err
-		}
+		return struct{}{}, c.judgeBlobLater(j, p.Epoch, from, args, judge, done)
 	}
-	convicted, reason, err := judge(ctx, j, from.String(), args.Member, evidence)
+	defer done()
+	return struct{}{}, c.judgeEvidence(ctx, j, p.Epoch, from, args.Member, args.Evidence, judge)
+}
+
+// judgeEvidence judges evidence from reporter against member of job j and commits the
+// verdict, convicting or naming the false accuser.
+func (c *Consensus) judgeEvidence(ctx context.Context, j Job, epoch uint64, from peer.ID, member string, evidence []byte, judge EvidenceJudge) error {
+	convicted, reason, err := judge(ctx, j, from.String(), member, evidence)
 	if err != nil {
-		return nil, fmt.Errorf("%w: evidence against %s: %v", ErrBadRequest, args.Member, err)
+		return fmt.Errorf("%w: evidence against %s: %v", ErrBadRequest, member, err)
 	}
-	v := Verdict{Member: args.Member, Accuser: from.String(), Convicted: convicted, Epoch: p.Epoch, Reason: reason}
+	v := Verdict{Member: member, Accuser: from.String(), Convicted: convicted, Epoch: epoch, Reason: reason}
 	if !convicted {
-		c.log.Warn("false offender accusation", "job", args.JobID, "accuser", from, "member", args.Member, "reason", reason)
+		c.log.Warn("false offender accusation", "job", j.ID, "accuser", from, "member", member, "reason", reason)
 	}
-	return struct{}{}, c.RecordVerdict(ctx, args.JobID, v)
+	return c.RecordVerdict(ctx, j.ID, v)
+}
+
+// judgeBlobLater fetches and judges an evidence blob in the background, within
+// EvidenceBlobTimeout, holding the reporter's one judgement in flight until it ends (done).
+// A blob that cannot be fetched is refused evidence: logged, nothing judged, no verdict.
+func (c *Consensus) judgeBlobLater(j Job, epoch uint64, from peer.ID, args EvidenceRequest, judge EvidenceJudge, done func()) error {
+	fetch := c.evidence.fetcher()
+	if fetch == nil {
+		done()
+		return fmt.Errorf("%w: this leader fetches no evidence blobs", ErrForbidden)
+	}
+	d := &c.evidence
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		done()
+		return ErrShutdown
+	}
+	d.wg.Go(func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(c.baseCtx, EvidenceBlobTimeout)
+		defer cancel()
+		ev, err := fetch(ctx, j, from, args.Blob, args.Size)
+		if err == nil {
+			err = c.judgeEvidence(ctx, j, epoch, from, args.Member, ev, judge)
+		} else {
+			err = fmt.Errorf("evidence blob refused: %w", err)
+		}
+		if err != nil {
+			c.log.Warn("offender evidence blob", "job", j.ID, "reporter", from, "member", args.Member, "blob", args.Blob, "err", err)
+		}
+	})
+	return nil
+}
+
+// closeEvidence ends background judgements: none starts after it, and it waits for
+// those running (their context is the node's, cancelled by Shutdown).
+func (c *Consensus) closeEvidence() {
+	c.evidence.mu.Lock()
+	c.evidence.closed = true
+	c.evidence.mu.Unlock()
+	c.evidence.wg.Wait()
 }
 
 // decodeEvidenceRequest decodes and checks an evidence message (its length is checked by
@@ -214,20 +268,4 @@ func (r EvidenceRequest) check() error {
 		return fmt.Errorf("evidence blob of %d bytes (max %d): %w", r.Size, MaxEvidenceBlobBytes, ErrTooLarge)
 	}
 	return nil
-}
-
-// fetchEvidence brings the evidence blob the reporter announced with the installed
-// fetcher. A blob that cannot be fetched (refused by the reporter, over the job's bound,
-// not matching its hash) is refused evidence: nothing is judged and no verdict is
-// committed.
-func (c *Consensus) fetchEvidence(ctx context.Context, j Job, from peer.ID, args EvidenceRequest) ([]byte, error) {
-	fetch := c.evidence.fetcher()
-	if fetch == nil {
-		return nil, fmt.Errorf("%w: this leader fetches no evidence blobs", ErrForbidden)
-	}
-	ev, err := fetch(ctx, j, from, args.Blob, args.Size)
-	if err != nil {
-		return nil, fmt.Errorf("%w: evidence blob %.16s… against %s: %v", ErrBadRequest, args.Blob, args.Member, err)
-	}
-	return ev, nil
 }

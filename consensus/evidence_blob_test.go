@@ -8,15 +8,19 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/meshnode/meshnode/internal/testutil"
 )
 
 // TestEvidenceBlobIsFetchedFromTheReporter: evidence larger than an RPC message is
-// announced by hash and size; the leader fetches it from the reporter with the fetcher
-// its node installs and judges the bytes, committing the verdict. Without a fetcher, or
-// when the fetch fails (a blob not matching its hash, refused by the reporter), the
-// evidence is refused: nothing is judged and no verdict is committed.
+// announced by hash and size; the leader takes it up, then fetches it from the reporter
+// with the fetcher its node installs and judges the bytes in the background, committing
+// the verdict. Without a fetcher the evidence is refused at once; when the fetch fails (a
+// blob not matching its hash, refused by the reporter) nothing is judged and no verdict
+// is committed.
 func TestEvidenceBlobIsFetchedFromTheReporter(t *testing.T) {
 	tc := newMockCluster(t)
 	ctx := ctxT(t)
@@ -59,8 +63,12 @@ func TestEvidenceBlobIsFetchedFromTheReporter(t *testing.T) {
 		return make([]byte, size), nil
 	})
 	clearEvidenceRate(leader)
-	if err := a.c.ShipEvidenceBlob(ctx, id, leader.id.String(), bad, int64(big)); !errors.Is(err, ErrBadRequest) {
-		t.Fatalf("an evidence blob not matching its hash: %v, want ErrBadRequest", err)
+	if err := a.c.ShipEvidenceBlob(ctx, id, leader.id.String(), bad, int64(big)); err != nil {
+		t.Fatalf("an evidence blob not matching its hash: %v, want it taken up", err)
+	}
+	waitEvidenceIdle(t, leader)
+	if j, _, _ := leader.c.FSM().Job(id); len(j.Verdicts) != 0 {
+		t.Fatalf("a verdict on a blob not matching its hash: %+v", j.Verdicts)
 	}
 	mu.Lock()
 	if len(judged) != 0 {
@@ -71,6 +79,7 @@ func TestEvidenceBlobIsFetchedFromTheReporter(t *testing.T) {
 	if err := a.c.ShipEvidenceBlob(ctx, id, leader.id.String(), good, int64(big)); err != nil {
 		t.Fatal(err)
 	}
+	waitEvidenceIdle(t, leader)
 	j, _, _ := leader.c.FSM().Job(id)
 	if len(j.Verdicts) != 1 || !j.Verdicts[0].Convicted || j.Verdicts[0].Accuser != a.id.String() {
 		t.Fatalf("verdicts %+v: want one convicting, accused by %s", j.Verdicts, a.id)
@@ -85,6 +94,17 @@ func TestEvidenceBlobIsFetchedFromTheReporter(t *testing.T) {
 			t.Fatalf("fetched from %s, want only the reporter %s", p, a.id)
 		}
 	}
+}
+
+// waitEvidenceIdle waits until n's leader has no evidence in flight: its background
+// judgements have ended.
+func waitEvidenceIdle(t *testing.T, n *testNode) {
+	t.Helper()
+	testutil.WaitFor(t, 10*time.Second, "the leader's evidence judgements to end", func() bool {
+		n.c.evidence.mu.Lock()
+		defer n.c.evidence.mu.Unlock()
+		return len(n.c.evidence.busy) == 0
+	})
 }
 
 // clearEvidenceRate forgets when reporters last had evidence judged: past

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -17,14 +18,17 @@ import (
 // Offender evidence larger than an RPC message (consensus.MaxEvidenceBytes) travels as a
 // blob (docs/security.md, "Verifiable offender evidence"): the reporter publishes it,
 // announces its hash and size in the evidence RPC and serves it, to the Raft leader only,
-// while that RPC is in flight; the leader fetches it from the reporter alone, bounded by
-// the job's model before any chunk moves, verifies it against its hash, reads it and
-// deletes it before judging. Nothing else becomes fetchable this way: a reporter serves
+// for evidenceOfferTTL once the leader took it up (then deletes it); the leader fetches it
+// in the background from the reporter alone, bounded by the job's model before any chunk
+// moves, verifies it against its hash, reads it and deletes it before judging. Nothing else becomes fetchable this way: a reporter serves
 // only the evidence blobs it announced itself, and a leader fetches only an announced
 // blob it did not already hold.
 
-// evidenceOffers are the evidence blobs this node announced and is serving to the leader
-// (an RPC in flight for each).
+// evidenceOfferTTL is how long a reporter serves an evidence blob the leader took up: past
+// the leader's whole fetch and judgement (consensus.EvidenceBlobTimeout).
+var evidenceOfferTTL = consensus.EvidenceBlobTimeout + time.Minute
+
+// evidenceOffers are the evidence blobs this node announced and is serving to the leader.
 type evidenceOffers struct {
 	mu  sync.Mutex
 	ids map[string]int
@@ -55,7 +59,8 @@ func (o *evidenceOffers) has(id string) bool {
 }
 
 // shipEvidence sends a worker's evidence to the leader: inside the RPC when it fits, else
-// as a blob this node serves to the leader until the leader has judged it, then deletes.
+// as a blob this node serves to the leader for evidenceOfferTTL once the leader took it
+// up (at once when it did not), then deletes.
 func (n *Node) shipEvidence(ctx context.Context, cs *consensus.Consensus, job, member string, evidence []byte) error {
 	if len(evidence) <= consensus.MaxEvidenceBytes {
 		return cs.ShipEvidence(ctx, job, member, evidence)
@@ -68,13 +73,18 @@ func (n *Node) shipEvidence(ctx context.Context, cs *consensus.Consensus, job, m
 		return fmt.Errorf("publish evidence: %w", err)
 	}
 	withdraw := n.evidence.add(id)
-	defer func() {
+	drop := func() {
 		withdraw()
 		if !n.evidence.has(id) {
 			_ = n.data.blobs.Store().Remove(id)
 		}
-	}()
-	return cs.ShipEvidenceBlob(ctx, job, member, id, int64(len(evidence)))
+	}
+	if err := cs.ShipEvidenceBlob(ctx, job, member, id, int64(len(evidence))); err != nil {
+		drop()
+		return err
+	}
+	time.AfterFunc(evidenceOfferTTL, drop) // a blob a crash leaves is an orphan the collector removes
+	return nil
 }
 
 // serveEvidence decides a fetch of an evidence blob this node announced: only the current

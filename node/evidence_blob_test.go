@@ -21,7 +21,8 @@ import (
 // than an RPC message (consensus.MaxEvidenceBytes) reaches the leader as a blob fetched
 // from the reporter, is judged byte for byte (a judge standing in for the engine's, which
 // the runner's tests exercise), the verdict is committed, scheduler.Offenders names the
-// convicted member and the job's next plan leaves it out; neither node keeps the blob.
+// convicted member and the job's next plan leaves it out; the leader keeps no copy of the
+// blob (the reporter serves it for evidenceOfferTTL, then deletes it).
 // Through the same fetch path the leader refuses a blob the reporter did not announce
 // (the reporter does not serve it), a blob it already holds (the job's dataset), and a
 // size over the job's bound, and keeps none of them.
@@ -101,7 +102,8 @@ func TestEvidenceBlobChain(t *testing.T) {
 		t.Fatal("a withdrawn evidence blob is still announced")
 	}
 
-	// The chain: evidence over the RPC's bound, shipped as the runner ships it.
+	// The chain: evidence over the RPC's bound, shipped as the runner ships it; the leader
+	// takes it up, then fetches and judges it in the background.
 	bound := evidenceBound(j)
 	if bound <= int64(consensus.MaxEvidenceBytes) {
 		t.Fatalf("the job's evidence bound %d is within the RPC's %d: the test ships nothing larger", bound, consensus.MaxEvidenceBytes)
@@ -110,16 +112,19 @@ func TestEvidenceBlobChain(t *testing.T) {
 	if err := (nodeControl{reporter}).ShipEvidence(ctx, id, accused.ID().String(), ev); err != nil {
 		t.Fatalf("ship %d bytes of evidence: %v", len(ev), err)
 	}
+	bad := accused.ID().String()
+	testutil.WaitFor(t, 60*time.Second, "the verdict", func() bool {
+		return slices.ContainsFunc(job().Verdicts, func(v consensus.Verdict) bool { return v.Member == bad && v.Convicted })
+	})
 	mu.Lock()
 	if len(judged) != 1 || !bytes.Equal(judged[0], ev) {
 		t.Fatalf("judged %d evidences, want the %d bytes shipped", len(judged), len(ev))
 	}
 	mu.Unlock()
 	evID := reporter.Blobs().Store().IDOf(ev)
-	if reporter.Blobs().Has(evID) || leader.Blobs().Has(evID) {
-		t.Fatalf("the evidence blob is kept after judgement: reporter %v, leader %v", reporter.Blobs().Has(evID), leader.Blobs().Has(evID))
+	if leader.Blobs().Has(evID) || !reporter.evidence.has(evID) {
+		t.Fatalf("after judgement: the leader keeps the blob %v; the reporter still offers it %v", leader.Blobs().Has(evID), reporter.evidence.has(evID))
 	}
-	bad := accused.ID().String()
 	testutil.WaitFor(t, 90*time.Second, "a plan without the convicted member", func() bool {
 		j = job()
 		cur := j.CurrentPlan()
