@@ -101,15 +101,21 @@ func (n *Node) serveEvidence(to peer.ID, id string) (ok bool, err error) {
 
 // fetchEvidence is the leader's consensus.EvidenceFetcher: the blob reporter announced,
 // from reporter only, at most the announced size and the job's bound, read verified and
-// deleted. A blob this node already holds is refused rather than read: it is not
-// evidence shipped for this judgement (a dataset or checkpoint named to waste a check),
-// and deleting it after would lose it.
+// deleted. A blob a job names (a dataset, a shard of one, a checkpoint file) or that this
+// node already holds is refused rather than fetched: it is not evidence shipped for this
+// judgement, and deleting it after would lose it (even one this node is fetching for a
+// job at the moment).
 func (n *Node) fetchEvidence(ctx context.Context, j consensus.Job, reporter peer.ID, id string, size int64) ([]byte, error) {
 	if !blob.ValidID(id) {
 		return nil, fmt.Errorf("evidence blob ID %.16q is not a blob ID", id)
 	}
 	if bound := evidenceBound(j); size > bound {
 		return nil, fmt.Errorf("evidence blob of %d bytes, more than job %s's evidence can be (%d): %w", size, j.ID, bound, blob.ErrTooLarge)
+	}
+	if jobs, err := n.policyJobs(); err != nil {
+		return nil, err
+	} else if jobsName(jobs, id) || n.data.partOfLiveDataset(jobs, id) {
+		return nil, fmt.Errorf("evidence blob %.16s… is a job's dataset or checkpoint file", id)
 	}
 	b := n.data.blobs
 	if b.Has(id) {
@@ -133,4 +139,14 @@ func (n *Node) fetchEvidence(ctx context.Context, j consensus.Job, reporter peer
 // for its current plan's nodes), within consensus.MaxEvidenceBlobBytes.
 func evidenceBound(j consensus.Job) int64 {
 	return min(scheduler.EvidenceBound(j.Spec, len(planNodes(j))), consensus.MaxEvidenceBlobBytes)
+}
+
+// jobsName reports whether a job names blob id: its dataset or a file of its checkpoints.
+func jobsName(jobs []consensus.Job, id string) bool {
+	for _, j := range jobs {
+		if j.Spec.Data.Blob == id || checkpointHolds(j, id) {
+			return true
+		}
+	}
+	return false
 }

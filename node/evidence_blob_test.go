@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,8 +25,9 @@ import (
 // convicted member and the job's next plan leaves it out; the leader keeps no copy of the
 // blob (the reporter serves it for evidenceOfferTTL, then deletes it).
 // Through the same fetch path the leader refuses a blob the reporter did not announce
-// (the reporter does not serve it), a blob it already holds (the job's dataset), and a
-// size over the job's bound, and keeps none of them.
+// (the reporter does not serve it), a blob a job names (its dataset: the leader may be
+// fetching it for the job, and must not delete it after), and a size over the job's
+// bound, and keeps none of them.
 func TestEvidenceBlobChain(t *testing.T) {
 	if testing.Short() {
 		t.Skip("trains a small model on three in-process nodes")
@@ -82,7 +84,7 @@ func TestEvidenceBlobChain(t *testing.T) {
 	if _, err := leader.fetchEvidence(ctx, j, reporter.ID(), other, 4096); err == nil || leader.Blobs().Has(other) {
 		t.Fatalf("a blob the reporter did not announce: fetched (%v), held %v", err, leader.Blobs().Has(other))
 	}
-	if _, err := leader.fetchEvidence(ctx, j, reporter.ID(), j.Spec.Data.Blob, 4096); err == nil || !leader.Blobs().Has(j.Spec.Data.Blob) {
+	if _, err := leader.fetchEvidence(ctx, j, reporter.ID(), j.Spec.Data.Blob, 4096); err == nil || !strings.Contains(err.Error(), "a job's dataset") || !leader.Blobs().Has(j.Spec.Data.Blob) {
 		t.Fatalf("the job's dataset as evidence: %v, the leader still holds it: %v", err, leader.Blobs().Has(j.Spec.Data.Blob))
 	}
 	if _, err := leader.fetchEvidence(ctx, j, reporter.ID(), other, evidenceBound(j)+1); !errors.Is(err, blob.ErrTooLarge) {
