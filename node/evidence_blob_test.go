@@ -111,6 +111,7 @@ func TestEvidenceBlobChain(t *testing.T) {
 		t.Fatalf("the job's evidence bound %d is within the RPC's %d: the test ships nothing larger", bound, consensus.MaxEvidenceBytes)
 	}
 	ev := randomBytes(t, consensus.MaxEvidenceBytes+int(bound-int64(consensus.MaxEvidenceBytes))/2)
+	shipped := time.Now()
 	if err := (nodeControl{reporter}).ShipEvidence(ctx, id, accused.ID().String(), ev); err != nil {
 		t.Fatalf("ship %d bytes of evidence: %v", len(ev), err)
 	}
@@ -118,6 +119,7 @@ func TestEvidenceBlobChain(t *testing.T) {
 	testutil.WaitFor(t, 60*time.Second, "the verdict", func() bool {
 		return slices.ContainsFunc(job().Verdicts, func(v consensus.Verdict) bool { return v.Member == bad && v.Convicted })
 	})
+	t.Logf("%d bytes of evidence shipped as a blob: verdict committed %s after shipping", len(ev), time.Since(shipped).Round(time.Millisecond))
 	mu.Lock()
 	if len(judged) != 1 || !bytes.Equal(judged[0], ev) {
 		t.Fatalf("judged %d evidences, want the %d bytes shipped", len(judged), len(ev))
