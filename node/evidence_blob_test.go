@@ -104,6 +104,15 @@ func TestEvidenceBlobChain(t *testing.T) {
 		t.Fatal("a withdrawn evidence blob is still announced")
 	}
 
+	// Evidence the leader refuses (against the reporter itself) is dropped at once.
+	refused := randomBytes(t, consensus.MaxEvidenceBytes+1)
+	if err := (nodeControl{reporter}).ShipEvidence(ctx, id, reporter.ID().String(), refused); !errors.Is(err, consensus.ErrForbidden) {
+		t.Fatalf("evidence against the reporter itself: %v, want ErrForbidden", err)
+	}
+	if rid := reporter.Blobs().Store().IDOf(refused); reporter.Blobs().Has(rid) || reporter.evidence.has(rid) {
+		t.Fatalf("a refused evidence blob is kept (%v) or offered (%v)", reporter.Blobs().Has(rid), reporter.evidence.has(rid))
+	}
+
 	// The chain: evidence over the RPC's bound, shipped as the runner ships it; the leader
 	// takes it up, then fetches and judges it in the background.
 	bound := evidenceBound(j)
