@@ -179,6 +179,7 @@ func (c *Consensus) Shutdown() error {
 		c.stop()
 		c.host.RemoveStreamHandler(ProtocolRPC)
 		c.wg.Wait()
+		c.closeEvidence() // after the RPC server: no evidence blob is taken up any more
 		if c.raft != nil {
 			// A snapshot lets a restarted node show its state before it reaches a leader.
 			if serr := c.raft.Snapshot().Error(); serr != nil && !errors.Is(serr, raft.ErrNothingNewToSnapshot) {

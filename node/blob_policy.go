@@ -65,8 +65,12 @@ func (n *Node) acceptReplica(from peer.ID, hash string) (int64, error) {
 }
 
 // allowServe is the blob service's policy for peers fetching from this node: a live job's
-// dataset (or a shard of it) to any member, a checkpoint file to a node the job's current plan names.
+// dataset (or a shard of it) to any member, a checkpoint file to a node the job's current
+// plan names, an evidence blob this node announced to the leader.
 func (n *Node) allowServe(to peer.ID, hash string) error {
+	if ok, err := n.serveEvidence(to, hash); ok {
+		return err // an evidence blob this node announced: to the leader only
+	}
 	jobs, err := n.policyJobs()
 	if err != nil {
 		return err

@@ -111,6 +111,7 @@ func (s *consensusService) Start(context.Context) error {
 		// As leader, this node checks the offender evidence plan members ship with its
 		// own engine (docs/security.md, "Verifiable offender evidence").
 		c.SetEvidenceJudge(e.runner.JudgeEvidence)
+		c.SetEvidenceFetcher(s.n.fetchEvidence) // evidence too large for the RPC: a blob
 	}
 	s.mu.Lock()
 	s.c = c

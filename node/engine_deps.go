@@ -115,13 +115,14 @@ func (c nodeControl) AddCheckpoint(ctx context.Context, job string, m consensus.
 	return cs.AddCheckpoint(ctx, job, m)
 }
 
-// ShipEvidence sends a worker's offender evidence to the leader (runner.EvidenceShipper).
+// ShipEvidence sends a worker's offender evidence to the leader (runner.EvidenceShipper),
+// as a blob when it is too large for the RPC.
 func (c nodeControl) ShipEvidence(ctx context.Context, job, member string, evidence []byte) error {
 	cs, err := c.consensus()
 	if err != nil {
 		return err
 	}
-	return cs.ShipEvidence(ctx, job, member, evidence)
+	return c.n.shipEvidence(ctx, cs, job, member, evidence)
 }
 
 func (c nodeControl) AddEvent(ctx context.Context, job string, ev consensus.Event) error {

@@ -44,6 +44,8 @@ type Node struct {
 	data   *datasets // dataset.go: blobs and decoded datasets
 	engine *engine   // nil when consensus is disabled
 
+	evidence evidenceOffers // evidence_blob.go: evidence blobs announced to the leader
+
 	train        *trainingMetrics // metrics_training.go
 	blobsRemoved atomic.Int64     // blobs the runner deleted, for metrics_blob.go
 

@@ -59,3 +59,23 @@ func withoutOffenders(members []Member, offenders map[string]bool) []Member {
 	}
 	return out
 }
+
+// Slack an evidence holds besides weights: its header and the members' names, and per
+// member the signed contribution's header and signature.
+const (
+	evidenceSlack          = 1 << 20
+	evidenceSlackPerMember = 64 << 10
+)
+
+// EvidenceBound is the most bytes an encoded offender evidence of a job with spec s and
+// members plan nodes can have: θ and one contribution per member, each at most the
+// model's weights, and their headers. A leader bounds an evidence blob by it before
+// fetching any of it (node/evidence_blob.go).
+func EvidenceBound(s jobspec.Spec, members int) int64 {
+	var weights int64
+	for _, c := range ModelConfig(s).LayerCosts() {
+		weights += c.ParamBytes
+	}
+	m := int64(members)
+	return weights*(m+1) + evidenceSlack + m*evidenceSlackPerMember
+}

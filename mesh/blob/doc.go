@@ -3,7 +3,8 @@
 // manifest lists the SHA-256 of every chunk, and every fetched chunk and manifest is
 // verified before it is kept, so a peer serving corrupt bytes costs a refetch, never a
 // corrupt file. Fetch spreads chunk requests over several sources; Replicate asks a peer to
-// pull a blob it should hold.
+// pull a blob it should hold; FetchAtMost fetches a blob whose size a peer announced
+// (offender evidence), refused from its manifest when larger.
 //
 // Which blob is served to whom, and which pull is taken up to what size, is the caller's
 // policy (Config.AllowServe, Config.AcceptPull); a blob this node offers a peer (Replicate)

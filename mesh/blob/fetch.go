@@ -32,6 +32,16 @@ func (b *Service) Fetch(ctx context.Context, id string, from []peer.ID) error {
 	return b.fetchAtMost(ctx, id, from, 0)
 }
 
+// FetchAtMost is Fetch of a blob of at most maxBytes (> 0), checked in its manifest
+// before any chunk is asked for (ErrTooLarge): for a blob whose size a peer announced
+// and the caller bounded, such as offender evidence.
+func (b *Service) FetchAtMost(ctx context.Context, id string, from []peer.ID, maxBytes int64) error {
+	if maxBytes <= 0 {
+		return fmt.Errorf("fetch blob %s: bound %d: %w", id, maxBytes, ErrTooLarge)
+	}
+	return b.fetchAtMost(ctx, id, from, maxBytes)
+}
+
 // fetchAtMost is Fetch of a blob of at most maxBytes (≤ 0: any size), checked in its
 // manifest before any chunk is asked for.
 func (b *Service) fetchAtMost(ctx context.Context, id string, from []peer.ID, maxBytes int64) error {

@@ -233,3 +233,26 @@ func TestReplicate(t *testing.T) {
 		t.Fatalf("replicate a blob the asker lacks: got %v, want ErrNotFound", err)
 	}
 }
+
+// TestFetchAtMost: a fetch bounded by a size a peer announced is refused from the manifest
+// when the blob is larger (nothing is stored), and a bound that is not positive is refused
+// rather than read as "any size"; within the bound the blob is fetched.
+func TestFetchAtMost(t *testing.T) {
+	nodes := startBlobNodes(t, nil, nil)
+	holder, c := nodes[0], nodes[1]
+	data := testBlobData(3*testBlobChunk, 11)
+	id, err := holder.b.Publish(context.Background(), bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := fetchCtx(t)
+	from := []peer.ID{holder.m.ID()}
+	for _, bound := range []int64{int64(len(data)) - 1, 0, -1} {
+		if err := c.b.FetchAtMost(ctx, id, from, bound); !errors.Is(err, ErrTooLarge) || c.b.Has(id) {
+			t.Fatalf("bound %d for %d bytes: %v (held %v), want ErrTooLarge", bound, len(data), err, c.b.Has(id))
+		}
+	}
+	if err := c.b.FetchAtMost(ctx, id, from, int64(len(data))); err != nil || !bytes.Equal(c.read(t, id), data) {
+		t.Fatalf("within the bound: %v", err)
+	}
+}

@@ -21,7 +21,8 @@ type EvidenceShipper interface {
 // shipEvidence sends the worker's evidence against each member it just named to the
 // leader, in the background: the leader's check takes a forward pass per contribution
 // and held-out window, and the step must not wait for it. Evidence past the RPC's bound
-// (consensus.MaxEvidenceBytes) is not shipped.
+// (consensus.MaxEvidenceBytes) travels as a blob (the node's shipper); past
+// consensus.MaxEvidenceBlobBytes it is not shipped.
 func (t *training) shipEvidence(named []string) {
 	ship, ok := t.r.cfg.Control.(EvidenceShipper)
 	if !ok || t.w == nil {
@@ -33,7 +34,7 @@ func (t *training) shipEvidence(named []string) {
 			continue
 		}
 		raw := ev.Marshal()
-		if len(raw) > consensus.MaxEvidenceBytes {
+		if int64(len(raw)) > consensus.MaxEvidenceBlobBytes {
 			t.r.log.Info("offender evidence too large to ship", "job", t.job.ID, "member", m, "bytes", len(raw))
 			continue
 		}

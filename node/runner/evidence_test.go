@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -72,8 +73,19 @@ func (p keyedPeer) SigningKey() crypto.PrivKey { return p.key }
 // send); the honest workers name both, and the evidence each keeps, shipped as
 // bytes, convicts both in the leader's judge built from the job's spec and plan, while the
 // same evidence against an honest member does not.
+//
+// At d_model 64 the evidence is larger than an RPC message (consensus.MaxEvidenceBytes):
+// the judge convicts from it all the same (it travels as a blob, node/evidence_blob.go).
 func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
+	for _, dModel := range []int{32, 64} {
+		t.Run(fmt.Sprintf("d_model=%d", dModel), func(t *testing.T) { convictColluders(t, dModel) })
+	}
+}
+
+// convictColluders is TestLeaderConvictsColludersFromShippedEvidence at model width dModel.
+func convictColluders(t *testing.T, dModel int) {
 	s := smallSpec(t)
+	s.Model.DModel = dModel
 	s.Parallel.Sync, s.Parallel.InnerSteps, s.Train.Steps, s.Train.Batch = jobspec.SyncDiLoCo, 3, 12, 8
 	s.Data.Blob = "dataset"
 	data, err := model.LoadDataset(s.Data.Source, s.Model.Vocab)
@@ -149,11 +161,18 @@ func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
 			if ev == nil {
 				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
 			}
-			convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[h], bad, ev.Marshal())
+			raw := ev.Marshal()
+			if dModel >= 64 && len(raw) <= consensus.MaxEvidenceBytes {
+				t.Fatalf("evidence of %d bytes at d_model %d: within the RPC's %d, the test proves nothing larger", len(raw), dModel, consensus.MaxEvidenceBytes)
+			}
+			if bound := scheduler.EvidenceBound(s, len(ids)); int64(len(raw)) > bound {
+				t.Fatalf("evidence of %d bytes over the bound a leader fetches (%d)", len(raw), bound)
+			}
+			convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[h], bad, raw)
 			if err != nil || !convicted {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, convicted, why, err)
 			}
-			t.Logf("worker %d against %s: %s", h, bad[len(bad)-6:], why)
+			t.Logf("worker %d against %s (%d bytes): %s", h, bad[len(bad)-6:], len(raw), why)
 		}
 	}
 	ev := workers[0].Evidence(ids[2])
