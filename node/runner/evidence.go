@@ -28,6 +28,7 @@ func (t *training) shipEvidence(named []string) {
 	if !ok || t.w == nil {
 		return
 	}
+	var evs []namedEvidence
 	for _, m := range named {
 		ev := t.w.Evidence(m)
 		if ev == nil {
@@ -38,13 +39,60 @@ func (t *training) shipEvidence(named []string) {
 			t.r.log.Info("offender evidence too large to ship", "job", t.job.ID, "member", m, "bytes", len(raw))
 			continue
 		}
-		t.r.wg.Go(func() {
-			ctx, cancel := context.WithTimeout(t.r.ctx, time.Minute)
-			defer cancel()
-			if err := ship.ShipEvidence(ctx, t.job.ID, m, raw); err != nil {
-				t.r.log.Warn("ship offender evidence", "job", t.job.ID, "member", m, "err", err)
-			}
+		evs = append(evs, namedEvidence{member: m, raw: raw})
+	}
+	if len(evs) == 0 {
+		return
+	}
+	t.r.wg.Go(func() {
+		shipInTurn(t.r.ctx, func(ctx context.Context, member string, raw []byte) error {
+			return ship.ShipEvidence(ctx, t.job.ID, member, raw)
+		}, evs, evidenceRetry, func(member string, err error) {
+			t.r.log.Warn("ship offender evidence", "job", t.job.ID, "member", member, "err", err)
 		})
+	})
+}
+
+// namedEvidence is a worker's evidence against member, marshalled.
+type namedEvidence struct {
+	member string
+	raw    []byte
+}
+
+// evidenceRetry is how long a shipment the leader refused for its rate (consensus.ErrBusy)
+// waits before it is sent again: the leader judges one evidence per reporter per
+// consensus.EvidenceInterval, and a worker that names two colluders of four at once has
+// two to ship. Dropping the second, as shipping both at once did, left that colluder in
+// the plan for good, since a worker names each member once.
+var evidenceRetry = consensus.EvidenceInterval
+
+// evidenceTries bounds how often one shipment is refused for the rate before it is given up.
+const evidenceTries = 6
+
+// shipInTurn ships evs one after the other, each within a minute, waiting wait and trying
+// again while the leader refuses for its rate; any other failure is logged and the next
+// evidence goes on.
+func shipInTurn(ctx context.Context, ship func(ctx context.Context, member string, raw []byte) error, evs []namedEvidence, wait time.Duration, logf func(member string, err error)) {
+	for _, ev := range evs {
+		for try := 1; ; try++ {
+			sctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err := ship(sctx, ev.member, ev.raw)
+			cancel()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, consensus.ErrBusy) || try >= evidenceTries {
+				logf(ev.member, err)
+				break
+			}
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
 	}
 }
 

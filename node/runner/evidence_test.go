@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -178,5 +179,37 @@ func convictColluders(t *testing.T, dModel int) {
 	ev := workers[0].Evidence(ids[2])
 	if convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[0], ids[1], ev.Marshal()); err != nil || convicted {
 		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", convicted, why, err)
+	}
+}
+
+// TestEvidenceShippedInTurn: a worker that names two colluders at once ships both
+// evidences, the second after the leader refused it for its rate (one per reporter per
+// consensus.EvidenceInterval); shipping both at once dropped the second for good. A
+// failure other than the rate is not retried.
+func TestEvidenceShippedInTurn(t *testing.T) {
+	var shipped []string
+	calls := 0
+	ship := func(_ context.Context, member string, _ []byte) error {
+		calls++
+		if calls == 2 || member == "bad" {
+			return fmt.Errorf("leader: %w", consensus.ErrBusy)
+		}
+		if member == "refused" {
+			return errors.New("not a plan node")
+		}
+		shipped = append(shipped, member)
+		return nil
+	}
+	var failed []string
+	evs := []namedEvidence{{member: "c"}, {member: "d"}, {member: "refused"}, {member: "bad"}}
+	shipInTurn(context.Background(), ship, evs, 0, func(m string, _ error) { failed = append(failed, m) })
+	if !slices.Equal(shipped, []string{"c", "d"}) {
+		t.Errorf("shipped %v, want [c d]", shipped)
+	}
+	if !slices.Equal(failed, []string{"refused", "bad"}) {
+		t.Errorf("given up %v, want [refused bad]", failed)
+	}
+	if want := 2 + 1 + 1 + evidenceTries; calls != want {
+		t.Errorf("%d calls, want %d (the busy one retried, the refused one not, the always-busy one %d times)", calls, want, evidenceTries)
 	}
 }
