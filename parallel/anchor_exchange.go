@@ -117,12 +117,14 @@ func (s *heldOutScorer) loadStage(p int, f *frame.Frame) error {
 	return nil
 }
 
-// pipelinedScored says whether a replica cut into stages scores its collectives under
-// sc: DiLoCo's outer steps only, whose anchors the stages exchange. Every-step sync,
-// ZeRO and streaming would score from weights (or fragments' anchors) the other stages
-// hold and do not send; their pipelined replicas stay unscored.
-func pipelinedScored(sc SyncConfig) bool {
-	return sc.Mode == jobspec.SyncDiLoCo && sc.Zero == 0
+// pipelinedScored says whether a replica cut into stages, one of replicas, scores its
+// collectives under sc: DiLoCo's outer steps only, whose anchors the stages exchange, and
+// only where a gather can be scored (three replicas or more: with two, a score cannot
+// tell which member lies, dropByScore), so that two pipelined replicas pay no exchange.
+// Every-step sync, ZeRO and streaming would score from weights (or fragments' anchors)
+// the other stages hold and do not send; their pipelined replicas stay unscored.
+func pipelinedScored(sc SyncConfig, replicas int) bool {
+	return sc.Mode == jobspec.SyncDiLoCo && sc.Zero == 0 && replicas >= 3
 }
 
 // canScore says whether this outer step is scored: the worker has a scorer and, in a

@@ -465,7 +465,7 @@ func (p Plan) nodeBatches(def int) map[string]float64 {
 // there is another replica.
 func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
-	return sc.Score.Enabled(sc.Mode, sc.Zero) && (w.numStages == 1 || pipelinedScored(sc)) && w.numReplicas > 1 && !offloaded
+	return sc.Score.Enabled(sc.Mode, sc.Zero) && (w.numStages == 1 || pipelinedScored(sc, w.numReplicas)) && w.numReplicas > 1 && !offloaded
 }
 
 // scoresContested says whether the worker scores only the gradient collectives that look
