@@ -132,3 +132,28 @@ func fuzzScorer(t *testing.T) *heldOutScorer {
 	}
 	return fuzzScorerOnce
 }
+
+// TestPipelinedDiLoCoCollusionIsBounded: two replicas of four, each of two stages, that
+// send their update reversed (×−1) or shrunk (×0.05) cost up to +79% and +91% unscored,
+// with the honest members named under ×0.05; scored per stage, every rule stays within 3%
+// of all-honest and the honest members drop nothing.
+func TestPipelinedDiLoCoCollusionIsBounded(t *testing.T) {
+	for _, rule := range jobspec.Aggregates() {
+		r := inboundRun{sync: jobspec.SyncDiLoCo, rule: rule, n: 4, steps: 24, stages: 2}
+		honest := r.result(t)
+		r.bad = 2
+		for _, by := range []float32{-1, 0.05} {
+			r.scaleBy = by
+			res := r.result(t)
+			t.Logf("%s 2 stages, 2 of 4 ×%g: val %.4f, all honest %.4f (%+.1f%%), named %v", rule, by, res.val, honest.val, 100*(res.val-honest.val)/honest.val, res.named)
+			if math.IsNaN(res.val) || (res.val-honest.val)/honest.val > 0.03 {
+				t.Errorf("%s 2 stages, 2 of 4 ×%g: val %.4f, all honest %.4f", rule, by, res.val, honest.val)
+			}
+			for _, rej := range res.rejected {
+				if !strings.HasPrefix(rej.Member, "r2") && !strings.HasPrefix(rej.Member, "r3") {
+					t.Errorf("%s 2 stages, 2 of 4 ×%g: an honest member was dropped: %+v", rule, by, rej)
+				}
+			}
+		}
+	}
+}
