@@ -1,10 +1,12 @@
 package parallel
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -155,5 +157,59 @@ func TestPipelinedDiLoCoCollusionIsBounded(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// truncatingAnchors is the transport of a stage node that sends its anchors one value
+// short.
+type truncatingAnchors struct{ Transport }
+
+func (t truncatingAnchors) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Index == anchorIndex && f.Kind == frame.KindReduce {
+		g := *f
+		g.Shape, g.Payload = []int{f.Shape[0] - 1}, f.Payload[:len(f.Payload)-4]
+		f = &g
+	}
+	return t.Transport.Send(ctx, to, f)
+}
+
+// TestShortAnchorExchangeFailsTheOuterStep: a stage node that sends its replica's other
+// stage anchors one value short over the network fails that stage's outer step with an
+// error naming the sender, instead of being scored from wrong weights.
+func TestShortAnchorExchangeFailsTheOuterStep(t *testing.T) {
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Sync.Mode, cfg.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
+	cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 4
+	L := cfg.Train.Model.NumLayers()
+	var plan Plan
+	var names []string
+	for i := range 3 {
+		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
+		names = append(names, a, b)
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
+	}
+	net := NewInMemory(names...)
+	defer net.Close()
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		if node == "r0.1" {
+			return truncatingAnchors{net.Peer(node)}
+		}
+		return net.Peer(node)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err = run.Step(ctx); err != nil {
+			break
+		}
+	}
+	if err == nil || !strings.Contains(err.Error(), "anchors from stage 1 (r0.1)") {
+		t.Fatalf("training went on past a short anchor frame: %v", err)
+	}
+	if testing.Verbose() {
+		t.Log(err)
 	}
 }
