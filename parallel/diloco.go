@@ -17,6 +17,10 @@ import (
 type dilocoSync struct {
 	baseSync
 	outer []*outerRun // per run
+	// anchorsFrom is the step of the last anchor exchange between the stages of a
+	// pipelined replica (anchor_exchange.go), -1 before the first: its outer steps are
+	// scored only when the scorer holds this step's anchors of every stage.
+	anchorsFrom int
 }
 
 // outerRun is DiLoCo's state for one run of layers: the parameters at the last
@@ -35,7 +39,7 @@ func newOuterRun(ps []*model.Param) *outerRun {
 }
 
 func newDiLoCoSync(b baseSync) *dilocoSync {
-	s := &dilocoSync{baseSync: b}
+	s := &dilocoSync{baseSync: b, anchorsFrom: -1}
 	for _, ps := range b.w.runParams {
 		s.outer = append(s.outer, newOuterRun(ps))
 	}
@@ -99,6 +103,9 @@ func (s *dilocoSync) restoreOuter(moments *model.TensorFile) {
 // u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor.
 func (s *dilocoSync) outerStep(ctx context.Context) error {
 	w := s.w
+	if err := s.exchangeAnchors(ctx); err != nil {
+		return err
+	}
 	for i, run := range w.runs {
 		delta := s.pseudoGradient(i)
 		pol := s.gatherPolicy(i)

@@ -311,7 +311,7 @@ var (
 	inboundModeList   = flag.String("inbound-modes", "diloco,sync,zero-1,zero-2,streaming", "the sync modes TestInboundPoisonTable runs, comma-separated")
 	inboundAttackList = flag.String("inbound-attacks", "-15,-1,-3,15,0.05,0.6,1000,0.5,0.75,0.9,1.25,2,4", "the attackers' scalings TestInboundPoisonTable runs, comma-separated")
 	inboundRuleList   = flag.String("inbound-rules", "", "the rules TestInboundPoisonTable runs, comma-separated (empty: every rule)")
-	inboundStages     = flag.Int("inbound-stages", 1, "the pipeline stages per replica TestInboundPoisonTable runs (more than one: not scored)")
+	inboundStages     = flag.Int("inbound-stages", 1, "the pipeline stages per replica TestInboundPoisonTable runs (more than one: scored under DiLoCo only)")
 	inboundSizeList   = flag.String("inbound-sizes", "1/3,2/4", "the attackers of replicas TestInboundPoisonTable runs, comma-separated")
 )
 

@@ -42,6 +42,10 @@ type heldOutScorer struct {
 	ws        model.Workspace
 	sampler   model.Sampler
 	evals     int // forward passes run (tests read it)
+	// stageParams are the copy's parameters of each stage of a pipelined replica (nil
+	// for the worker's own stage, and for a one-stage replica): the anchor exchange
+	// loads the other stages' anchors into them (anchor_exchange.go).
+	stageParams [][]*model.Param
 }
 
 // newHeldOutScorer builds the scorer of a worker whose stage holds the whole model, its
@@ -589,7 +593,7 @@ func (s *dilocoSync) frozen() func() (int, [][]float32) {
 // outerScoreAt is outerScore from the step and anchors at returns.
 func (s *dilocoSync) outerScoreAt(i int, at func() (int, [][]float32)) func([][]float32) ([]heldOutScore, error) {
 	w := s.w
-	if w.scorer == nil {
+	if !s.canScore() {
 		return nil
 	}
 	return func(all [][]float32) ([]heldOutScore, error) {
@@ -659,13 +663,15 @@ func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 // outerLengthAt is outerLength from the step and anchors at returns.
 func (s *dilocoSync) outerLengthAt(i int, at func() (int, [][]float32)) func([]string, [][]float32) error {
 	w := s.w
-	if w.scorer == nil {
+	if !s.canScore() {
 		return nil
 	}
 	share := map[string]float64{} // each member's batch: an honest update is weighed by it
 	for r, rep := range w.plan.Replicas {
 		b, _, _ := w.plan.replicaBatch(r, w.cfg.Train.Batch)
-		share[rep[0].Node] = float64(b)
+		for _, st := range rep { // a later stage's group holds its replica's stage node
+			share[st.Node] = float64(b)
+		}
 	}
 	return func(members []string, all [][]float32) error {
 		var lengths []float64 // each admitted norm per sequence of its batch

@@ -283,6 +283,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		if w.scorer, err = newHeldOutScorer(cfg.Train, data, w.runs); err != nil {
 			return nil, err
 		}
+		w.scorer.stageParams = stageAnchorParams(w.scorer.layers, plan, r, s)
 	} else if w.scoresContested(offloaded) {
 		w.onDemand = &onDemandScorer{build: func() (*heldOutScorer, error) { return newHeldOutScorer(cfg.Train, data, w.runs) }}
 	}
@@ -468,7 +469,7 @@ func (p Plan) nodeBatches(def int) map[string]float64 {
 // there is another replica.
 func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
-	return sc.Score.Enabled(sc.Mode, sc.Zero) && w.numStages == 1 && w.numReplicas > 1 && !offloaded
+	return sc.Score.Enabled(sc.Mode, sc.Zero) && (w.numStages == 1 || pipelinedScored(sc, w.numReplicas)) && w.numReplicas > 1 && !offloaded
 }
 
 // scoresContested says whether the worker scores only the gradient collectives that look
