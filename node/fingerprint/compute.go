@@ -19,18 +19,21 @@ type computeDetector struct {
 	cfg   ComputeConfig
 	gemm  func(m, n, k, threads int, batch time.Duration) float64
 	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
+	// trainMicro is train with one sequence per pass (trainReferenceBatch micro-batches).
+	trainMicro func(batch time.Duration) float64
 	// cpuTime reads the process's CPU time (ProcessCPUTime); tests replace it.
 	cpuTime func() time.Duration
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
 	// The compute rates of the last measurement, kept while the node is busy.
-	measured            bool
-	lastGemm, lastTrain float64
+	measured                       bool
+	lastGemm, lastTrain, lastMicro float64
 }
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
-	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining, cpuTime: ProcessCPUTime}
+	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining(1),
+		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime}
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -50,19 +53,28 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 		wall0, cpu0 := time.Now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
 		gflops = cpuNormalisedRate(gflops, time.Since(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		train := 0.0
-		if c.train != nil {
-			wall0, cpu0 = time.Now(), c.cpuTime()
-			train = c.train(c.cfg.batchDuration())
-			train = cpuNormalisedRate(train, time.Since(wall0), c.cpuTime()-cpu0, kernels.Threads(), c.cfg.slowdown())
+		train, micro := c.trainRate(c.train), 0.0
+		if train > 0 {
+			micro = c.trainRate(c.trainMicro)
 		}
-		c.measured, c.lastGemm, c.lastTrain = true, gflops, train
+		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
 	}
-	p.GemmGFLOPS, p.TrainGFLOPS = c.lastGemm, c.lastTrain
+	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS = c.lastGemm, c.lastTrain, c.lastMicro
 	p.GemmShape = fmt.Sprintf("%dx%dx%d", m, n, k)
 	p.Slowdown = c.cfg.slowdown()
 	p.Cores = runtime.GOMAXPROCS(0)
 	return nil
+}
+
+// trainRate is measure's training rate for one batch duration, CPU-time normalised and
+// divided by the slowdown like the GEMM rate; 0 without measure.
+func (c *computeDetector) trainRate(measure func(time.Duration) float64) float64 {
+	if measure == nil {
+		return 0
+	}
+	wall0, cpu0 := time.Now(), c.cpuTime()
+	r := measure(c.cfg.batchDuration())
+	return cpuNormalisedRate(r, time.Since(wall0), c.cpuTime()-cpu0, kernels.Threads(), c.cfg.slowdown())
 }
 
 // cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
@@ -87,17 +99,29 @@ var trainReference = model.Config{Layers: 2, DModel: 128, Heads: 4, Context: 128
 
 const trainReferenceBatch = 8
 
-// measureTraining times training steps of trainReference for at least d and returns their
-// rate in GFLOP/s, counted with the cost model the balancer plans with. It returns 0 if the
-// reference cannot train (it always can; the profile then falls back to the GEMM rate).
-func measureTraining(d time.Duration) float64 {
-	m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, 1, d)
-	if err != nil {
-		return 0
+// measureTraining returns the measurement of trainReference's training steps cut into
+// micro micro-batches: it times steps for at least d and returns their rate in GFLOP/s,
+// counted with the cost model the balancer plans with, or 0 if the reference cannot train
+// (it always can; the profile then falls back to the GEMM rate). With one micro-batch each
+// pass computes trainReferenceBatch sequences (TrainGFLOPS); with trainReferenceBatch, one
+// (TrainMicroGFLOPS), as the pipeline stages of a plan with one-sequence micro-batches do.
+func measureTraining(micro int) func(d time.Duration) float64 {
+	return func(d time.Duration) float64 {
+		m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, micro, d)
+		if err != nil {
+			return 0
+		}
+		var perToken float64
+		for _, l := range trainReference.LayerCosts() {
+			perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
+		}
+		return m.TokensPerSec * perToken / 1e9
 	}
-	var perToken float64
-	for _, l := range trainReference.LayerCosts() {
-		perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
-	}
-	return m.TokensPerSec * perToken / 1e9
+}
+
+// MicroPassTokens are the tokens one pass computes in the two training measurements:
+// TrainMicroGFLOPS's (one sequence) and TrainGFLOPS's (trainReferenceBatch sequences),
+// the sizes balancer.SmallMicroTokens and LargeMicroTokens name.
+func MicroPassTokens() (small, large int) {
+	return trainReference.Context, trainReferenceBatch * trainReference.Context
 }

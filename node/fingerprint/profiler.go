@@ -86,6 +86,16 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	return prof, warn
 }
 
+// MicroEfficiency is the node's training rate on one-sequence passes over its rate on
+// passes of trainReferenceBatch sequences (balancer.Node.MicroEfficiency), at most 1; 0
+// where either was not measured.
+func MicroEfficiency(p *mesh.Profile) float64 {
+	if !(p.TrainGFLOPS > 0) || !(p.TrainMicroGFLOPS > 0) {
+		return 0
+	}
+	return min(1, p.TrainMicroGFLOPS/p.TrainGFLOPS)
+}
+
 // ComputeGFLOPS is the speed the balancer plans a node's compute with: its measured
 // training rate, or its GEMM rate from a node that does not measure one.
 func ComputeGFLOPS(p *mesh.Profile) float64 {
