@@ -21,8 +21,10 @@ type computeDetector struct {
 	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
 	// trainMicro is train with one sequence per pass (trainReferenceBatch micro-batches).
 	trainMicro func(batch time.Duration) float64
-	// cpuTime reads the process's CPU time (ProcessCPUTime); tests replace it.
+	// cpuTime reads the process's CPU time (ProcessCPUTime) and now the wall clock
+	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
+	now     func() time.Time
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
@@ -33,7 +35,7 @@ type computeDetector struct {
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
 	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining(1),
-		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime}
+		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now}
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -50,12 +52,14 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	// the node would look slower than it is, the leader would plan with that, and the
 	// measurement would slow the training. It keeps the rates it measured last.
 	if !c.measured || c.busy == nil || !c.busy() {
-		wall0, cpu0 := time.Now(), c.cpuTime()
+		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
-		gflops = cpuNormalisedRate(gflops, time.Since(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		train, micro := c.trainRate(c.train), 0.0
+		wall, cpu := c.now().Sub(wall0), c.cpuTime()-cpu0
+		gflops = cpuNormalisedRate(gflops, wall, cpu, threads, c.cfg.slowdown())
+		avail := availability(wall, cpu, threads, c.cfg.slowdown())
+		train, micro := c.trainRate(c.train, avail), 0.0
 		if train > 0 {
-			micro = c.trainRate(c.trainMicro)
+			micro = c.trainRate(c.trainMicro, avail)
 		}
 		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
 	}
@@ -66,15 +70,33 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	return nil
 }
 
-// trainRate is measure's training rate for one batch duration, CPU-time normalised and
-// divided by the slowdown like the GEMM rate; 0 without measure.
-func (c *computeDetector) trainRate(measure func(time.Duration) float64) float64 {
+// trainRate is measure's training rate for one batch duration over avail, the share of
+// the cores other programs left the GEMM (availability); 0 without measure. The emulated
+// slowdown is in it already: the kernels' sleeps are in the steps' wall time.
+//
+// It is not normalised by its own CPU time, as the GEMM rate is: a training step keeps
+// its threads busy only part of the time even on an idle machine (optimizer, LayerNorm,
+// small GEMMs and the fork-join between them; the development machine, idle, kept 0.75 of
+// its 2 threads busy in one pass of 8 sequences, 0.62 in passes of one, against 0.95 for
+// the GEMM), so dividing by that share priced the step's own idle threads as other
+// programs' load: every quick-start profile read 1.2–1.4× its training rate (206–227
+// GFLOP/s where the reference trains at 143–163) and every first plan ran slower than
+// predicted.
+func (c *computeDetector) trainRate(measure func(time.Duration) float64, avail float64) float64 {
 	if measure == nil {
 		return 0
 	}
-	wall0, cpu0 := time.Now(), c.cpuTime()
-	r := measure(c.cfg.batchDuration())
-	return cpuNormalisedRate(r, time.Since(wall0), c.cpuTime()-cpu0, kernels.Threads(), c.cfg.slowdown())
+	return measure(c.cfg.batchDuration()) / avail
+}
+
+// availability is the share of its threads' cores a compute-bound measurement got, in
+// (0, 1]: its CPU time over wall × threads, times the slowdown whose sleeps the CPU time
+// leaves out; 1 without a CPU reading.
+func availability(wall, cpu time.Duration, threads int, slowdown float64) float64 {
+	if wall <= 0 || cpu <= 0 || threads < 1 {
+		return 1
+	}
+	return min(1, float64(cpu)*slowdown/(float64(wall)*float64(threads)))
 }
 
 // cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the

@@ -32,6 +32,7 @@ func fakeProfiler(cfg Config) *Profiler {
 	p.disk.free = func(string) uint64 { return 1 << 40 }
 	p.gpus.detect = func() ([]mesh.GPU, error) { return nil, nil }
 	p.compute.cpuTime = func() time.Duration { return 0 }
+	p.compute.now = time.Now
 	return p
 }
 
@@ -70,16 +71,17 @@ func TestProfileSlowdownAndBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Without a CPU-time reading the wall rate is divided by the slowdown.
-	if prof.GemmGFLOPS != 25 || prof.TrainGFLOPS != 10 || prof.Slowdown != 4 {
+	// Without a CPU-time reading the GEMM's wall rate is divided by the slowdown; the
+	// training's wall rates are what the node trains at: the kernels' sleeps are in them.
+	if prof.GemmGFLOPS != 25 || prof.TrainGFLOPS != 40 || prof.Slowdown != 4 {
 		t.Errorf("slowdown 4 of 100 (GEMM) and 40 (training) GFLOP/s gave %v and %v (slowdown %v)", prof.GemmGFLOPS, prof.TrainGFLOPS, prof.Slowdown)
 	}
-	if prof.TrainMicroGFLOPS != 7.5 || MicroEfficiency(&prof) != 0.75 {
-		t.Errorf("one-sequence passes at 30 of 40 GFLOP/s, slowdown 4: train_micro_gflops %v, efficiency %v; want 7.5 and 0.75",
+	if prof.TrainMicroGFLOPS != 30 || MicroEfficiency(&prof) != 0.75 {
+		t.Errorf("one-sequence passes at 30 of 40 GFLOP/s: train_micro_gflops %v, efficiency %v; want 30 and 0.75",
 			prof.TrainMicroGFLOPS, MicroEfficiency(&prof))
 	}
-	if ComputeGFLOPS(&prof) != 10 {
-		t.Errorf("the balancer would plan with %v GFLOP/s, want the training rate 10", ComputeGFLOPS(&prof))
+	if ComputeGFLOPS(&prof) != 40 {
+		t.Errorf("the balancer would plan with %v GFLOP/s, want the training rate 40", ComputeGFLOPS(&prof))
 	}
 	if prof.MemoryBudgetBytes != uint64(0.8*float64(10<<30)) {
 		t.Errorf("default budget %d, want 80%% of available", prof.MemoryBudgetBytes)
@@ -206,6 +208,37 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 		}
 	}
 	t.Errorf("the training rate predicts %.2f× the measured step time", ratio)
+}
+
+// TestTrainingRateIsNormalisedByTheCoresAvailable: the training rates are divided by the
+// share of the cores other programs left (what the GEMM, which keeps every thread busy,
+// got of them), not by the training's own CPU share, which stays below 1 on an idle
+// machine (optimizer, small ops, fork-join): priced as other programs' load, that share
+// made every quick-start profile 1.2–1.4× too fast. Here the GEMM got half of 2 cores for
+// 1 s and the training, later, 0.375 of them.
+func TestTrainingRateIsNormalisedByTheCoresAvailable(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Compute.Threads = 2
+	p := fakeProfiler(cfg)
+	wall, calls := time.Unix(0, 0), 0
+	var cpu time.Duration
+	p.compute.now = func() time.Time { wall = wall.Add(time.Second); return wall }
+	p.compute.cpuTime = func() time.Duration {
+		if calls++; calls == 2 {
+			cpu += time.Second // the GEMM: 1 s of CPU in 1 s on 2 threads
+		} else if calls > 2 {
+			cpu += 750 * time.Millisecond // the training's own share: 0.375
+		}
+		return cpu
+	}
+	prof, err := p.Measure(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if prof.GemmGFLOPS != 200 || prof.TrainGFLOPS != 80 || prof.TrainMicroGFLOPS != 60 {
+		t.Errorf("GEMM %v, training %v, one-sequence %v GFLOP/s; want 200, 80 and 60 (wall rates 100, 40, 30 over half the cores)",
+			prof.GemmGFLOPS, prof.TrainGFLOPS, prof.TrainMicroGFLOPS)
+	}
 }
 
 // TestMicroRatePredictsOneSequenceStages: the quick start's pipeline computes one
