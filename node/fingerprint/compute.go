@@ -25,6 +25,9 @@ type computeDetector struct {
 	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
 	now     func() time.Time
+	// slept reads how long the kernels slept for the emulated slowdown in all
+	// (kernels.SlowdownSlept); tests replace it.
+	slept func() time.Duration
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
@@ -35,7 +38,7 @@ type computeDetector struct {
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
 	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining(1),
-		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now}
+		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now, slept: kernels.SlowdownSlept}
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -52,11 +55,11 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	// the node would look slower than it is, the leader would plan with that, and the
 	// measurement would slow the training. It keeps the rates it measured last.
 	if !c.measured || c.busy == nil || !c.busy() {
-		wall0, cpu0 := c.now(), c.cpuTime()
+		wall0, cpu0, slept0 := c.now(), c.cpuTime(), c.slept()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
 		wall, cpu := c.now().Sub(wall0), c.cpuTime()-cpu0
 		gflops = cpuNormalisedRate(gflops, wall, cpu, threads, c.cfg.slowdown())
-		avail := availability(wall, cpu, threads, c.cfg.slowdown())
+		avail := availability(wall-(c.slept()-slept0), cpu, threads)
 		train, micro := c.trainRate(c.train, avail), 0.0
 		if train > 0 {
 			micro = c.trainRate(c.trainMicro, avail)
@@ -90,13 +93,16 @@ func (c *computeDetector) trainRate(measure func(time.Duration) float64, avail f
 }
 
 // availability is the share of its threads' cores a compute-bound measurement got, in
-// (0, 1]: its CPU time over wall × threads, times the slowdown whose sleeps the CPU time
-// leaves out; 1 without a CPU reading.
-func availability(wall, cpu time.Duration, threads int, slowdown float64) float64 {
-	if wall <= 0 || cpu <= 0 || threads < 1 {
+// (0, 1]: its CPU time over awake × threads, awake being its wall time less the emulated
+// slowdown's sleeps (measured, not the nominal factor's share: the emulation of slowdown 3
+// took 3.3× the GEMM's time and 3.7-4.3× a training step's on the development machine, and
+// the nominal factor priced the difference as other programs' load, the quick start's
+// slowdown-3 node profiled at 1.7× what it trains at); 1 without a CPU reading.
+func availability(awake, cpu time.Duration, threads int) float64 {
+	if awake <= 0 || cpu <= 0 || threads < 1 {
 		return 1
 	}
-	return min(1, float64(cpu)*slowdown/(float64(wall)*float64(threads)))
+	return min(1, float64(cpu)/(float64(awake)*float64(threads)))
 }
 
 // cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
