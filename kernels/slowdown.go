@@ -17,9 +17,8 @@ import (
 const slowdownQuantum = 5 * time.Millisecond
 
 var (
-	slowdownBits  atomic.Uint64 // math.Float64bits of the factor; 0 means 1
-	slowdownDebt  atomic.Int64  // nanoseconds owed
-	slowdownSlept atomic.Int64  // nanoseconds slept in all, for SlowdownSlept
+	slowdownBits atomic.Uint64 // math.Float64bits of the factor; 0 means 1
+	slowdownDebt atomic.Int64  // nanoseconds owed
 	// slowdownSleep sleeps for d and returns how long it really slept (tests count).
 	slowdownSleep = func(d time.Duration) time.Duration {
 		t0 := time.Now()
@@ -46,11 +45,6 @@ func Slowdown() float64 {
 	return 1
 }
 
-// SlowdownSlept is how long this process's kernels have slept for the emulation in all:
-// a profile that times them subtracts it to tell the emulated device's own sleeps from
-// the time other programs took of the cores (node/fingerprint).
-func SlowdownSlept() time.Duration { return time.Duration(slowdownSlept.Load()) }
-
 // slowdownStart returns the time a kernel call starts, or the zero time when no slowdown
 // is set (then slowdownEnd is free).
 func slowdownStart() time.Time {
@@ -72,7 +66,5 @@ func slowdownEnd(start time.Time) {
 	if owed < int64(slowdownQuantum) || !slowdownDebt.CompareAndSwap(owed, 0) {
 		return
 	}
-	slept := int64(slowdownSleep(time.Duration(owed)))
-	slowdownSlept.Add(slept)
-	slowdownDebt.Add(owed - slept)
+	slowdownDebt.Add(owed - int64(slowdownSleep(time.Duration(owed))))
 }

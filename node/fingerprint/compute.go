@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/kernels"
@@ -25,9 +26,9 @@ type computeDetector struct {
 	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
 	now     func() time.Time
-	// slept reads how long the kernels slept for the emulated slowdown in all
-	// (kernels.SlowdownSlept); tests replace it.
-	slept func() time.Duration
+	// avail probes the share of threads cores other programs leave this process
+	// (probeAvailability); tests replace it.
+	avail func(threads int) float64
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
@@ -38,7 +39,7 @@ type computeDetector struct {
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
 	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining(1),
-		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now, slept: kernels.SlowdownSlept}
+		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now, avail: probeAvailability}
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -55,11 +56,10 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	// the node would look slower than it is, the leader would plan with that, and the
 	// measurement would slow the training. It keeps the rates it measured last.
 	if !c.measured || c.busy == nil || !c.busy() {
-		wall0, cpu0, slept0 := c.now(), c.cpuTime(), c.slept()
+		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
-		wall, cpu := c.now().Sub(wall0), c.cpuTime()-cpu0
-		gflops = cpuNormalisedRate(gflops, wall, cpu, threads, c.cfg.slowdown())
-		avail := availability(wall-(c.slept()-slept0), cpu, threads)
+		gflops = cpuNormalisedRate(gflops, c.now().Sub(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
+		avail := c.avail(kernels.Threads())
 		train, micro := c.trainRate(c.train, avail), 0.0
 		if train > 0 {
 			micro = c.trainRate(c.trainMicro, avail)
@@ -74,8 +74,8 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 }
 
 // trainRate is measure's training rate for one batch duration over avail, the share of
-// the cores other programs left the GEMM (availability); 0 without measure. The emulated
-// slowdown is in it already: the kernels' sleeps are in the steps' wall time.
+// the cores other programs leave this process (probeAvailability); 0 without measure. The
+// emulated slowdown is in it already: the kernels' sleeps are in the steps' wall time.
 //
 // It is not normalised by its own CPU time, as the GEMM rate is: a training step keeps
 // its threads busy only part of the time even on an idle machine (optimizer, LayerNorm,
@@ -84,7 +84,9 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 // the GEMM), so dividing by that share priced the step's own idle threads as other
 // programs' load: every quick-start profile read 1.2–1.4× its training rate (206–227
 // GFLOP/s where the reference trains at 143–163) and every first plan ran slower than
-// predicted.
+// predicted. Nor by the GEMM's share: an emulated slowdown leaves its threads idle while
+// awake too (slowdown 3: the GEMM kept 0.61 of 2 threads busy between its sleeps on an
+// idle machine), and the quick start's slowdown-3 node profiled at twice what it trains at.
 func (c *computeDetector) trainRate(measure func(time.Duration) float64, avail float64) float64 {
 	if measure == nil {
 		return 0
@@ -92,17 +94,39 @@ func (c *computeDetector) trainRate(measure func(time.Duration) float64, avail f
 	return measure(c.cfg.batchDuration()) / avail
 }
 
-// availability is the share of its threads' cores a compute-bound measurement got, in
-// (0, 1]: its CPU time over awake × threads, awake being its wall time less the emulated
-// slowdown's sleeps (measured, not the nominal factor's share: the emulation of slowdown 3
-// took 3.3× the GEMM's time and 3.7-4.3× a training step's on the development machine, and
-// the nominal factor priced the difference as other programs' load, the quick start's
-// slowdown-3 node profiled at 1.7× what it trains at); 1 without a CPU reading.
-func availability(awake, cpu time.Duration, threads int) float64 {
-	if awake <= 0 || cpu <= 0 || threads < 1 {
+// availabilityProbe is how long probeAvailability keeps the cores busy.
+const availabilityProbe = 200 * time.Millisecond
+
+// probeAvailability keeps threads goroutines computing (plain arithmetic, no kernels, so
+// no emulated slowdown) for availabilityProbe and returns the share of their cores they
+// got, in (0, 1]: what other programs leave this process. 1 where the process's CPU time
+// cannot be read.
+func probeAvailability(threads int) float64 {
+	cpu0, wall0 := ProcessCPUTime(), time.Now()
+	if cpu0 <= 0 || threads < 1 {
 		return 1
 	}
-	return min(1, float64(cpu)/(float64(awake)*float64(threads)))
+	var wg sync.WaitGroup
+	for range threads {
+		wg.Go(func() { spin(wall0.Add(availabilityProbe)) })
+	}
+	wg.Wait()
+	cpu, wall := ProcessCPUTime()-cpu0, time.Since(wall0)
+	if cpu <= 0 || wall <= 0 {
+		return 1
+	}
+	return min(1, float64(cpu)/(float64(wall)*float64(threads)))
+}
+
+// spin keeps its goroutine computing until deadline.
+func spin(deadline time.Time) {
+	x := 1.0
+	for time.Now().Before(deadline) {
+		for range 1000 {
+			x = x*1.0000001 + 1e-9
+		}
+	}
+	runtime.KeepAlive(x)
 }
 
 // cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
