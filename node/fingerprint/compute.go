@@ -59,11 +59,17 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
 		gflops = cpuNormalisedRate(gflops, c.now().Sub(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		avail := c.avail(kernels.Threads())
-		train, micro := c.trainRate(c.train, avail), 0.0
+		// The cores' availability is probed before and after the training runs and the
+		// larger reading kept: other programs' load comes in bursts (a testnet's other
+		// nodes probe their links while the last one profiles), and a burst that hit one
+		// probe but not the training made a slowdown-3 node profile at twice its rate.
+		before := c.avail(kernels.Threads())
+		train, micro := c.wallRate(c.train), 0.0
 		if train > 0 {
-			micro = c.trainRate(c.trainMicro, avail)
+			micro = c.wallRate(c.trainMicro)
 		}
+		avail := max(before, c.avail(kernels.Threads()))
+		train, micro = train/avail, micro/avail
 		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
 	}
 	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS = c.lastGemm, c.lastTrain, c.lastMicro
@@ -73,9 +79,10 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	return nil
 }
 
-// trainRate is measure's training rate for one batch duration over avail, the share of
-// the cores other programs leave this process (probeAvailability); 0 without measure. The
-// emulated slowdown is in it already: the kernels' sleeps are in the steps' wall time.
+// wallRate is measure's training rate for one batch duration, 0 without measure; the
+// profile divides it by the share of the cores other programs left this process
+// (probeAvailability). The emulated slowdown is in it already: the kernels' sleeps are in
+// the steps' wall time.
 //
 // It is not normalised by its own CPU time, as the GEMM rate is: a training step keeps
 // its threads busy only part of the time even on an idle machine (optimizer, LayerNorm,
@@ -87,11 +94,11 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 // predicted. Nor by the GEMM's share: an emulated slowdown leaves its threads idle while
 // awake too (slowdown 3: the GEMM kept 0.61 of 2 threads busy between its sleeps on an
 // idle machine), and the quick start's slowdown-3 node profiled at twice what it trains at.
-func (c *computeDetector) trainRate(measure func(time.Duration) float64, avail float64) float64 {
+func (c *computeDetector) wallRate(measure func(time.Duration) float64) float64 {
 	if measure == nil {
 		return 0
 	}
-	return measure(c.cfg.batchDuration()) / avail
+	return measure(c.cfg.batchDuration())
 }
 
 // availabilityProbe is how long probeAvailability keeps the cores busy.

@@ -234,6 +234,13 @@ func TestTrainingRateIsNormalisedByTheCoresAvailable(t *testing.T) {
 		t.Errorf("training %v, one-sequence %v GFLOP/s; want 80 and 60 (wall rates 40 and 30 over half the cores)",
 			prof.TrainGFLOPS, prof.TrainMicroGFLOPS)
 	}
+	// A burst of load that hit one probe but not the other is not priced: the larger
+	// availability counts.
+	probes := []float64{0.25, 0.5}
+	p.compute.avail = func(int) float64 { a := probes[0]; probes = probes[1:]; return a }
+	if prof, _ := p.Measure(context.Background()); prof.TrainGFLOPS != 80 {
+		t.Errorf("probes 0.25 then 0.5: training %v GFLOP/s, want 80 (over the larger share)", prof.TrainGFLOPS)
+	}
 	p.compute.avail = func(threads int) float64 { return 1 }
 	if prof, _ := p.Measure(context.Background()); prof.TrainGFLOPS != 40 {
 		t.Errorf("the cores free: training %v GFLOP/s, want the wall rate 40", prof.TrainGFLOPS)
