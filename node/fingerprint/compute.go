@@ -17,18 +17,19 @@ import (
 // training steps of a reference model, each normalised by the CPU time the process got.
 // Its function fields are the measurement hooks, replaceable in tests.
 type computeDetector struct {
-	cfg   ComputeConfig
-	gemm  func(m, n, k, threads int, batch time.Duration) float64
-	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
-	// trainMicro is train with one sequence per pass (trainReferenceBatch micro-batches).
-	trainMicro func(batch time.Duration) float64
+	cfg  ComputeConfig
+	gemm func(m, n, k, threads int, batch time.Duration) float64
+	// train times trainReference's steps in one pass of trainReferenceBatch sequences and
+	// in one-sequence passes for at least d each, each step with the cores' availability
+	// probed around it by probe (measureTrainingRates), and returns both rates in GFLOP/s.
+	train func(d time.Duration, probe func() float64) (one, micro float64)
 	// cpuTime reads the process's CPU time (ProcessCPUTime) and now the wall clock
 	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
 	now     func() time.Time
-	// avail probes the share of threads cores other programs leave this process
+	// avail probes the share of threads cores other programs leave this process for d
 	// (probeAvailability); tests replace it.
-	avail func(threads int) float64
+	avail func(threads int, d time.Duration) float64
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
@@ -38,8 +39,9 @@ type computeDetector struct {
 }
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
-	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining(1),
-		trainMicro: measureTraining(trainReferenceBatch), cpuTime: ProcessCPUTime, now: time.Now, avail: probeAvailability}
+	c := &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTrainingRates, cpuTime: ProcessCPUTime, now: time.Now}
+	c.avail = func(threads int, d time.Duration) float64 { return probeAvailability(threads, d, c.cpuTime) }
+	return c
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -59,17 +61,11 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
 		gflops = cpuNormalisedRate(gflops, c.now().Sub(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		// The cores' availability is probed before and after the training runs and the
-		// larger reading kept: other programs' load comes in bursts (a testnet's other
-		// nodes probe their links while the last one profiles), and a burst that hit one
-		// probe but not the training made a slowdown-3 node profile at twice its rate.
-		before := c.avail(kernels.Threads())
-		train, micro := c.wallRate(c.train), 0.0
-		if train > 0 {
-			micro = c.wallRate(c.trainMicro)
+		train, micro := 0.0, 0.0
+		if c.train != nil {
+			threads := kernels.Threads()
+			train, micro = c.train(c.cfg.batchDuration(), func() float64 { return c.avail(threads, availabilityProbe) })
 		}
-		avail := max(before, c.avail(kernels.Threads()))
-		train, micro = train/avail, micro/avail
 		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
 	}
 	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS = c.lastGemm, c.lastTrain, c.lastMicro
@@ -79,46 +75,102 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	return nil
 }
 
-// wallRate is measure's training rate for one batch duration, 0 without measure; the
-// profile divides it by the share of the cores other programs left this process
-// (probeAvailability). The emulated slowdown is in it already: the kernels' sleeps are in
-// the steps' wall time.
+// measureTrainingRates times trainReference's training steps in one pass of
+// trainReferenceBatch sequences (TrainGFLOPS) and in one-sequence passes
+// (TrainMicroGFLOPS, as the stages of a plan with one-sequence micro-batches compute),
+// alternately, for at least d each, and returns both rates with the cores to themselves:
+// each step's wall time times the share of the cores probe found other programs left
+// around it (aloneRate). The emulated slowdown is in the rates: the kernels' sleeps are in
+// the steps' wall time. 0, 0 if the reference cannot train (it always can; the profile
+// then falls back to the GEMM rate).
 //
-// It is not normalised by its own CPU time, as the GEMM rate is: a training step keeps
-// its threads busy only part of the time even on an idle machine (optimizer, LayerNorm,
-// small GEMMs and the fork-join between them; the development machine, idle, kept 0.75 of
-// its 2 threads busy in one pass of 8 sequences, 0.62 in passes of one, against 0.95 for
-// the GEMM), so dividing by that share priced the step's own idle threads as other
-// programs' load: every quick-start profile read 1.2–1.4× its training rate (206–227
-// GFLOP/s where the reference trains at 143–163) and every first plan ran slower than
-// predicted. Nor by the GEMM's share: an emulated slowdown leaves its threads idle while
-// awake too (slowdown 3: the GEMM kept 0.61 of 2 threads busy between its sleeps on an
-// idle machine), and the quick start's slowdown-3 node profiled at twice what it trains at.
-func (c *computeDetector) wallRate(measure func(time.Duration) float64) float64 {
-	if measure == nil {
-		return 0
+// The rates are not normalised by the training's own CPU time, as the GEMM rate is: a
+// training step keeps its threads busy only part of the time even on an idle machine
+// (optimizer, LayerNorm, small GEMMs and the fork-join between them; the development
+// machine, idle, kept 0.75 of its 2 threads busy in one pass of 8 sequences, 0.62 in
+// passes of one, against 0.95 for the GEMM), so dividing by that share priced the step's
+// own idle threads as other programs' load: every quick-start profile read 1.2–1.4× its
+// training rate (206–227 GFLOP/s where the reference trains at 143–163). Nor by the GEMM's
+// share: an emulated slowdown leaves its threads idle while awake too (slowdown 3: 0.61
+// of 2 threads between its sleeps, idle machine). And not by one probe for the whole
+// measurement: a testnet's nodes profile at once, and the sleeps of the slowed ones make
+// the load come and go within a second (the slowdown-3 node profiled at twice what it
+// trains at); probes around each step follow it.
+func measureTrainingRates(d time.Duration, probe func() float64) (one, micro float64) {
+	var perToken float64
+	for _, l := range trainReference.LayerCosts() {
+		perToken += l.FLOPsPerToken()
 	}
-	return measure(c.cfg.batchDuration())
+	flops := perToken * float64(trainReferenceBatch*trainReference.Context)
+	var trainers [2]*parallel.Trainer
+	for i, m := range []int{1, trainReferenceBatch} {
+		tr, err := parallel.NewReferenceTrainer(trainReference, trainReferenceBatch, m)
+		if err != nil {
+			return 0, 0
+		}
+		defer tr.Close()
+		if _, err := tr.Step(context.Background()); err != nil { // warm-up: allocation
+			return 0, 0
+		}
+		trainers[i] = tr
+	}
+	var steps [2][]timedStep
+	var spent [2]time.Duration
+	before := probe()
+	for spent[0] < d || spent[1] < d {
+		for i, tr := range trainers {
+			t0 := time.Now()
+			if _, err := tr.Step(context.Background()); err != nil {
+				return 0, 0
+			}
+			wall := time.Since(t0)
+			after := probe()
+			steps[i] = append(steps[i], timedStep{wall: wall, avail: (before + after) / 2})
+			spent[i] += wall
+			before = after
+		}
+	}
+	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1])
 }
 
-// availabilityProbe is how long probeAvailability keeps the cores busy.
-const availabilityProbe = 200 * time.Millisecond
+// timedStep is one timed training step and the share of the cores other programs left
+// around it.
+type timedStep struct {
+	wall  time.Duration
+	avail float64
+}
+
+// aloneRate is flops per step over the steps' time with the cores to themselves, in
+// GFLOP/s: each step's wall time times the share of the cores it had (in (0, 1]).
+func aloneRate(flops float64, steps []timedStep) float64 {
+	var alone float64
+	for _, s := range steps {
+		alone += s.wall.Seconds() * min(1, max(s.avail, 1e-3))
+	}
+	if !(alone > 0) {
+		return 0
+	}
+	return flops * float64(len(steps)) / alone / 1e9
+}
+
+// availabilityProbe is how long each availability probe keeps the cores busy: a few of
+// the scheduler's time slices, short beside a training step.
+const availabilityProbe = 20 * time.Millisecond
 
 // probeAvailability keeps threads goroutines computing (plain arithmetic, no kernels, so
-// no emulated slowdown) for availabilityProbe and returns the share of their cores they
-// got, in (0, 1]: what other programs leave this process. 1 where the process's CPU time
-// cannot be read.
-func probeAvailability(threads int) float64 {
-	cpu0, wall0 := ProcessCPUTime(), time.Now()
+// no emulated slowdown) for d and returns the share of their cores they got by cpuTime,
+// in (0, 1]: what other programs leave this process. 1 where the CPU time cannot be read.
+func probeAvailability(threads int, d time.Duration, cpuTime func() time.Duration) float64 {
+	cpu0, wall0 := cpuTime(), time.Now()
 	if cpu0 <= 0 || threads < 1 {
 		return 1
 	}
 	var wg sync.WaitGroup
 	for range threads {
-		wg.Go(func() { spin(wall0.Add(availabilityProbe)) })
+		wg.Go(func() { spin(wall0.Add(d)) })
 	}
 	wg.Wait()
-	cpu, wall := ProcessCPUTime()-cpu0, time.Since(wall0)
+	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
 	if cpu <= 0 || wall <= 0 {
 		return 1
 	}
@@ -157,26 +209,6 @@ func cpuNormalisedRate(wallRate float64, wall, cpu time.Duration, threads int, s
 var trainReference = model.Config{Layers: 2, DModel: 128, Heads: 4, Context: 128, Vocab: 256}
 
 const trainReferenceBatch = 8
-
-// measureTraining returns the measurement of trainReference's training steps cut into
-// micro micro-batches: it times steps for at least d and returns their rate in GFLOP/s,
-// counted with the cost model the balancer plans with, or 0 if the reference cannot train
-// (it always can; the profile then falls back to the GEMM rate). With one micro-batch each
-// pass computes trainReferenceBatch sequences (TrainGFLOPS); with trainReferenceBatch, one
-// (TrainMicroGFLOPS), as the pipeline stages of a plan with one-sequence micro-batches do.
-func measureTraining(micro int) func(d time.Duration) float64 {
-	return func(d time.Duration) float64 {
-		m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, micro, d)
-		if err != nil {
-			return 0
-		}
-		var perToken float64
-		for _, l := range trainReference.LayerCosts() {
-			perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
-		}
-		return m.TokensPerSec * perToken / 1e9
-	}
-}
 
 // MicroPassTokens are the tokens one pass computes in the two training measurements:
 // TrainMicroGFLOPS's (one sequence) and TrainGFLOPS's (trainReferenceBatch sequences),

@@ -52,11 +52,13 @@ func (p *Profiler) detectors() []Detector {
 // busy node keeps its last compute rates instead of timing its kernels beside them.
 func (p *Profiler) SetBusy(busy func() bool) { p.compute.busy = busy }
 
-// ComputeHooks are the compute measurements a Profiler times: GEMM, training steps and
-// the process's CPU time they are normalised with.
+// ComputeHooks are the compute measurements a Profiler times: GEMM, training steps (in
+// one pass of the reference's batch and in one-sequence passes, each step timed with the
+// cores' availability probe reads around it) and the process's CPU time they are
+// normalised with (0: nothing to normalise, every probe reads 1).
 type ComputeHooks struct {
 	Gemm    func(m, n, k, threads int, batch time.Duration) float64
-	Train   func(batch time.Duration) float64
+	Train   func(batch time.Duration, probe func() float64) (one, micro float64)
 	CPUTime func() time.Duration
 }
 

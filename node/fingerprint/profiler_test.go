@@ -25,15 +25,17 @@ func defaultConfig() Config {
 func fakeProfiler(cfg Config) *Profiler {
 	p := New(cfg)
 	p.compute.gemm = func(m, n, k, threads int, d time.Duration) float64 { return 100 }
-	p.compute.train = func(time.Duration) float64 { return 40 }
-	p.compute.trainMicro = func(time.Duration) float64 { return 30 }
+	p.compute.train = func(_ time.Duration, probe func() float64) (float64, float64) {
+		a := probe() // a fake wall rate of 40 (30) over the share of the cores it had
+		return 40 / a, 30 / a
+	}
 	p.disk.bw = func(string, time.Duration) (float64, float64) { return 500e6, 250e6 }
 	p.memory.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
 	p.disk.free = func(string) uint64 { return 1 << 40 }
 	p.gpus.detect = func() ([]mesh.GPU, error) { return nil, nil }
 	p.compute.cpuTime = func() time.Duration { return 0 }
 	p.compute.now = time.Now
-	p.compute.avail = func(int) float64 { return 1 }
+	p.compute.avail = func(int, time.Duration) float64 { return 1 }
 	return p
 }
 
@@ -193,7 +195,7 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 	tokens := float64(job.Train.Batch * cfg.Context)
 	var ratio float64
 	for round := range 3 {
-		rate := measureTraining(1)(200 * time.Millisecond)
+		rate, _ := measureTrainingRates(200*time.Millisecond, func() float64 { return 1 })
 		gemm := kernels.MeasureGemm(2048, 512, 512, 0, 100*time.Millisecond)
 		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, 4, 300*time.Millisecond)
 		if err != nil {
@@ -211,45 +213,36 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 	t.Errorf("the training rate predicts %.2f× the measured step time", ratio)
 }
 
-// TestTrainingRateIsNormalisedByTheCoresAvailable: the training rates are divided by the
-// share of the cores other programs left (a probe that keeps every thread busy with plain
-// arithmetic got half of them), not by the training's own CPU share, which stays below 1
-// on an idle machine (optimizer, small ops, fork-join) and below that under an emulated
-// slowdown: priced as other programs' load, that share made every quick-start profile
-// 1.2–1.4× too fast, the slowdown-3 node's 2×. Here the training's own share is 0.375.
-func TestTrainingRateIsNormalisedByTheCoresAvailable(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.Compute.Threads, cfg.Compute.Slowdown = 2, 3
-	p := fakeProfiler(cfg)
-	wall := time.Unix(0, 0)
-	var cpu time.Duration
-	p.compute.now = func() time.Time { wall = wall.Add(time.Second); return wall }
-	p.compute.cpuTime = func() time.Duration { cpu += 750 * time.Millisecond; return cpu }
-	p.compute.avail = func(threads int) float64 { return 0.5 }
-	prof, err := p.Measure(context.Background())
-	if err != nil {
-		t.Fatal(err)
+// TestTrainingRateIsTimedWithTheCoresToItself: a training rate is the steps' work over
+// their time with the cores to themselves, each step's wall time times the share of the
+// cores probed around it, not the training's own CPU share, which stays below 1 on an idle
+// machine (optimizer, small ops, fork-join) and below that under an emulated slowdown:
+// priced as other programs' load, that share made every quick-start profile 1.2–1.4× too
+// fast, the slowdown-3 node's 2×. Two steps of 1 GFLOP, 1 s each: one with the cores to
+// itself, one with half of them (a burst of other work), 1.5 s alone: 4/3 GFLOP/s.
+func TestTrainingRateIsTimedWithTheCoresToItself(t *testing.T) {
+	steps := []timedStep{{wall: time.Second, avail: 1}, {wall: time.Second, avail: 0.5}}
+	if r := aloneRate(1e9, steps); math.Abs(r-4.0/3) > 1e-12 {
+		t.Errorf("rate %v GFLOP/s, want 4/3", r)
 	}
-	if prof.TrainGFLOPS != 80 || prof.TrainMicroGFLOPS != 60 {
-		t.Errorf("training %v, one-sequence %v GFLOP/s; want 80 and 60 (wall rates 40 and 30 over half the cores)",
-			prof.TrainGFLOPS, prof.TrainMicroGFLOPS)
+	if r := aloneRate(1e9, nil); r != 0 {
+		t.Errorf("no steps: rate %v, want 0", r)
 	}
-	// A burst of load that hit one probe but not the other is not priced: the larger
-	// availability counts.
-	probes := []float64{0.25, 0.5}
-	p.compute.avail = func(int) float64 { a := probes[0]; probes = probes[1:]; return a }
-	if prof, _ := p.Measure(context.Background()); prof.TrainGFLOPS != 80 {
-		t.Errorf("probes 0.25 then 0.5: training %v GFLOP/s, want 80 (over the larger share)", prof.TrainGFLOPS)
-	}
-	p.compute.avail = func(threads int) float64 { return 1 }
-	if prof, _ := p.Measure(context.Background()); prof.TrainGFLOPS != 40 {
-		t.Errorf("the cores free: training %v GFLOP/s, want the wall rate 40", prof.TrainGFLOPS)
+}
+
+// TestTrainingRateIsMeasuredWithProbes: the real measurement takes steps of both shapes
+// with a probe around each, and returns both rates.
+func TestTrainingRateIsMeasuredWithProbes(t *testing.T) {
+	probes := 0
+	one, micro := measureTrainingRates(50*time.Millisecond, func() float64 { probes++; return 1 })
+	if !(one > 0) || !(micro > 0) || probes < 3 {
+		t.Errorf("rates %v and %v GFLOP/s after %d probes; want both > 0 and a probe around every step", one, micro, probes)
 	}
 }
 
 // TestAvailabilityProbe: the probe gets some share of the cores, at most all of them.
 func TestAvailabilityProbe(t *testing.T) {
-	if a := probeAvailability(2); !(a > 0) || a > 1 {
+	if a := probeAvailability(2, 20*time.Millisecond, ProcessCPUTime); !(a > 0) || a > 1 {
 		t.Errorf("availability %v, want in (0, 1]", a)
 	}
 }
@@ -271,7 +264,7 @@ func TestMicroRatePredictsOneSequenceStages(t *testing.T) {
 	flops := float64(job.Train.Batch*cfg.Context) * perToken
 	var ratio float64
 	for round := range 3 {
-		rate, micro := measureTraining(1)(300*time.Millisecond), measureTraining(trainReferenceBatch)(300*time.Millisecond)
+		rate, micro := measureTrainingRates(300*time.Millisecond, func() float64 { return 1 })
 		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, job.Train.Batch, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
