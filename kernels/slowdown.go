@@ -27,6 +27,8 @@ const slowdownQuantum = 5 * time.Millisecond
 var (
 	slowdownBits atomic.Uint64 // math.Float64bits of the factor; 0 means 1
 	slowdownDebt atomic.Int64  // nanoseconds owed
+	// slowdownSlept is the nanoseconds the emulation's sleeps took in all, for SlowdownSlept.
+	slowdownSlept atomic.Int64
 	// slowdownSleep sleeps for d and returns how long it really slept (tests count).
 	slowdownSleep = func(d time.Duration) time.Duration {
 		t0 := time.Now()
@@ -58,6 +60,12 @@ func Slowdown() float64 {
 	return 1
 }
 
+// SlowdownSlept is how long this process's kernels have slept for the emulation in all. A
+// profile that times kernels under contention scales only the rest of their time by the
+// cores other programs left it: the sleeps are the emulated device's, and they take as
+// long on a busy machine as on an idle one (node/fingerprint).
+func SlowdownSlept() time.Duration { return time.Duration(slowdownSlept.Load()) }
+
 // slowdownMark is when a kernel call started, on the wall clock and in the process's CPU
 // time; the zero mark means no slowdown is set (then slowdownEnd is free).
 type slowdownMark struct {
@@ -86,7 +94,9 @@ func slowdownEnd(start slowdownMark, parts int) {
 	if owed < int64(slowdownQuantum) || !slowdownDebt.CompareAndSwap(owed, 0) {
 		return
 	}
-	slowdownDebt.Add(owed - int64(slowdownSleep(time.Duration(owed))))
+	slept := int64(slowdownSleep(time.Duration(owed)))
+	slowdownSlept.Add(slept)
+	slowdownDebt.Add(owed - slept)
 }
 
 // slowdownWork is how long a call of wall time wall, which used cpu of the process's CPU

@@ -22,6 +22,7 @@ func TestSlowdownSleepsFactorMinusOneTimesTheWork(t *testing.T) {
 	defer func() { slowdownSleep = orig; SetSlowdown(1); slowdownDebt.Store(0) }()
 	slowdownDebt.Store(0)
 
+	total0 := SlowdownSlept()
 	a, c := make([]float32, 256*256), make([]float32, 256*256)
 	SetSlowdown(3)
 	var work time.Duration
@@ -39,6 +40,11 @@ func TestSlowdownSleepsFactorMinusOneTimesTheWork(t *testing.T) {
 	}
 	if Slowdown() != 1 {
 		t.Fatal("SetSlowdown(1) must turn the emulation off")
+	}
+	// SlowdownSlept counts what the sleeps took, which a profile does not scale by the
+	// cores other programs left it.
+	if d := SlowdownSlept() - total0; d != time.Duration(slept.Load()) {
+		t.Errorf("SlowdownSlept grew by %s, the sleeps took %s", d, time.Duration(slept.Load()))
 	}
 }
 

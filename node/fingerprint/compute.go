@@ -119,13 +119,13 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro flo
 	before := probe()
 	for spent[0] < d || spent[1] < d {
 		for i, tr := range trainers {
-			t0 := time.Now()
+			t0, slept0 := time.Now(), kernels.SlowdownSlept()
 			if _, err := tr.Step(context.Background()); err != nil {
 				return 0, 0
 			}
-			wall := time.Since(t0)
+			wall, slept := time.Since(t0), kernels.SlowdownSlept()-slept0
 			after := probe()
-			steps[i] = append(steps[i], timedStep{wall: wall, avail: (before + after) / 2})
+			steps[i] = append(steps[i], timedStep{wall: wall, slept: slept, avail: (before + after) / 2})
 			spent[i] += wall
 			before = after
 		}
@@ -133,19 +133,23 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro flo
 	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1])
 }
 
-// timedStep is one timed training step and the share of the cores other programs left
-// around it.
+// timedStep is one timed training step, the part of it the slowdown emulation slept, and
+// the share of the cores other programs left around it.
 type timedStep struct {
-	wall  time.Duration
-	avail float64
+	wall, slept time.Duration
+	avail       float64
 }
 
 // aloneRate is flops per step over the steps' time with the cores to themselves, in
-// GFLOP/s: each step's wall time times the share of the cores it had (in (0, 1]).
+// GFLOP/s: each step's computing time (its wall time less the emulation's sleeps) times
+// the share of the cores it had (in (0, 1]), plus the sleeps, which the emulation charges
+// from the kernels' uncontended time and so take as long on a busy machine as on an idle
+// one (scaling them too profiled a slowdown-3 node at load 5 up to 1.6× fast).
 func aloneRate(flops float64, steps []timedStep) float64 {
 	var alone float64
 	for _, s := range steps {
-		alone += s.wall.Seconds() * min(1, max(s.avail, 1e-3))
+		slept := min(max(s.slept, 0), s.wall)
+		alone += (s.wall-slept).Seconds()*min(1, max(s.avail, 1e-3)) + slept.Seconds()
 	}
 	if !(alone > 0) {
 		return 0

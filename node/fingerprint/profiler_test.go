@@ -351,3 +351,14 @@ func TestMeasureDisk(t *testing.T) {
 	}
 	t.Logf("data directory: read %.0f MB/s, write %.0f MB/s", read/1e6, write/1e6)
 }
+
+// TestTrainingRateDoesNotScaleTheEmulationsSleeps: the slowdown emulation sleeps for the
+// kernels' uncontended time, so a step's sleeps take as long at any load and only the rest
+// of it is scaled by the cores it had. A slowdown-3 step of 1 s of work and 2 s of sleep,
+// with half the cores (the work took 2 s): 4 s of wall, 3 s alone, not 2 s.
+func TestTrainingRateDoesNotScaleTheEmulationsSleeps(t *testing.T) {
+	steps := []timedStep{{wall: 4 * time.Second, slept: 2 * time.Second, avail: 0.5}}
+	if r := aloneRate(3e9, steps); math.Abs(r-1) > 1e-12 {
+		t.Errorf("rate %v GFLOP/s, want 1 (3 GFLOP in 3 s alone)", r)
+	}
+}
