@@ -42,7 +42,8 @@
 // goroutines, the process's CPU time over the call divided by the goroutines it ran on
 // (capped by its wall time). Charging the wall time made a slowed node pay factor× the
 // contention of the processes beside it. The idle time of a parallel call's goroutines is
-// not charged either, so a training step at slowdown 3 profiles about 2.5× slower, not 3×.
+// not charged either, so a step of many small calls takes somewhat less than factor× (the
+// reference's training step at slowdown 3 profiled 2.8–3.2× slower at load 6).
 //
 // The model does not call these operations directly: it computes through the device
 // layer (package device), whose CPU backend (device/cpu) is these kernels, call for call.
