@@ -69,7 +69,7 @@ func (in *instance) pipelineTimes(r replicaDraft, seqs float64, c, comm, xmax, s
 			c[s] = t.microBatch(seqs)
 			optIO = max(optIO, t.optIO)
 		} else { // as it is: forward and backward FLOPs only (the hot path of the searches)
-			c[s] = seqs * in.tokens * (in.flops[r.bounds[s+1]] - in.flops[r.bounds[s]]) / in.speed[r.nodes[s]]
+			c[s] = seqs * in.tokens * (in.flops[r.bounds[s+1]] - in.flops[r.bounds[s]]) / in.speed[r.nodes[s]] * in.microScale(r.nodes[s], seqs)
 		}
 		comm[s], xmax[s] = 0, 0
 		if s+1 < S {
@@ -172,7 +172,7 @@ func (in *instance) boundText(r replicaDraft, m int, e replicaEstimate) string {
 	what := "compute"
 	if t := in.stageTimes(r.nodes[s], r.bounds[s], r.bounds[s+1], r.mode(s)); t.fwdIO+t.bwdIO > 0 {
 		seqs := float64(r.batch) / float64(r.micro(m))
-		if t.fwdIO+t.bwdIO > seqs*(t.fwdPerSeq+t.bwdPerSeq) {
+		if t.fwdIO+t.bwdIO > seqs*(t.fwdPerSeq+t.bwdPerSeq)*microSlowdown(t.microEff, seqs*t.tokens) {
 			what = "offload I/O"
 		}
 	}

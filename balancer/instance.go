@@ -49,6 +49,9 @@ type instance struct {
 	host      []int
 	hostShare []float64
 	hostLoad  []float64 // Node.HostLoad, 0 where none
+	// microEff is each node's micro-batch efficiency (Node.MicroEfficiency, micro.go), 1
+	// where none was measured or the node computes on its GPU.
+	microEff []float64
 }
 
 func newInstance(snap Snapshot, job Job) (*instance, error) {
@@ -88,6 +91,7 @@ func (in *instance) addNodes(nodes []Node) error {
 		in.ids = append(in.ids, nd.ID)
 		in.speed = append(in.speed, sp)
 		in.mem = append(in.mem, mem)
+		in.microEff = append(in.microEff, nd.microEfficiency())
 		rd, wr, err := nd.disk()
 		if err != nil {
 			return err

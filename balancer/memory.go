@@ -132,12 +132,15 @@ func (in *instance) offloadIO(nd, j, e int, mode stageMode) (fwd, bwd, opt float
 // stageTimes are the per-sequence pass times and the per-pass and per-step disk times of
 // one stage under its mode.
 type stageTimes struct {
-	fwdPerSeq, bwdPerSeq float64
+	fwdPerSeq, bwdPerSeq float64 // at the node's large-micro-batch rate
 	fwdIO, bwdIO, optIO  float64
+	// microEff and tokens price a micro-batch's size (micro.go): the node's micro-batch
+	// efficiency and the tokens per sequence.
+	microEff, tokens float64
 }
 
 func (in *instance) stageTimes(nd, j, e int, mode stageMode) stageTimes {
-	t := stageTimes{fwdPerSeq: in.tokens * (in.fwd[e] - in.fwd[j]) / in.speed[nd]}
+	t := stageTimes{fwdPerSeq: in.tokens * (in.fwd[e] - in.fwd[j]) / in.speed[nd], microEff: in.microEff[nd], tokens: in.tokens}
 	bwd := in.bwd[e] - in.bwd[j]
 	if mode.recompute {
 		bwd += in.fwdR[e] - in.fwdR[j]
@@ -150,7 +153,17 @@ func (in *instance) stageTimes(nd, j, e int, mode stageMode) stageTimes {
 // microBatch is the time of one forward and one backward pass over seqs sequences, each
 // pass the longer of its compute and its disk I/O.
 func (t stageTimes) microBatch(seqs float64) float64 {
-	return max(seqs*t.fwdPerSeq, t.fwdIO) + max(seqs*t.bwdPerSeq, t.bwdIO)
+	return t.forward(seqs) + t.backward(seqs)
+}
+
+// forward and backward are one pass over a micro-batch of seqs sequences: the longer of
+// its compute, at the node's rate for that micro-batch size, and its disk I/O.
+func (t stageTimes) forward(seqs float64) float64 {
+	return max(seqs*t.fwdPerSeq*microSlowdown(t.microEff, seqs*t.tokens), t.fwdIO)
+}
+
+func (t stageTimes) backward(seqs float64) float64 {
+	return max(seqs*t.bwdPerSeq*microSlowdown(t.microEff, seqs*t.tokens), t.bwdIO)
 }
 
 // replicaModes chooses every stage's mode of r for m micro-batches per step and R

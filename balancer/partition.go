@@ -40,7 +40,10 @@ func newPipe(in *instance, order []int, batch, m int, links bool) *pipe {
 }
 
 // rate is seconds per FLOP-per-token of one micro-batch on the node at pos.
-func (p *pipe) rate(pos int) float64 { return p.seqs * p.in.tokens / p.in.speed[p.order[pos]] }
+func (p *pipe) rate(pos int) float64 {
+	nd := p.order[pos]
+	return p.seqs * p.in.tokens / p.in.speed[nd] * p.in.microScale(nd, p.seqs)
+}
 
 func (p *pipe) compute(pos, j, e int) float64 { return p.rate(pos) * (p.in.flops[e] - p.in.flops[j]) }
 

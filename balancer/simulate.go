@@ -217,9 +217,9 @@ func (rs *replicaSim) tryStart(s int, now float64) {
 	now = math.Max(now, st.idleAt)
 	// A pass takes the longer of its compute (a recomputing stage's backward pass runs the
 	// forward pass again) and its offload I/O.
-	dur := math.Max(st.times.bwdPerSeq*float64(rs.sizes[op.mb]), st.times.bwdIO)
+	dur := st.times.backward(float64(rs.sizes[op.mb]))
 	if op.forward {
-		dur = math.Max(st.times.fwdPerSeq*float64(rs.sizes[op.mb]), st.times.fwdIO)
+		dur = st.times.forward(float64(rs.sizes[op.mb]))
 	}
 	rs.push(simEvent{t: now + dur, kind: evComputeDone, stage: s, mb: op.mb, forward: op.forward})
 }

@@ -45,6 +45,20 @@ type Node struct {
 	// (colocation.go adds it to the node's load). 0 means none (a machine to itself);
 	// negative and non-finite values count as 0.
 	HostLoad float64 `json:"host_load,omitempty"`
+	// MicroEfficiency is the node's training rate on micro-batches of SmallMicroTokens
+	// tokens over its rate on micro-batches of LargeMicroTokens, GFLOPS (micro.go), in
+	// (0, 1]: what a pipeline of one-sequence micro-batches computes at. 0 (not measured),
+	// values above 1 and non-finite values mean 1; ignored for a GPU with its own speed.
+	MicroEfficiency float64 `json:"micro_efficiency,omitempty"`
+}
+
+// microEfficiency is MicroEfficiency where it applies, else 1.
+func (n Node) microEfficiency() float64 {
+	e := n.MicroEfficiency
+	if !(e > 0) || e >= 1 || (n.GPU != nil && n.GPU.GFLOPS > 0) {
+		return 1
+	}
+	return e
 }
 
 // diskRoom is how many bytes of offloaded training state the node's disk may take, +Inf

@@ -37,6 +37,14 @@
 // Results do not depend on the number of threads: parallel splits only partition outputs,
 // never a reduction, so a run with GOMAXPROCS=1 and one with 2 produce the same bits.
 //
+// SetSlowdown emulates a device factor× slower for a local testnet: each top-level kernel
+// call sleeps (factor−1)× the time it would have taken with a core for each of its
+// goroutines, the process's CPU time over the call divided by the goroutines it ran on
+// (capped by its wall time). Charging the wall time made a slowed node pay factor× the
+// contention of the processes beside it. The idle time of a parallel call's goroutines is
+// not charged either, so a step of many small calls takes somewhat less than factor× (the
+// reference's training step at slowdown 3 profiled 2.8–3.2× slower at load 6).
+//
 // The model does not call these operations directly: it computes through the device
 // layer (package device), whose CPU backend (device/cpu) is these kernels, call for call.
 //

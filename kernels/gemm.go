@@ -69,7 +69,10 @@ var gemmParallelMinWork = 1 << 21
 // independent product, so no reduction is ever split and the result is the same for any
 // thread count.
 func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	defer slowdownEnd(slowdownStart()) // emulated slow devices (testnet); free otherwise
+	// Emulated slow devices (testnet), charged by the goroutines the product ran on; free
+	// otherwise.
+	mark, parts := slowdownStart(), 1
+	defer func() { slowdownEnd(mark, parts) }()
 	if threads <= 1 || k == 0 || m*n*k < gemmParallelMinWork {
 		impl.Serial(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
@@ -77,6 +80,7 @@ func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha flo
 	tileM, tileN := max(impl.tileM, 1), max(impl.tileN, 1)
 	tm, tn := (m+tileM-1)/tileM, (n+tileN-1)/tileN
 	if splitRows(tm, tn, threads) {
+		parts = min(threads, tm)
 		parallelBands(tm, threads, func(lo, hi int) {
 			i0, i1 := lo*tileM, min(hi*tileM, m)
 			aOff := i0 * lda
@@ -87,6 +91,7 @@ func gemmThreads(impl GemmImpl, threads int, tA, tB bool, m, n, k int, alpha flo
 		})
 		return
 	}
+	parts = min(threads, tn)
 	parallelBands(tn, threads, func(lo, hi int) {
 		j0, j1 := lo*tileN, min(hi*tileN, n)
 		bOff := j0

@@ -39,8 +39,8 @@ func ParallelFor(n, grain int, f func(lo, hi int)) {
 	if grain < 1 {
 		grain = 1
 	}
-	defer slowdownEnd(slowdownStart())
 	parts := min(Threads(), (n+grain-1)/grain)
+	defer slowdownEnd(slowdownStart(), max(parts, 1))
 	if parts <= 1 {
 		f(0, n)
 		return

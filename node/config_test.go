@@ -4,7 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/balancer"
 	"github.com/meshnode/meshnode/mesh"
+	"github.com/meshnode/meshnode/node/fingerprint"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -50,6 +52,24 @@ func TestPlanProfileCarriesDiskBandwidths(t *testing.T) {
 	}
 	if pp == nil || pp.DiskFreeBytes == nil || *pp.DiskFreeBytes != 20<<30 {
 		t.Errorf("the balancer's profile %+v does not carry the announced free disk", pp)
+	}
+}
+
+// TestPlanProfileCarriesMicroEfficiency: the balancer prices a stage's micro-batch size
+// with the profile's two training rates (one-sequence passes over 8-sequence ones), and
+// the profile measures them at the sizes the balancer's constants name.
+func TestPlanProfileCarriesMicroEfficiency(t *testing.T) {
+	prof := mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 40, TrainMicroGFLOPS: 30, MemoryBudgetBytes: 1 << 30, DataAddr: "127.0.0.1:1"}
+	if pp := planProfile(&prof); pp == nil || pp.MicroEfficiency != 0.75 || pp.GFLOPS != 40 {
+		t.Errorf("the balancer's profile %+v: want micro-batch efficiency 0.75 at 40 GFLOP/s", pp)
+	}
+	prof.TrainMicroGFLOPS = 0
+	if pp := planProfile(&prof); pp == nil || pp.MicroEfficiency != 0 {
+		t.Errorf("a profile without the one-sequence rate gave efficiency %v, want 0 (priced as before)", pp.MicroEfficiency)
+	}
+	if small, large := fingerprint.MicroPassTokens(); small != balancer.SmallMicroTokens || large != balancer.LargeMicroTokens {
+		t.Errorf("the profile measures passes of %d and %d tokens; the balancer prices them as %d and %d",
+			small, large, balancer.SmallMicroTokens, balancer.LargeMicroTokens)
 	}
 }
 

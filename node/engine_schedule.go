@@ -105,7 +105,8 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 	// then paired the fast nodes with the slowest (quick start runs: 0.40–0.79 s/step with
 	// node3, 0.23–0.27 s/step with node2; docs/testnet.md).
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
-		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData, DiskFreeBytes: &free, Host: p.Host}
+		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData, DiskFreeBytes: &free, Host: p.Host,
+		MicroEfficiency: fingerprint.MicroEfficiency(p)}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

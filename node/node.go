@@ -302,7 +302,7 @@ func (n *Node) measure(ctx context.Context) error {
 	n.mesh.SetProfile(prof)
 	n.profMu.Unlock()
 	n.log.Info("device profile measured", "gemm_gflops", fmt.Sprintf("%.1f", prof.GemmGFLOPS), "shape", prof.GemmShape,
-		"train_gflops", fmt.Sprintf("%.1f", prof.TrainGFLOPS),
+		"train_gflops", fmt.Sprintf("%.1f", prof.TrainGFLOPS), "train_micro_gflops", fmt.Sprintf("%.1f", prof.TrainMicroGFLOPS),
 		"cores", prof.Cores, "memory_budget", prof.MemoryBudgetBytes, "gpus", len(prof.GPUs), "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

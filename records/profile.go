@@ -21,6 +21,12 @@ type Profile struct {
 	// AdamW of a reference GPT, counted with the model's cost model), already divided by
 	// Slowdown: what the balancer plans compute time with. Zero means not measured.
 	TrainGFLOPS float64 `json:"train_gflops,omitempty"`
+	// TrainMicroGFLOPS is the same reference's rate when each pass computes one sequence
+	// (128 tokens) instead of TrainGFLOPS's eight, as a pipeline of one-sequence
+	// micro-batches runs: small passes cost more per FLOP (the balancer prices a stage's
+	// micro-batch size with the two, balancer.Node.MicroEfficiency). Zero means not
+	// measured.
+	TrainMicroGFLOPS float64 `json:"train_micro_gflops,omitempty"`
 	// Slowdown is the emulated slowdown factor applied to compute (1 on real nodes).
 	Slowdown float64 `json:"slowdown,omitempty"`
 	// Cores is the number of logical CPUs the process may use.
@@ -108,6 +114,9 @@ func (p *Profile) Validate() error {
 	}
 	if math.IsNaN(p.TrainGFLOPS) || math.IsInf(p.TrainGFLOPS, 0) || p.TrainGFLOPS < 0 {
 		return fmt.Errorf("profile: train_gflops %v is not a rate", p.TrainGFLOPS)
+	}
+	if math.IsNaN(p.TrainMicroGFLOPS) || math.IsInf(p.TrainMicroGFLOPS, 0) || p.TrainMicroGFLOPS < 0 {
+		return fmt.Errorf("profile: train_micro_gflops %v is not a rate", p.TrainMicroGFLOPS)
 	}
 	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
 		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)

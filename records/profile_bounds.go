@@ -40,6 +40,7 @@ func (p *Profile) checkBounds() error {
 	errs := []error{
 		atMost("gemm_gflops", p.GemmGFLOPS, MaxProfileGFLOPS),
 		atMost("train_gflops", p.TrainGFLOPS, MaxProfileGFLOPS),
+		atMost("train_micro_gflops", p.TrainMicroGFLOPS, MaxProfileGFLOPS),
 		atMost("slowdown", p.Slowdown, MaxProfileSlowdown),
 		atMost("disk_read_bps", p.DiskReadBps, MaxProfileRateBps),
 		atMost("disk_write_bps", p.DiskWriteBps, MaxProfileRateBps),

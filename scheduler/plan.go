@@ -234,7 +234,7 @@ func snapshot(cands []candidate) balancer.Snapshot {
 	for _, c := range cands {
 		snap.Nodes = append(snap.Nodes, balancer.Node{ID: c.id, GFLOPS: c.profile.GFLOPS, MemoryBytes: c.profile.MemoryBytes,
 			DiskReadBps: c.profile.DiskReadBps, DiskWriteBps: c.profile.DiskWriteBps, DiskFreeBytes: c.profile.DiskFreeBytes,
-			Host: c.profile.Host, HostShare: c.profile.HostShare, HostLoad: c.profile.HostLoad})
+			Host: c.profile.Host, HostShare: c.profile.HostShare, HostLoad: c.profile.HostLoad, MicroEfficiency: c.profile.MicroEfficiency})
 		for _, l := range c.profile.Links {
 			if known[l.Peer] && l.BandwidthBps > 0 {
 				snap.Links = append(snap.Links, balancer.Link{From: c.id, To: l.Peer, RTT: l.RTTSeconds, Bandwidth: l.BandwidthBps})

@@ -154,6 +154,10 @@ type Profile struct {
 	// on its own host. The calibration replaces it for a node whose steps were measured
 	// (Calibration.HostLoad).
 	HostLoad float64
+	// MicroEfficiency is the node's training rate on one-sequence micro-batches over its
+	// rate on the profile's 8-sequence ones (balancer.Node.MicroEfficiency; 0: not
+	// measured, priced as 1).
+	MicroEfficiency float64
 }
 
 // Link is one measured link from a node to a peer.

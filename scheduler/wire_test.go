@@ -32,7 +32,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 		Dropped: []DroppedReplica{{Slot: 2, Stages: []Stage{{Node: "n1", First: 2, Last: 6, Recompute: true, MemoryBudget: 4 << 20}}, Batch: 16, Shards: []int{1}}},
 		Inputs: PlanInputs{
 			Snapshot: balancer.Snapshot{
-				Nodes: []balancer.Node{{ID: "n1", GFLOPS: 40, MemoryBytes: 20 << 20, Host: "3f2a9c0d51e7b684", HostShare: 0.5, HostLoad: 1.5, GPU: &balancer.GPU{Name: "H100", GFLOPS: 5e5, MemoryBytes: 80 << 30},
+				Nodes: []balancer.Node{{ID: "n1", GFLOPS: 40, MemoryBytes: 20 << 20, Host: "3f2a9c0d51e7b684", HostShare: 0.5, HostLoad: 1.5, MicroEfficiency: 0.75, GPU: &balancer.GPU{Name: "H100", GFLOPS: 5e5, MemoryBytes: 80 << 30},
 					DiskReadBps: 2e9, DiskWriteBps: 1e9, DiskFreeBytes: &diskFree}},
 				Links: []balancer.Link{{From: "n1", To: "n2", RTT: 0.02, Bandwidth: 12.5e6}},
 			},

@@ -62,8 +62,11 @@ type SummaryNode struct {
 	Slowdown   float64 `json:"slowdown"`
 	GemmGFLOPS float64 `json:"gemm_gflops"`
 	// TrainGFLOPS is the node's measured training rate, what the balancer planned with.
-	TrainGFLOPS float64  `json:"train_gflops"`
-	Layers      [][2]int `json:"layers"`
+	TrainGFLOPS float64 `json:"train_gflops"`
+	// TrainMicroGFLOPS is its training rate in one-sequence passes, what it is priced at
+	// on one-sequence micro-batches (docs/balancer.md, "Micro-batch size"); 0: not measured.
+	TrainMicroGFLOPS float64  `json:"train_micro_gflops,omitempty"`
+	Layers           [][2]int `json:"layers"`
 	// MemoryBudgetBytes is the memory the node offered to training (its profile's).
 	MemoryBudgetBytes uint64 `json:"memory_budget_bytes,omitempty"`
 	// Replica is the plan replica the node's stage belongs to, from 1; 0: no stage.
@@ -87,7 +90,7 @@ func Summarize(job consensus.JobDetail, nodes []NodeState, peers map[string]api.
 	for _, n := range nodes {
 		sn := SummaryNode{Name: n.Name, ID: n.ID, Region: n.Region, Slowdown: n.Slowdown, Layers: [][2]int{}}
 		if p, ok := peers[n.ID]; ok && p.Profile != nil {
-			sn.GemmGFLOPS, sn.TrainGFLOPS = p.Profile.GemmGFLOPS, p.Profile.TrainGFLOPS
+			sn.GemmGFLOPS, sn.TrainGFLOPS, sn.TrainMicroGFLOPS = p.Profile.GemmGFLOPS, p.Profile.TrainGFLOPS, p.Profile.TrainMicroGFLOPS
 			sn.MemoryBudgetBytes = p.Profile.MemoryBudgetBytes
 		}
 		for ri, r := range plan.Replicas {

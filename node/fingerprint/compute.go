@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/meshnode/meshnode/kernels"
@@ -16,21 +17,31 @@ import (
 // training steps of a reference model, each normalised by the CPU time the process got.
 // Its function fields are the measurement hooks, replaceable in tests.
 type computeDetector struct {
-	cfg   ComputeConfig
-	gemm  func(m, n, k, threads int, batch time.Duration) float64
-	train func(batch time.Duration) float64 // training GFLOP/s (wall clock) of trainReference
-	// cpuTime reads the process's CPU time (ProcessCPUTime); tests replace it.
+	cfg  ComputeConfig
+	gemm func(m, n, k, threads int, batch time.Duration) float64
+	// train times trainReference's steps in one pass of trainReferenceBatch sequences and
+	// in one-sequence passes for at least d each, each step with the cores' availability
+	// probed around it by probe (measureTrainingRates), and returns both rates in GFLOP/s.
+	train func(d time.Duration, probe func() float64) (one, micro float64)
+	// cpuTime reads the process's CPU time (ProcessCPUTime) and now the wall clock
+	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
+	now     func() time.Time
+	// avail probes the share of threads cores other programs leave this process for d
+	// (probeAvailability); tests replace it.
+	avail func(threads int, d time.Duration) float64
 	// busy reports whether this node's workers are training; nil means never.
 	busy func() bool
 
 	// The compute rates of the last measurement, kept while the node is busy.
-	measured            bool
-	lastGemm, lastTrain float64
+	measured                       bool
+	lastGemm, lastTrain, lastMicro float64
 }
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
-	return &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTraining, cpuTime: ProcessCPUTime}
+	c := &computeDetector{cfg: cfg, gemm: kernels.MeasureGemm, train: measureTrainingRates, cpuTime: ProcessCPUTime, now: time.Now}
+	c.avail = func(threads int, d time.Duration) float64 { return probeAvailability(threads, d, c.cpuTime) }
+	return c
 }
 
 func (c *computeDetector) Name() string { return "compute measurement" }
@@ -47,22 +58,138 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 	// the node would look slower than it is, the leader would plan with that, and the
 	// measurement would slow the training. It keeps the rates it measured last.
 	if !c.measured || c.busy == nil || !c.busy() {
-		wall0, cpu0 := time.Now(), c.cpuTime()
+		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
-		gflops = cpuNormalisedRate(gflops, time.Since(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		train := 0.0
+		gflops = cpuNormalisedRate(gflops, c.now().Sub(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
+		train, micro := 0.0, 0.0
 		if c.train != nil {
-			wall0, cpu0 = time.Now(), c.cpuTime()
-			train = c.train(c.cfg.batchDuration())
-			train = cpuNormalisedRate(train, time.Since(wall0), c.cpuTime()-cpu0, kernels.Threads(), c.cfg.slowdown())
+			threads := kernels.Threads()
+			train, micro = c.train(c.cfg.batchDuration(), func() float64 { return c.avail(threads, availabilityProbe) })
 		}
-		c.measured, c.lastGemm, c.lastTrain = true, gflops, train
+		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
 	}
-	p.GemmGFLOPS, p.TrainGFLOPS = c.lastGemm, c.lastTrain
+	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS = c.lastGemm, c.lastTrain, c.lastMicro
 	p.GemmShape = fmt.Sprintf("%dx%dx%d", m, n, k)
 	p.Slowdown = c.cfg.slowdown()
 	p.Cores = runtime.GOMAXPROCS(0)
 	return nil
+}
+
+// measureTrainingRates times trainReference's training steps in one pass of
+// trainReferenceBatch sequences (TrainGFLOPS) and in one-sequence passes
+// (TrainMicroGFLOPS, as the stages of a plan with one-sequence micro-batches compute),
+// alternately, for at least d each, and returns both rates with the cores to themselves:
+// each step's wall time times the share of the cores probe found other programs left
+// around it (aloneRate). The emulated slowdown is in the rates: the kernels' sleeps are in
+// the steps' wall time. 0, 0 if the reference cannot train (it always can; the profile
+// then falls back to the GEMM rate).
+//
+// The rates are not normalised by the training's own CPU time, as the GEMM rate is: a
+// training step keeps its threads busy only part of the time even on an idle machine
+// (optimizer, LayerNorm, small GEMMs and the fork-join between them; the development
+// machine, idle, kept 0.75 of its 2 threads busy in one pass of 8 sequences, 0.62 in
+// passes of one, against 0.95 for the GEMM), so dividing by that share priced the step's
+// own idle threads as other programs' load: every quick-start profile read 1.2–1.4× its
+// training rate (206–227 GFLOP/s where the reference trains at 143–163). Nor by the GEMM's
+// share: an emulated slowdown leaves its threads idle while awake too (slowdown 3: 0.61
+// of 2 threads between its sleeps, idle machine). And not by one probe for the whole
+// measurement: a testnet's nodes profile at once, and the sleeps of the slowed ones make
+// the load come and go within a second (the slowdown-3 node profiled at twice what it
+// trains at); probes around each step follow it.
+func measureTrainingRates(d time.Duration, probe func() float64) (one, micro float64) {
+	var perToken float64
+	for _, l := range trainReference.LayerCosts() {
+		perToken += l.FLOPsPerToken()
+	}
+	flops := perToken * float64(trainReferenceBatch*trainReference.Context)
+	var trainers [2]*parallel.Trainer
+	for i, m := range []int{1, trainReferenceBatch} {
+		tr, err := parallel.NewReferenceTrainer(trainReference, trainReferenceBatch, m)
+		if err != nil {
+			return 0, 0
+		}
+		defer tr.Close()
+		if _, err := tr.Step(context.Background()); err != nil { // warm-up: allocation
+			return 0, 0
+		}
+		trainers[i] = tr
+	}
+	var steps [2][]timedStep
+	var spent [2]time.Duration
+	before := probe()
+	for spent[0] < d || spent[1] < d {
+		for i, tr := range trainers {
+			t0, slept0 := time.Now(), kernels.SlowdownSlept()
+			if _, err := tr.Step(context.Background()); err != nil {
+				return 0, 0
+			}
+			wall, slept := time.Since(t0), kernels.SlowdownSlept()-slept0
+			after := probe()
+			steps[i] = append(steps[i], timedStep{wall: wall, slept: slept, avail: (before + after) / 2})
+			spent[i] += wall
+			before = after
+		}
+	}
+	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1])
+}
+
+// timedStep is one timed training step, the part of it the slowdown emulation slept, and
+// the share of the cores other programs left around it.
+type timedStep struct {
+	wall, slept time.Duration
+	avail       float64
+}
+
+// aloneRate is flops per step over the steps' time with the cores to themselves, in
+// GFLOP/s: each step's computing time (its wall time less the emulation's sleeps) times
+// the share of the cores it had (in (0, 1]), plus the sleeps, which the emulation charges
+// from the kernels' uncontended time and so take as long on a busy machine as on an idle
+// one (scaling them too profiled a slowdown-3 node at load 5 up to 1.6× fast).
+func aloneRate(flops float64, steps []timedStep) float64 {
+	var alone float64
+	for _, s := range steps {
+		slept := min(max(s.slept, 0), s.wall)
+		alone += (s.wall-slept).Seconds()*min(1, max(s.avail, 1e-3)) + slept.Seconds()
+	}
+	if !(alone > 0) {
+		return 0
+	}
+	return flops * float64(len(steps)) / alone / 1e9
+}
+
+// availabilityProbe is how long each availability probe keeps the cores busy: a few of
+// the scheduler's time slices, short beside a training step.
+const availabilityProbe = 20 * time.Millisecond
+
+// probeAvailability keeps threads goroutines computing (plain arithmetic, no kernels, so
+// no emulated slowdown) for d and returns the share of their cores they got by cpuTime,
+// in (0, 1]: what other programs leave this process. 1 where the CPU time cannot be read.
+func probeAvailability(threads int, d time.Duration, cpuTime func() time.Duration) float64 {
+	cpu0, wall0 := cpuTime(), time.Now()
+	if cpu0 <= 0 || threads < 1 {
+		return 1
+	}
+	var wg sync.WaitGroup
+	for range threads {
+		wg.Go(func() { spin(wall0.Add(d)) })
+	}
+	wg.Wait()
+	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
+	if cpu <= 0 || wall <= 0 {
+		return 1
+	}
+	return min(1, float64(cpu)/(float64(wall)*float64(threads)))
+}
+
+// spin keeps its goroutine computing until deadline.
+func spin(deadline time.Time) {
+	x := 1.0
+	for time.Now().Before(deadline) {
+		for range 1000 {
+			x = x*1.0000001 + 1e-9
+		}
+	}
+	runtime.KeepAlive(x)
 }
 
 // cpuNormalisedRate turns a wall-clock GEMM rate into the device's speed: the rate the
@@ -87,17 +214,9 @@ var trainReference = model.Config{Layers: 2, DModel: 128, Heads: 4, Context: 128
 
 const trainReferenceBatch = 8
 
-// measureTraining times training steps of trainReference for at least d and returns their
-// rate in GFLOP/s, counted with the cost model the balancer plans with. It returns 0 if the
-// reference cannot train (it always can; the profile then falls back to the GEMM rate).
-func measureTraining(d time.Duration) float64 {
-	m, err := parallel.MeasureTraining(trainReference, trainReferenceBatch, 1, d)
-	if err != nil {
-		return 0
-	}
-	var perToken float64
-	for _, l := range trainReference.LayerCosts() {
-		perToken += l.ForwardFLOPsPerToken + l.BackwardFLOPsPerToken
-	}
-	return m.TokensPerSec * perToken / 1e9
+// MicroPassTokens are the tokens one pass computes in the two training measurements:
+// TrainMicroGFLOPS's (one sequence) and TrainGFLOPS's (trainReferenceBatch sequences),
+// the sizes balancer.SmallMicroTokens and LargeMicroTokens name.
+func MicroPassTokens() (small, large int) {
+	return trainReference.Context, trainReferenceBatch * trainReference.Context
 }

@@ -52,11 +52,13 @@ func (p *Profiler) detectors() []Detector {
 // busy node keeps its last compute rates instead of timing its kernels beside them.
 func (p *Profiler) SetBusy(busy func() bool) { p.compute.busy = busy }
 
-// ComputeHooks are the compute measurements a Profiler times: GEMM, training steps and
-// the process's CPU time they are normalised with.
+// ComputeHooks are the compute measurements a Profiler times: GEMM, training steps (in
+// one pass of the reference's batch and in one-sequence passes, each step timed with the
+// cores' availability probe reads around it) and the process's CPU time they are
+// normalised with (0: nothing to normalise, every probe reads 1).
 type ComputeHooks struct {
 	Gemm    func(m, n, k, threads int, batch time.Duration) float64
-	Train   func(batch time.Duration) float64
+	Train   func(batch time.Duration, probe func() float64) (one, micro float64)
 	CPUTime func() time.Duration
 }
 
@@ -84,6 +86,16 @@ func (p *Profiler) Measure(ctx context.Context) (prof mesh.Profile, warn error) 
 	}
 	prof.MeasuredAt = time.Now().UTC()
 	return prof, warn
+}
+
+// MicroEfficiency is the node's training rate on one-sequence passes over its rate on
+// passes of trainReferenceBatch sequences (balancer.Node.MicroEfficiency), at most 1; 0
+// where either was not measured.
+func MicroEfficiency(p *mesh.Profile) float64 {
+	if !(p.TrainGFLOPS > 0) || !(p.TrainMicroGFLOPS > 0) {
+		return 0
+	}
+	return min(1, p.TrainMicroGFLOPS/p.TrainGFLOPS)
 }
 
 // ComputeGFLOPS is the speed the balancer plans a node's compute with: its measured
