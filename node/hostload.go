@@ -64,22 +64,11 @@ func measureHostLoad() float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			spin(wall0.Add(hostLoadProbe))
+			fingerprint.Spin(wall0.Add(hostLoadProbe))
 		}()
 	}
 	wg.Wait()
 	return loadFromShare(fingerprint.ProcessCPUTime()-cpu0, time.Since(wall0), threads)
-}
-
-// spin keeps its goroutine computing until deadline.
-func spin(deadline time.Time) {
-	x := 1.0
-	for time.Now().Before(deadline) {
-		for range 1000 {
-			x = x*1.0000001 + 1e-9
-		}
-	}
-	runtime.KeepAlive(x)
 }
 
 // loadFromShare is the host load (cores of other work) that leaves threads busy threads

@@ -15,7 +15,7 @@ import (
 )
 
 // Offender evidence (docs/security.md, "Verifiable offender evidence"; the wire format in
-// docs/protocol.md). A member that only half of a plan names an offender (two colluders
+// docs/dataplane.md). A member that only half of a plan names an offender (two colluders
 // of four) stays in the plan on the reporters' word: two liars could name two honest
 // members the same way. A worker that drops a member therefore keeps what it judged:
 // every member's signed contribution of that collective and the θ they were signed
@@ -196,7 +196,7 @@ func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int
 	s.keep(ev)
 }
 
-// Marshal encodes ev (docs/protocol.md, "Offender evidence").
+// Marshal encodes ev (docs/dataplane.md, "Signed contributions and offender evidence").
 func (ev *Evidence) Marshal() []byte {
 	b := slices.Clone(evidenceMagic)
 	b = binary.BigEndian.AppendUint64(b, ev.Job)

@@ -171,7 +171,7 @@ func probeAvailability(threads int, d time.Duration, cpuTime func() time.Duratio
 	}
 	var wg sync.WaitGroup
 	for range threads {
-		wg.Go(func() { spin(wall0.Add(d)) })
+		wg.Go(func() { Spin(wall0.Add(d)) })
 	}
 	wg.Wait()
 	cpu, wall := cpuTime()-cpu0, time.Since(wall0)
@@ -181,8 +181,9 @@ func probeAvailability(threads int, d time.Duration, cpuTime func() time.Duratio
 	return min(1, float64(cpu)/(float64(wall)*float64(threads)))
 }
 
-// spin keeps its goroutine computing until deadline.
-func spin(deadline time.Time) {
+// Spin keeps its goroutine computing until deadline: the probe of a core's availability
+// (how much of it a busy loop gets), here and in the node's host-load measurement.
+func Spin(deadline time.Time) {
 	x := 1.0
 	for time.Now().Before(deadline) {
 		for range 1000 {
