@@ -1,7 +1,9 @@
 package parallel
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,9 +22,11 @@ import (
 )
 
 // nodeKeys returns n Ed25519 node keys and their peer IDs.
-func nodeKeys(t testing.TB, n int) ([]crypto.PrivKey, []string) {
+// They are made by libp2p, as a node's are, and held as the standard library's keys, as
+// the data plane hands them to the engine (mesh/dataplane Plane.SigningKey).
+func nodeKeys(t testing.TB, n int) ([]ed25519.PrivateKey, []string) {
 	t.Helper()
-	keys, ids := make([]crypto.PrivKey, n), make([]string, n)
+	keys, ids := make([]ed25519.PrivateKey, n), make([]string, n)
 	for i := range n {
 		k, _, err := crypto.GenerateEd25519Key(nil)
 		if err != nil {
@@ -32,7 +36,11 @@ func nodeKeys(t testing.TB, n int) ([]crypto.PrivKey, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		keys[i], ids[i] = k, id.String()
+		raw, err := k.Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys[i], ids[i] = ed25519.PrivateKey(raw), id.String()
 	}
 	return keys, ids
 }
@@ -40,10 +48,10 @@ func nodeKeys(t testing.TB, n int) ([]crypto.PrivKey, []string) {
 // signingPeer is an in-memory peer that holds its node key.
 type signingPeer struct {
 	Transport
-	key crypto.PrivKey
+	key ed25519.PrivateKey
 }
 
-func (p signingPeer) SigningKey() crypto.PrivKey { return p.key }
+func (p signingPeer) SigningKey() ed25519.PrivateKey { return p.key }
 
 // tamperer is a peer that flips the lowest bit of the first value of every contribution
 // it sends, after signing: what a relay or a man in the middle would change.
@@ -409,5 +417,34 @@ func TestKeptEvidenceIsBounded(t *testing.T) {
 	st.keep(&Evidence{Index: 3 + attemptIndexStride, Step: 2, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}})
 	if len(st.latest) != 0 {
 		t.Fatalf("kept %d evidences past the bound", len(st.latest))
+	}
+}
+
+// TestAuthorKeyReadsLibp2pPeerIDs: the engine reads an author's Ed25519 key from its
+// peer ID without libp2p (which it may not import: internal/archtest) and gets the key
+// libp2p puts there; IDs of other key types, other encodings and garbage name no key.
+func TestAuthorKeyReadsLibp2pPeerIDs(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := peer.IDFromPrivateKey(k)
+	pub, err := authorKey(id.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := k.GetPublic().Raw()
+	if !bytes.Equal(pub, want) {
+		t.Fatalf("key %x from %s, libp2p's is %x", pub, id, want)
+	}
+	sk, _, err := crypto.GenerateSecp256k1Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := peer.IDFromPrivateKey(sk)
+	for _, bad := range []string{other.String(), peer.ToCid(id).String(), "", "not base58 0OIl", strings.Repeat("1", 100), id.String()[:20]} {
+		if _, err := authorKey(bad); !errors.Is(err, errSignature) {
+			t.Errorf("author %q: %v, want a signature error", bad, err)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package parallel
 
 import (
+	"bytes"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -9,8 +11,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/mr-tron/base58"
 
 	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
@@ -29,10 +30,14 @@ import (
 // holds, and re-score it (VerifyEvidence).
 
 // SigningTransport is a Transport whose peer holds its node key: the workers on it sign
-// their contributions in checked gathers and require their peers' signatures.
+// their contributions in checked gathers and require their peers' signatures. The key is
+// the node's libp2p Ed25519 identity as the standard library holds it (its 64 raw bytes);
+// nil means the node has no such key and signs nothing. The engine opens no sockets and
+// so imports no libp2p (internal/archtest): it signs with crypto/ed25519 and reads a
+// peer ID's key itself (authorKey).
 type SigningTransport interface {
 	Transport
-	SigningKey() crypto.PrivKey
+	SigningKey() ed25519.PrivateKey
 }
 
 // signatureDomain separates a contribution's signature from anything else the node key
@@ -78,11 +83,11 @@ func signedDigest(s slot, payload []byte, theta [thetaLen]byte) []byte {
 }
 
 // signContribution is payload followed by its trailer: theta and key's signature.
-func signContribution(key crypto.PrivKey, s slot, payload []byte, theta [thetaLen]byte) ([]byte, error) {
-	sig, err := key.Sign(signedDigest(s, payload, theta))
-	if err != nil {
-		return nil, fmt.Errorf("sign contribution: %w", err)
+func signContribution(key ed25519.PrivateKey, s slot, payload []byte, theta [thetaLen]byte) ([]byte, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("sign contribution: a %d-byte node key (an Ed25519 one has %d)", len(key), ed25519.PrivateKeySize)
 	}
+	sig := ed25519.Sign(key, signedDigest(s, payload, theta))
 	if len(sig) != sigLen {
 		return nil, fmt.Errorf("sign contribution: a %d-byte signature (an Ed25519 node key signs %d)", len(sig), sigLen)
 	}
@@ -103,17 +108,26 @@ func splitSigned(p []byte) (payload []byte, theta [thetaLen]byte, sig []byte, er
 	return p[:cut], theta, p[cut+thetaLen:], nil
 }
 
-// authorKey is the public key of the node whose ID is member.
-func authorKey(member string) (crypto.PubKey, error) {
-	id, err := peer.Decode(member)
+// ed25519IDPrefix is how the bytes of the peer ID of an Ed25519 key begin: the identity
+// multihash (code 0x00) of 36 bytes, the key's protobuf encoding (field 1, the key type,
+// 1 for Ed25519; field 2, 32 bytes of key), which libp2p writes deterministically.
+var ed25519IDPrefix = []byte{0x00, 0x24, 0x08, 0x01, 0x12, 0x20}
+
+// authorKey is the public key of the node whose ID is member: a libp2p peer ID in its
+// base58 text form ("12D3KooW…"), which embeds an Ed25519 key. Any other ID (an RSA or
+// hashed key, another encoding) names no key an author could sign with here.
+func authorKey(member string) (ed25519.PublicKey, error) {
+	if len(member) > 64 {
+		return nil, fmt.Errorf("%w: author ID of %d characters is not an Ed25519 peer ID", errSignature, len(member))
+	}
+	b, err := base58.Decode(member)
 	if err != nil {
 		return nil, fmt.Errorf("%w: author %q is not a peer ID: %v", errSignature, member, err)
 	}
-	pub, err := id.ExtractPublicKey()
-	if err != nil {
-		return nil, fmt.Errorf("%w: no public key in author %s: %v", errSignature, member, err)
+	if len(b) != len(ed25519IDPrefix)+ed25519.PublicKeySize || !bytes.HasPrefix(b, ed25519IDPrefix) {
+		return nil, fmt.Errorf("%w: author %s is not the peer ID of an Ed25519 key", errSignature, member)
 	}
-	return pub, nil
+	return ed25519.PublicKey(b[len(ed25519IDPrefix):]), nil
 }
 
 // verifyContribution checks that member signed payload for slot s against theta.
@@ -122,8 +136,7 @@ func verifyContribution(member string, s slot, payload []byte, theta [thetaLen]b
 	if err != nil {
 		return err
 	}
-	ok, err := pub.Verify(signedDigest(s, payload, theta), sig)
-	if err != nil || !ok {
+	if len(sig) != sigLen || !ed25519.Verify(pub, signedDigest(s, payload, theta), sig) {
 		return fmt.Errorf("%w: %s's signature does not verify", errSignature, member)
 	}
 	return nil
@@ -177,7 +190,7 @@ func paramsDigest(ps []*model.Param) [thetaLen]byte {
 // signer signs this worker's contributions of one collective; nil when the worker has
 // no node key (then nothing is signed and nothing is required).
 type signer struct {
-	key crypto.PrivKey
+	key ed25519.PrivateKey
 	// theta is the digest of the θ the collective's contributions are computed against;
 	// computed once per collective, when first asked.
 	theta func() [thetaLen]byte

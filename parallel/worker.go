@@ -2,9 +2,9 @@ package parallel
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"sync"
 	"time"
 
@@ -151,7 +151,7 @@ type Worker struct {
 	// signKey is the node key the worker signs its contributions with (its transport's,
 	// SigningTransport; nil: it signs nothing), and evidence the signed contributions of
 	// the latest collective of each run that dropped a member (evidence.go).
-	signKey         crypto.PrivKey
+	signKey         ed25519.PrivateKey
 	evidence        evidenceStore
 	rejected        []Rejection
 	offenders       *offenderWatch
@@ -228,7 +228,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	if stall <= 0 {
 		stall = DefaultStallTimeout
 	}
-	var signKey crypto.PrivKey
+	var signKey ed25519.PrivateKey
 	if st, ok := tr.(SigningTransport); ok {
 		signKey = st.SigningKey()
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	crypto_pb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	p2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
@@ -166,10 +168,20 @@ func New(ctx context.Context, cfg Config) (*Plane, error) {
 // Self is this node's peer ID (peer.ID.String()).
 func (d *Plane) Self() string { return d.selfID }
 
-// SigningKey is this node's libp2p key: the training workers on the data plane sign their
-// contributions with it (parallel.SigningTransport), and every member recovers the public
-// key from the node's ID.
-func (d *Plane) SigningKey() crypto.PrivKey { return d.cfg.Identity }
+// SigningKey is this node's libp2p key as the standard library holds an Ed25519 key: the
+// training workers on the data plane sign their contributions with it
+// (parallel.SigningTransport), and every member recovers the public key from the node's
+// ID. nil when the identity is not an Ed25519 key (nothing is signed then).
+func (d *Plane) SigningKey() ed25519.PrivateKey {
+	if d.cfg.Identity == nil || d.cfg.Identity.Type() != crypto_pb.KeyType_Ed25519 {
+		return nil
+	}
+	raw, err := d.cfg.Identity.Raw()
+	if err != nil || len(raw) != ed25519.PrivateKeySize {
+		return nil
+	}
+	return ed25519.PrivateKey(raw)
+}
 
 // Addr is the UDP host:port the data plane listens on, as bound (an unspecified host
 // stays unspecified: announce it with the node's reachable IP).

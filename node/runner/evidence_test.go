@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,10 +65,10 @@ func (b blobDataset) LoadDataset(context.Context, string, []int) (*model.Dataset
 // keyedPeer is an in-memory peer that signs with its node key.
 type keyedPeer struct {
 	parallel.Transport
-	key crypto.PrivKey
+	key ed25519.PrivateKey
 }
 
-func (p keyedPeer) SigningKey() crypto.PrivKey { return p.key }
+func (p keyedPeer) SigningKey() ed25519.PrivateKey { return p.key }
 
 // TestLeaderConvictsColludersFromShippedEvidence: four signing DiLoCo replicas of a job,
 // two of them colluding (their own workers train on random bytes and sign what they
@@ -99,7 +100,7 @@ func convictColluders(t *testing.T, dModel int) {
 		junk[i] = byte(rng.IntN(256))
 	}
 	noise := &model.Dataset{Source: "noise", Train: model.ByteTokens(junk), Val: data.Val, Vocab: 256}
-	ids, keys := make([]string, 4), make([]crypto.PrivKey, 4)
+	ids, keys := make([]string, 4), make([]ed25519.PrivateKey, 4)
 	var jp scheduler.JobPlan
 	L := scheduler.ModelConfig(s).NumLayers()
 	for i := range ids {
@@ -108,7 +109,11 @@ func convictColluders(t *testing.T, dModel int) {
 			t.Fatal(err)
 		}
 		id, _ := peer.IDFromPrivateKey(k)
-		ids[i], keys[i] = id.String(), k
+		raw, err := k.Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i], keys[i] = id.String(), ed25519.PrivateKey(raw)
 		jp.Replicas = append(jp.Replicas, []scheduler.Stage{{Node: ids[i], First: 0, Last: L}})
 		jp.Batches = append(jp.Batches, s.Train.Batch/4)
 	}
