@@ -42,6 +42,8 @@ func TestProfileBounds(t *testing.T) {
 		{"train_gflops 1e+08", func(p *Profile) { p.TrainGFLOPS = 1e8 }},
 		{"train_micro_gflops 1e+08", func(p *Profile) { p.TrainMicroGFLOPS = 1e8 }},
 		{"train_micro_gflops -1", func(p *Profile) { p.TrainMicroGFLOPS = -1 }},
+		{"train_host_share 1.5", func(p *Profile) { p.TrainHostShare = 1.5 }},
+		{"train_host_share -0.1", func(p *Profile) { p.TrainHostShare = -0.1 }},
 		{"memory_budget_bytes 18446744073709551615", func(p *Profile) { p.MemoryBudgetBytes = math.MaxUint64 }},
 		{"memory_total_bytes", func(p *Profile) { p.MemoryTotalBytes = 1 << 62 }},
 		{"memory_available_bytes", func(p *Profile) { p.MemoryAvailableBytes = math.MaxUint64 }},

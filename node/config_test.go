@@ -67,6 +67,10 @@ func TestPlanProfileCarriesMicroEfficiency(t *testing.T) {
 	if pp := planProfile(&prof); pp == nil || pp.MicroEfficiency != 0 {
 		t.Errorf("a profile without the one-sequence rate gave efficiency %v, want 0 (priced as before)", pp.MicroEfficiency)
 	}
+	prof.TrainHostShare = 0.62
+	if pp := planProfile(&prof); pp == nil || pp.HostShare != 0.62 {
+		t.Errorf("the balancer's profile %+v: want the measured host share 0.62", pp)
+	}
 	if small, large := fingerprint.MicroPassTokens(); small != balancer.SmallMicroTokens || large != balancer.LargeMicroTokens {
 		t.Errorf("the profile measures passes of %d and %d tokens; the balancer prices them as %d and %d",
 			small, large, balancer.SmallMicroTokens, balancer.LargeMicroTokens)

@@ -99,14 +99,17 @@ func planProfile(p *mesh.Profile) *scheduler.Profile {
 		return nil
 	}
 	free := p.DiskFreeBytes // offload plans stay within it, less a reserve
-	// No host share below 1 is claimed for an emulated slowdown, though its sleeps leave
-	// the cores to co-located nodes: under other programs' load the relief is far smaller
-	// than 1−1/k while the slowdown still multiplies the node's own time, and the balancer
-	// then paired the fast nodes with the slowest (quick start runs: 0.40–0.79 s/step with
-	// node3, 0.23–0.27 s/step with node2; docs/testnet.md).
+	// The host share is what the profile measured a training step to keep busy
+	// (TrainHostShare). It was once left at 1 for every node: an emulated slowdown then
+	// charged its factor on other programs' contention too, so a slowed node's relief to
+	// co-located nodes was far smaller than its sleeps promised, and plans pairing fast
+	// nodes with the slowest ran 0.40–0.79 s/step (docs/testnet.md). The emulation now
+	// charges a kernel's uncontended time, and a fast node's share is measured (0.62 of
+	// the development machine's 2 cores), where a whole share charged two co-located
+	// nodes 2× for the 1.25× they cost each other.
 	out := &scheduler.Profile{GFLOPS: fingerprint.ComputeGFLOPS(p), MemoryBytes: int64(p.MemoryBudgetBytes),
 		DiskReadBps: p.DiskReadBps, DiskWriteBps: p.DiskWriteBps, LocalData: p.LocalData, DiskFreeBytes: &free, Host: p.Host,
-		MicroEfficiency: fingerprint.MicroEfficiency(p)}
+		MicroEfficiency: fingerprint.MicroEfficiency(p), HostShare: fingerprint.HostShare(p)}
 	for _, l := range p.Links {
 		out.Links = append(out.Links, scheduler.Link{Peer: l.Peer, RTTSeconds: l.RTTSeconds, BandwidthBps: l.BandwidthBps})
 	}

@@ -74,9 +74,9 @@ func testConfig(t testing.TB, bootstrap ...string) Config {
 
 // firstMeasurement holds the compute rates the first in-process test node measured.
 var firstMeasurement struct {
-	gemm, train          sync.Once
-	gemmRate             float64
-	trainRate, microRate float64
+	gemm, train                 sync.Once
+	gemmRate                    float64
+	trainRate, microRate, share float64
 }
 
 // shareFirstMeasurement makes every in-process test node report the compute rates the
@@ -93,9 +93,11 @@ func shareFirstMeasurement(p *fingerprint.Profiler) {
 				firstMeasurement.gemm.Do(func() { firstMeasurement.gemmRate = gemm(m, n, k, threads, batch) })
 				return firstMeasurement.gemmRate
 			},
-			Train: func(batch time.Duration, probe func() float64) (float64, float64) {
-				firstMeasurement.train.Do(func() { firstMeasurement.trainRate, firstMeasurement.microRate = train(batch, probe) })
-				return firstMeasurement.trainRate, firstMeasurement.microRate
+			Train: func(batch time.Duration, probe func() float64) (float64, float64, float64) {
+				firstMeasurement.train.Do(func() {
+					firstMeasurement.trainRate, firstMeasurement.microRate, firstMeasurement.share = train(batch, probe)
+				})
+				return firstMeasurement.trainRate, firstMeasurement.microRate, firstMeasurement.share
 			},
 			// The shared rates are wall-clock rates of a quiet process: nothing to normalise.
 			CPUTime: func() time.Duration { return 0 },

@@ -26,7 +26,7 @@ func claiming(gflops float64) func(*fingerprint.Profiler) {
 		shareFirstMeasurement(p)
 		p.WrapCompute(func(h fingerprint.ComputeHooks) fingerprint.ComputeHooks {
 			h.Gemm = func(int, int, int, int, time.Duration) float64 { return gflops }
-			h.Train = func(time.Duration, func() float64) (float64, float64) { return gflops, gflops }
+			h.Train = func(time.Duration, func() float64) (float64, float64, float64) { return gflops, gflops, 0 }
 			return h
 		})
 	}

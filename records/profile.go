@@ -27,6 +27,13 @@ type Profile struct {
 	// micro-batch size with the two, balancer.Node.MicroEfficiency). Zero means not
 	// measured.
 	TrainMicroGFLOPS float64 `json:"train_micro_gflops,omitempty"`
+	// TrainHostShare is the fraction of the host's cores the one-sequence training steps
+	// kept busy, with the cores to themselves (CPU time over the steps' uncontended time
+	// and the host's cores; the emulation's sleeps count as idle): what the node takes
+	// from nodes that share its host while it computes (balancer.Node.HostShare). A
+	// training step keeps its threads only partly busy (0.62 of 2 on the development
+	// machine), and a slowed node less. Zero means not measured (priced as 1).
+	TrainHostShare float64 `json:"train_host_share,omitempty"`
 	// Slowdown is the emulated slowdown factor applied to compute (1 on real nodes).
 	Slowdown float64 `json:"slowdown,omitempty"`
 	// Cores is the number of logical CPUs the process may use.
@@ -117,6 +124,9 @@ func (p *Profile) Validate() error {
 	}
 	if math.IsNaN(p.TrainMicroGFLOPS) || math.IsInf(p.TrainMicroGFLOPS, 0) || p.TrainMicroGFLOPS < 0 {
 		return fmt.Errorf("profile: train_micro_gflops %v is not a rate", p.TrainMicroGFLOPS)
+	}
+	if math.IsNaN(p.TrainHostShare) || p.TrainHostShare < 0 || p.TrainHostShare > 1 {
+		return fmt.Errorf("profile: train_host_share %v is not a share of the cores in [0, 1]", p.TrainHostShare)
 	}
 	if math.IsNaN(p.Slowdown) || math.IsInf(p.Slowdown, 0) || p.Slowdown < 0 {
 		return fmt.Errorf("profile: slowdown %v is not a factor", p.Slowdown)

@@ -65,7 +65,7 @@ func TestWireFormats(t *testing.T) {
 // sampleProfile is a node's profile as it gossips it and the API serves it, every field set
 // (GPU index 1: index 0 is a zero value the check would flag).
 func sampleProfile() Profile {
-	return Profile{GemmGFLOPS: 240, GemmShape: "2048x512x512", TrainGFLOPS: 110, TrainMicroGFLOPS: 82, Slowdown: 2, Cores: 16,
+	return Profile{GemmGFLOPS: 240, GemmShape: "2048x512x512", TrainGFLOPS: 110, TrainMicroGFLOPS: 82, TrainHostShare: 0.31, Slowdown: 2, Cores: 16,
 		MemoryTotalBytes: 64 << 30, MemoryAvailableBytes: 60 << 30, MemoryBudgetBytes: 48 << 30, DiskFreeBytes: 1 << 40,
 		DiskReadBps: 2e9, DiskWriteBps: 1e9,
 		GPUs: []GPU{{Index: 1, Name: "NVIDIA H100", UUID: "GPU-1", MemoryTotalBytes: 80 << 30, MemoryFreeBytes: 79 << 30,

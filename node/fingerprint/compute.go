@@ -21,8 +21,9 @@ type computeDetector struct {
 	gemm func(m, n, k, threads int, batch time.Duration) float64
 	// train times trainReference's steps in one pass of trainReferenceBatch sequences and
 	// in one-sequence passes for at least d each, each step with the cores' availability
-	// probed around it by probe (measureTrainingRates), and returns both rates in GFLOP/s.
-	train func(d time.Duration, probe func() float64) (one, micro float64)
+	// probed around it by probe (measureTrainingRates), and returns both rates in GFLOP/s
+	// and the share of the host's cores the one-sequence steps kept busy.
+	train func(d time.Duration, probe func() float64) (one, micro, share float64)
 	// cpuTime reads the process's CPU time (ProcessCPUTime) and now the wall clock
 	// (time.Now); tests replace them.
 	cpuTime func() time.Duration
@@ -34,8 +35,8 @@ type computeDetector struct {
 	busy func() bool
 
 	// The compute rates of the last measurement, kept while the node is busy.
-	measured                       bool
-	lastGemm, lastTrain, lastMicro float64
+	measured                                  bool
+	lastGemm, lastTrain, lastMicro, lastShare float64
 }
 
 func newComputeDetector(cfg ComputeConfig) *computeDetector {
@@ -61,14 +62,14 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 		wall0, cpu0 := c.now(), c.cpuTime()
 		gflops := c.gemm(m, n, k, c.cfg.Threads, c.cfg.batchDuration())
 		gflops = cpuNormalisedRate(gflops, c.now().Sub(wall0), c.cpuTime()-cpu0, threads, c.cfg.slowdown())
-		train, micro := 0.0, 0.0
+		train, micro, share := 0.0, 0.0, 0.0
 		if c.train != nil {
 			threads := kernels.Threads()
-			train, micro = c.train(c.cfg.batchDuration(), func() float64 { return c.avail(threads, availabilityProbe) })
+			train, micro, share = c.train(c.cfg.batchDuration(), func() float64 { return c.avail(threads, availabilityProbe) })
 		}
-		c.measured, c.lastGemm, c.lastTrain, c.lastMicro = true, gflops, train, micro
+		c.measured, c.lastGemm, c.lastTrain, c.lastMicro, c.lastShare = true, gflops, train, micro, share
 	}
-	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS = c.lastGemm, c.lastTrain, c.lastMicro
+	p.GemmGFLOPS, p.TrainGFLOPS, p.TrainMicroGFLOPS, p.TrainHostShare = c.lastGemm, c.lastTrain, c.lastMicro, c.lastShare
 	p.GemmShape = fmt.Sprintf("%dx%dx%d", m, n, k)
 	p.Slowdown = c.cfg.slowdown()
 	p.Cores = runtime.GOMAXPROCS(0)
@@ -96,7 +97,12 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 // measurement: a testnet's nodes profile at once, and the sleeps of the slowed ones make
 // the load come and go within a second (the slowdown-3 node profiled at twice what it
 // trains at); probes around each step follow it.
-func measureTrainingRates(d time.Duration, probe func() float64) (one, micro float64) {
+//
+// share is the one-sequence steps' CPU time over their time with the cores to themselves
+// and the host's cores (hostShare): two co-located nodes training at once each took about
+// 1.25× their time alone on the development machine, where pricing each at a whole host
+// share charged 2×.
+func measureTrainingRates(d time.Duration, probe func() float64) (one, micro, share float64) {
 	var perToken float64
 	for _, l := range trainReference.LayerCosts() {
 		perToken += l.FLOPsPerToken()
@@ -106,11 +112,11 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro flo
 	for i, m := range []int{1, trainReferenceBatch} {
 		tr, err := parallel.NewReferenceTrainer(trainReference, trainReferenceBatch, m)
 		if err != nil {
-			return 0, 0
+			return 0, 0, 0
 		}
 		defer tr.Close()
 		if _, err := tr.Step(context.Background()); err != nil { // warm-up: allocation
-			return 0, 0
+			return 0, 0, 0
 		}
 		trainers[i] = tr
 	}
@@ -119,25 +125,43 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro flo
 	before := probe()
 	for spent[0] < d || spent[1] < d {
 		for i, tr := range trainers {
-			t0, slept0 := time.Now(), kernels.SlowdownSlept()
+			t0, slept0, cpu0 := time.Now(), kernels.SlowdownSlept(), ProcessCPUTime()
 			if _, err := tr.Step(context.Background()); err != nil {
-				return 0, 0
+				return 0, 0, 0
 			}
-			wall, slept := time.Since(t0), kernels.SlowdownSlept()-slept0
+			wall, slept, cpu := time.Since(t0), kernels.SlowdownSlept()-slept0, ProcessCPUTime()-cpu0
 			after := probe()
-			steps[i] = append(steps[i], timedStep{wall: wall, slept: slept, avail: (before + after) / 2})
+			steps[i] = append(steps[i], timedStep{wall: wall, slept: slept, cpu: cpu, avail: (before + after) / 2})
 			spent[i] += wall
 			before = after
 		}
 	}
-	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1])
+	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1]), hostShare(steps[0], runtime.NumCPU())
+}
+
+// hostShare is the share of cores cores that steps kept busy with the cores to themselves:
+// their CPU time over their uncontended time (aloneTime) times cores, in [0, 1]; 0 when
+// the CPU time cannot be read.
+func hostShare(steps []timedStep, cores int) float64 {
+	var cpu time.Duration
+	for _, s := range steps {
+		if s.cpu <= 0 {
+			return 0
+		}
+		cpu += s.cpu
+	}
+	alone := aloneTime(steps)
+	if !(alone > 0) || cores < 1 {
+		return 0
+	}
+	return min(1, cpu.Seconds()/(alone*float64(cores)))
 }
 
 // timedStep is one timed training step, the part of it the slowdown emulation slept, and
 // the share of the cores other programs left around it.
 type timedStep struct {
-	wall, slept time.Duration
-	avail       float64
+	wall, slept, cpu time.Duration
+	avail            float64
 }
 
 // aloneRate is flops per step over the steps' time with the cores to themselves, in
@@ -146,15 +170,21 @@ type timedStep struct {
 // from the kernels' uncontended time and so take as long on a busy machine as on an idle
 // one (scaling them too profiled a slowdown-3 node at load 5 up to 1.6× fast).
 func aloneRate(flops float64, steps []timedStep) float64 {
+	alone := aloneTime(steps)
+	if !(alone > 0) {
+		return 0
+	}
+	return flops * float64(len(steps)) / alone / 1e9
+}
+
+// aloneTime is steps' time with the cores to themselves, in seconds (aloneRate).
+func aloneTime(steps []timedStep) float64 {
 	var alone float64
 	for _, s := range steps {
 		slept := min(max(s.slept, 0), s.wall)
 		alone += (s.wall-slept).Seconds()*min(1, max(s.avail, 1e-3)) + slept.Seconds()
 	}
-	if !(alone > 0) {
-		return 0
-	}
-	return flops * float64(len(steps)) / alone / 1e9
+	return alone
 }
 
 // availabilityProbe is how long each availability probe keeps the cores busy: a few of

@@ -58,7 +58,7 @@ func (p *Profiler) SetBusy(busy func() bool) { p.compute.busy = busy }
 // normalised with (0: nothing to normalise, every probe reads 1).
 type ComputeHooks struct {
 	Gemm    func(m, n, k, threads int, batch time.Duration) float64
-	Train   func(batch time.Duration, probe func() float64) (one, micro float64)
+	Train   func(batch time.Duration, probe func() float64) (one, micro, share float64)
 	CPUTime func() time.Duration
 }
 
@@ -96,6 +96,16 @@ func MicroEfficiency(p *mesh.Profile) float64 {
 		return 0
 	}
 	return min(1, p.TrainMicroGFLOPS/p.TrainGFLOPS)
+}
+
+// HostShare is the fraction of its host's cores p's node keeps busy while it trains
+// (balancer.Node.HostShare): the measured TrainHostShare, 0 (priced as a whole host
+// share) where none was measured.
+func HostShare(p *mesh.Profile) float64 {
+	if s := p.TrainHostShare; s > 0 && s <= 1 {
+		return s
+	}
+	return 0
 }
 
 // ComputeGFLOPS is the speed the balancer plans a node's compute with: its measured

@@ -25,9 +25,9 @@ func defaultConfig() Config {
 func fakeProfiler(cfg Config) *Profiler {
 	p := New(cfg)
 	p.compute.gemm = func(m, n, k, threads int, d time.Duration) float64 { return 100 }
-	p.compute.train = func(_ time.Duration, probe func() float64) (float64, float64) {
+	p.compute.train = func(_ time.Duration, probe func() float64) (float64, float64, float64) {
 		a := probe() // a fake wall rate of 40 (30) over the share of the cores it had
-		return 40 / a, 30 / a
+		return 40 / a, 30 / a, 0.6
 	}
 	p.disk.bw = func(string, time.Duration) (float64, float64) { return 500e6, 250e6 }
 	p.memory.memory = func() (uint64, uint64) { return 16 << 30, 10 << 30 }
@@ -195,7 +195,7 @@ func TestTrainingRatePredictsStepTime(t *testing.T) {
 	tokens := float64(job.Train.Batch * cfg.Context)
 	var ratio float64
 	for round := range 3 {
-		rate, _ := measureTrainingRates(200*time.Millisecond, func() float64 { return 1 })
+		rate, _, _ := measureTrainingRates(200*time.Millisecond, func() float64 { return 1 })
 		gemm := kernels.MeasureGemm(2048, 512, 512, 0, 100*time.Millisecond)
 		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, 4, 300*time.Millisecond)
 		if err != nil {
@@ -234,7 +234,7 @@ func TestTrainingRateIsTimedWithTheCoresToItself(t *testing.T) {
 // with a probe around each, and returns both rates.
 func TestTrainingRateIsMeasuredWithProbes(t *testing.T) {
 	probes := 0
-	one, micro := measureTrainingRates(50*time.Millisecond, func() float64 { probes++; return 1 })
+	one, micro, _ := measureTrainingRates(50*time.Millisecond, func() float64 { probes++; return 1 })
 	if !(one > 0) || !(micro > 0) || probes < 3 {
 		t.Errorf("rates %v and %v GFLOP/s after %d probes; want both > 0 and a probe around every step", one, micro, probes)
 	}
@@ -264,7 +264,7 @@ func TestMicroRatePredictsOneSequenceStages(t *testing.T) {
 	flops := float64(job.Train.Batch*cfg.Context) * perToken
 	var ratio float64
 	for round := range 3 {
-		rate, micro := measureTrainingRates(300*time.Millisecond, func() float64 { return 1 })
+		rate, micro, _ := measureTrainingRates(300*time.Millisecond, func() float64 { return 1 })
 		m, err := parallel.MeasureTraining(cfg, job.Train.Batch, job.Train.Batch, 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -360,5 +360,28 @@ func TestTrainingRateDoesNotScaleTheEmulationsSleeps(t *testing.T) {
 	steps := []timedStep{{wall: 4 * time.Second, slept: 2 * time.Second, avail: 0.5}}
 	if r := aloneRate(3e9, steps); math.Abs(r-1) > 1e-12 {
 		t.Errorf("rate %v GFLOP/s, want 1 (3 GFLOP in 3 s alone)", r)
+	}
+}
+
+// TestHostShareIsMeasuredWithTheCoresToItself: the host share is the one-sequence steps'
+// CPU time over their uncontended time and the host's cores. Other programs' load
+// (avail < 1) stretches the steps' wall time but not the share; the emulation's sleeps
+// count as idle, so a slowed node takes less of its host.
+func TestHostShareIsMeasuredWithTheCoresToItself(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		name  string
+		steps []timedStep
+		want  float64
+	}{
+		{"idle", []timedStep{{wall: 100 * ms, cpu: 124 * ms, avail: 1}, {wall: 100 * ms, cpu: 124 * ms, avail: 1}}, 0.62},
+		{"half the cores to other programs", []timedStep{{wall: 200 * ms, cpu: 124 * ms, avail: 0.5}}, 0.62},
+		{"slowdown 3", []timedStep{{wall: 300 * ms, slept: 200 * ms, cpu: 120 * ms, avail: 1}}, 0.2},
+		{"no CPU time", []timedStep{{wall: 100 * ms, avail: 1}}, 0},
+		{"busier than the cores", []timedStep{{wall: 100 * ms, cpu: 300 * ms, avail: 1}}, 1},
+	} {
+		if got := hostShare(c.steps, 2); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: host share %.4f, want %.4f", c.name, got, c.want)
+		}
 	}
 }
