@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/meshnode/meshnode/records"
 )
@@ -50,8 +51,30 @@ func (f *FSM) applyVerdict(req VerdictRequest) any {
 	if err != nil {
 		return err
 	}
-	j.Verdicts = appendBounded(j.Verdicts, MaxVerdictsPerJob, req.Verdict)
+	j.Verdicts = appendVerdict(j.Verdicts, req.Verdict)
 	return nil
+}
+
+// appendVerdict keeps at most MaxVerdictsPerJob verdicts and never lets acquittals push a
+// conviction out: a plan member may ship a false accusation every EvidenceInterval, and
+// with the oldest simply dropped 64 of them (about 11 minutes) would have flushed out the
+// verdict that keeps its convicted partner out of the plan. A member convicted already is
+// not recorded again. Past the bound the oldest acquittal goes, and only when every kept
+// verdict convicts, the oldest conviction.
+func appendVerdict(vs []records.Verdict, v records.Verdict) []records.Verdict {
+	if v.Convicted && slices.ContainsFunc(vs, func(o records.Verdict) bool { return o.Convicted && o.Member == v.Member }) {
+		return vs
+	}
+	if len(vs) < MaxVerdictsPerJob {
+		return append(vs, v)
+	}
+	drop := slices.IndexFunc(vs, func(o records.Verdict) bool { return !o.Convicted })
+	if drop < 0 {
+		drop = 0
+	}
+	out := make([]records.Verdict, 0, MaxVerdictsPerJob)
+	out = append(append(out, vs[:drop]...), vs[drop+1:]...)
+	return append(out, v)
 }
 
 // RecordVerdict commits v on job jobID as this leader's: By and Time are set here. It

@@ -49,8 +49,10 @@ func TestFSMVerdicts(t *testing.T) {
 		h.mustOK(VerdictType, VerdictRequest{JobID: "j1", Verdict: Verdict{Member: fmt.Sprintf("m%d", i), Accuser: "n2", By: "leader", Time: t0.Add(time.Hour)}})
 	}
 	got := h.job("j1").Verdicts
-	if len(got) != MaxVerdictsPerJob || got[0] == v {
-		t.Fatalf("%d verdicts, first %+v: the oldest was kept past MaxVerdictsPerJob", len(got), got[0])
+	// The bound holds, and the acquittals pushed out their own oldest, not the conviction
+	// (TestAcquittalsDoNotFlushConvictions).
+	if len(got) != MaxVerdictsPerJob || got[0] != v || got[1].Member != "m1" {
+		t.Fatalf("%d verdicts, first %+v, second %+v: want %d, the conviction kept, acquittal m0 dropped", len(got), got[0], got[1], MaxVerdictsPerJob)
 	}
 }
 
@@ -82,4 +84,33 @@ func TestVerdictsAreTheLeadersOwn(t *testing.T) {
 		j, _, err := follower.c.FSM().Job(id)
 		return err == nil && len(j.Verdicts) == 1 && j.Verdicts[0].By == leader.id.String()
 	})
+}
+
+// TestAcquittalsDoNotFlushConvictions: a plan member that ships a false accusation every
+// EvidenceInterval fills the job's verdicts with acquittals; the conviction that keeps its
+// partner out of the plan stays (dropping the oldest verdict lost it after 64), and a
+// member convicted twice is recorded once.
+func TestAcquittalsDoNotFlushConvictions(t *testing.T) {
+	h := newHarness(t)
+	h.mustOK(JobSubmitType, JobSubmitRequest{ID: "j1", Spec: jobspec.DefaultSpec(), Time: t0})
+	conv := Verdict{Member: "n3", Accuser: "n1", Convicted: true, Epoch: 1, By: "leader", Time: t0}
+	h.mustOK(VerdictType|IgnoreUnknownTypeFlag, VerdictRequest{JobID: "j1", Verdict: conv})
+	h.mustOK(VerdictType|IgnoreUnknownTypeFlag, VerdictRequest{JobID: "j1", Verdict: conv})
+	for i := range 2 * MaxVerdictsPerJob {
+		acq := Verdict{Member: "n1", Accuser: "n4", Epoch: 1, Step: i, By: "leader", Time: t0}
+		h.mustOK(VerdictType|IgnoreUnknownTypeFlag, VerdictRequest{JobID: "j1", Verdict: acq})
+	}
+	vs := h.job("j1").Verdicts
+	convictions := 0
+	for _, v := range vs {
+		if v.Convicted {
+			convictions++
+		}
+	}
+	if len(vs) != MaxVerdictsPerJob || convictions != 1 {
+		t.Fatalf("%d verdicts, %d convictions; want %d and 1", len(vs), convictions, MaxVerdictsPerJob)
+	}
+	if last := vs[len(vs)-1]; last.Step != 2*MaxVerdictsPerJob-1 {
+		t.Errorf("the newest acquittal was not kept: %+v", last)
+	}
 }
