@@ -69,7 +69,9 @@ const (
 type Scheduler struct {
 	cfg     Config
 	checked map[string]time.Time // when growth was last weighed, per job
-	waiting map[string]time.Time // when a job was first seen waiting for speed proofs
+	// measured is, per job, the epoch whose measure considerRebalance last weighed.
+	measured map[string]uint64
+	waiting  map[string]time.Time // when a job was first seen waiting for speed proofs
 }
 
 // New returns a scheduler with cfg, its zero fields set to their defaults.
@@ -83,7 +85,7 @@ func New(cfg Config) *Scheduler {
 	if cfg.ProofWait <= 0 {
 		cfg.ProofWait = DefaultProofWait
 	}
-	return &Scheduler{cfg: cfg, checked: map[string]time.Time{}, waiting: map[string]time.Time{}}
+	return &Scheduler{cfg: cfg, checked: map[string]time.Time{}, measured: map[string]uint64{}, waiting: map[string]time.Time{}}
 }
 
 // Evaluate decides what every job of st needs now: a first plan for a submitted job or one
@@ -96,7 +98,7 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 	// Every plan prices nodes at the speeds their measured steps showed (calibration.go).
 	members := Calibrate(jobs).Apply(st.Members())
 	var out []Decision
-	unplanned := map[string]bool{}
+	unplanned, running := map[string]bool{}, map[string]bool{}
 	for _, j := range jobs {
 		var d *Decision
 		eligible := withoutOffenders(members, Offenders(j))
@@ -105,6 +107,7 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 			d = s.planNew(j, eligible, now)
 			unplanned[j.ID] = d.Kind == DecisionWait
 		case jobspec.JobRunning:
+			running[j.ID] = true
 			d = s.supervise(j, eligible, self, now)
 		}
 		if d != nil {
@@ -114,6 +117,12 @@ func (s *Scheduler) Evaluate(st State) []Decision {
 	for id := range s.waiting {
 		if !unplanned[id] {
 			delete(s.waiting, id)
+		}
+	}
+	for id := range s.checked { // ended or deleted jobs are not weighed again
+		if !running[id] {
+			delete(s.checked, id)
+			delete(s.measured, id)
 		}
 	}
 	return out

@@ -219,3 +219,46 @@ func TestMeasureEpochSkipsTheFirstSteps(t *testing.T) {
 		t.Errorf("measured %.3g and early %.3g of the predicted step, want 1: the first %d steps are warm-up", m.Ratio(), m.Early/m.Predicted, calibrationWarmupSteps)
 	}
 }
+
+// TestFirstMeasureIsWeighedAtOnce: an epoch weighed before it had a measure (too few
+// samples) is weighed again as soon as it has one, within the GrowthInterval: a first
+// plan's prediction is recalibrated a few samples into the epoch, not an interval later.
+func TestFirstMeasureIsWeighedAtOnce(t *testing.T) {
+	j := measured(running(t, soloSpec(), members("a")), calibrationWarmup+calibrationMin-1, 2)
+	s := New(Config{GrowthInterval: time.Hour})
+	clock := t0.Add(20 * time.Second)
+	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: clock}
+	if ds := s.Evaluate(h); len(ds) != 0 {
+		t.Fatalf("before the epoch is measured: %+v, want nothing", ds)
+	}
+	h.JobList = []Job{measured(j, calibrationWarmup+calibrationMin, 2)}
+	h.JobList[0].Progress = h.JobList[0].Progress[len(j.Progress):]
+	h.Clock = clock.Add(time.Second)
+	d := decision(t, h, s)
+	if d.Kind != DecisionContinue || !strings.HasPrefix(d.Reason, recalibratedReason) {
+		t.Fatalf("%s (%s), want the first measure recalibrated at once", d.Kind, d.Reason)
+	}
+	h.Clock = clock.Add(2 * time.Second) // the same measure is not weighed again within the interval
+	if ds := s.Evaluate(h); len(ds) != 0 {
+		t.Errorf("the same epoch's measure again within the interval: %+v, want nothing", ds)
+	}
+}
+
+// TestSlightlyOffPredictionIsRecalibrated: a first plan whose steps run 1.2× its
+// prediction (the quick start's co-located stages, measured 1.16–1.24×) is recalibrated:
+// left at 1.2×, the evaluations on top took the job's step time past 25% of it.
+func TestSlightlyOffPredictionIsRecalibrated(t *testing.T) {
+	for _, ratio := range []float64{1.2, 1 / 1.2} {
+		j := measured(running(t, soloSpec(), members("a")), 10, ratio)
+		h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+		d := decision(t, h, New(Config{}))
+		if d.Kind != DecisionContinue || !strings.HasPrefix(d.Reason, recalibratedReason) {
+			t.Errorf("%.3g×: %s (%s), want the prediction recalibrated", ratio, d.Kind, d.Reason)
+		}
+	}
+	j := measured(running(t, soloSpec(), members("a")), 10, 1.1)
+	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	if ds := New(Config{}).Evaluate(h); len(ds) != 0 && ds[0].Kind != DecisionDecline {
+		t.Errorf("1.1×: %+v, want the prediction kept", ds)
+	}
+}

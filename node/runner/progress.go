@@ -13,6 +13,19 @@ import (
 // progressEvery bounds how often a worker commits progress between evaluations.
 const progressEvery = 2 * time.Second
 
+// An epoch's first progressEarlySamples samples and phase-time entries are committed every
+// progressEarly (phase times: every max(progressEarly, members × stagesEarlyPerMember)):
+// the leader calibrates a plan's prediction from its warm-up plus a few samples past it
+// (scheduler.MeasureEpoch), and a first plan, priced from profiles alone, trains on its
+// guess until then (at the 2 s cadence the quick start's first epoch took 85 of its 300
+// steps to be measured). They add a few Raft writes a second for the first seconds of an
+// epoch.
+const (
+	progressEarly        = 500 * time.Millisecond
+	progressEarlySamples = 8
+	stagesEarlyPerMember = 125 * time.Millisecond
+)
+
 // maxPendingProgress bounds the samples a worker keeps while no leader takes its
 // progress; past it, the failed commit fails the worker as any other error does.
 const maxPendingProgress = 64
@@ -37,6 +50,7 @@ type progress struct {
 	members int  // the plan's nodes, which pace the phase times' reports
 	pending []consensus.ProgressSample
 	last    time.Time
+	samples int // samples committed (or kept pending) in this epoch
 	steps   int // steps since the last sample
 	elapsed time.Duration
 	tokens  int   // tokens per step, all replicas
@@ -45,6 +59,7 @@ type progress struct {
 	phases        parallel.StepTimes // summed over phaseSteps steps since the last entry
 	phaseSteps    int
 	lastStages    time.Time
+	stageEntries  int // phase-time entries taken in this epoch
 	pendingStages []consensus.StageTimes
 }
 
@@ -61,7 +76,18 @@ func (p *progress) step(wall time.Duration, t parallel.StepTimes) {
 
 // stagesEvery is how often this worker reports its phase times.
 func (p *progress) stagesEvery() time.Duration {
+	if p.stageEntries < progressEarlySamples {
+		return max(progressEarly, time.Duration(p.members)*stagesEarlyPerMember)
+	}
 	return max(progressEvery, time.Duration(p.members)*stagesEveryPerMember)
+}
+
+// every is how often this worker commits progress samples.
+func (p *progress) every() time.Duration {
+	if p.samples < progressEarlySamples {
+		return progressEarly
+	}
+	return progressEvery
 }
 
 // takeStages moves the phase times since the last entry into a pending entry for step,
@@ -79,6 +105,7 @@ func (p *progress) takeStages(step int, force bool) {
 	}
 	p.pendingStages = append(p.pendingStages, e)
 	p.phases, p.phaseSteps, p.lastStages = parallel.StepTimes{}, 0, time.Now()
+	p.stageEntries++
 }
 
 // add records a sample of step and commits the pending ones when forced (evaluation
@@ -97,11 +124,12 @@ func (p *progress) add(ctx context.Context, step int, loss float64, val *float64
 		s.StepSeconds = p.elapsed.Seconds() / float64(p.steps)
 		s.TokensPerSec = float64(p.tokens*p.steps) / p.elapsed.Seconds()
 	}
-	if !force && time.Since(p.last) < progressEvery {
+	if !force && time.Since(p.last) < p.every() {
 		return nil
 	}
 	p.pending = append(p.pending, s)
 	p.steps, p.elapsed, p.last = 0, 0, time.Now()
+	p.samples++
 	if err := p.control.ReportProgress(ctx, p.job, p.pending, p.pendingStages); err != nil {
 		if ctx.Err() == nil && leaderChanging(err) && len(p.pending) < maxPendingProgress {
 			return nil // kept: the next commit carries them

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/parallel"
 )
 
 // flakyControl is a Control whose ReportProgress fails with the errors of fail in turn,
@@ -61,5 +63,35 @@ func TestProgressOutlivesALeaderChange(t *testing.T) {
 	}
 	if !errors.Is(err, consensus.ErrNoLeader) {
 		t.Fatalf("no leader for %d samples: got %v, want the worker failed", maxPendingProgress, err)
+	}
+}
+
+// TestEpochStartsWithBriskSamples: an epoch's first progressEarlySamples samples are
+// committed progressEarly apart, so the leader measures a fresh plan a few seconds into
+// it; later ones keep the progressEvery cadence.
+func TestEpochStartsWithBriskSamples(t *testing.T) {
+	c := &flakyControl{}
+	p := &progress{control: c, job: "j", epoch: 1, report: true, tokens: 8, members: 2}
+	for step := 1; step <= progressEarlySamples; step++ {
+		p.last = time.Now().Add(-progressEarly - 100*time.Millisecond) // the last commit was progressEarly ago
+		p.lastStages = p.last
+		p.step(time.Millisecond, parallel.StepTimes{Compute: time.Millisecond})
+		if err := p.add(context.Background(), step, 3.0, nil, -1, false); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.committed) != step {
+			t.Fatalf("sample %d, %v after the last: %d commits, want %d", step, progressEarly, len(c.committed), step)
+		}
+	}
+	if p.stageEntries != progressEarlySamples {
+		t.Errorf("%d phase-time entries, want %d at the early cadence", p.stageEntries, progressEarlySamples)
+	}
+	p.last = time.Now().Add(-progressEarly - 100*time.Millisecond)
+	p.step(time.Millisecond, parallel.StepTimes{})
+	if err := p.add(context.Background(), progressEarlySamples+1, 3.0, nil, -1, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.committed) != progressEarlySamples {
+		t.Errorf("past the early samples, %v after the last: committed, want the %v cadence", progressEarly, progressEvery)
 	}
 }
