@@ -79,7 +79,8 @@ func (c *computeDetector) Detect(_ context.Context, p *mesh.Profile) error {
 // measureTrainingRates times trainReference's training steps in one pass of
 // trainReferenceBatch sequences (TrainGFLOPS) and in one-sequence passes
 // (TrainMicroGFLOPS, as the stages of a plan with one-sequence micro-batches compute),
-// alternately, for at least d each, and returns both rates with the cores to themselves:
+// alternately, for at least d each (longer while other programs' bursts disturb them:
+// quietEnough), and returns both rates with the cores to themselves:
 // each step's wall time times the share of the cores probe found other programs left
 // around it (aloneRate). The emulated slowdown is in the rates: the kernels' sleeps are in
 // the steps' wall time. 0, 0 if the reference cannot train (it always can; the profile
@@ -123,7 +124,7 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro, sh
 	var steps [2][]timedStep
 	var spent [2]time.Duration
 	before := probe()
-	for spent[0] < d || spent[1] < d {
+	for spent[0] < d || spent[1] < d || !quietEnough(steps, spent, d) {
 		for i, tr := range trainers {
 			t0, slept0, cpu0 := time.Now(), kernels.SlowdownSlept(), ProcessCPUTime()
 			if _, err := tr.Step(context.Background()); err != nil {
@@ -136,7 +137,67 @@ func measureTrainingRates(d time.Duration, probe func() float64) (one, micro, sh
 			before = after
 		}
 	}
+	steps[0], steps[1] = quietest(steps[0]), quietest(steps[1])
 	return aloneRate(flops, steps[0]), aloneRate(flops, steps[1]), hostShare(steps[0], runtime.NumCPU())
+}
+
+// A training measurement keeps stepping past its time while too few of its steps ran on
+// a quiet host, up to quietWait times its time, and then rates only the quiet ones (where
+// there are quietMin of each kind). The availability probe takes out other programs' load
+// only roughly: a busy loop that never sleeps gets less than its share beside a program
+// that sleeps and wakes (a speed proof, a link probe, an emulated slow device), so a
+// step's time scaled by the probe's reading comes out short. On the quick start each new
+// node profiled while the one before it answered its speed proof: the slowdown-2 node's
+// one-sequence rate read 73–80 GFLOP/s where it trains at 55–60.
+const (
+	// quietAvail is the least probe reading of a step counted as run on a quiet host.
+	quietAvail = 0.9
+	// quietMin is how many quiet steps of each kind a measurement needs to rate them alone.
+	quietMin = 8
+	// quietWait bounds how long, in multiples of its time, a measurement waits for them.
+	quietWait = 4
+)
+
+// quietEnough says the measurement of steps (each kind spent spent of its time d) may
+// stop: each kind has quietMin quiet steps and at least half of its steps quiet, or the
+// measurement has waited quietWait × d for them.
+func quietEnough(steps [2][]timedStep, spent [2]time.Duration, d time.Duration) bool {
+	for i := range steps {
+		if spent[i] >= quietWait*d {
+			return true
+		}
+		q := quietSteps(steps[i])
+		if q < quietMin || 2*q < len(steps[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// quietSteps counts steps's quiet steps (quietAvail).
+func quietSteps(steps []timedStep) int {
+	n := 0
+	for _, s := range steps {
+		if s.avail >= quietAvail {
+			n++
+		}
+	}
+	return n
+}
+
+// quietest is steps's quiet steps where there are quietMin of them, else all of steps
+// (a host never quiet is rated by the probe's readings, roughly).
+func quietest(steps []timedStep) []timedStep {
+	if quietSteps(steps) < quietMin {
+		return steps
+	}
+	var out []timedStep
+	for _, s := range steps {
+		if s.avail >= quietAvail {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // hostShare is the share of cores cores that steps kept busy with the cores to themselves:

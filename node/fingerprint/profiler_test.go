@@ -385,3 +385,53 @@ func TestHostShareIsMeasuredWithTheCoresToItself(t *testing.T) {
 		}
 	}
 }
+
+// TestNoisyStepsAreLeftOut: a measurement whose steps ran beside another program's
+// bursts (probe readings under quietAvail) keeps stepping until enough quiet steps are
+// taken and rates those alone; a host never quiet is rated by every step, as before, once
+// the measurement has waited quietWait times its time.
+func TestNoisyStepsAreLeftOut(t *testing.T) {
+	const d = 100 * time.Millisecond
+	step := func(avail float64) timedStep { return timedStep{wall: 10 * time.Millisecond, avail: avail} }
+	var noisy, mixed []timedStep
+	for range 2 * quietMin {
+		noisy = append(noisy, step(0.5)) // scaled to 5 ms: twice the rate the step had
+	}
+	mixed = append(mixed, noisy...)
+	for range quietMin {
+		mixed = append(mixed, step(1))
+	}
+	spent := [2]time.Duration{d, d}
+	if quietEnough([2][]timedStep{noisy, noisy}, spent, d) {
+		t.Error("no quiet step yet: the measurement stopped")
+	}
+	if quietEnough([2][]timedStep{mixed, mixed}, spent, d) {
+		t.Error("a third of the steps quiet: the measurement stopped")
+	}
+	if !quietEnough([2][]timedStep{noisy, noisy}, [2]time.Duration{quietWait * d, quietWait * d}, d) {
+		t.Error("waited quietWait × d: the measurement goes on")
+	}
+	if got, want := aloneRate(1e9, quietest(mixed)), 100.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("rate of the quiet steps %v GFLOP/s, want %v (the noisy ones left out)", got, want)
+	}
+	if got, want := aloneRate(1e9, quietest(noisy)), 200.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("never quiet: rate %v GFLOP/s, want %v (every step, scaled by its reading)", got, want)
+	}
+	var quiet []timedStep
+	for range quietMin {
+		quiet = append(quiet, step(1), step(0.5))
+	}
+	if !quietEnough([2][]timedStep{quiet, quiet}, spent, d) {
+		t.Error("half the steps quiet, quietMin of them: the measurement goes on")
+	}
+}
+
+// TestNeverQuietMeasurementEnds: the real measurement on a host the probe always reads
+// busy stops once it has waited quietWait times its time, and rates every step.
+func TestNeverQuietMeasurementEnds(t *testing.T) {
+	probes := 0
+	one, micro, _ := measureTrainingRates(20*time.Millisecond, func() float64 { probes++; return 0.5 })
+	if !(one > 0) || !(micro > 0) || probes < 3 {
+		t.Errorf("rates %v and %v GFLOP/s after %d probes; want both > 0", one, micro, probes)
+	}
+}
