@@ -140,6 +140,7 @@ func fuzzScorer(t *testing.T) *heldOutScorer {
 // with the honest members named under ×0.05; scored per stage, every rule stays within 3%
 // of all-honest and the honest members drop nothing.
 func TestPipelinedDiLoCoCollusionIsBounded(t *testing.T) {
+	skipUnderRace(t)
 	for _, rule := range jobspec.Aggregates() {
 		r := inboundRun{sync: jobspec.SyncDiLoCo, rule: rule, n: 4, steps: 24, stages: 2}
 		honest := r.result(t)

@@ -64,9 +64,7 @@ func runMode(t *testing.T, cfg JobConfig, plan Plan, data *model.Dataset) (val f
 // TestNesterovStepMatchesTorch and TestDiLoCoOuterStepAveragesReplicas, and replicas that
 // stop averaging fail the equality check.
 func TestDiLoCoInt8NearSyncWithFarLessTraffic(t *testing.T) {
-	if raceEnabled {
-		t.Skip("a 600-step convergence test; its concurrency is covered by the short tests")
-	}
+	skipUnderRace(t)
 	data := dilocoData()
 	cfg := pipelineConfig(600)
 	cfg.Train.Model = model.Config{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}

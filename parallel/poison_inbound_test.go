@@ -173,6 +173,7 @@ func TestOffenderWatchNeedsConsecutiveSyncs(t *testing.T) {
 // leaves an honest replica's validation loss within 3% of an all-honest run, under DiLoCo
 // and every-step sync and with every rule, the default (mean) included.
 func TestInboundPoisonIsBounded(t *testing.T) {
+	skipUnderRace(t)
 	for _, sync := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
 		for _, rule := range jobspec.Aggregates() {
 			r := inboundRun{sync: sync, rule: rule, n: 3, steps: 24, scaleBy: -15}
@@ -203,6 +204,7 @@ func TestInboundPoisonIsBounded(t *testing.T) {
 // colluders and name both offenders; the all-honest runs drop nothing (scoring keeps
 // honest bits).
 func TestCollusionIsBoundedByHeldOutScore(t *testing.T) {
+	skipUnderRace(t)
 	for _, c := range []struct {
 		sync jobspec.Sync
 		zero int
@@ -458,6 +460,7 @@ func TestContestedNormCheckIsScored(t *testing.T) {
 // contribution clearly lowered it: no direction the batch agrees on (now nothing but a
 // loss that is not a number is dropped then).
 func TestConvergedHonestRunDropsNothing(t *testing.T) {
+	skipUnderRace(t)
 	for _, c := range []struct {
 		sync jobspec.Sync
 		n    int
@@ -518,6 +521,7 @@ func TestConvergedHonestRunDropsNothing(t *testing.T) {
 // stays within 3% of all-honest, nobody honest is dropped or named, and the all-honest
 // runs drop nothing.
 func TestMildPairsAreBounded(t *testing.T) {
+	skipUnderRace(t)
 	for _, c := range []struct {
 		sync jobspec.Sync
 		zero int
