@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 
@@ -162,7 +163,37 @@ func (w nodeNetwork) DataAddr(node string) (string, bool) {
 func (d nodeDatasets) DatasetParts(blob string) []string { return d.n.data.parts(blob) }
 
 func (d nodeDatasets) LoadDataset(ctx context.Context, blob string, train []int) (*model.Dataset, error) {
-	return d.n.LoadDatasetShards(ctx, blob, train, nil)
+	data, err := d.n.LoadDatasetShards(ctx, blob, train, nil)
+	if err == nil && noiseData() {
+		d.n.log.Warn("test hook: training on noise in place of the dataset's training split", "env", NoiseDataEnv, "blob", blob)
+		data = noisyTraining(data)
+	}
+	return data, err
+}
+
+// NoiseDataEnv is a fault-injection hook for tests that exec nodes: a node started with it
+// set to "1" trains every job on random tokens in place of its share of the training split,
+// the validation split kept, and signs what it computes like any member: a member that
+// lies by training on something else, as two colluders do in the testnet's scenario of
+// members that lie (testnet, TestColludersAreConvictedAndLeftOut). Unset (always, outside
+// tests) it does nothing; it only changes what this node itself computes.
+const NoiseDataEnv = "MESHNODE_TEST_NOISE_DATA"
+
+func noiseData() bool { return os.Getenv(NoiseDataEnv) == "1" }
+
+// noisyTraining is d with its training split replaced by as many uniformly random tokens
+// (at most 1 MiB of them) below its vocabulary and 256.
+func noisyTraining(d *model.Dataset) *model.Dataset {
+	n := min(d.Train.Len(), 1<<20)
+	vocab := min(max(d.Vocab, 2), 256)
+	rng := rand.New(rand.NewPCG(7, 11))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.IntN(vocab))
+	}
+	out := *d
+	out.Train = model.ByteTokens(b)
+	return &out
 }
 
 func (d nodeDatasets) LoadLocalDataset(ctx context.Context, name string, vocab int) (*model.Dataset, error) {

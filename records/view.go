@@ -1,6 +1,7 @@
 package records
 
 import (
+	"slices"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -31,6 +32,9 @@ type JobDetail struct {
 	SubmittedBy  string               `json:"submitted_by,omitempty"` // the member whose live-job quota it counts against
 	UpdatedAt    time.Time            `json:"updated_at"`
 	AppliedIndex uint64               `json:"applied_index"`
+	// Verdicts are the leaders' checks of offender evidence (Job.Verdicts): who was
+	// convicted or acquitted, on whose accusation, and why.
+	Verdicts []Verdict `json:"verdicts,omitempty"`
 }
 
 // ProgressView is the latest progress sample and the bounded history behind it. Before the
@@ -64,7 +68,7 @@ func (j *Job) Summary() JobSummary {
 func (j *Job) Detail(index uint64) JobDetail {
 	d := JobDetail{
 		ID: j.ID, Name: j.Name, Status: j.Status, Spec: j.Spec, Plan: j.CurrentPlan(),
-		Events: nonNil(j.Events), Checkpoints: nonNil(j.Checkpoints),
+		Events: nonNil(j.Events), Checkpoints: nonNil(j.Checkpoints), Verdicts: slices.Clone(j.Verdicts),
 		SubmittedAt: j.SubmittedAt, SubmittedBy: j.SubmittedBy, UpdatedAt: j.UpdatedAt, AppliedIndex: index,
 		Progress: ProgressView{Steps: j.Spec.Train.Steps, Samples: nonNil(j.Progress)},
 	}

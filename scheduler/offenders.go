@@ -1,13 +1,24 @@
 package scheduler
 
-import "github.com/meshnode/meshnode/consensus/jobspec"
+import (
+	"maps"
 
-// Offenders is the set of members that more than half of the job's current plan named
-// offenders (EventOffender: a worker dropped the member's contributions in several
-// consecutive syncs), counting each reporter once and never a member naming itself. A
-// single member's word is not enough, or any admitted member could have honest nodes
-// excluded; the honest workers of a plan each see an offender's contributions and each
-// report it. The scheduler plans the job without offenders from then on.
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// Offenders is the set of members that more than half of a plan named offenders
+// (EventOffender: a worker dropped the member's contributions in several consecutive
+// syncs), counting each reporter once and never a member naming itself. A single
+// member's word is not enough, or any admitted member could have honest nodes excluded;
+// the honest workers of a plan each see an offender's contributions and each report it.
+// The scheduler plans the job without offenders from then on.
+//
+// An accusation counts only in the plan epoch it was made in, against that epoch's plan,
+// and only between two of its nodes: two colluders of four name the two honest members,
+// half of their plan and not more; counted against a later, smaller plan (the one left
+// once a verdict took one colluder out) the same two accusations were a majority, and the
+// testnet's colluder scenario ended with every member an offender and the job failed
+// ("0 nodes can run the job"). A convicted member's accusations do not count at all.
 //
 // A member a leader's verdict convicted (Job.Verdicts: the leader re-scored the signed
 // contributions a reporter shipped and dropped the member too) is an offender whatever
@@ -22,28 +33,48 @@ func Offenders(j Job) map[string]bool {
 			out[v.Member] = true
 		}
 	}
-	if j.Plan == nil {
-		return out
+	convicted := maps.Clone(out)
+	type accused struct {
+		member string
+		epoch  uint64
 	}
-	need := len(j.Plan.Nodes())/2 + 1
-	reporters := map[string]map[string]bool{}
+	reporters := map[accused]map[string]bool{}
 	for _, ev := range j.Events {
-		if ev.Kind != jobspec.EventOffender || ev.By == "" {
+		if ev.Kind != jobspec.EventOffender || ev.By == "" || convicted[ev.By] {
 			continue
 		}
 		m, ok := jobspec.OffenderOf(ev.Message)
 		if !ok || m == ev.By {
 			continue
 		}
-		if reporters[m] == nil {
-			reporters[m] = map[string]bool{}
+		plan := j.planOfEpoch(ev.Epoch)
+		if plan == nil || !plan.Has(m) || !plan.Has(ev.By) {
+			continue
 		}
-		reporters[m][ev.By] = true
-		if len(reporters[m]) >= need {
+		k := accused{m, ev.Epoch}
+		if reporters[k] == nil {
+			reporters[k] = map[string]bool{}
+		}
+		reporters[k][ev.By] = true
+		if len(reporters[k]) >= len(plan.Nodes())/2+1 {
 			out[m] = true
 		}
 	}
 	return out
+}
+
+// planOfEpoch is j's plan of epoch e: its current plan, or one of its recorded epochs'
+// (Epochs); nil when j knows none.
+func (j Job) planOfEpoch(e uint64) *JobPlan {
+	if e == j.Epoch && j.Plan != nil {
+		return j.Plan
+	}
+	for _, ep := range j.Epochs {
+		if ep.Epoch == e {
+			return ep.Plan
+		}
+	}
+	return nil
 }
 
 // withoutOffenders is members less those in offenders (members itself when there are none).

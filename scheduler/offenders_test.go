@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -43,6 +44,7 @@ func TestOffenderIsLeftOutOfTheNextPlan(t *testing.T) {
 	}
 	next := j
 	next.Plan, next.Epoch = d.Plan, j.Epoch+1
+	next.Epochs = []EpochPlan{{Epoch: j.Epoch, Plan: j.Plan}, {Epoch: next.Epoch, Plan: d.Plan}}
 	if got := Offenders(next); !got[bad] || len(got) != 1 {
 		t.Errorf("offenders under the next plan %v, want only %s", got, bad)
 	}
@@ -131,5 +133,45 @@ func TestLiarsWithoutEvidenceExcludeNobody(t *testing.T) {
 				t.Errorf("%s: decision %s plans without an honest member: %v", name, d.Kind, d.Plan)
 			}
 		}
+	}
+}
+
+// TestHalfNamingDoesNotAddUpAcrossPlans: two colluders of four name the two honest
+// members, and the honest ones name them: half of the plan each way, so nobody is an
+// offender on the count. Once a verdict convicts one colluder and the next plan has
+// three nodes, the accusations made under the plan of four still count against that
+// plan (need three), not against the plan of three (need two): before, every member of
+// the testnet's colluder scenario became an offender and the job failed with no node
+// left. The colluder left in the plan of three is an offender once both honest members
+// name it there; the convicted colluder's accusations never count.
+func TestHalfNamingDoesNotAddUpAcrossPlans(t *testing.T) {
+	j, abcd := fourReplicaJob(t)
+	h0, h1, c0, c1 := j.Plan.Replicas[0][0].Node, j.Plan.Replicas[1][0].Node, j.Plan.Replicas[2][0].Node, j.Plan.Replicas[3][0].Node
+	j.Epochs = []EpochPlan{{Epoch: j.Epoch, Plan: j.Plan}}
+	j = named(named(named(named(j, c0, h0, h1), c1, h0, h1), h0, c0, c1), h1, c0, c1)
+	if got := Offenders(j); len(got) != 0 {
+		t.Fatalf("offenders %v on half of the plan's word each way: want none", got)
+	}
+	j = verdict(j, c0, h0, true)
+	h := &Harness{SelfID: h0, MemberList: abcd, JobList: []Job{j}, Clock: t0}
+	d := decision(t, h, New(Config{}))
+	if d.Plan == nil || d.Plan.Has(c0) || !d.Plan.Has(h0) || !d.Plan.Has(h1) {
+		t.Fatalf("decision %s on %v: want a plan of the honest members without %s", d.Kind, d.Plan, c0)
+	}
+	three := *j.Plan // the plan of three the testnet's scenario ran next
+	three.Replicas = slices.DeleteFunc(slices.Clone(three.Replicas), func(r []Stage) bool { return r[0].Node == c0 })
+	next := j
+	next.Plan, next.Epoch = &three, j.Epoch+1
+	next.Epochs = append(next.Epochs, EpochPlan{Epoch: next.Epoch, Plan: &three})
+	if got := Offenders(next); !got[c0] || len(got) != 1 {
+		t.Fatalf("offenders under the plan of three %v, want only the convicted %s", got, c0)
+	}
+	next = named(named(next, h0, c1, c0), h1, c1, c0) // c1 and the convicted c0 go on naming
+	if got := Offenders(next); !got[c0] || len(got) != 1 {
+		t.Errorf("offenders %v after the colluders named the honest members again: want only %s", got, c0)
+	}
+	next = named(next, c1, h0, h1)
+	if got := Offenders(next); !got[c0] || !got[c1] || len(got) != 2 {
+		t.Errorf("offenders %v after both honest members named %s under the plan of three: want both colluders", got, c1)
 	}
 }

@@ -1,0 +1,108 @@
+package testnet
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus"
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/node"
+)
+
+// TestColludersAreConvictedAndLeftOut: two members of four lie together, end to end on
+// real nodes. Each of the two colluders trains on random tokens in place of its share of
+// the data (node.NoiseDataEnv) and signs what it computes, as a member that trains on
+// something else would; the honest members' held-out scores drop their outer updates and
+// name them, but two is only half of the plan, which on its own excludes nobody (and the
+// colluders name the honest members back). What breaks the tie is evidence: each honest
+// worker ships the signed contributions of the sync that dropped a colluder to the Raft
+// leader, which re-judges them itself and commits a verdict. The first conviction replans
+// the job without that colluder; the other is convicted too, or named by a majority of
+// the smaller plan, or left out by the balancer; no honest member is ever convicted, the
+// final plan holds honest members only, and the job finishes with its validation loss
+// below the untrained model's. Before Offenders counted each accusation against the plan
+// it was made in, the two-and-two accusations added up under the plan of three and every
+// member became an offender: the job failed with no node left.
+func TestColludersAreConvictedAndLeftOut(t *testing.T) {
+	requireScenarios(t)
+	if raceEnabled {
+		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
+	}
+	parallelScenario(t)
+	topo := oneRegion(4)
+	for _, i := range []int{2, 3} {
+		topo.Nodes[i].Env = map[string]string{node.NoiseDataEnv: "1"}
+	}
+	tn := startTestnet(t, topo)
+	nodes := tn.Nodes()
+	colluders := []string{nodes[2].ID, nodes[3].ID}
+	w := submitJob(t, tn, nodes[0], colluderJob(t))
+
+	var d consensus.JobDetail
+	sawFour := false // the job first ran with the colluders: four replicas
+	if err := tn.WaitFor(func() bool {
+		d = w.detail()
+		jp := planOf(d)
+		sawFour = sawFour || len(jp.Replicas) == 4
+		return d.Status.Terminal() || d.Status == consensus.JobRunning && len(jp.Replicas) > 0 && !jp.Has(colluders[0]) && !jp.Has(colluders[1])
+	}, 4*time.Minute); err != nil {
+		t.Fatalf("the colluders were not left out of a plan: %v (status %s, verdicts %+v)", err, d.Status, d.Verdicts)
+	}
+	d = w.waitDone(4 * time.Minute)
+	for _, ev := range d.Events {
+		if !ev.Is(consensus.EventCheckpoint) {
+			t.Logf("event %s %s epoch %d step %d by %.12s: %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Epoch, ev.Step, ev.By, ev.Message)
+		}
+	}
+	convicted := 0
+	for _, v := range d.Verdicts {
+		t.Logf("verdict on %.12s (accuser %.12s, by %.12s, epoch %d step %d): convicted %v, %s", v.Member, v.Accuser, v.By, v.Epoch, v.Step, v.Convicted, v.Reason)
+		if v.Convicted {
+			if !slices.Contains(colluders, v.Member) {
+				t.Errorf("an honest member %s was convicted: %+v", v.Member, v)
+			}
+			convicted++
+		}
+	}
+	if convicted == 0 {
+		// Half of the plan named each colluder: only a verdict could break the tie.
+		t.Errorf("no colluder was convicted (verdicts %+v)", d.Verdicts)
+	}
+	final := planOf(d)
+	if final.Has(colluders[0]) || final.Has(colluders[1]) || !final.Has(nodes[0].ID) && !final.Has(nodes[1].ID) {
+		t.Errorf("final plan %+v: want honest members only", final.Replicas)
+	}
+	if !sawFour {
+		t.Error("no plan of four replicas was seen: the test proves nothing unless the colluders trained first")
+	}
+	init, last := d.Progress.InitialValLoss, d.Progress.ValLoss
+	if init == nil || last == nil || !(*last < *init) {
+		t.Errorf("validation loss %v → %v: want the honest members to have trained", init, last)
+	}
+}
+
+// colluderJob is a DiLoCo job of four one-stage replicas on a small model, an outer step
+// every 3 steps, a checkpoint every 30 steps (the plan without the colluders resumes from
+// one) and one evaluation at the end.
+func colluderJob(t *testing.T) []byte {
+	t.Helper()
+	corpus := filepath.Join(t.TempDir(), "corpus.txt")
+	os.WriteFile(corpus, []byte(strings.Repeat("for _, m := range members { if m.lied() { convict(m) } } // mesh\n", 3000)), 0o644)
+	spec := jobspec.DefaultSpec()
+	spec.Name = "colluders"
+	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
+	spec.Data = jobspec.Data{Source: corpus}
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = 600, 8, jobspec.Fixed(1)
+	spec.Train.EvalEvery, spec.Train.Warmup = 600, 5
+	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync = jobspec.Fixed(4), jobspec.Fixed(1), jobspec.SyncDiLoCo
+	spec.Parallel.InnerSteps = 3
+	spec.Placement.MinNodes = 2
+	spec.Checkpoint.Every = 30
+	b, _ := json.Marshal(spec)
+	return b
+}
