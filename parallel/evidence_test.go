@@ -182,9 +182,17 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 // members.
 func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
+	return colludedRunOf(t, steps, bad, sign, -15, func(*JobConfig) {})
+}
+
+// colludedRunOf is colludedRun with the colluders' scale and the job's sync settings
+// changed by set (ZeRO, streaming).
+func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	set(&cfg)
 	keys, ids := nodeKeys(t, 4)
 	var plan Plan
 	for _, id := range ids {
@@ -199,7 +207,7 @@ func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig,
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
 		if i >= 4-bad {
-			return resigner{signingPeer: p, s: -15}
+			return resigner{signingPeer: p, s: scale}
 		}
 		return p
 	})
@@ -249,7 +257,31 @@ func TestSigningKeepsHonestBits(t *testing.T) {
 // leader's check convicts; evidence accusing an honest member does not convict, and
 // evidence whose contribution or θ a reporter altered is refused as forged.
 func TestEvidenceConvictsColluders(t *testing.T) {
-	run, cfg, plan, ids := colludedRun(t, 12, 2, true)
+	for name, c := range map[string]struct {
+		scale float32
+		set   func(*JobConfig)
+	}{
+		"diloco": {-15, func(*JobConfig) {}},
+		// ZeRO-1 under score on: every step's gradients are gathered whole, signed
+		// against the run's weights, and judged as every-step sync's.
+		"zero1": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		}},
+		"zero2": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 2, jobspec.ScoreOn
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run, cfg, plan, ids := colludedRunOf(t, 12, 2, true, c.scale, c.set)
+			checkEvidenceConvicts(t, run, cfg, plan, ids)
+		})
+	}
+}
+
+// checkEvidenceConvicts is TestEvidenceConvictsColluders' check of a run whose members
+// ids[2:] colluded.
+func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan, ids []string) {
+	t.Helper()
 	rej0, named0 := run.ReportedBy(0)
 	t.Logf("worker 0 dropped %d, first %v; codec %s", len(rej0), rej0[:min(len(rej0), 2)], cfg.Sync.Codec)
 	_, named1 := run.ReportedBy(1)

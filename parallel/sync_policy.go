@@ -4,8 +4,16 @@ package parallel
 // the gradient score (or the contested one under score auto), and signatures over run
 // i's current weights (the same bits on every replica of its group at a step's sync). A
 // leader checking evidence builds the same policy on a worker of its own (VerifyEvidence).
-func (s everyStep) gatherPolicy(i int) policy {
-	w := s.w
+func (s everyStep) gatherPolicy(i int) policy { return s.w.gradientPolicy(i) }
+
+// gatherPolicy is how ZeRO's checked gather of run i aggregates (reduceShard): the
+// gradients are every-step sync's, judged by its policy and signed against the run's
+// weights before the step's update (every replica holds the same bits after the last
+// parameter all-gather), so a leader re-judges its evidence as every-step sync's.
+func (s *zeroSync) gatherPolicy(i int) policy { return s.w.gradientPolicy(i) }
+
+// gradientPolicy is the policy of a gather of run i's gradients (every-step sync, ZeRO).
+func (w *Worker) gradientPolicy(i int) policy {
 	pol := w.policy()
 	pol.score = w.gradientScore(i)
 	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
@@ -34,7 +42,7 @@ type gatherPolicer interface{ gatherPolicy(i int) policy }
 // digest is theta (the run's flat weights at the point its group shares: only the run's
 // own layers, since the members of a run's group may hold different other layers); nil
 // when the worker has no node key. With theta nil the contributions are signed against the
-// zero digest (ZeRO's and streaming's gathers) and no evidence is kept. Evidence (values:
+// zero digest and no evidence is kept. Evidence (values:
 // the run's weights) is kept only by a worker of one run: the held-out score loads every
 // run's weights, and the signatures bind only the gathered run's.
 func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *signer {
