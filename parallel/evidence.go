@@ -189,9 +189,14 @@ func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int
 	slices.Sort(dropped)
 	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
 		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Dropped: dropped}
-	thetas := s.thetas()
-	if ev.size()+4*len(thetas[0]) <= MaxKeptEvidenceBytes { // else keep drops it: no copy
-		ev.Theta = [][]float32{slices.Clone(thetas[0])}
+	thetas, n := s.thetas(), 0
+	for _, v := range thetas {
+		n += 4 * len(v)
+	}
+	if ev.size()+n <= MaxKeptEvidenceBytes { // else keep drops it: no copy
+		for _, v := range thetas {
+			ev.Theta = append(ev.Theta, slices.Clone(v))
+		}
 	}
 	s.keep(ev)
 }
@@ -431,8 +436,10 @@ func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
 		return fmt.Errorf("%w: job %d epoch %d, the job's is %d epoch %d", errEvidence, ev.Job, ev.Epoch, cfg.Job, cfg.Epoch)
 	case R < 2 || len(ev.Signed) != R:
 		return fmt.Errorf("%w: %d members, %d contributions", errEvidence, R, len(ev.Signed))
-	case len(ev.Theta) != 1:
-		return fmt.Errorf("%w: θ of %d runs: only a stage of one run keeps evidence", errEvidence, len(ev.Theta))
+	case len(ev.Theta) == 0:
+		// One run, or streaming's every run (launchSigner): verifierWorker matches it to
+		// the stage's runs, and every signature's θ digest binds all of them.
+		return fmt.Errorf("%w: no θ", errEvidence)
 	case ev.Reporter < 0 || ev.Reporter >= R:
 		return fmt.Errorf("%w: reporter %d of %d members", errEvidence, ev.Reporter, R)
 	case int(ev.Base)+R > math.MaxUint16:
@@ -493,14 +500,19 @@ func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence)
 	return w, sp.gatherPolicy(run), nil
 }
 
-// loadTheta puts θ into the worker: every-step sync's weights, DiLoCo's anchors.
+// loadTheta puts θ into the worker: every-step sync's and ZeRO's weights, DiLoCo's and
+// streaming's anchors.
 func (w *Worker) loadTheta(theta [][]float32) error {
 	for r, ps := range w.runParams {
 		if err := loadFlat(ps, theta[r]); err != nil {
 			return fmt.Errorf("%w: θ of run %d: %v", errEvidence, r, err)
 		}
 	}
-	if d, ok := w.sync.(*dilocoSync); ok {
+	d, ok := w.sync.(*dilocoSync)
+	if st, isStreaming := w.sync.(*streamingSync); isStreaming {
+		d, ok = st.dilocoSync, true
+	}
+	if ok {
 		for r, o := range d.outer {
 			o.anchor = slices.Clone(theta[r])
 		}

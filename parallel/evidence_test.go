@@ -267,6 +267,11 @@ func TestEvidenceConvictsColluders(t *testing.T) {
 		"zero1": {-15, func(c *JobConfig) {
 			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
 		}},
+		// Streaming DiLoCo, two fragments overlapped by a step: each fragment's gather is
+		// signed against every fragment's anchors at its launch.
+		"streaming": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.InnerSteps, c.Sync.Fragments, c.Sync.Overlap = jobspec.SyncStreaming, 4, 2, 1
+		}},
 		"zero2": {-15, func(c *JobConfig) {
 			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 2, jobspec.ScoreOn
 		}},

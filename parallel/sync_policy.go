@@ -35,6 +35,18 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 	return pol
 }
 
+// gatherPolicy is how streaming DiLoCo's gather of run i launched at this step
+// aggregates, as a leader re-judging its evidence needs it: DiLoCo's outer policy, scored
+// from the anchors the evidence loads (every fragment's, launchSigner), which are the
+// launch's frozen copy; the worker's own launch builds the same (launchSync).
+func (s *streamingSync) gatherPolicy(i int) policy {
+	pol := s.dilocoSync.gatherPolicy(i)
+	if s.w.scorer == nil || len(s.w.runs[i].group.Members) < 3 {
+		pol.score, pol.length = nil, nil
+	}
+	return pol
+}
+
 // gatherPolicer is a sync strategy whose gathers a leader can re-judge from evidence.
 type gatherPolicer interface{ gatherPolicy(i int) policy }
 
