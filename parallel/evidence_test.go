@@ -393,7 +393,7 @@ func BenchmarkSignVerifyContribution(b *testing.B) {
 	s := slot{Job: 1, N: 1 << 20}
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
-		signed, err := signContribution(keys[0], s, p, [thetaLen]byte{})
+		signed, err := signContribution(keys[0], s, p, digests{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -483,5 +483,83 @@ func TestAuthorKeyReadsLibp2pPeerIDs(t *testing.T) {
 		if _, err := authorKey(bad); !errors.Is(err, errSignature) {
 			t.Errorf("author %q: %v, want a signature error", bad, err)
 		}
+	}
+}
+
+// TestPipelinedEvidenceConvictsColluders: four DiLoCo replicas of two stages, scored per
+// stage from the anchors the stages exchange, whose stage-0 nodes of replicas 2 and 3
+// collude (×−15, signed again). Each honest stage-0 node keeps evidence that carries
+// the other stage's anchors it scored with, and the leader convicts both colluders from
+// it. A reporter that ships other anchors (to make an honest member's update score
+// badly) convicts nobody: the accused's and the group's signatures bind the anchors they
+// held, not the reporter's.
+func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	L := cfg.Train.Model.NumLayers()
+	keys, ids := nodeKeys(t, 8) // ids[2r+s] is replica r's stage s
+	var plan Plan
+	for r := range 4 {
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: ids[2*r], First: 0, Last: L / 2}, {Node: ids[2*r+1], First: L / 2, Last: L}})
+	}
+	net := NewInMemory(ids...)
+	t.Cleanup(func() { net.Close() })
+	bad := []string{ids[4], ids[6]}
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		p := signingPeer{Transport: net.Peer(node), key: keys[slices.Index(ids, node)]}
+		if slices.Contains(bad, node) {
+			return resigner{signingPeer: p, s: -15}
+		}
+		return p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []int{0, 2} { // the honest stage-0 nodes
+		w := run.Workers()[h]
+		for _, accused := range bad {
+			ev := w.Evidence(accused)
+			if ev == nil {
+				t.Fatalf("honest stage node %d kept no evidence against %s", h, accused)
+			}
+			if len(ev.Others) != 2 || len(ev.Others[0]) != 0 || len(ev.Others[1]) == 0 {
+				t.Fatalf("evidence carries anchors of %d stages, want stage 1's", len(ev.Others))
+			}
+			wire, err := UnmarshalEvidence(ev.Marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
+			if err != nil || !ok {
+				t.Fatalf("node %d's evidence against %s: convicted %v (%s), %v", h, accused, ok, why, err)
+			}
+			t.Logf("node %d's evidence against %s (%d bytes): %s", h, accused[len(accused)-6:], len(ev.Marshal()), why)
+		}
+	}
+	ev := run.Workers()[0].Evidence(bad[0])
+	if ok, why, err := VerifyEvidence(cfg, plan, testData(), ev, ids[2]); err != nil || ok {
+		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", ok, why, err)
+	}
+	for name, accused := range map[string]string{"an honest member": ids[2], "a colluder": bad[0]} {
+		forged := *ev
+		forged.Others = [][]float32{nil, slices.Clone(ev.Others[1])}
+		for i := range forged.Others[1] {
+			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's anchors
+		}
+		if ok, _, err := VerifyEvidence(cfg, plan, testData(), &forged, accused); ok || !errors.Is(err, ErrUnboundAnchors) {
+			t.Fatalf("other anchors against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
+		}
+	}
+	unbound := *ev // anchors dropped: re-scored from nothing, the evidence cannot convict
+	unbound.Others = nil
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unbound, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("evidence stripped of the anchors it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
 	}
 }

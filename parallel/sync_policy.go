@@ -32,6 +32,15 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 	pol.length = s.outerLength(i)
 	anchor := func() []float32 { return s.outer[i].anchor }
 	pol.sign = s.w.signer(func() [thetaLen]byte { return thetaDigest(anchor()) }, anchor)
+	if pol.sign != nil && s.w.numStages > 1 && pol.score != nil && s.canScore() {
+		// A pipelined replica's score reads the other stages' anchors its replica sent:
+		// the signature binds their digest too, and evidence carries them, so a leader
+		// re-scores from anchors the group vouched for, not ones the reporter chose.
+		pol.sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(s.modelAnchors()...) })
+		if pol.sign.keep != nil {
+			pol.sign.others = func() [][]float32 { return s.w.scorer.stageAnchors(s.w.stage) }
+		}
+	}
 	return pol
 }
 
@@ -64,9 +73,9 @@ func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *s
 	s := &signer{key: w.signKey, theta: func() [thetaLen]byte { return [thetaLen]byte{} }}
 	if theta != nil {
 		s.theta = lazyTheta(theta)
-		// A pipelined replica's scorer holds the other stages' anchors, which evidence
-		// does not carry: a leader could not re-run its score, so it keeps none.
-		if len(w.runs) == 1 && (w.numStages == 1 || w.scorer == nil) {
+		// A pipelined replica's scorer holds the other stages' anchors: its evidence
+		// carries them (dilocoSync.gatherPolicy), bound by the members' signatures.
+		if len(w.runs) == 1 {
 			s.thetas = func() [][]float32 { return [][]float32{values()} }
 			s.keep = w.evidence.keep
 		}
