@@ -308,11 +308,13 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
+			took := time.Since(start)
 			if err != nil || !ok {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
 			}
-			t.Logf("worker %d's evidence against %s (%d bytes): %s", h, bad[len(bad)-6:], len(ev.Marshal()), why)
+			t.Logf("worker %d's evidence against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(ev.Marshal()), took, why)
 		}
 	}
 	ev := run.Workers()[0].Evidence(ids[2])
@@ -338,7 +340,7 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 // lengths past the limits are refused before they are allocated.
 func TestEvidenceWireLimits(t *testing.T) {
 	ev := &Evidence{Job: 1, Epoch: 2, Step: 3, Index: 4, Base: 5, Codec: frame.CodecNone, N: 2,
-		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
+		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Others: [][]float32{{}, {3, 4, 5}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
 	b := ev.Marshal()
 	got, err := UnmarshalEvidence(b)
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(ev) {
@@ -360,7 +362,9 @@ func TestEvidenceWireLimits(t *testing.T) {
 // the same bytes.
 func FuzzUnmarshalEvidence(f *testing.F) {
 	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
-	f.Add([]byte("MNEV\x01"))
+	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Others: [][]float32{nil, {2, 3}},
+		Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
+	f.Add([]byte("MNEV\x02"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := UnmarshalEvidence(data)
 		if err != nil {
@@ -536,11 +540,13 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
+			took := time.Since(start)
 			if err != nil || !ok {
 				t.Fatalf("node %d's evidence against %s: convicted %v (%s), %v", h, accused, ok, why, err)
 			}
-			t.Logf("node %d's evidence against %s (%d bytes): %s", h, accused[len(accused)-6:], len(ev.Marshal()), why)
+			t.Logf("node %d's evidence against %s (%d bytes, judged in %v): %s", h, accused[len(accused)-6:], len(ev.Marshal()), took, why)
 		}
 	}
 	ev := run.Workers()[0].Evidence(bad[0])

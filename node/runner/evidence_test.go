@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -190,11 +191,13 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 			if bound := scheduler.EvidenceBound(s, len(ids)); int64(len(raw)) > bound {
 				t.Fatalf("evidence of %d bytes over the bound a leader fetches (%d)", len(raw), bound)
 			}
+			start := time.Now()
 			convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[h], bad, raw)
+			took := time.Since(start)
 			if err != nil || !convicted {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, convicted, why, err)
 			}
-			t.Logf("worker %d against %s (%d bytes): %s", h, bad[len(bad)-6:], len(raw), why)
+			t.Logf("worker %d against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(raw), took, why)
 		}
 	}
 	ev := workers[0].Evidence(ids[2])
