@@ -225,30 +225,44 @@ func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set f
 
 var signingCost = flag.Bool("signing-cost", false, "print what signing costs an honest four-replica DiLoCo run (TestSigningKeepsHonestBits)")
 
-// TestSigningKeepsHonestBits: an honest four-replica DiLoCo run ends with the same
-// validation loss, to the bit, signed or not, and drops nothing; with -signing-cost it
-// prints the wall time and the bytes replica 0 sent, each way.
+// TestSigningKeepsHonestBits: an honest four-replica run ends with the same validation
+// loss, to the bit, signed or not, and drops nothing, under DiLoCo, ZeRO-1 (scored: every
+// step's gather signed against the weights) and streaming (each fragment signed against
+// every fragment's anchors at its launch); with -signing-cost it prints the wall time and
+// the bytes replica 0 sent, each way.
 func TestSigningKeepsHonestBits(t *testing.T) {
-	var vals [2]float64
-	for i, sign := range []bool{false, true} {
-		start := time.Now()
-		run, cfg, _, _ := colludedRun(t, 24, 0, sign)
-		wall := time.Since(start)
-		val, err := run.Evaluate(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rej := run.Rejected(); len(rej) != 0 {
-			t.Fatalf("signed %v: honest run dropped %v", sign, rej)
-		}
-		vals[i] = val
-		_, sent := run.Workers()[0].BytesSent()
-		if *signingCost {
-			t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
-		}
-	}
-	if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
-		t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+	for name, set := range map[string]func(*JobConfig){
+		"diloco": func(*JobConfig) {},
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+		"streaming": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.InnerSteps, c.Sync.Fragments, c.Sync.Overlap = jobspec.SyncStreaming, 4, 2, 1
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var vals [2]float64
+			for i, sign := range []bool{false, true} {
+				start := time.Now()
+				run, cfg, _, _ := colludedRunOf(t, 24, 0, sign, 1, set)
+				wall := time.Since(start)
+				val, err := run.Evaluate(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rej := run.Rejected(); len(rej) != 0 {
+					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+				}
+				vals[i] = val
+				_, sent := run.Workers()[0].BytesSent()
+				if *signingCost {
+					t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+				}
+			}
+			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+			}
+		})
 	}
 }
 
