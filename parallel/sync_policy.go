@@ -1,5 +1,10 @@
 package parallel
 
+import (
+	"slices"
+	"sync"
+)
+
 // gatherPolicy is how every-step sync's gather of run i aggregates: the worker's rule,
 // the gradient score (or the contested one under score auto), and signatures over run
 // i's current weights (the same bits on every replica of its group at a step's sync). A
@@ -36,9 +41,16 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 		// A pipelined replica's score reads the other stages' anchors its replica sent:
 		// the signature binds their digest too, and evidence carries them, so a leader
 		// re-scores from anchors the group vouched for, not ones the reporter chose.
-		pol.sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(s.modelAnchors()...) })
+		// One copy, taken when the first contribution is signed, for the digest and the
+		// evidence alike: a gather that ends after the next exchange keeps what it signed.
+		anchors := sync.OnceValue(s.modelAnchors)
+		pol.sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(anchors()...) })
 		if pol.sign.keep != nil {
-			pol.sign.others = func() [][]float32 { return s.w.scorer.stageAnchors(s.w.stage) }
+			pol.sign.others = func() [][]float32 {
+				out := slices.Clone(anchors())
+				out[s.w.stage] = nil
+				return out
+			}
 		}
 	}
 	return pol
