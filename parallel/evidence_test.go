@@ -342,11 +342,15 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[1]); !errors.Is(err, ErrForgedEvidence) {
 		t.Fatalf("an altered contribution: %v, want it refused as forged", err)
 	}
-	forged = *ev
-	forged.Theta = [][]float32{slices.Clone(ev.Theta[0])}
-	forged.Theta[0][0] += 1 // a θ the members never signed
-	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
-		t.Fatalf("another θ: %v, want it refused as forged", err)
+	t.Logf("θ of %d runs", len(ev.Theta))
+	for r := range ev.Theta { // under streaming every fragment's anchors, not only the gathered one's
+		forged = *ev
+		forged.Theta = slices.Clone(ev.Theta)
+		forged.Theta[r] = slices.Clone(ev.Theta[r])
+		forged.Theta[r][0] += 1 // a θ the members never signed
+		if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
+			t.Fatalf("another θ of run %d of %d: %v, want it refused as forged", r, len(ev.Theta), err)
+		}
 	}
 }
 
