@@ -87,6 +87,32 @@ func (s *dilocoSync) exchangeAnchors(ctx context.Context) error {
 	return nil
 }
 
+// stageAnchors is each stage's anchors the copy holds (nil at own, the worker's stage):
+// what a pipelined replica's scored outer step is scored from beside its own anchors.
+func (s *heldOutScorer) stageAnchors(own int) [][]float32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]float32, len(s.stageParams))
+	for p, ps := range s.stageParams {
+		if p != own {
+			out[p] = flattenValues(ps)
+		}
+	}
+	return out
+}
+
+// modelAnchors is every stage's anchors in order, own's (the worker's runs') included:
+// the whole model's anchors, whose digest a pipelined replica's scored contributions bind.
+func (s *dilocoSync) modelAnchors() [][]float32 {
+	out := s.w.scorer.stageAnchors(s.w.stage)
+	var own []float32
+	for _, o := range s.outer {
+		own = append(own, o.anchor...)
+	}
+	out[s.w.stage] = own
+	return out
+}
+
 // stageSize is how many parameters the anchors of stage p carry.
 func (s *heldOutScorer) stageSize(p int) int {
 	if p < 0 || p >= len(s.stageParams) {
@@ -108,6 +134,15 @@ func (s *heldOutScorer) loadStage(p int, f *frame.Frame) error {
 	v := make([]float32, n)
 	if err := decodeF32(v, f.Payload); err != nil {
 		return fmt.Errorf("anchors: %w", err)
+	}
+	return s.loadStageValues(p, v)
+}
+
+// loadStageValues loads v, stage p's flat anchors, into the copy: what the exchange
+// received, or what evidence ships (VerifyEvidence).
+func (s *heldOutScorer) loadStageValues(p int, v []float32) error {
+	if n := s.stageSize(p); n == 0 || len(v) != n {
+		return fmt.Errorf("anchors: %d values for stage %d, which holds %d", len(v), p, n)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -31,6 +31,11 @@
 // against the θ it was computed from (signature.go), and a worker keeps the signed
 // contributions of its latest drop as evidence that the leader re-judges with the same
 // code (evidence.go, VerifyEvidence): determinism is what makes the evidence checkable.
+// Every sync mode does so (ZeRO's checked gather, streaming's fragments against every
+// fragment's anchors at their launch, sync_policy.go); a pipelined replica's scored
+// contributions also bind the digest of the whole model's anchors its other stages sent,
+// and its evidence carries them, so the leader re-scores only from anchors the accused
+// and a majority of the group signed (digests, Evidence.Others).
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

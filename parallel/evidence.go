@@ -45,7 +45,14 @@ type Evidence struct {
 	// against (what each signature's θ digest covers), as a list of one run: only a
 	// worker of one run keeps evidence (signer).
 	Theta [][]float32
-	// Signed is each member's contribution as it arrived: encoded bytes, θ digest,
+	// Others is, for a pipelined replica's scored outer step, each stage's anchors the
+	// reporter's scorer held (received from its replica's other stages; empty at the
+	// reporter's own stage, whose anchors are Theta): what the score read beside Theta.
+	// Each signature binds their digest with Theta's (digests.model), and a leader
+	// re-scores with them only when the accused and a majority of the group signed the
+	// same. Nil elsewhere.
+	Others [][]float32
+	// Signed is each member's contribution as it arrived: encoded bytes, digests,
 	// signature (signContribution); nil where none verified.
 	Signed [][]byte
 	// Dropped are the members the worker's judge dropped, sorted.
@@ -65,7 +72,7 @@ const (
 )
 
 // evidenceMagic opens an encoded Evidence, with its format's version.
-var evidenceMagic = []byte("MNEV\x01")
+var evidenceMagic = []byte("MNEV\x02")
 
 // errEvidence is evidence that does not decode or does not hold together.
 var errEvidence = errors.New("offender evidence")
@@ -87,6 +94,9 @@ var MaxKeptEvidenceBytes = 256 << 20
 func (ev *Evidence) size() int {
 	n := 0
 	for _, v := range ev.Theta {
+		n += 4 * len(v)
+	}
+	for _, v := range ev.Others {
 		n += 4 * len(v)
 	}
 	for _, p := range ev.Signed {
@@ -123,6 +133,16 @@ func (w *Worker) Evidence(member string) *Evidence {
 	return best
 }
 
+// digests is what this member's contributions are bound to: θ and, where the signer
+// scores from other stages' anchors, their model's digest.
+func (s *signer) digests() digests {
+	var model [thetaLen]byte
+	if s.model != nil {
+		model = s.model()
+	}
+	return bind(s.theta(), model)
+}
+
 // trailer is how many bytes a signature adds to a contribution (0 without a signer).
 func (s *signer) trailer() int {
 	if s == nil {
@@ -141,7 +161,7 @@ func (s *signer) outgoing(k roundKey, base int, g Group, wire frame.Codec, n int
 	if s == nil {
 		return payload, nil, nil
 	}
-	out, err := signContribution(s.key, k.slot(base+g.Self, wire, n), payload, s.theta())
+	out, err := signContribution(s.key, k.slot(base+g.Self, wire, n), payload, s.digests())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -161,7 +181,7 @@ func (s *signer) incoming(k roundKey, base int, g Group, m int, wire frame.Codec
 	if err != nil {
 		return err
 	}
-	if theta != s.theta() {
+	if theta.theta() != s.theta() {
 		return fmt.Errorf("%w: computed against another θ (digest %x, ours %x)", errSignature, theta[:4], s.theta())
 	}
 	if err := verifyContribution(g.Members[m], k.slot(base+m, wire, n), payload, theta, sig); err != nil {
@@ -189,9 +209,21 @@ func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int
 	slices.Sort(dropped)
 	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
 		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Dropped: dropped}
-	thetas := s.thetas()
-	if ev.size()+4*len(thetas[0]) <= MaxKeptEvidenceBytes { // else keep drops it: no copy
-		ev.Theta = [][]float32{slices.Clone(thetas[0])}
+	thetas, n := s.thetas(), 0
+	var others [][]float32
+	if s.others != nil {
+		others = s.others()
+	}
+	for _, v := range append(slices.Clone(thetas), others...) {
+		n += 4 * len(v)
+	}
+	if ev.size()+n <= MaxKeptEvidenceBytes { // else keep drops it: no copy
+		for _, v := range thetas {
+			ev.Theta = append(ev.Theta, slices.Clone(v))
+		}
+		for _, v := range others {
+			ev.Others = append(ev.Others, slices.Clone(v))
+		}
 	}
 	s.keep(ev)
 }
@@ -213,6 +245,10 @@ func (ev *Evidence) Marshal() []byte {
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Theta)))
 	for _, v := range ev.Theta {
+		b = appendF32(binary.BigEndian.AppendUint32(b, uint32(len(v))), v)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Others)))
+	for _, v := range ev.Others {
 		b = appendF32(binary.BigEndian.AppendUint32(b, uint32(len(v))), v)
 	}
 	for _, p := range ev.Signed {
@@ -293,6 +329,28 @@ func (r *evReader) id(field string) string {
 	return string(r.take(n, field))
 }
 
+// runs reads a count of float32 runs (at most MaxEvidenceRuns) and each run, its length
+// checked against MaxEvidenceElements and what is left before it is allocated.
+func (r *evReader) runs(field string) ([][]float32, error) {
+	var out [][]float32
+	for range r.count(field, MaxEvidenceRuns) {
+		n := r.u32(field + " length")
+		if r.err == nil && n > MaxEvidenceElements {
+			return nil, fmt.Errorf("%w: %s: a run of %d elements (max %d)", errEvidence, field, n, MaxEvidenceElements)
+		}
+		raw := r.take(4*int(n), field)
+		if r.err != nil {
+			break
+		}
+		v := make([]float32, n)
+		if err := decodeF32(v, raw); err != nil {
+			return nil, fmt.Errorf("%w: %s: %v", errEvidence, field, err)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // UnmarshalEvidence decodes an Evidence (Marshal's format), refusing lengths beyond the
 // limits or the message and anything after it.
 func UnmarshalEvidence(p []byte) (*Evidence, error) {
@@ -309,21 +367,12 @@ func UnmarshalEvidence(p []byte) (*Evidence, error) {
 	for range R {
 		ev.Members = append(ev.Members, r.id("member"))
 	}
-	runs := r.count("runs", MaxEvidenceRuns)
-	for range runs {
-		n := r.u32("run length")
-		if r.err == nil && n > MaxEvidenceElements {
-			return nil, fmt.Errorf("%w: a run of %d elements (max %d)", errEvidence, n, MaxEvidenceElements)
-		}
-		raw := r.take(4*int(n), "run")
-		if r.err != nil {
-			break
-		}
-		v := make([]float32, n)
-		if err := decodeF32(v, raw); err != nil {
-			return nil, fmt.Errorf("%w: run: %v", errEvidence, err)
-		}
-		ev.Theta = append(ev.Theta, v)
+	var err error
+	if ev.Theta, err = r.runs("runs"); err != nil {
+		return nil, err
+	}
+	if ev.Others, err = r.runs("other stages"); err != nil {
+		return nil, err
 	}
 	bound := maxWireBytes(ev.Codec, int(ev.N)) + sigTrailer
 	for range R {
@@ -368,7 +417,10 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	if err := ev.consistent(cfg, accused); err != nil {
 		return false, "", err
 	}
-	theta := thetaDigest(ev.Theta...)
+	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
+	// bound: whose signature binds ev.Others too; scored: the reporter's binds some
+	// model digest (it scored from other stages' anchors).
+	bound, scored := make([]bool, len(ev.Members)), false
 	for m, p := range ev.Signed {
 		if p == nil {
 			continue
@@ -377,15 +429,20 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		if err != nil {
 			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
-		if claimed != theta {
+		if claimed.theta() != theta {
 			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the evidence ships", ErrForgedEvidence, ev.Members[m])
 		}
 		s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
-		if err := verifyContribution(ev.Members[m], s, payload, theta, sig); err != nil {
+		if err := verifyContribution(ev.Members[m], s, payload, claimed, sig); err != nil {
 			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
+		bound[m] = claimed.model() == model
+		scored = scored || (m == ev.Reporter && claimed.model() != [thetaLen]byte{})
 	}
-	w, pol, err := verifierWorker(cfg, plan, data, ev)
+	if scored && len(ev.Others) == 0 {
+		return false, "", fmt.Errorf("%w: the reporter scored from other stages' anchors the evidence does not ship", ErrUnboundAnchors)
+	}
+	w, pol, err := verifierWorker(cfg, plan, data, ev, bound, accused)
 	if err != nil {
 		return false, "", err
 	}
@@ -431,8 +488,10 @@ func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
 		return fmt.Errorf("%w: job %d epoch %d, the job's is %d epoch %d", errEvidence, ev.Job, ev.Epoch, cfg.Job, cfg.Epoch)
 	case R < 2 || len(ev.Signed) != R:
 		return fmt.Errorf("%w: %d members, %d contributions", errEvidence, R, len(ev.Signed))
-	case len(ev.Theta) != 1:
-		return fmt.Errorf("%w: θ of %d runs: only a stage of one run keeps evidence", errEvidence, len(ev.Theta))
+	case len(ev.Theta) == 0:
+		// One run, or streaming's every run (launchSigner): verifierWorker matches it to
+		// the stage's runs, and every signature's θ digest binds all of them.
+		return fmt.Errorf("%w: no θ", errEvidence)
 	case ev.Reporter < 0 || ev.Reporter >= R:
 		return fmt.Errorf("%w: reporter %d of %d members", errEvidence, ev.Reporter, R)
 	case int(ev.Base)+R > math.MaxUint16:
@@ -457,10 +516,83 @@ func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
 	return nil
 }
 
-// verifierWorker is a worker of the reporter's place in plan, at ev's θ and step, and the
-// policy its sync strategy gives ev's run: the same code the reporter ran, on weights
-// the leader loaded from the evidence.
-func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence) (*Worker, policy, error) {
+// modelDigest is the digest of the whole model's anchors ev.Others and ev.Theta make
+// (each stage's in order, ev.Theta at the empty one: the reporter's): what the signatures
+// of a pipelined replica's scored outer step bind (digests.model); zero without Others.
+func (ev *Evidence) modelDigest() [thetaLen]byte {
+	if len(ev.Others) == 0 {
+		return [thetaLen]byte{}
+	}
+	var parts [][]float32
+	for _, v := range ev.Others {
+		if len(v) == 0 {
+			parts = append(parts, ev.Theta...)
+			continue
+		}
+		parts = append(parts, v)
+	}
+	return thetaDigest(parts...)
+}
+
+// ErrUnboundAnchors is evidence of a pipelined replica's scored outer step whose other
+// stages' anchors (Evidence.Others) are not what the accused and a majority of the group
+// signed: the reporter alone vouches for them, and anchors a reporter chose could make an
+// honest contribution score badly. The leader convicts nobody on it.
+var ErrUnboundAnchors = errors.New("offender evidence: the other stages' anchors are not bound by the group's signatures")
+
+// othersBound checks ev.Others against the verifier worker w: present exactly where the
+// reporter's worker scored from other stages' anchors (a pipelined replica's scorer), one
+// per stage of its replica with its own stage's empty, and bound (bound: whose
+// signatures cover them) by the reporter, the accused and more than half of the plan's
+// group. Evidence of a step the reporter could not score (no anchors that step) ships
+// none and is re-judged unscored, as the reporter judged it.
+func (ev *Evidence) othersBound(w *Worker, bound []bool, accused string) error {
+	if len(ev.Others) == 0 {
+		return nil
+	}
+	d, ok := w.sync.(*dilocoSync)
+	if !ok || w.scorer == nil || w.numStages <= 1 {
+		return fmt.Errorf("%w: other stages' anchors for a worker that scores from none", errEvidence)
+	}
+	if len(ev.Others) != w.numStages {
+		return fmt.Errorf("%w: anchors of %d stages, the replica has %d", errEvidence, len(ev.Others), w.numStages)
+	}
+	for p, v := range ev.Others {
+		want := w.scorer.stageSize(p)
+		if p == w.stage {
+			want = 0
+		}
+		if len(v) != want {
+			return fmt.Errorf("%w: stage %d's anchors hold %d values, want %d", errEvidence, p, len(v), want)
+		}
+	}
+	signers := 0
+	for _, b := range bound {
+		if b {
+			signers++
+		}
+	}
+	group := len(w.runs[0].group.Members)
+	if a := slices.Index(ev.Members, accused); !bound[a] || !bound[ev.Reporter] || 2*signers <= group {
+		return fmt.Errorf("%w: bound by %d of the group's %d members (the accused's signature: %v, the reporter's: %v)",
+			ErrUnboundAnchors, signers, group, bound[a], bound[ev.Reporter])
+	}
+	for p, v := range ev.Others {
+		if p != w.stage {
+			if err := w.scorer.loadStageValues(p, v); err != nil {
+				return fmt.Errorf("%w: %v", errEvidence, err)
+			}
+		}
+	}
+	d.anchorsFrom = w.step
+	return nil
+}
+
+// verifierWorker is a worker of the reporter's place in plan, at ev's θ and step (and
+// the other stages' anchors, where bound: othersBound), and the policy its sync strategy
+// gives ev's run: the same code the reporter ran, on weights the leader loaded from the
+// evidence.
+func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence, bound []bool, accused string) (*Worker, policy, error) {
 	w, err := NewWorker(cfg, plan, ev.Members[ev.Reporter], noTransport(ev.Members[ev.Reporter]), data)
 	if err != nil {
 		return nil, policy{}, fmt.Errorf("verifier worker: %w", err)
@@ -485,22 +617,30 @@ func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence)
 	if err == nil {
 		err = w.loadTheta(ev.Theta)
 	}
+	if err == nil {
+		w.step = int(ev.Step)
+		err = ev.othersBound(w, bound, accused) // before the policy: its score needs them
+	}
 	if err != nil {
 		w.Close()
 		return nil, policy{}, err
 	}
-	w.step = int(ev.Step)
 	return w, sp.gatherPolicy(run), nil
 }
 
-// loadTheta puts θ into the worker: every-step sync's weights, DiLoCo's anchors.
+// loadTheta puts θ into the worker: every-step sync's and ZeRO's weights, DiLoCo's and
+// streaming's anchors.
 func (w *Worker) loadTheta(theta [][]float32) error {
 	for r, ps := range w.runParams {
 		if err := loadFlat(ps, theta[r]); err != nil {
 			return fmt.Errorf("%w: θ of run %d: %v", errEvidence, r, err)
 		}
 	}
-	if d, ok := w.sync.(*dilocoSync); ok {
+	d, ok := w.sync.(*dilocoSync)
+	if st, isStreaming := w.sync.(*streamingSync); isStreaming {
+		d, ok = st.dilocoSync, true
+	}
+	if ok {
 		for r, o := range d.outer {
 			o.anchor = slices.Clone(theta[r])
 		}

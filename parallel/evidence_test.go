@@ -182,9 +182,17 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 // members.
 func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
+	return colludedRunOf(t, steps, bad, sign, -15, func(*JobConfig) {})
+}
+
+// colludedRunOf is colludedRun with the colluders' scale and the job's sync settings
+// changed by set (ZeRO, streaming).
+func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	set(&cfg)
 	keys, ids := nodeKeys(t, 4)
 	var plan Plan
 	for _, id := range ids {
@@ -199,7 +207,7 @@ func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig,
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
 		if i >= 4-bad {
-			return resigner{signingPeer: p, s: -15}
+			return resigner{signingPeer: p, s: scale}
 		}
 		return p
 	})
@@ -217,30 +225,44 @@ func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig,
 
 var signingCost = flag.Bool("signing-cost", false, "print what signing costs an honest four-replica DiLoCo run (TestSigningKeepsHonestBits)")
 
-// TestSigningKeepsHonestBits: an honest four-replica DiLoCo run ends with the same
-// validation loss, to the bit, signed or not, and drops nothing; with -signing-cost it
-// prints the wall time and the bytes replica 0 sent, each way.
+// TestSigningKeepsHonestBits: an honest four-replica run ends with the same validation
+// loss, to the bit, signed or not, and drops nothing, under DiLoCo, ZeRO-1 (scored: every
+// step's gather signed against the weights) and streaming (each fragment signed against
+// every fragment's anchors at its launch); with -signing-cost it prints the wall time and
+// the bytes replica 0 sent, each way.
 func TestSigningKeepsHonestBits(t *testing.T) {
-	var vals [2]float64
-	for i, sign := range []bool{false, true} {
-		start := time.Now()
-		run, cfg, _, _ := colludedRun(t, 24, 0, sign)
-		wall := time.Since(start)
-		val, err := run.Evaluate(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rej := run.Rejected(); len(rej) != 0 {
-			t.Fatalf("signed %v: honest run dropped %v", sign, rej)
-		}
-		vals[i] = val
-		_, sent := run.Workers()[0].BytesSent()
-		if *signingCost {
-			t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
-		}
-	}
-	if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
-		t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+	for name, set := range map[string]func(*JobConfig){
+		"diloco": func(*JobConfig) {},
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+		"streaming": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.InnerSteps, c.Sync.Fragments, c.Sync.Overlap = jobspec.SyncStreaming, 4, 2, 1
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var vals [2]float64
+			for i, sign := range []bool{false, true} {
+				start := time.Now()
+				run, cfg, _, _ := colludedRunOf(t, 24, 0, sign, 1, set)
+				wall := time.Since(start)
+				val, err := run.Evaluate(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rej := run.Rejected(); len(rej) != 0 {
+					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+				}
+				vals[i] = val
+				_, sent := run.Workers()[0].BytesSent()
+				if *signingCost {
+					t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+				}
+			}
+			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+			}
+		})
 	}
 }
 
@@ -249,7 +271,36 @@ func TestSigningKeepsHonestBits(t *testing.T) {
 // leader's check convicts; evidence accusing an honest member does not convict, and
 // evidence whose contribution or θ a reporter altered is refused as forged.
 func TestEvidenceConvictsColluders(t *testing.T) {
-	run, cfg, plan, ids := colludedRun(t, 12, 2, true)
+	for name, c := range map[string]struct {
+		scale float32
+		set   func(*JobConfig)
+	}{
+		"diloco": {-15, func(*JobConfig) {}},
+		// ZeRO-1 under score on: every step's gradients are gathered whole, signed
+		// against the run's weights, and judged as every-step sync's.
+		"zero1": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		}},
+		// Streaming DiLoCo, two fragments overlapped by a step: each fragment's gather is
+		// signed against every fragment's anchors at its launch.
+		"streaming": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.InnerSteps, c.Sync.Fragments, c.Sync.Overlap = jobspec.SyncStreaming, 4, 2, 1
+		}},
+		"zero2": {-15, func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 2, jobspec.ScoreOn
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run, cfg, plan, ids := colludedRunOf(t, 12, 2, true, c.scale, c.set)
+			checkEvidenceConvicts(t, run, cfg, plan, ids)
+		})
+	}
+}
+
+// checkEvidenceConvicts is TestEvidenceConvictsColluders' check of a run whose members
+// ids[2:] colluded.
+func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan, ids []string) {
+	t.Helper()
 	rej0, named0 := run.ReportedBy(0)
 	t.Logf("worker 0 dropped %d, first %v; codec %s", len(rej0), rej0[:min(len(rej0), 2)], cfg.Sync.Codec)
 	_, named1 := run.ReportedBy(1)
@@ -271,11 +322,13 @@ func TestEvidenceConvictsColluders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			start := time.Now()
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
+			took := time.Since(start)
 			if err != nil || !ok {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
 			}
-			t.Logf("worker %d's evidence against %s (%d bytes): %s", h, bad[len(bad)-6:], len(ev.Marshal()), why)
+			t.Logf("worker %d's evidence against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(ev.Marshal()), took, why)
 		}
 	}
 	ev := run.Workers()[0].Evidence(ids[2])
@@ -289,11 +342,15 @@ func TestEvidenceConvictsColluders(t *testing.T) {
 	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[1]); !errors.Is(err, ErrForgedEvidence) {
 		t.Fatalf("an altered contribution: %v, want it refused as forged", err)
 	}
-	forged = *ev
-	forged.Theta = [][]float32{slices.Clone(ev.Theta[0])}
-	forged.Theta[0][0] += 1 // a θ the members never signed
-	if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
-		t.Fatalf("another θ: %v, want it refused as forged", err)
+	t.Logf("θ of %d runs", len(ev.Theta))
+	for r := range ev.Theta { // under streaming every fragment's anchors, not only the gathered one's
+		forged = *ev
+		forged.Theta = slices.Clone(ev.Theta)
+		forged.Theta[r] = slices.Clone(ev.Theta[r])
+		forged.Theta[r][0] += 1 // a θ the members never signed
+		if _, _, err := VerifyEvidence(cfg, plan, testData(), &forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
+			t.Fatalf("another θ of run %d of %d: %v, want it refused as forged", r, len(ev.Theta), err)
+		}
 	}
 }
 
@@ -301,7 +358,7 @@ func TestEvidenceConvictsColluders(t *testing.T) {
 // lengths past the limits are refused before they are allocated.
 func TestEvidenceWireLimits(t *testing.T) {
 	ev := &Evidence{Job: 1, Epoch: 2, Step: 3, Index: 4, Base: 5, Codec: frame.CodecNone, N: 2,
-		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
+		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Others: [][]float32{{}, {3, 4, 5}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
 	b := ev.Marshal()
 	got, err := UnmarshalEvidence(b)
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(ev) {
@@ -323,7 +380,9 @@ func TestEvidenceWireLimits(t *testing.T) {
 // the same bytes.
 func FuzzUnmarshalEvidence(f *testing.F) {
 	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
-	f.Add([]byte("MNEV\x01"))
+	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Others: [][]float32{nil, {2, 3}},
+		Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
+	f.Add([]byte("MNEV\x02"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := UnmarshalEvidence(data)
 		if err != nil {
@@ -356,7 +415,7 @@ func BenchmarkSignVerifyContribution(b *testing.B) {
 	s := slot{Job: 1, N: 1 << 20}
 	b.SetBytes(int64(len(p)))
 	for b.Loop() {
-		signed, err := signContribution(keys[0], s, p, [thetaLen]byte{})
+		signed, err := signContribution(keys[0], s, p, digests{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -446,5 +505,85 @@ func TestAuthorKeyReadsLibp2pPeerIDs(t *testing.T) {
 		if _, err := authorKey(bad); !errors.Is(err, errSignature) {
 			t.Errorf("author %q: %v, want a signature error", bad, err)
 		}
+	}
+}
+
+// TestPipelinedEvidenceConvictsColluders: four DiLoCo replicas of two stages, scored per
+// stage from the anchors the stages exchange, whose stage-0 nodes of replicas 2 and 3
+// collude (×−15, signed again). Each honest stage-0 node keeps evidence that carries
+// the other stage's anchors it scored with, and the leader convicts both colluders from
+// it. A reporter that ships other anchors (to make an honest member's update score
+// badly) convicts nobody: the accused's and the group's signatures bind the anchors they
+// held, not the reporter's.
+func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	L := cfg.Train.Model.NumLayers()
+	keys, ids := nodeKeys(t, 8) // ids[2r+s] is replica r's stage s
+	var plan Plan
+	for r := range 4 {
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: ids[2*r], First: 0, Last: L / 2}, {Node: ids[2*r+1], First: L / 2, Last: L}})
+	}
+	net := NewInMemory(ids...)
+	t.Cleanup(func() { net.Close() })
+	bad := []string{ids[4], ids[6]}
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		p := signingPeer{Transport: net.Peer(node), key: keys[slices.Index(ids, node)]}
+		if slices.Contains(bad, node) {
+			return resigner{signingPeer: p, s: -15}
+		}
+		return p
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.Close() })
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, h := range []int{0, 2} { // the honest stage-0 nodes
+		w := run.Workers()[h]
+		for _, accused := range bad {
+			ev := w.Evidence(accused)
+			if ev == nil {
+				t.Fatalf("honest stage node %d kept no evidence against %s", h, accused)
+			}
+			if len(ev.Others) != 2 || len(ev.Others[0]) != 0 || len(ev.Others[1]) == 0 {
+				t.Fatalf("evidence carries anchors of %d stages, want stage 1's", len(ev.Others))
+			}
+			wire, err := UnmarshalEvidence(ev.Marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
+			took := time.Since(start)
+			if err != nil || !ok {
+				t.Fatalf("node %d's evidence against %s: convicted %v (%s), %v", h, accused, ok, why, err)
+			}
+			t.Logf("node %d's evidence against %s (%d bytes, judged in %v): %s", h, accused[len(accused)-6:], len(ev.Marshal()), took, why)
+		}
+	}
+	ev := run.Workers()[0].Evidence(bad[0])
+	if ok, why, err := VerifyEvidence(cfg, plan, testData(), ev, ids[2]); err != nil || ok {
+		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", ok, why, err)
+	}
+	for name, accused := range map[string]string{"an honest member": ids[2], "a colluder": bad[0]} {
+		forged := *ev
+		forged.Others = [][]float32{nil, slices.Clone(ev.Others[1])}
+		for i := range forged.Others[1] {
+			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's anchors
+		}
+		if ok, _, err := VerifyEvidence(cfg, plan, testData(), &forged, accused); ok || !errors.Is(err, ErrUnboundAnchors) {
+			t.Fatalf("other anchors against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
+		}
+	}
+	unbound := *ev // anchors dropped: re-scored from nothing, the evidence cannot convict
+	unbound.Others = nil
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unbound, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("evidence stripped of the anchors it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
 	}
 }

@@ -41,17 +41,40 @@ type SigningTransport interface {
 }
 
 // signatureDomain separates a contribution's signature from anything else the node key
-// signs (libp2p's own handshakes, records).
-const signatureDomain = "meshnode contribution v1\x00"
+// signs (libp2p's own handshakes, records). v2 signs the model digest beside θ's.
+const signatureDomain = "meshnode contribution v2\x00"
 
 // sigLen is an Ed25519 signature's length; thetaLen a θ digest's (SHA-256).
 const (
 	sigLen   = 64
 	thetaLen = sha256.Size
 	// sigTrailer is what a signed contribution carries after its encoded bytes: the
-	// digest of the θ it was computed against, then the signature.
-	sigTrailer = thetaLen + sigLen
+	// digests it is bound to (digests), then the signature.
+	sigTrailer = 2*thetaLen + sigLen
 )
+
+// digests is what a contribution's signature binds beside its bytes: the digest of the
+// θ it was computed against (the run's weights or anchors, which every receiver checks
+// against its own), then the digest of the whole model's anchors it was scored from
+// where that is more than θ (a pipelined replica's scorer loads the other stages'
+// anchors, anchor_exchange.go), zero elsewhere. Receivers do not require the second to
+// match (a member that does not score holds no other stage's anchors); a leader requires
+// it of the evidence it re-scores (VerifyEvidence).
+type digests [2 * thetaLen]byte
+
+// theta is the digest of the θ the contribution was computed against.
+func (d digests) theta() [thetaLen]byte { return [thetaLen]byte(d[:thetaLen]) }
+
+// model is the digest of the whole model's anchors the contribution was scored from.
+func (d digests) model() [thetaLen]byte { return [thetaLen]byte(d[thetaLen:]) }
+
+// bind is the digests of θ and of the model's anchors.
+func bind(theta, model [thetaLen]byte) digests {
+	var d digests
+	copy(d[:thetaLen], theta[:])
+	copy(d[thetaLen:], model[:])
+	return d
+}
 
 // slot is where a contribution belongs: the collective's key and the round that carries
 // it (base + the author's position), so that a signed contribution cannot be replayed
@@ -67,8 +90,8 @@ type slot struct {
 }
 
 // signedDigest is the digest a contribution's author signs: the domain, the slot, the
-// SHA-256 of its encoded bytes and the θ digest.
-func signedDigest(s slot, payload []byte, theta [thetaLen]byte) []byte {
+// SHA-256 of its encoded bytes and the digests it is bound to.
+func signedDigest(s slot, payload []byte, theta digests) []byte {
 	ph := sha256.Sum256(payload)
 	b := append([]byte(signatureDomain), 0)
 	b = binary.BigEndian.AppendUint64(b, s.Job)
@@ -83,7 +106,7 @@ func signedDigest(s slot, payload []byte, theta [thetaLen]byte) []byte {
 }
 
 // signContribution is payload followed by its trailer: theta and key's signature.
-func signContribution(key ed25519.PrivateKey, s slot, payload []byte, theta [thetaLen]byte) ([]byte, error) {
+func signContribution(key ed25519.PrivateKey, s slot, payload []byte, theta digests) ([]byte, error) {
 	if len(key) != ed25519.PrivateKeySize {
 		return nil, fmt.Errorf("sign contribution: a %d-byte node key (an Ed25519 one has %d)", len(key), ed25519.PrivateKeySize)
 	}
@@ -98,14 +121,14 @@ func signContribution(key ed25519.PrivateKey, s slot, payload []byte, theta [the
 // errSignature is a contribution whose signature is missing or does not verify.
 var errSignature = errors.New("contribution signature")
 
-// splitSigned splits a signed contribution into its encoded bytes, θ digest and signature.
-func splitSigned(p []byte) (payload []byte, theta [thetaLen]byte, sig []byte, err error) {
+// splitSigned splits a signed contribution into its encoded bytes, digests and signature.
+func splitSigned(p []byte) (payload []byte, theta digests, sig []byte, err error) {
 	if len(p) < sigTrailer {
 		return nil, theta, nil, fmt.Errorf("%w: %d bytes, shorter than the %d-byte trailer", errSignature, len(p), sigTrailer)
 	}
 	cut := len(p) - sigTrailer
-	copy(theta[:], p[cut:cut+thetaLen])
-	return p[:cut], theta, p[cut+thetaLen:], nil
+	copy(theta[:], p[cut:cut+len(theta)])
+	return p[:cut], theta, p[cut+len(theta):], nil
 }
 
 // ed25519IDPrefix is how the bytes of the peer ID of an Ed25519 key begin: the identity
@@ -131,7 +154,7 @@ func authorKey(member string) (ed25519.PublicKey, error) {
 }
 
 // verifyContribution checks that member signed payload for slot s against theta.
-func verifyContribution(member string, s slot, payload []byte, theta [thetaLen]byte, sig []byte) error {
+func verifyContribution(member string, s slot, payload []byte, theta digests, sig []byte) error {
 	pub, err := authorKey(member)
 	if err != nil {
 		return err
@@ -194,9 +217,15 @@ type signer struct {
 	// theta is the digest of the θ the collective's contributions are computed against;
 	// computed once per collective, when first asked.
 	theta func() [thetaLen]byte
-	// thetas is the run's flat weights at that θ, as a list of one (nil: no evidence is
-	// kept).
+	// model, when set, is the digest of the whole model's anchors the collective is
+	// scored from (a pipelined replica's, anchor_exchange.go); zero when nil.
+	model func() [thetaLen]byte
+	// thetas is the run's flat weights at that θ, as a list of one (every fragment's
+	// under streaming; nil: no evidence is kept).
 	thetas func() [][]float32
+	// others, with model, is each stage's anchors the scorer holds (nil at the worker's
+	// own stage): what a leader loads to re-score (Evidence.Others).
+	others func() [][]float32
 	// keep, when set, receives the gather's signed contributions and its dropping
 	// decision when it dropped someone (evidence.go).
 	keep func(*Evidence)

@@ -172,17 +172,55 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 	// Its rejections are the worker's at the step that applies it (finishSync), so that
 	// the offender watch sees them with that synchronisation, whenever the goroutine ran.
 	pol.reject = func(r Rejection) { p.rejected = append(p.rejected, r) }
+	var at func() (int, [][]float32)
 	if w.scorer != nil && len(w.runs[i].group.Members) >= 3 {
 		// Scored as DiLoCo's outer step is, from the point every replica shares now: the
 		// steps it runs beside move other fragments' anchors. (With two members nothing
 		// is scored, dropByScore: no copy of the anchors.)
-		at := s.frozen()
+		at = s.frozen()
 		pol.score, pol.length = s.outerScoreAt(i, at), s.outerLengthAt(i, at)
 	}
+	pol.sign = s.launchSigner(i, at)
 	go func() {
 		p.done <- q.reduce(ctx, p.delta, ef, pol)
 	}()
 	return p
+}
+
+// launchSigner is the signer of run i's gather launched now (nil without a node key),
+// against the anchors every replica shares at this step: computed here, since the steps
+// the gather runs beside move other fragments' anchors. Where every replica is one stage
+// (every member of the group holds the whole model, cut into the same runs) it signs the
+// digest of all the worker's anchors, in run order, and keeps evidence of them (at, the
+// copy the score reads, or one taken here): the score reads every fragment's anchors, so
+// a leader re-judging the gather needs them all, bound by every member's signature.
+// Elsewhere it signs run i's anchor alone and keeps none.
+func (s *streamingSync) launchSigner(i int, at func() (int, [][]float32)) *signer {
+	w := s.w
+	if w.signKey == nil {
+		return nil
+	}
+	if !oneStagePlan(w.plan) {
+		d := thetaDigest(s.outer[i].anchor)
+		return &signer{key: w.signKey, theta: func() [thetaLen]byte { return d }}
+	}
+	if at == nil {
+		at = s.frozen()
+	}
+	_, base := at()
+	d := thetaDigest(base...)
+	return &signer{key: w.signKey, theta: func() [thetaLen]byte { return d },
+		thetas: func() [][]float32 { return base }, keep: w.evidence.keep}
+}
+
+// oneStagePlan says every replica of p is one stage.
+func oneStagePlan(p Plan) bool {
+	for _, rep := range p.Replicas {
+		if len(rep) != 1 {
+			return false
+		}
+	}
+	return true
 }
 
 // finishSync waits for p, or for ctx to end, and applies its averaged pseudo-gradient.

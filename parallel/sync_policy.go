@@ -1,11 +1,24 @@
 package parallel
 
+import (
+	"slices"
+	"sync"
+)
+
 // gatherPolicy is how every-step sync's gather of run i aggregates: the worker's rule,
 // the gradient score (or the contested one under score auto), and signatures over run
 // i's current weights (the same bits on every replica of its group at a step's sync). A
 // leader checking evidence builds the same policy on a worker of its own (VerifyEvidence).
-func (s everyStep) gatherPolicy(i int) policy {
-	w := s.w
+func (s everyStep) gatherPolicy(i int) policy { return s.w.gradientPolicy(i) }
+
+// gatherPolicy is how ZeRO's checked gather of run i aggregates (reduceShard): the
+// gradients are every-step sync's, judged by its policy and signed against the run's
+// weights before the step's update (every replica holds the same bits after the last
+// parameter all-gather), so a leader re-judges its evidence as every-step sync's.
+func (s *zeroSync) gatherPolicy(i int) policy { return s.w.gradientPolicy(i) }
+
+// gradientPolicy is the policy of a gather of run i's gradients (every-step sync, ZeRO).
+func (w *Worker) gradientPolicy(i int) policy {
 	pol := w.policy()
 	pol.score = w.gradientScore(i)
 	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
@@ -24,6 +37,34 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 	pol.length = s.outerLength(i)
 	anchor := func() []float32 { return s.outer[i].anchor }
 	pol.sign = s.w.signer(func() [thetaLen]byte { return thetaDigest(anchor()) }, anchor)
+	if pol.sign != nil && s.w.numStages > 1 && pol.score != nil && s.canScore() {
+		// A pipelined replica's score reads the other stages' anchors its replica sent:
+		// the signature binds their digest too, and evidence carries them, so a leader
+		// re-scores from anchors the group vouched for, not ones the reporter chose.
+		// One copy, taken when the first contribution is signed, for the digest and the
+		// evidence alike: a gather that ends after the next exchange keeps what it signed.
+		anchors := sync.OnceValue(s.modelAnchors)
+		pol.sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(anchors()...) })
+		if pol.sign.keep != nil {
+			pol.sign.others = func() [][]float32 {
+				out := slices.Clone(anchors())
+				out[s.w.stage] = nil
+				return out
+			}
+		}
+	}
+	return pol
+}
+
+// gatherPolicy is how streaming DiLoCo's gather of run i launched at this step
+// aggregates, as a leader re-judging its evidence needs it: DiLoCo's outer policy, scored
+// from the anchors the evidence loads (every fragment's, launchSigner), which are the
+// launch's frozen copy; the worker's own launch builds the same (launchSync).
+func (s *streamingSync) gatherPolicy(i int) policy {
+	pol := s.dilocoSync.gatherPolicy(i)
+	if s.w.scorer == nil || len(s.w.runs[i].group.Members) < 3 {
+		pol.score, pol.length = nil, nil
+	}
 	return pol
 }
 
@@ -34,7 +75,7 @@ type gatherPolicer interface{ gatherPolicy(i int) policy }
 // digest is theta (the run's flat weights at the point its group shares: only the run's
 // own layers, since the members of a run's group may hold different other layers); nil
 // when the worker has no node key. With theta nil the contributions are signed against the
-// zero digest (ZeRO's and streaming's gathers) and no evidence is kept. Evidence (values:
+// zero digest and no evidence is kept. Evidence (values:
 // the run's weights) is kept only by a worker of one run: the held-out score loads every
 // run's weights, and the signatures bind only the gathered run's.
 func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *signer {
@@ -44,9 +85,9 @@ func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *s
 	s := &signer{key: w.signKey, theta: func() [thetaLen]byte { return [thetaLen]byte{} }}
 	if theta != nil {
 		s.theta = lazyTheta(theta)
-		// A pipelined replica's scorer holds the other stages' anchors, which evidence
-		// does not carry: a leader could not re-run its score, so it keeps none.
-		if len(w.runs) == 1 && (w.numStages == 1 || w.scorer == nil) {
+		// A pipelined replica's scorer holds the other stages' anchors: its evidence
+		// carries them (dilocoSync.gatherPolicy), bound by the members' signatures.
+		if len(w.runs) == 1 {
 			s.thetas = func() [][]float32 { return [][]float32{values()} }
 			s.keep = w.evidence.keep
 		}

@@ -233,10 +233,7 @@ func (z *zeroShard) adopt(h kernels.AdamW, c float32, chunk int, dst []float32) 
 // its chunk and the whole aggregate (for adopt) and takes Σg² from it.
 func (s *zeroSync) reduceShard(ctx context.Context, i int, run syncRun) (float64, error) {
 	w, z := s.w, s.shards[i]
-	pol := w.policy()
-	pol.score = w.gradientScore(i)
-	pol.scoreContested, pol.lengthContested = w.contestedScore(i), w.contestedLength
-	pol.equalise = pol.score != nil || pol.scoreContested != nil
+	pol := s.gatherPolicy(i) // signed against the run's weights: evidence a leader re-judges
 	g := flattenGrads(w.runParams[i])
 	w.weigh(g)
 	tr, R := countingTransport{w}, len(run.group.Members)

@@ -100,7 +100,9 @@ func shipInTurn(ctx context.Context, ship func(ctx context.Context, member strin
 // j (consensus.EvidenceJudge): the job's engine configuration under its current plan,
 // the reporter's dataset (the job's blob, fetched and verified by content hash where this
 // node lacks it, with the reporter's shards), and parallel.VerifyEvidence. Forged
-// evidence is a false accusation (not convicted, with the reason), not an error.
+// evidence, or evidence re-scored from anchors only the reporter vouches for
+// (parallel.ErrUnboundAnchors), is a false accusation (not convicted, with the reason),
+// not an error.
 func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, member string, evidence []byte) (bool, string, error) {
 	jp := scheduler.PlanFromRecord(j.CurrentPlan())
 	if jp == nil {
@@ -125,7 +127,7 @@ func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, m
 		return false, "", fmt.Errorf("job %s's dataset: %w", j.ID, err)
 	}
 	convicted, why, err := parallel.VerifyEvidence(cfg, EnginePlan(jp.BuiltPlan()), data, ev, member)
-	if errors.Is(err, parallel.ErrForgedEvidence) {
+	if errors.Is(err, parallel.ErrForgedEvidence) || errors.Is(err, parallel.ErrUnboundAnchors) {
 		return false, err.Error(), nil
 	}
 	return convicted, why, err

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -79,16 +80,32 @@ func (p keyedPeer) SigningKey() ed25519.PrivateKey { return p.key }
 // At d_model 64 the evidence is larger than an RPC message (consensus.MaxEvidenceBytes):
 // the judge convicts from it all the same (it travels as a blob, node/evidence_blob.go).
 func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
+	diloco := func(*jobspec.Spec) {}
 	for _, dModel := range []int{32, 64} {
-		t.Run(fmt.Sprintf("d_model=%d", dModel), func(t *testing.T) { convictColluders(t, dModel) })
+		t.Run(fmt.Sprintf("d_model=%d", dModel), func(t *testing.T) { convictColluders(t, dModel, diloco) })
 	}
+	// ZeRO-1 (scored: its gradients are then gathered whole and signed against the
+	// weights) and streaming DiLoCo (each fragment signed against every fragment's
+	// anchors at its launch) convict from their evidence the same way.
+	t.Run("zero1", func(t *testing.T) {
+		convictColluders(t, 32, func(s *jobspec.Spec) {
+			s.Parallel.Sync, s.Memory.Zero, s.Parallel.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		})
+	})
+	t.Run("streaming", func(t *testing.T) {
+		convictColluders(t, 32, func(s *jobspec.Spec) {
+			s.Parallel.Sync, s.Parallel.InnerSteps, s.Parallel.Fragments, s.Parallel.OverlapSteps = jobspec.SyncStreaming, 4, 2, 1
+		})
+	})
 }
 
-// convictColluders is TestLeaderConvictsColludersFromShippedEvidence at model width dModel.
-func convictColluders(t *testing.T, dModel int) {
+// convictColluders is TestLeaderConvictsColludersFromShippedEvidence at model width
+// dModel, with the sync settings set changes.
+func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 	s := smallSpec(t)
 	s.Model.DModel = dModel
 	s.Parallel.Sync, s.Parallel.InnerSteps, s.Train.Steps, s.Train.Batch = jobspec.SyncDiLoCo, 3, 12, 8
+	set(&s)
 	s.Data.Blob = "dataset"
 	data, err := model.LoadDataset(s.Data.Source, s.Model.Vocab)
 	if err != nil {
@@ -174,11 +191,13 @@ func convictColluders(t *testing.T, dModel int) {
 			if bound := scheduler.EvidenceBound(s, len(ids)); int64(len(raw)) > bound {
 				t.Fatalf("evidence of %d bytes over the bound a leader fetches (%d)", len(raw), bound)
 			}
+			start := time.Now()
 			convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[h], bad, raw)
+			took := time.Since(start)
 			if err != nil || !convicted {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, convicted, why, err)
 			}
-			t.Logf("worker %d against %s (%d bytes): %s", h, bad[len(bad)-6:], len(raw), why)
+			t.Logf("worker %d against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(raw), took, why)
 		}
 	}
 	ev := workers[0].Evidence(ids[2])
