@@ -87,7 +87,7 @@ func anchorFrame(n int) *frame.Frame {
 func TestMalformedAnchorFrameIsRefused(t *testing.T) {
 	s := pipelinedScorer(t)
 	n := s.stageSize(1)
-	if err := s.loadStage(1, anchorFrame(n)); err != nil {
+	if err := s.loadStage(1, 0, anchorFrame(n)); err != nil {
 		t.Fatalf("a well-formed frame was refused: %v", err)
 	}
 	short, long := anchorFrame(n-1), anchorFrame(n+1)
@@ -98,28 +98,29 @@ func TestMalformedAnchorFrameIsRefused(t *testing.T) {
 	coded := anchorFrame(n)
 	coded.Codec = frame.CodecInt8
 	for name, f := range map[string]*frame.Frame{"short": short, "long": long, "lying shape": lying, "dtype": bf16, "codec": coded} {
-		if err := s.loadStage(1, f); err == nil {
+		if err := s.loadStage(1, 0, f); err == nil {
 			t.Errorf("%s frame was loaded", name)
 		}
 	}
 	for _, p := range []int{-1, 0, 2} { // its own stage and stages the replica lacks
-		if err := s.loadStage(p, anchorFrame(n)); err == nil {
+		if err := s.loadStage(p, 0, anchorFrame(n)); err == nil {
 			t.Errorf("anchors of stage %d were loaded", p)
 		}
 	}
 }
 
 // FuzzAnchorFrame: no frame makes loadStage panic, and it loads only one of exactly the
-// stage's size.
+// stage's size and of the step it expects (the anchor exchange's and the stage weight
+// mirror's frames alike).
 func FuzzAnchorFrame(f *testing.F) {
-	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), 4, []byte{1, 2, 3, 4})
-	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), -1, []byte{})
-	f.Fuzz(func(t *testing.T, dtype, codec uint8, shape int, payload []byte) {
+	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), 4, uint32(0), []byte{1, 2, 3, 4})
+	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), -1, uint32(4), []byte{})
+	f.Fuzz(func(t *testing.T, dtype, codec uint8, shape int, step uint32, payload []byte) {
 		s := fuzzScorer(t)
-		fr := &frame.Frame{Kind: frame.KindReduce, DType: frame.DType(dtype), Codec: frame.Codec(codec), Shape: []int{shape}, Payload: payload}
-		err := s.loadStage(1, fr)
-		if err == nil && (len(payload) != 4*s.stageSize(1) || shape != s.stageSize(1)) {
-			t.Fatalf("loaded %d bytes of shape %d for a stage of %d", len(payload), shape, s.stageSize(1))
+		fr := &frame.Frame{Kind: frame.KindReduce, DType: frame.DType(dtype), Codec: frame.Codec(codec), Step: step, Shape: []int{shape}, Payload: payload}
+		err := s.loadStage(1, 4, fr)
+		if err == nil && (len(payload) != 4*s.stageSize(1) || shape != s.stageSize(1) || step != 4) {
+			t.Fatalf("loaded %d bytes of shape %d, step %d, for a stage of %d at step 4", len(payload), shape, step, s.stageSize(1))
 		}
 	})
 }

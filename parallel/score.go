@@ -339,8 +339,11 @@ func upperMedianNorm(norms []float64) float64 {
 // when the worker does not score: from the current weights (the same on every replica), a
 // step along each contribution of length GradientProbe·LR (its direction: the norm check
 // already bounds its length, and AdamW and clipping its effect).
+//
+// A pipelined replica's stage node scores only when it holds the stage weight mirror of
+// this step's period (mirrored); otherwise the collective falls back to the unscored checks.
 func (w *Worker) gradientScore(i int) func([][]float32) ([]heldOutScore, error) {
-	if w.scorer == nil {
+	if w.scorer == nil || !w.mirrored() {
 		return nil
 	}
 	return w.gradientScoreBy(i, func() (*heldOutScorer, error) { return w.scorer, nil })
@@ -350,7 +353,7 @@ func (w *Worker) gradientScore(i int) func([][]float32) ([]heldOutScore, error) 
 // (score: auto under every-step sync and ZeRO), nil for any other: its scorer is built
 // the first time a collective is contested.
 func (w *Worker) contestedScore(i int) func([][]float32) ([]heldOutScore, error) {
-	if w.onDemand == nil {
+	if w.onDemand == nil || !w.mirrored() {
 		return nil
 	}
 	return w.gradientScoreBy(i, w.onDemand.get)

@@ -44,9 +44,10 @@ func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *s
 	s := &signer{key: w.signKey, theta: func() [thetaLen]byte { return [thetaLen]byte{} }}
 	if theta != nil {
 		s.theta = lazyTheta(theta)
-		// A pipelined replica's scorer holds the other stages' anchors, which evidence
-		// does not carry: a leader could not re-run its score, so it keeps none.
-		if len(w.runs) == 1 && (w.numStages == 1 || w.scorer == nil) {
+		// A pipelined replica's scorer holds the other stages' anchors or mirrored
+		// weights, which evidence does not carry: a leader could not re-run its score, so
+		// it keeps none.
+		if len(w.runs) == 1 && (w.numStages == 1 || (w.scorer == nil && w.onDemand == nil)) {
 			s.thetas = func() [][]float32 { return [][]float32{values()} }
 			s.keep = w.evidence.keep
 		}
