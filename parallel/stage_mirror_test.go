@@ -219,3 +219,64 @@ func TestShortMirrorFailsTheStep(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPipelinedSyncScore is the cost of scoring pipelined every-step sync and ZeRO-1
+// replicas (four replicas of two stages, honest, the in-bound table's model and batch)
+// per score setting: wall time per step of the whole local run, replica 0's first stage's
+// sync bytes per step and its held-out passes. off: no mirror, no score; auto: the mirror
+// every MirrorEvery steps, a held-out pass only where a collective is contested; on: the
+// mirror and every collective scored.
+//
+//	go test ./parallel -run '^$' -bench PipelinedSyncScore -benchtime 48x -count 3
+func BenchmarkPipelinedSyncScore(b *testing.B) {
+	for _, zero := range []int{0, 1} {
+		for _, score := range []jobspec.Score{jobspec.ScoreOff, jobspec.ScoreAuto, jobspec.ScoreOn} {
+			b.Run(fmt.Sprintf("zero%d/%s", zero, score), func(b *testing.B) { benchPipelinedSync(b, zero, score) })
+		}
+	}
+}
+
+func benchPipelinedSync(b *testing.B, zero int, score jobspec.Score) {
+	const n, stages = 4, 2
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = b.N+1, 2*n, 1
+	cfg.Sync.Mode, cfg.Sync.Score, cfg.Sync.Zero = jobspec.SyncEveryStep, score, zero
+	L := cfg.Train.Model.NumLayers()
+	var plan Plan
+	var names []string
+	for i := range n {
+		var rep []StagePlan
+		for st := range stages {
+			name := fmt.Sprintf("r%d.%d", i, st)
+			names = append(names, name)
+			rep = append(rep, StagePlan{Node: name, First: L * st / stages, Last: L * (st + 1) / stages})
+		}
+		plan.Replicas = append(plan.Replicas, rep)
+	}
+	net := NewInMemory(names...)
+	defer net.Close()
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport { return net.Peer(node) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := run.Step(ctx); err != nil { // step 0: the first mirror
+		b.Fatal(err)
+	}
+	w := run.Workers()[0]
+	_, sent := w.BytesSent()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := run.Step(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	_, after := w.BytesSent()
+	b.ReportMetric(float64(after-sent)/float64(b.N), "sync-B/step")
+	evals := 0
+	if sc := w.pipelineScorer(); sc != nil {
+		evals = sc.evals
+	}
+	b.ReportMetric(float64(evals), "held-out-passes")
+}
