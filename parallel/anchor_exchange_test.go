@@ -2,7 +2,6 @@ package parallel
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -54,14 +53,7 @@ func pipelinedScorer(t *testing.T) *heldOutScorer {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode = jobspec.SyncDiLoCo
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range 3 {
-		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-		names = append(names, a, b)
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	t.Cleanup(func() { net.Close() })
 	w, err := NewWorker(cfg, plan, "r0", net.Peer("r0"), testData())
@@ -161,12 +153,15 @@ func TestPipelinedDiLoCoCollusionIsBounded(t *testing.T) {
 	}
 }
 
-// truncatingAnchors is the transport of a stage node that sends its anchors one value
-// short.
-type truncatingAnchors struct{ Transport }
+// truncating is the transport of a stage node that sends the frames of one exchange
+// between stages (frame index index: the anchors, the mirrored weights) one value short.
+type truncating struct {
+	Transport
+	index uint16
+}
 
-func (t truncatingAnchors) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Index == anchorIndex && f.Kind == frame.KindReduce {
+func (t truncating) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Index == t.index && f.Kind == frame.KindReduce {
 		g := *f
 		g.Shape, g.Payload = []int{f.Shape[0] - 1}, f.Payload[:len(f.Payload)-4]
 		f = &g
@@ -181,19 +176,12 @@ func TestShortAnchorExchangeFailsTheOuterStep(t *testing.T) {
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode, cfg.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
 	cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 4
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range 3 {
-		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-		names = append(names, a, b)
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	defer net.Close()
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 		if node == "r0.1" {
-			return truncatingAnchors{net.Peer(node)}
+			return truncating{net.Peer(node), anchorIndex}
 		}
 		return net.Peer(node)
 	})

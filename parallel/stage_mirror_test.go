@@ -82,20 +82,26 @@ func TestPipelinedSyncIsScored(t *testing.T) {
 	}
 }
 
+// twoStagePlan is a plan of n replicas of two stages over L layers: replica i's stages
+// are nodes "ri" and "ri.1".
+func twoStagePlan(L, n int) (Plan, []string) {
+	var plan Plan
+	var names []string
+	for i := range n {
+		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
+		names = append(names, a, b)
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
+	}
+	return plan, names
+}
+
 // pipelinedSyncWorker is replica 0's first stage in a job of three replicas of two
 // stages under every-step sync (score: on).
 func pipelinedSyncWorker(t *testing.T) *Worker {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode, cfg.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range 3 {
-		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-		names = append(names, a, b)
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	t.Cleanup(func() { net.Close() })
 	w, err := NewWorker(cfg, plan, "r0", net.Peer("r0"), testData())
@@ -164,19 +170,6 @@ func TestMalformedMirrorFrameIsRefused(t *testing.T) {
 	}
 }
 
-// truncatingMirror is the transport of a stage node that sends its mirrored weights one
-// value short.
-type truncatingMirror struct{ Transport }
-
-func (t truncatingMirror) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Index == mirrorIndex && f.Kind == frame.KindReduce {
-		g := *f
-		g.Shape, g.Payload = []int{f.Shape[0] - 1}, f.Payload[:len(f.Payload)-4]
-		f = &g
-	}
-	return t.Transport.Send(ctx, to, f)
-}
-
 // TestShortMirrorFailsTheStep: a stage node that sends its replica's other stage its
 // weights one value short over the network fails that stage's step with an error naming
 // the sender, instead of being scored from wrong weights.
@@ -185,18 +178,11 @@ func TestShortMirrorFailsTheStep(t *testing.T) {
 		cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 		cfg.Sync.Mode, cfg.Sync.Score, cfg.Sync.Zero = jobspec.SyncEveryStep, jobspec.ScoreOn, zero
 		cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 2
-		L := cfg.Train.Model.NumLayers()
-		var plan Plan
-		var names []string
-		for i := range 3 {
-			a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-			names = append(names, a, b)
-			plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-		}
+		plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 		net := NewInMemory(names...)
 		run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 			if node == "r0.1" {
-				return truncatingMirror{net.Peer(node)}
+				return truncating{net.Peer(node), mirrorIndex}
 			}
 			return net.Peer(node)
 		})
@@ -237,22 +223,11 @@ func BenchmarkPipelinedSyncScore(b *testing.B) {
 }
 
 func benchPipelinedSync(b *testing.B, zero int, score jobspec.Score) {
-	const n, stages = 4, 2
+	const n = 4
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = b.N+1, 2*n, 1
 	cfg.Sync.Mode, cfg.Sync.Score, cfg.Sync.Zero = jobspec.SyncEveryStep, score, zero
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range n {
-		var rep []StagePlan
-		for st := range stages {
-			name := fmt.Sprintf("r%d.%d", i, st)
-			names = append(names, name)
-			rep = append(rep, StagePlan{Node: name, First: L * st / stages, Last: L * (st + 1) / stages})
-		}
-		plan.Replicas = append(plan.Replicas, rep)
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), n)
 	net := NewInMemory(names...)
 	defer net.Close()
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport { return net.Peer(node) })
