@@ -44,7 +44,8 @@ type heldOutScorer struct {
 	evals     int // forward passes run (tests read it)
 	// stageParams are the copy's parameters of each stage of a pipelined replica (nil
 	// for the worker's own stage, and for a one-stage replica): the anchor exchange
-	// loads the other stages' anchors into them (anchor_exchange.go).
+	// loads the other stages' anchors into them (anchor_exchange.go), the stage weight
+	// mirror their current weights (stage_mirror.go).
 	stageParams [][]*model.Param
 }
 
