@@ -352,7 +352,8 @@ func (w *Worker) gradientScore(i int) func([][]float32) ([]heldOutScore, error) 
 
 // contestedScore is gradientScore for a worker that scores only contested collectives
 // (score: auto under every-step sync and ZeRO), nil for any other: its scorer is built
-// the first time a collective is contested.
+// the first time a collective is contested (in a pipelined replica at the start, for the
+// stage weight mirror to load into).
 func (w *Worker) contestedScore(i int) func([][]float32) ([]heldOutScore, error) {
 	if w.onDemand == nil || !w.mirrored() {
 		return nil

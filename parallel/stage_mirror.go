@@ -26,7 +26,9 @@ import (
 // micro the sending stage; bounded and checked against the sending stage's parameter
 // count before anything is decoded (heldOutScorer.loadStage). A frame that does not match
 // fails the step with an error naming the stage. It costs each stage node, every
-// MirrorEvery steps, the model's parameters less its own stage's, as float32.
+// MirrorEvery steps, the model's parameters less its own stage's, as float32, and under
+// score: auto a copy of the whole model held from the start (the scorer the mirror loads
+// into; a one-stage replica builds it the first time a collective is contested).
 
 // MirrorEvery is how many steps apart the stage weight mirror runs. At 4 it costs a stage
 // node of a two-stage replica a quarter of its stage's float32 weights per step, next to
