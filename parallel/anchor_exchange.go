@@ -57,7 +57,21 @@ func (s *dilocoSync) exchangeAnchors(ctx context.Context) error {
 	for _, o := range s.outer {
 		own = append(own, o.anchor...)
 	}
-	k := frame.Key{Kind: frame.KindReduce, Job: w.cfg.Job, Epoch: w.cfg.Epoch, Step: uint32(w.step), Micro: uint16(w.stage), Index: anchorIndex}
+	if err := w.exchangeStages(ctx, w.scorer, anchorIndex, "anchors", own); err != nil {
+		return err
+	}
+	s.anchorsFrom = w.step
+	return nil
+}
+
+// exchangeStages sends own (this stage's runs' flat weights of one kind, in layer order)
+// to every other stage node of the worker's replica under frame index index and the
+// current step, and loads each other stage's into the scorer sc: the anchor exchange
+// (DiLoCo) and the stage weight mirror (stage_mirror.go) share it. Every frame is
+// bounded by its stage's parameter count before its bytes are kept and checked against
+// it before anything is loaded; what names the exchange in errors.
+func (w *Worker) exchangeStages(ctx context.Context, sc *heldOutScorer, index uint16, what string, own []float32) error {
+	k := frame.Key{Kind: frame.KindReduce, Job: w.cfg.Job, Epoch: w.cfg.Epoch, Step: uint32(w.step), Micro: uint16(w.stage), Index: index}
 	for p, peer := range w.stageGroup.Members {
 		if p == w.stage {
 			continue
@@ -65,7 +79,7 @@ func (s *dilocoSync) exchangeAnchors(ctx context.Context) error {
 		f := &frame.Frame{Kind: k.Kind, DType: frame.DTypeF32, Codec: frame.CodecNone, Job: k.Job, Epoch: k.Epoch, Step: k.Step,
 			Micro: k.Micro, Index: k.Index, Shape: []int{len(own)}, Payload: appendF32(nil, own)}
 		if err := sendPieces(ctx, w.tr, peer, f); err != nil {
-			return fmt.Errorf("step %d anchors to stage %d (%s): %w", w.step, p, peer, err)
+			return fmt.Errorf("step %d %s to stage %d (%s): %w", w.step, what, p, peer, err)
 		}
 		w.syncSent += int64(len(f.Payload))
 	}
@@ -74,16 +88,14 @@ func (s *dilocoSync) exchangeAnchors(ctx context.Context) error {
 			continue
 		}
 		k.Micro = uint16(p)
-		n := w.scorer.stageSize(p)
-		f, err := recvPieces(ctx, w.tr, peer, k, 4*n)
-		if err != nil {
-			return fmt.Errorf("step %d anchors from stage %d (%s): %w", w.step, p, peer, err)
+		f, err := recvPieces(ctx, w.tr, peer, k, 4*sc.stageSize(p))
+		if err == nil {
+			err = sc.loadStage(p, w.step, f)
 		}
-		if err := w.scorer.loadStage(p, f); err != nil {
-			return fmt.Errorf("step %d anchors from stage %d (%s): %w", w.step, p, peer, err)
+		if err != nil {
+			return fmt.Errorf("step %d %s from stage %d (%s): %w", w.step, what, p, peer, err)
 		}
 	}
-	s.anchorsFrom = w.step
 	return nil
 }
 
@@ -121,19 +133,22 @@ func (s *heldOutScorer) stageSize(p int) int {
 	return countParams(s.stageParams[p])
 }
 
-// loadStage checks that f carries stage p's anchors (float32, uncompressed, exactly its
-// parameter count) and loads them into the copy.
-func (s *heldOutScorer) loadStage(p int, f *frame.Frame) error {
+// loadStage checks that f carries stage p's weights of step (float32, uncompressed,
+// exactly its parameter count, the step's number) and loads them into the copy.
+func (s *heldOutScorer) loadStage(p, step int, f *frame.Frame) error {
 	n := s.stageSize(p)
 	if n == 0 {
-		return fmt.Errorf("anchors: stage %d holds no layers the scorer knows", p)
+		return fmt.Errorf("stage %d holds no layers the scorer knows", p)
+	}
+	if f.Step != uint32(step) {
+		return fmt.Errorf("stage %d: a frame of step %d, want %d", p, f.Step, step)
 	}
 	if f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || f.Elements() != n || len(f.Payload) != 4*n {
-		return fmt.Errorf("anchors: shape %v dtype %d codec %d, %d bytes, want %d float32", f.Shape, f.DType, f.Codec, len(f.Payload), n)
+		return fmt.Errorf("stage %d: shape %v dtype %d codec %d, %d bytes, want %d float32", p, f.Shape, f.DType, f.Codec, len(f.Payload), n)
 	}
 	v := make([]float32, n)
 	if err := decodeF32(v, f.Payload); err != nil {
-		return fmt.Errorf("anchors: %w", err)
+		return fmt.Errorf("stage %d: %w", p, err)
 	}
 	return s.loadStageValues(p, v)
 }
@@ -147,19 +162,27 @@ func (s *heldOutScorer) loadStageValues(p int, v []float32) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := loadFlat(s.stageParams[p], v); err != nil {
-		return fmt.Errorf("anchors: %w", err)
+		return fmt.Errorf("stage %d: %w", p, err)
 	}
 	return nil
 }
 
 // pipelinedScored says whether a replica cut into stages, one of replicas, scores its
-// collectives under sc: DiLoCo's outer steps only, whose anchors the stages exchange, and
-// only where a gather can be scored (three replicas or more: with two, a score cannot
-// tell which member lies, dropByScore), so that two pipelined replicas pay no exchange.
-// Every-step sync, ZeRO and streaming would score from weights (or fragments' anchors)
-// the other stages hold and do not send; their pipelined replicas stay unscored.
+// collectives under sc, and only where a gather can be scored (three replicas or more:
+// with two, a score cannot tell which member lies, dropByScore), so that two pipelined
+// replicas pay no exchange. DiLoCo's outer steps are scored from the anchors the stages
+// exchange (above); every-step sync's and ZeRO's gradients from the other stages'
+// weights the stage weight mirror brings (stage_mirror.go). Streaming's outer steps
+// would score from fragments' anchors the other stages hold and do not send; its
+// pipelined replicas stay unscored.
 func pipelinedScored(sc SyncConfig, replicas int) bool {
-	return sc.Mode == jobspec.SyncDiLoCo && sc.Zero == 0 && replicas >= 3
+	if replicas < 3 {
+		return false
+	}
+	if sc.Zero > 0 {
+		return true // ZeRO runs in sync mode whatever the mode says (newSyncStrategy)
+	}
+	return sc.Mode == jobspec.SyncDiLoCo || sc.Mode == jobspec.SyncEveryStep
 }
 
 // canScore says whether this outer step is scored: the worker has a scorer and, in a

@@ -2,7 +2,6 @@ package parallel
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -54,14 +53,7 @@ func pipelinedScorer(t *testing.T) *heldOutScorer {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode = jobspec.SyncDiLoCo
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range 3 {
-		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-		names = append(names, a, b)
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	t.Cleanup(func() { net.Close() })
 	w, err := NewWorker(cfg, plan, "r0", net.Peer("r0"), testData())
@@ -87,7 +79,7 @@ func anchorFrame(n int) *frame.Frame {
 func TestMalformedAnchorFrameIsRefused(t *testing.T) {
 	s := pipelinedScorer(t)
 	n := s.stageSize(1)
-	if err := s.loadStage(1, anchorFrame(n)); err != nil {
+	if err := s.loadStage(1, 0, anchorFrame(n)); err != nil {
 		t.Fatalf("a well-formed frame was refused: %v", err)
 	}
 	short, long := anchorFrame(n-1), anchorFrame(n+1)
@@ -98,28 +90,29 @@ func TestMalformedAnchorFrameIsRefused(t *testing.T) {
 	coded := anchorFrame(n)
 	coded.Codec = frame.CodecInt8
 	for name, f := range map[string]*frame.Frame{"short": short, "long": long, "lying shape": lying, "dtype": bf16, "codec": coded} {
-		if err := s.loadStage(1, f); err == nil {
+		if err := s.loadStage(1, 0, f); err == nil {
 			t.Errorf("%s frame was loaded", name)
 		}
 	}
 	for _, p := range []int{-1, 0, 2} { // its own stage and stages the replica lacks
-		if err := s.loadStage(p, anchorFrame(n)); err == nil {
+		if err := s.loadStage(p, 0, anchorFrame(n)); err == nil {
 			t.Errorf("anchors of stage %d were loaded", p)
 		}
 	}
 }
 
 // FuzzAnchorFrame: no frame makes loadStage panic, and it loads only one of exactly the
-// stage's size.
+// stage's size and of the step it expects (the anchor exchange's and the stage weight
+// mirror's frames alike).
 func FuzzAnchorFrame(f *testing.F) {
-	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), 4, []byte{1, 2, 3, 4})
-	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), -1, []byte{})
-	f.Fuzz(func(t *testing.T, dtype, codec uint8, shape int, payload []byte) {
+	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), 4, uint32(0), []byte{1, 2, 3, 4})
+	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), -1, uint32(4), []byte{})
+	f.Fuzz(func(t *testing.T, dtype, codec uint8, shape int, step uint32, payload []byte) {
 		s := fuzzScorer(t)
-		fr := &frame.Frame{Kind: frame.KindReduce, DType: frame.DType(dtype), Codec: frame.Codec(codec), Shape: []int{shape}, Payload: payload}
-		err := s.loadStage(1, fr)
-		if err == nil && (len(payload) != 4*s.stageSize(1) || shape != s.stageSize(1)) {
-			t.Fatalf("loaded %d bytes of shape %d for a stage of %d", len(payload), shape, s.stageSize(1))
+		fr := &frame.Frame{Kind: frame.KindReduce, DType: frame.DType(dtype), Codec: frame.Codec(codec), Step: step, Shape: []int{shape}, Payload: payload}
+		err := s.loadStage(1, 4, fr)
+		if err == nil && (len(payload) != 4*s.stageSize(1) || shape != s.stageSize(1) || step != 4) {
+			t.Fatalf("loaded %d bytes of shape %d, step %d, for a stage of %d at step 4", len(payload), shape, step, s.stageSize(1))
 		}
 	})
 }
@@ -161,12 +154,15 @@ func TestPipelinedDiLoCoCollusionIsBounded(t *testing.T) {
 	}
 }
 
-// truncatingAnchors is the transport of a stage node that sends its anchors one value
-// short.
-type truncatingAnchors struct{ Transport }
+// truncating is the transport of a stage node that sends the frames of one exchange
+// between stages (frame index index: the anchors, the mirrored weights) one value short.
+type truncating struct {
+	Transport
+	index uint16
+}
 
-func (t truncatingAnchors) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Index == anchorIndex && f.Kind == frame.KindReduce {
+func (t truncating) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Index == t.index && f.Kind == frame.KindReduce {
 		g := *f
 		g.Shape, g.Payload = []int{f.Shape[0] - 1}, f.Payload[:len(f.Payload)-4]
 		f = &g
@@ -181,19 +177,12 @@ func TestShortAnchorExchangeFailsTheOuterStep(t *testing.T) {
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode, cfg.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
 	cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 4
-	L := cfg.Train.Model.NumLayers()
-	var plan Plan
-	var names []string
-	for i := range 3 {
-		a, b := fmt.Sprintf("r%d", i), fmt.Sprintf("r%d.1", i)
-		names = append(names, a, b)
-		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: a, First: 0, Last: L / 2}, {Node: b, First: L / 2, Last: L}})
-	}
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	defer net.Close()
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 		if node == "r0.1" {
-			return truncatingAnchors{net.Peer(node)}
+			return truncating{net.Peer(node), anchorIndex}
 		}
 		return net.Peer(node)
 	})

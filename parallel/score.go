@@ -44,7 +44,8 @@ type heldOutScorer struct {
 	evals     int // forward passes run (tests read it)
 	// stageParams are the copy's parameters of each stage of a pipelined replica (nil
 	// for the worker's own stage, and for a one-stage replica): the anchor exchange
-	// loads the other stages' anchors into them (anchor_exchange.go).
+	// loads the other stages' anchors into them (anchor_exchange.go), the stage weight
+	// mirror their current weights (stage_mirror.go).
 	stageParams [][]*model.Param
 }
 
@@ -339,8 +340,11 @@ func upperMedianNorm(norms []float64) float64 {
 // when the worker does not score: from the current weights (the same on every replica), a
 // step along each contribution of length GradientProbe·LR (its direction: the norm check
 // already bounds its length, and AdamW and clipping its effect).
+//
+// A pipelined replica's stage node scores only when it holds the stage weight mirror of
+// this step's period (mirrored); otherwise the collective falls back to the unscored checks.
 func (w *Worker) gradientScore(i int) func([][]float32) ([]heldOutScore, error) {
-	if w.scorer == nil {
+	if w.scorer == nil || !w.mirrored() {
 		return nil
 	}
 	return w.gradientScoreBy(i, func() (*heldOutScorer, error) { return w.scorer, nil })
@@ -348,9 +352,10 @@ func (w *Worker) gradientScore(i int) func([][]float32) ([]heldOutScore, error) 
 
 // contestedScore is gradientScore for a worker that scores only contested collectives
 // (score: auto under every-step sync and ZeRO), nil for any other: its scorer is built
-// the first time a collective is contested.
+// the first time a collective is contested (in a pipelined replica at the start, for the
+// stage weight mirror to load into).
 func (w *Worker) contestedScore(i int) func([][]float32) ([]heldOutScore, error) {
-	if w.onDemand == nil {
+	if w.onDemand == nil || !w.mirrored() {
 		return nil
 	}
 	return w.gradientScoreBy(i, w.onDemand.get)

@@ -16,6 +16,9 @@ func (s everyStep) reduce(ctx context.Context) error {
 		return nil
 	}
 	return timed(&w.times.Sync, func() error {
+		if err := w.mirrorStages(ctx); err != nil {
+			return err
+		}
 		for i, run := range w.runs {
 			g := flattenGrads(w.runParams[i])
 			w.weigh(g)

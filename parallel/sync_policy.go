@@ -25,6 +25,12 @@ func (w *Worker) gradientPolicy(i int) policy {
 	pol.equalise = pol.score != nil || pol.scoreContested != nil
 	pol.sign = w.signer(func() [thetaLen]byte { return paramsDigest(w.runParams[i]) },
 		func() []float32 { return flattenValues(w.runParams[i]) })
+	if pol.sign != nil && w.numStages > 1 && (w.scorer != nil || w.onDemand != nil) {
+		// A pipelined replica's gradient score reads the other stages' mirrored weights
+		// (stage_mirror.go), which evidence does not carry: a leader could not re-run it,
+		// so the worker keeps none.
+		pol.sign.thetas, pol.sign.keep = nil, nil
+	}
 	return pol
 }
 
@@ -86,7 +92,8 @@ func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *s
 	if theta != nil {
 		s.theta = lazyTheta(theta)
 		// A pipelined replica's scorer holds the other stages' anchors: its evidence
-		// carries them (dilocoSync.gatherPolicy), bound by the members' signatures.
+		// carries them (dilocoSync.gatherPolicy), bound by the members' signatures. One
+		// scored from the stage weight mirror keeps none (gradientPolicy).
 		if len(w.runs) == 1 {
 			s.thetas = func() [][]float32 { return [][]float32{values()} }
 			s.keep = w.evidence.keep

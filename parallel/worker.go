@@ -186,6 +186,7 @@ type Worker struct {
 	grace           *graceWindow    // grace.go: the outer steps' grace window, adapted to measured lateness
 	scorer          *heldOutScorer  // nil: contributions are not scored (score.go)
 	onDemand        *onDemandScorer // non-nil: score: auto scores contested gradient collectives (score.go)
+	mirrorAt        int             // the step of the stage weight mirror the scorer holds, -1: none (stage_mirror.go)
 	tied            *model.Param    // a tied model's table in a stage without the other end (tied.go)
 	tiedPeer        string          // the stage at the other end
 	tiedShared      bool            // the table was sent once (a frozen one is sent only once)
@@ -235,7 +236,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	tr = stallTransport{Transport: tr, timeout: stall}
 	st := plan.Replicas[r][s]
 	w := &Worker{cfg: cfg, plan: plan, tr: tr, replica: r, stage: s, numStages: len(plan.Replicas[r]), numReplicas: len(plan.Replicas),
-		data: data, codec: codec, peers: newPeerSet(), signKey: signKey, grace: newGraceWindow(cfg.Grace), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
+		mirrorAt: -1, data: data, codec: codec, peers: newPeerSet(), signKey: signKey, grace: newGraceWindow(cfg.Grace), offenders: newOffenderWatch(), valOffs: model.ValOffsets(data.Val, cfg.Train.Model.Context, cfg.Train.EvalWindows)}
 	if be := cfg.Train.Backend; be != nil {
 		if !be.Device().IsHost() && w.numStages > 1 {
 			return nil, fmt.Errorf("backend %s: a device backend runs one stage per replica for now (pipeline activations arrive as host slices), the plan has %d", be.Name(), w.numStages)
@@ -280,12 +281,17 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 	w.sync = newSyncStrategy(w, offloaded)
 	if w.scores(offloaded) {
 		var err error
-		if w.scorer, err = newHeldOutScorer(cfg.Train, data, w.runs); err != nil {
+		if w.scorer, err = w.buildScorer(); err != nil {
 			return nil, err
 		}
-		w.scorer.stageParams = stageAnchorParams(w.scorer.layers, plan, r, s)
 	} else if w.scoresContested(offloaded) {
-		w.onDemand = &onDemandScorer{build: func() (*heldOutScorer, error) { return newHeldOutScorer(cfg.Train, data, w.runs) }}
+		w.onDemand = &onDemandScorer{build: w.buildScorer}
+		if w.numStages > 1 { // the stage weight mirror loads into it from step 0
+			var err error
+			if w.onDemand.s, err = w.buildScorer(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return w, nil
 }
@@ -465,7 +471,8 @@ func (p Plan) nodeBatches(def int) map[string]float64 {
 // scores says whether the worker scores contributions on a held-out batch: where its job
 // asks for it (streaming's outer steps are DiLoCo's, scored under auto as DiLoCo's are,
 // each from the anchors of the step it was launched at: streamingSync.launchSync), its
-// replica is one stage holding the whole model (the score is the whole model's loss), and
+// replica is one stage holding the whole model (the score is the whole model's loss) or
+// a pipelined one whose stages bring each other their weights (pipelinedScored), and
 // there is another replica.
 func (w *Worker) scores(offloaded bool) bool {
 	sc := w.cfg.Sync
@@ -479,7 +486,7 @@ func (w *Worker) scores(offloaded bool) bool {
 func (w *Worker) scoresContested(offloaded bool) bool {
 	sc := w.cfg.Sync
 	return (sc.Score == "" || sc.Score == jobspec.ScoreAuto) && !sc.Score.Enabled(sc.Mode, sc.Zero) &&
-		w.numStages == 1 && w.numReplicas > 1 && !offloaded && sc.Mode != jobspec.SyncStreaming
+		(w.numStages == 1 || pipelinedScored(sc, w.numReplicas)) && w.numReplicas > 1 && !offloaded && sc.Mode != jobspec.SyncStreaming
 }
 
 // syncsEveryStep says the replicas synchronise at every step (every-step sync or ZeRO).

@@ -79,6 +79,7 @@ func (w *Worker) Restore(weights *model.TensorFile, moments *model.TensorFile, s
 		return err
 	}
 	w.step = step
+	w.mirrorAt = -1 // the stage weight mirror runs again at its next step (stage_mirror.go)
 	w.restoreResiduals(moments)
 	return nil
 }

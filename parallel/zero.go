@@ -142,6 +142,9 @@ func (s *zeroSync) snapshot(st *StageState) { st.Optimizer, st.OptimizerMeta = s
 // global norm is not finite is skipped on every member, as without ZeRO.
 func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 	w := s.w
+	if err := w.mirrorStages(ctx); err != nil {
+		return false, err
+	}
 	var local float64
 	for i, run := range w.runs {
 		sum, err := s.reduceShard(ctx, i, run)
