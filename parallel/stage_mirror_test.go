@@ -34,6 +34,7 @@ func honestMember(node string, n, bad int) bool {
 // distance-check drop under the median); the all-honest runs drop nothing and the mean's
 // keeps the bits of an unscored one (score: off).
 func TestPipelinedSyncIsScored(t *testing.T) {
+	skipUnderRace(t)
 	for _, zero := range []int{0, 1} {
 		for _, c := range []struct {
 			rule   jobspec.Aggregate
