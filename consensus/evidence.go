@@ -160,17 +160,21 @@ func (c *Consensus) handleEvidence(ctx context.Context, from peer.ID, body []byt
 	if err != nil {
 		return nil, err
 	}
-	if err := c.authorizeReporter(from, args.JobID); err != nil {
-		return nil, err
-	}
 	j, _, err := c.fsm.Job(args.JobID)
 	if err != nil {
 		return nil, err
 	}
-	p := j.CurrentPlan()
-	if p == nil || args.Member == from.String() || !slices.Contains(planNodes(p.Plan), args.Member) {
-		return nil, fmt.Errorf("%w: %q is not another node of job %s's current plan", ErrForbidden, args.Member, args.JobID)
+	if j.Status.Terminal() {
+		return nil, fmt.Errorf("job %s is %s: %w", args.JobID, j.Status, ErrJobFinished)
 	}
+	// Reporter and accused must have shared one of the job's recorded plans (the judge
+	// then holds the evidence to the plan of its own epoch): the plan that follows a first
+	// conviction may leave out the reporter of the evidence against a second colluder, or
+	// hold that colluder alone, and evidence refused for the current plan left it there.
+	if !sharedAPlan(j, from.String(), args.Member, from == c.host.ID()) {
+		return nil, fmt.Errorf("%w: %s and %q were never two nodes of one plan of job %s", ErrForbidden, from, args.Member, args.JobID)
+	}
+	p := j.CurrentPlan()
 	judge, done, err := c.evidence.take(from, now())
 	if err != nil {
 		return nil, err
@@ -268,4 +272,20 @@ func (r EvidenceRequest) check() error {
 		return fmt.Errorf("evidence blob of %d bytes (max %d): %w", r.Size, MaxEvidenceBlobBytes, ErrTooLarge)
 	}
 	return nil
+}
+
+// sharedAPlan says reporter and member are two nodes of one of j's recorded plans (the
+// bounded history, MaxPlansPerJob); self (the leader reporting) needs only member to be
+// a node of one.
+func sharedAPlan(j Job, reporter, member string, self bool) bool {
+	if reporter == member {
+		return false
+	}
+	for _, p := range j.Plans {
+		nodes := planNodes(p.Plan)
+		if slices.Contains(nodes, member) && (self || slices.Contains(nodes, reporter)) {
+			return true
+		}
+	}
+	return false
 }

@@ -105,4 +105,23 @@ func TestEvidenceIsJudgedByTheLeader(t *testing.T) {
 	if err := a.c.ShipEvidence(ctx, id, leader.id.String(), make([]byte, MaxEvidenceBytes)); err != nil {
 		t.Fatalf("evidence of MaxEvidenceBytes does not fit the RPC: %v", err)
 	}
+	// The job is replanned onto the leader alone (as a first conviction replans it): a
+	// still ships evidence of the epoch both shared, against a member of that plan; the
+	// judge holds it to that epoch's plan. b, in no plan of the job, is still refused.
+	alone := []byte(fmt.Sprintf(`{"replicas":[[{"node":%q,"first":0,"last":6}]]}`, leader.id))
+	if _, err := leader.c.SetPlan(ctx, id, alone, "without a"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the judge done", func() bool {
+		leader.c.evidence.mu.Lock()
+		defer leader.c.evidence.mu.Unlock()
+		clear(leader.c.evidence.last)
+		return len(leader.c.evidence.busy) == 0
+	})
+	if err := a.c.ShipEvidence(ctx, id, leader.id.String(), []byte("guilty")); err != nil {
+		t.Errorf("evidence from a node of an earlier plan against a node of it: %v, want it judged", err)
+	}
+	if err := b.c.ShipEvidence(ctx, id, leader.id.String(), []byte("guilty")); !errors.Is(err, ErrForbidden) {
+		t.Errorf("evidence from a node of no plan of the job: %v, want ErrForbidden", err)
+	}
 }

@@ -22,19 +22,23 @@ import (
 // colluders name the honest members back). What breaks the tie is evidence: each honest
 // worker ships the signed contributions of the sync that dropped a colluder to the Raft
 // leader, which re-judges them itself and commits a verdict. The first conviction replans
-// the job without that colluder; the other is convicted too, or named by a majority of
-// the smaller plan, or left out by the balancer; no honest member is ever convicted, the
-// final plan holds honest members only, and the job finishes with its validation loss
-// below the untrained model's. Before Offenders counted each accusation against the plan
-// it was made in, the two-and-two accusations added up under the plan of three and every
-// member became an offender: the job failed with no node left.
+// the job without that colluder; the second colluder's evidence, shipped
+// EvidenceInterval later by the same reporter, is judged under the plan of the epoch it is
+// of, though the job has left it, and convicts it too. No honest member is ever
+// convicted, the final plan holds honest members only, and the job finishes with its
+// validation loss below the untrained model's. Before Offenders counted each accusation
+// against the plan it was made in, the two-and-two accusations added up under the plan of
+// three and every member became an offender: the job failed with no node left. Before the
+// leader judged evidence under its own epoch's plan, the second evidence was refused once
+// the replan left out its reporter, and the balancer once planned the second colluder
+// alone to the end.
 func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 	requireScenarios(t)
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
 	parallelScenario(t)
-	topo := oneRegion(4)
+	topo := slowRegion(4, 4) // slow enough that the job outlasts the second evidence (EvidenceInterval after the first)
 	for _, i := range []int{2, 3} {
 		topo.Nodes[i].Env = map[string]string{node.NoiseDataEnv: "1"}
 	}
@@ -59,19 +63,22 @@ func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 			t.Logf("event %s %s epoch %d step %d by %.12s: %s", ev.Time.Format("15:04:05.000"), ev.Kind, ev.Epoch, ev.Step, ev.By, ev.Message)
 		}
 	}
-	convicted := 0
+	convicted := map[string]bool{}
 	for _, v := range d.Verdicts {
-		t.Logf("verdict on %.12s (accuser %.12s, by %.12s, epoch %d step %d): convicted %v, %s", v.Member, v.Accuser, v.By, v.Epoch, v.Step, v.Convicted, v.Reason)
+		t.Logf("verdict on %.12s (accuser %.12s, by %.12s, judged in epoch %d): convicted %v, %s", v.Member, v.Accuser, v.By, v.Epoch, v.Convicted, v.Reason)
 		if v.Convicted {
 			if !slices.Contains(colluders, v.Member) {
 				t.Errorf("an honest member %s was convicted: %+v", v.Member, v)
 			}
-			convicted++
+			convicted[v.Member] = true
 		}
 	}
-	if convicted == 0 {
-		// Half of the plan named each colluder: only a verdict could break the tie.
-		t.Errorf("no colluder was convicted (verdicts %+v)", d.Verdicts)
+	for _, c := range colluders {
+		// Half of the plan named each colluder: only a verdict breaks the tie. The second
+		// is judged after the first replan, under the plan of the epoch its evidence is of.
+		if !convicted[c] {
+			t.Errorf("colluder %s was not convicted (verdicts %+v)", c, d.Verdicts)
+		}
 	}
 	final := planOf(d)
 	if final.Has(colluders[0]) || final.Has(colluders[1]) || !final.Has(nodes[0].ID) && !final.Has(nodes[1].ID) {
@@ -88,7 +95,9 @@ func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 
 // colluderJob is a DiLoCo job of four one-stage replicas on a small model, an outer step
 // every 3 steps, a checkpoint every 30 steps (the plan without the colluders resumes from
-// one) and one evaluation at the end.
+// one) and one evaluation at the end; 4000 steps, so that it still runs when the evidence
+// against the second colluder (shipped EvidenceInterval after the first by the same
+// reporter) is judged.
 func colluderJob(t *testing.T) []byte {
 	t.Helper()
 	corpus := filepath.Join(t.TempDir(), "corpus.txt")
@@ -97,8 +106,8 @@ func colluderJob(t *testing.T) []byte {
 	spec.Name = "colluders"
 	spec.Model = jobspec.Model{Layers: 2, DModel: 32, Heads: 2, Context: 32, Vocab: 256}
 	spec.Data = jobspec.Data{Source: corpus}
-	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = 600, 8, jobspec.Fixed(1)
-	spec.Train.EvalEvery, spec.Train.Warmup = 600, 5
+	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches = 4000, 8, jobspec.Fixed(1)
+	spec.Train.EvalEvery, spec.Train.Warmup = 4000, 5
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync = jobspec.Fixed(4), jobspec.Fixed(1), jobspec.SyncDiLoCo
 	spec.Parallel.InnerSteps = 3
 	spec.Placement.MinNodes = 2

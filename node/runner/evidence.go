@@ -96,23 +96,41 @@ func shipInTurn(ctx context.Context, ship func(ctx context.Context, member strin
 	}
 }
 
+// evidencePlan is job j's plan of frame epoch e (the epoch an evidence's collective ran
+// in) and that plan epoch; nil when j no longer records it.
+func evidencePlan(j consensus.Job, e uint32) (*scheduler.JobPlan, uint64) {
+	for i := range j.Plans {
+		if pe := &j.Plans[i]; uint32(pe.Epoch) == e {
+			return scheduler.PlanFromRecord(pe), pe.Epoch
+		}
+	}
+	return nil, 0
+}
+
 // JudgeEvidence is the leader's check of evidence reporter shipped against member of job
-// j (consensus.EvidenceJudge): the job's engine configuration under its current plan,
+// j (consensus.EvidenceJudge): the job's engine configuration under the plan of the
+// evidence's epoch,
 // the reporter's dataset (the job's blob, fetched and verified by content hash where this
 // node lacks it, with the reporter's shards), and parallel.VerifyEvidence. Forged
 // evidence, or evidence re-scored from anchors only the reporter vouches for
 // (parallel.ErrUnboundAnchors), is a false accusation (not convicted, with the reason),
 // not an error.
 func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, member string, evidence []byte) (bool, string, error) {
-	jp := scheduler.PlanFromRecord(j.CurrentPlan())
-	if jp == nil {
-		return false, "", fmt.Errorf("job %s has no plan", j.ID)
-	}
 	ev, err := parallel.UnmarshalEvidence(evidence)
 	if err != nil {
 		return false, "", err
 	}
-	cfg := jobConfig(j, j.Epoch(), *jp)
+	// The evidence is held to the plan of its own epoch, which the job may have left since
+	// (a first conviction replans it): the signatures bind that epoch, so evidence cannot
+	// borrow another epoch's plan.
+	jp, epoch := evidencePlan(j, ev.Epoch)
+	if jp == nil {
+		return false, "", fmt.Errorf("job %s records no plan of the evidence's epoch %d", j.ID, ev.Epoch)
+	}
+	if !jp.Has(reporter) || !jp.Has(member) {
+		return false, fmt.Sprintf("evidence of epoch %d, whose plan does not hold both %s and %s", ev.Epoch, reporter, member), nil
+	}
+	cfg := jobConfig(j, epoch, *jp)
 	cfg.Train.OffloadDir = filepath.Join(r.cfg.DataDir, "offload") // as the reporter's worker was built (train)
 	if j.Spec.Model.InitBlob != "" && cfg.Train.LoRA != nil {
 		if cfg.Train.Init, err = r.initFile(ctx, j.Spec.Model.InitBlob); err != nil {

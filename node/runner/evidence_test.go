@@ -36,20 +36,50 @@ func TestJudgeEvidenceRefusesWhatItCannotCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	planned := consensus.Job{ID: "j", Spec: s, Plans: []consensus.PlanEpoch{{Epoch: 1, Plan: raw}}}
-	ev := (&parallel.Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
+	ev := (&parallel.Evidence{Job: 1, Epoch: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
+	old := (&parallel.Evidence{Job: 1, Epoch: 2, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
 	for name, c := range map[string]struct {
 		job      consensus.Job
 		evidence []byte
 		want     string
 	}{
-		"no plan":      {consensus.Job{ID: "j", Spec: s}, ev, "no plan"},
-		"malformed":    {planned, []byte("MNEV\x01junk"), "offender evidence"},
-		"no data blob": {planned, ev, "dataset blob"},
+		"no plan":          {consensus.Job{ID: "j", Spec: s}, ev, "no plan"},
+		"malformed":        {planned, []byte("MNEV\x01junk"), "offender evidence"},
+		"no data blob":     {planned, ev, "dataset blob"},
+		"unrecorded epoch": {planned, old, "no plan of the evidence's epoch 2"},
 	} {
 		convicted, _, err := r.JudgeEvidence(context.Background(), c.job, "a", "b", c.evidence)
 		if err == nil || convicted || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: convicted %v, %v; want an error naming %q", name, convicted, err, c.want)
 		}
+	}
+}
+
+// TestEvidenceIsHeldToItsEpochsPlan: evidence is judged under the plan of the epoch its
+// collective ran in, which the job may have left (a first conviction replans it; the
+// evidence against a second colluder arrives later): a reporter or an accused that was
+// not a node of that epoch's plan is a false accusation, whatever the current plan.
+func TestEvidenceIsHeldToItsEpochsPlan(t *testing.T) {
+	r := newCluster(t).runners[0]
+	s := smallSpec(t)
+	raw, err := json.Marshal(twoStagePlan(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	L := scheduler.ModelConfig(s).NumLayers()
+	later, err := json.Marshal(scheduler.JobPlan{Replicas: [][]scheduler.Stage{{{Node: "c", First: 0, Last: L}}}, Batches: []int{s.Train.Batch}, MicroBatches: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := consensus.Job{ID: "j", Spec: s, Plans: []consensus.PlanEpoch{{Epoch: 1, Plan: raw}, {Epoch: 2, Plan: later}}}
+	ev := (&parallel.Evidence{Job: 1, Epoch: 2, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
+	convicted, why, err := r.JudgeEvidence(context.Background(), j, "a", "b", ev)
+	if err != nil || convicted || !strings.Contains(why, "does not hold both") {
+		t.Errorf("evidence of epoch 2 between nodes of epoch 1's plan: convicted %v (%s), %v; want a false accusation", convicted, why, err)
+	}
+	ev = (&parallel.Evidence{Job: 1, Epoch: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{nil, nil}}).Marshal()
+	if _, _, err := r.JudgeEvidence(context.Background(), j, "a", "b", ev); err == nil || !strings.Contains(err.Error(), "dataset blob") {
+		t.Errorf("evidence of epoch 1 under a later plan: %v; want it judged under epoch 1's plan (here: refused for the data, not the plan)", err)
 	}
 }
 
