@@ -177,16 +177,10 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return p.signingPeer.Send(ctx, to, &g)
 }
 
-// colludedRun trains four one-stage DiLoCo replicas (signing when sign), the last bad
-// of them colluding (×−15, signed again), and returns the run, its config, plan and
-// members.
-func colludedRun(t *testing.T, steps, bad int, sign bool) (*LocalRun, JobConfig, Plan, []string) {
-	t.Helper()
-	return colludedRunOf(t, steps, bad, sign, -15, func(*JobConfig) {})
-}
-
-// colludedRunOf is colludedRun with the colluders' scale and the job's sync settings
-// changed by set (ZeRO, streaming).
+// colludedRunOf trains four one-stage DiLoCo replicas (signing when sign), the last bad
+// of them colluding (their contributions scaled by scale, signed again), with the job's
+// sync settings changed by set (ZeRO, streaming), and returns the run, its config, plan
+// and members.
 func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}

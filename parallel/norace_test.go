@@ -4,7 +4,5 @@ package parallel
 
 import "testing"
 
-const raceEnabled = false
-
 // skipUnderRace does nothing without the race detector (race_test.go).
 func skipUnderRace(*testing.T) {}

@@ -4,10 +4,6 @@ package parallel
 
 import "testing"
 
-// raceEnabled skips the long convergence tests under the race detector, which makes them
-// ten times slower and adds nothing: their concurrency is covered by the short tests.
-const raceEnabled = true
-
 // skipUnderRace skips a long numeric test (a convergence run, a poisoning table's bound)
 // under the race detector: it runs there 10–20× slower (TestCollusionIsBoundedByHeldOutScore
 // took 118 s, the five poisoning bounds 342 s of the package's 479 s) and adds no
