@@ -18,8 +18,9 @@ const progressEvery = 2 * time.Second
 // the leader calibrates a plan's prediction from its warm-up plus a few samples past it
 // (scheduler.MeasureEpoch), and a first plan, priced from profiles alone, trains on its
 // guess until then (at the 2 s cadence the quick start's first epoch took 85 of its 300
-// steps to be measured). They add a few Raft writes a second for the first seconds of an
-// epoch.
+// steps to be measured). Together a plan's members then write at most eight phase-time
+// reports a second (two later), for their first eight reports of an epoch, and the
+// reporting worker two samples a second for its first eight.
 const (
 	progressEarly        = 500 * time.Millisecond
 	progressEarlySamples = 8
