@@ -34,12 +34,17 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 	decline := func(format string, args ...any) *Decision {
 		return &Decision{Job: j.ID, Kind: DecisionDecline, From: j.Status, Reason: fmt.Sprintf(format, args...)}
 	}
+	candidate := map[string]bool{}
+	for _, cd := range cands {
+		candidate[cd.id] = true
+	}
 	for _, id := range j.Plan.Nodes() {
-		if !live.alive(id) {
-			// A node missing its heartbeats makes the running plan look infeasible; its
-			// loss is supervision's to handle (in place where it can), not a move from a
-			// checkpoint onto the joined nodes.
-			return decline("no growth while node %s of the plan is not alive", id)
+		if !live.alive(id) || !candidate[id] {
+			// A node missing its heartbeats (or, for a moment, its profile: the leader's
+			// own entry once, on CI, while liveness counts the leader alive) makes the
+			// running plan look infeasible; its loss is supervision's to handle (in place
+			// where it can), not a move from a checkpoint onto the joined nodes.
+			return decline("no growth while node %s of the plan is not alive with a profile", id)
 		}
 	}
 	ckpt, ok := CompleteCheckpoint(j, live.alive)

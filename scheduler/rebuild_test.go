@@ -214,3 +214,40 @@ func TestSuspectNodeIsNoReasonToGrow(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderMissingFromItsMembersIsNoReasonToGrow: the leader's own node of the plan
+// counts alive for liveness whatever its entry says; when that entry is not a candidate
+// (suspect, or without its profile, for a moment), the running plan looks infeasible to
+// the balancer, and CI's TestKilledStageIsRebuiltOnASpare saw the job moved onto the idle
+// spare from a checkpoint ("node … is not in the snapshot") before any node was killed.
+func TestLeaderMissingFromItsMembersIsNoReasonToGrow(t *testing.T) {
+	s := spec()
+	s.Parallel.Stages, s.Parallel.Replicas, s.Parallel.Sync = jobspec.Fixed(2), jobspec.Fixed(2), jobspec.SyncDiLoCo
+	ms := members("a", "b", "c", "d", "e")
+	j := running(t, s, ms)
+	j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, j.Plan.Nodes()...)}
+	self := j.Plan.Replicas[0][0].Node
+	for name, list := range map[string][]Member{
+		"suspect":    with(ms, self, MemberSuspect),
+		"no profile": withoutProfile(ms, self),
+	} {
+		h := &Harness{SelfID: self, MemberList: list, JobList: []Job{j}, Clock: t0}
+		ds, _ := h.Process(t.Context(), New(Config{}))
+		for _, d := range ds {
+			if d.Kind != DecisionDecline {
+				t.Errorf("leader's entry %s: decided %s: %s", name, d.Kind, d.Reason)
+			}
+		}
+	}
+}
+
+// withoutProfile is ms with member id's profile gone.
+func withoutProfile(ms []Member, id string) []Member {
+	out := slices.Clone(ms)
+	for i := range out {
+		if out[i].ID == id {
+			out[i].Profile = nil
+		}
+	}
+	return out
+}
