@@ -88,8 +88,16 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 // made from profiles alone, and each interval waited for it trains on that guess (the
 // quick start's first epoch ran 85 of its 300 steps before its measure was looked at).
 func (s *Scheduler) considerRebalance(j Job, members []Member, live liveness, now time.Time) *Decision {
-	if at, ok := s.checked[j.ID]; ok && now.Sub(at) < s.cfg.GrowthInterval && !s.newlyMeasured(j) {
-		return nil
+	if at, ok := s.checked[j.ID]; ok && now.Sub(at) < s.cfg.GrowthInterval {
+		if !s.newlyMeasured(j) {
+			return nil
+		}
+		// Only the measure is weighed early; growth keeps its interval (weighed a few
+		// seconds into a job, right after a spare joined, the plan's nodes lacked probed
+		// links to it and the running plan looked infeasible: CI's spare-rebuild scenario
+		// moved the job from a checkpoint before any node was killed).
+		s.measured[j.ID] = j.Epoch
+		return s.considerStraggler(j, members, live)
 	}
 	s.checked[j.ID] = now
 	if _, ok := MeasureEpoch(j, j.Epoch); ok {
