@@ -56,7 +56,11 @@ func (s *Scheduler) considerGrowth(j Job, members []Member, live liveness) *Deci
 		// redoes the whole epoch must not repeat before the epoch made progress.
 		return decline("no growth before a checkpoint past step %d, where this epoch resumed", j.Plan.ResumeStep)
 	}
-	in, err := planInputs(j.Spec, cands, s.cfg.Compression)
+	keep := map[string]bool{}
+	for _, id := range j.Plan.Nodes() {
+		keep[id] = true
+	}
+	in, err := planInputsKeeping(j.Spec, cands, keep, s.cfg.Compression)
 	if err != nil {
 		return decline("no growth: inputs: %v", err)
 	}

@@ -145,11 +145,26 @@ func withLocalData(cands []candidate, name string) ([]candidate, error) {
 // what the candidates measured (their profiles' Links) and the sync traffic with the
 // codec's compression ratio.
 func planInputs(spec jobspec.Spec, cands []candidate, compression func(jobspec.Codec) float64) (PlanInputs, error) {
+	return planInputsKeeping(spec, cands, nil, compression)
+}
+
+// planInputsKeeping is planInputs that, where the spec bounds the nodes (max_nodes, fixed
+// stages × replicas), keeps the nodes of keep before faster ones: growth weighs a running
+// plan against one with the joined nodes, and a plan node cut for a spare calibrated
+// faster made the running plan infeasible, which moved the job from a checkpoint without
+// the balancer's hysteresis (CI's spare-rebuild scenario, once the first epoch was
+// calibrated a few seconds in).
+func planInputsKeeping(spec jobspec.Spec, cands []candidate, keep map[string]bool, compression func(jobspec.Codec) float64) (PlanInputs, error) {
 	cands, err := withLocalData(cands, spec.Data.Local)
 	if err != nil {
 		return PlanInputs{}, err
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS })
+	sort.Slice(cands, func(i, j int) bool {
+		if keep[cands[i].id] != keep[cands[j].id] {
+			return keep[cands[i].id]
+		}
+		return cands[i].profile.GFLOPS > cands[j].profile.GFLOPS
+	})
 	if max := spec.Placement.MaxNodes; max > 0 && len(cands) > max {
 		cands = cands[:max]
 	}

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,28 @@ func withoutProfile(ms []Member, id string) []Member {
 		}
 	}
 	return out
+}
+
+// TestFasterSpareDoesNotMakeTheRunningPlanInfeasible: a job of fixed stages × replicas
+// that holds all its nodes is weighed for growth with a faster idle node around; the
+// inputs keep the plan's own nodes (the bound cut the slowest before, a plan node among
+// them, and the running plan, infeasible without it, was moved from a checkpoint without
+// the balancer's hysteresis).
+func TestFasterSpareDoesNotMakeTheRunningPlanInfeasible(t *testing.T) {
+	s := spec()
+	s.Parallel.Stages, s.Parallel.Replicas, s.Parallel.Sync = jobspec.Fixed(2), jobspec.Fixed(2), jobspec.SyncDiLoCo
+	ms := members("a", "b", "c", "d")
+	j := running(t, s, ms)
+	j.Checkpoints = []Checkpoint{ckpt(s, 1, 100, j.Plan.Nodes()...)}
+	spare := members("e")[0]
+	p := *spare.Profile
+	p.GFLOPS *= 10
+	spare.Profile = &p
+	h := &Harness{SelfID: j.Plan.Replicas[0][0].Node, MemberList: append(slices.Clone(ms), spare), JobList: []Job{j}, Clock: t0}
+	ds, _ := h.Process(t.Context(), New(Config{}))
+	for _, d := range ds {
+		if d.Kind == DecisionRebalance && strings.Contains(d.Reason, "infeasible") {
+			t.Fatalf("decided %s: %s", d.Kind, d.Reason)
+		}
+	}
 }
