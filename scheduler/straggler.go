@@ -195,7 +195,14 @@ func (s *Scheduler) recalibrate(j Job, members []Member, m Measure, blocked bool
 	if j.Plan.Continues && strings.HasPrefix(j.Plan.Reason, recalibratedReason) {
 		return nil
 	}
-	in, err := planInputs(j.Spec, candidates(members), s.cfg.Compression)
+	// The plan's own nodes are kept in the inputs: where the spec bounds the nodes, a spare
+	// profiled faster than a calibrated plan node would cut it, and the plan would go
+	// without its corrected prediction.
+	keep := map[string]bool{}
+	for _, id := range j.Plan.Nodes() {
+		keep[id] = true
+	}
+	in, err := planInputsKeeping(j.Spec, candidates(members), keep, s.cfg.Compression)
 	if err != nil {
 		return nil
 	}

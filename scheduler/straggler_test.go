@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,8 @@ func slowedFrom(j Job, i int, factor float64) Job {
 // TestStragglerIsReplanned: a node that slows 3× mid-epoch is re-planned onto an equal
 // node that its profile alone would not have moved to; a plan 3× slower than predicted
 // from its start is slower for what the whole mesh shares, and stays; so does a plan with
-// no checkpoint past its resume step.
+// no checkpoint past its resume step, its prediction recalibrated and weighed again once a
+// checkpoint allows a move.
 func TestStragglerIsReplanned(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -103,7 +105,7 @@ func TestStragglerIsReplanned(t *testing.T) {
 	}{
 		{"as predicted", 1, 1, 0, DecisionDecline},
 		{"mesh-wide gap", 3, 1, 0, DecisionContinue},
-		{"slowed, nothing to resume past", 1, 3, 40, DecisionDecline},
+		{"slowed, nothing to resume past", 1, 3, 40, DecisionContinue},
 		{"slowed", 1, 3, 0, DecisionRebalance},
 	} {
 		j := slowedFrom(measured(running(t, soloSpec(), members("a")), 10, tc.ratio), 5, tc.slowed)
@@ -113,6 +115,9 @@ func TestStragglerIsReplanned(t *testing.T) {
 		d := decision(t, h, New(Config{}))
 		if d.Kind != tc.kind {
 			t.Fatalf("%s: %s (%s), want %s", tc.name, d.Kind, d.Reason, tc.kind)
+		}
+		if blocked := tc.resume > 0; blocked != strings.HasSuffix(d.Reason, weighAgainNote) && tc.kind == DecisionContinue {
+			t.Errorf("%s: %s, want weighed again: %v", tc.name, d.Reason, blocked)
 		}
 		if tc.kind != DecisionRebalance {
 			continue
@@ -260,5 +265,25 @@ func TestSlightlyOffPredictionIsRecalibrated(t *testing.T) {
 	h := &Harness{SelfID: "a", MemberList: members("a"), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
 	if ds := New(Config{}).Evaluate(h); len(ds) != 0 && ds[0].Kind != DecisionDecline {
 		t.Errorf("1.1×: %+v, want the prediction kept", ds)
+	}
+}
+
+// TestFasterSpareDoesNotStopARecalibration: a fixed 1 × 2 job whose prediction is 1.2× off
+// is recalibrated in place though an idle spare profiles faster than both of its nodes
+// (where the spec bounds the nodes, the spare cut a plan node from the inputs, and the
+// plan went without its corrected prediction).
+func TestFasterSpareDoesNotStopARecalibration(t *testing.T) {
+	s := soloSpec()
+	s.Parallel.Stages, s.Parallel.Replicas = jobspec.Fixed(1), jobspec.Fixed(2)
+	ms := members("a", "b")
+	j := measured(running(t, s, ms), 10, 1.2)
+	spare := members("c")[0]
+	p := *spare.Profile
+	p.GFLOPS *= 10
+	spare.Profile = &p
+	h := &Harness{SelfID: "a", MemberList: append(slices.Clone(ms), spare), JobList: []Job{j}, Clock: t0.Add(30 * time.Second)}
+	d := decision(t, h, New(Config{}))
+	if d.Kind != DecisionContinue || !strings.HasPrefix(d.Reason, recalibratedReason) {
+		t.Fatalf("%s (%s), want the prediction recalibrated", d.Kind, d.Reason)
 	}
 }
