@@ -44,7 +44,10 @@ func challenge(t *testing.T, v, p host.Host, c Challenge, pick func(int) int) (R
 	defer cancel()
 	s, err := v.NewStream(ctx, p.ID(), ProtocolID)
 	if err != nil {
-		t.Fatal(err)
+		// A prover that refuses resets the stream at once, which may land before the
+		// protocol's negotiation finished ("failed to negotiate protocol: stream reset"):
+		// as much a refusal as a reset after it.
+		return Result{}, err
 	}
 	defer s.Close()
 	return Verify(ctx, s, c, time.Minute, pick)
