@@ -183,6 +183,17 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 // and members.
 func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
+	var collude func(signingPeer) Transport
+	if sign {
+		collude = func(p signingPeer) Transport { return resigner{signingPeer: p, s: scale} }
+	}
+	return colludedRunWith(t, steps, bad, collude, set)
+}
+
+// colludedRunWith is colludedRunOf with the colluders' transport collude makes of their
+// signing one (nil: nobody signs, and the colluders send what they compute).
+func colludedRunWith(t *testing.T, steps, bad int, collude func(signingPeer) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
@@ -196,12 +207,12 @@ func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set f
 	t.Cleanup(func() { net.Close() })
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 		i := slices.Index(ids, node)
-		if !sign {
+		if collude == nil {
 			return net.Peer(node)
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
 		if i >= 4-bad {
-			return resigner{signingPeer: p, s: scale}
+			return collude(p)
 		}
 		return p
 	})
