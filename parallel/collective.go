@@ -138,10 +138,24 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	if err != nil {
 		return err
 	}
-	pol.sign.evidence(k, base, g, wire, len(x), signed, all, judged)
-	all = judged
+	dropped := droppedSigned(g, signed, all, judged)
+	if err := aggregateJudged(x, judged, scoredOut, pol, wire); err != nil {
+		pol.sign.evidence(k, base, g, wire, len(x), signed, nil, dropped)
+		return err
+	}
+	results, diverged, err := confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+	pol.sign.evidence(k, base, g, wire, len(x), signed, results, append(dropped, diverged...))
+	return err
+}
+
+// aggregateJudged writes into x the aggregate of what the judge left of the contributions
+// (judged, nil: dropped), scoredOut saying whether the score dropped every one left: what
+// every honest member computes, and what a leader recomputes from evidence to tell a
+// member that signed another result (VerifyEvidence).
+func aggregateJudged(x []float32, judged [][]float32, scoredOut bool, pol policy, wire frame.Codec) error {
+	R := len(judged)
 	contribs := make([][]float32, 0, R)
-	for _, v := range all {
+	for _, v := range judged {
 		if v != nil {
 			contribs = append(contribs, v)
 		}
@@ -156,7 +170,7 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	default:
 		combine(x, contribs, pol.rule)
 	}
-	return confirmSameResult(ctx, tr, g, k, base+R, x, pol)
+	return nil
 }
 
 // judge drops from all (setting it nil) what the policy refuses: the norm check, the
@@ -229,14 +243,24 @@ func dropByScore(g Group, all [][]float32, pol policy) (bool, error) {
 // reports every member whose digest differs: a member that sent different contributions
 // to different members (or computed wrongly) leaves the others with different bits, and
 // each honest member learns it at once. It adds 32 bytes per peer and one round trip.
-func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, pol policy) error {
+// Where the gather is signed, each digest is signed as a contribution of 32 bytes is
+// (against the same θ): results holds every member's signed digest (nil where none
+// verified), diverged the members whose signed digest differs from this member's, so a
+// leader can recompute the aggregate from the signed contributions and convict a member
+// that signed another (VerifyEvidence). A digest that does not verify is reported, not
+// kept: it convicts nobody.
+func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, pol policy) (results [][]byte, diverged []string, err error) {
 	sum := sha256.Sum256(appendF32(nil, x))
+	out, results, err := pol.sign.outgoing(k, base, g, frame.CodecNone, len(sum), sum[:])
+	if err != nil {
+		return nil, nil, err
+	}
 	for m := range g.Members {
 		if m != g.Self {
-			f := k.frame(frame.KindReduce, base+g.Self, frame.CodecNone, len(sum), sum[:])
+			f := k.frame(frame.KindReduce, base+g.Self, frame.CodecNone, len(sum), out)
 			f.DType = frame.DTypeU8
 			if err := tr.Send(ctx, g.Members[m], f); err != nil {
-				return err
+				return results, diverged, err
 			}
 		}
 	}
@@ -246,13 +270,28 @@ func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, b
 		}
 		f, err := tr.Recv(ctx, g.Members[m], k.frameKey(frame.KindReduce, base+m))
 		if err != nil {
-			return fmt.Errorf("result digest from %s: %w", g.Members[m], err)
+			return results, diverged, fmt.Errorf("result digest from %s: %w", g.Members[m], err)
 		}
-		if !bytes.Equal(f.Payload, sum[:]) {
+		digest := f.Payload
+		if pol.sign != nil {
+			if len(f.Payload) != len(sum)+sigTrailer {
+				pol.report(g.Members[m], "result digest of %d bytes, want %d signed", len(f.Payload), len(sum)+sigTrailer)
+				continue
+			}
+			if err := pol.sign.incoming(k, base, g, m, frame.CodecNone, len(sum), results, f.Payload); err != nil {
+				pol.report(g.Members[m], "result digest: %v", err)
+				continue
+			}
+			digest = f.Payload[:len(sum)]
+		}
+		if !bytes.Equal(digest, sum[:]) {
 			pol.report(g.Members[m], "ended the collective with different bits (result digest differs)")
+			if results != nil {
+				diverged = append(diverged, g.Members[m])
+			}
 		}
 	}
-	return nil
+	return results, diverged, nil
 }
 
 // decodeContribution decodes a member's payload of n values, compressed by ef's codec or

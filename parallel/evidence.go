@@ -55,7 +55,14 @@ type Evidence struct {
 	// Signed is each member's contribution as it arrived: encoded bytes, digests,
 	// signature (signContribution); nil where none verified.
 	Signed [][]byte
-	// Dropped are the members the worker's judge dropped, sorted.
+	// Results is each member's signed digest of the collective's result (32 bytes of
+	// SHA-256 signed as a contribution of its round base+R+m, against the same θ:
+	// confirmSameResult), nil where none verified; nil when the gather signed none. A
+	// leader recomputes the aggregate from Signed with the workers' judge and convicts a
+	// member whose signed digest differs.
+	Results [][]byte
+	// Dropped are the members the worker accuses, sorted: its judge dropped their signed
+	// contribution, or their signed result digest differed from its own.
 	Dropped []string
 }
 
@@ -72,7 +79,7 @@ const (
 )
 
 // evidenceMagic opens an encoded Evidence, with its format's version.
-var evidenceMagic = []byte("MNEV\x02")
+var evidenceMagic = []byte("MNEV\x03")
 
 // errEvidence is evidence that does not decode or does not hold together.
 var errEvidence = errors.New("offender evidence")
@@ -100,6 +107,9 @@ func (ev *Evidence) size() int {
 		n += 4 * len(v)
 	}
 	for _, p := range ev.Signed {
+		n += len(p)
+	}
+	for _, p := range ev.Results {
 		n += len(p)
 	}
 	return n
@@ -191,24 +201,28 @@ func (s *signer) incoming(k roundKey, base int, g Group, m int, wire frame.Codec
 	return nil
 }
 
-// evidence keeps the gather's signed contributions when its judge dropped a member whose
-// contribution was signed (before: decoded, after: what judge left).
-func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int, signed [][]byte, before, after [][]float32) {
-	if s == nil || s.keep == nil || s.thetas == nil {
-		return
-	}
+// droppedSigned lists the members whose signed contribution the judge dropped (before:
+// decoded, after: what judge left).
+func droppedSigned(g Group, signed [][]byte, before, after [][]float32) []string {
 	var dropped []string
 	for m := range before {
-		if before[m] != nil && after[m] == nil && signed[m] != nil {
+		if before[m] != nil && after[m] == nil && signed != nil && signed[m] != nil {
 			dropped = append(dropped, g.Members[m])
 		}
 	}
-	if len(dropped) == 0 {
+	return dropped
+}
+
+// evidence keeps the gather's signed contributions, and the members' signed result
+// digests (results, nil: none), when this member accuses someone of it (accused: its
+// judge dropped their signed contribution, or they signed another result).
+func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int, signed, results [][]byte, accused []string) {
+	if s == nil || s.keep == nil || s.thetas == nil || len(accused) == 0 {
 		return
 	}
-	slices.Sort(dropped)
+	dropped := slices.Compact(slices.Sorted(slices.Values(accused)))
 	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
-		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Dropped: dropped}
+		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Results: slices.Clone(results), Dropped: dropped}
 	thetas, n := s.thetas(), 0
 	var others [][]float32
 	if s.others != nil {
@@ -257,6 +271,10 @@ func (ev *Evidence) Marshal() []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Dropped)))
 	for _, m := range ev.Dropped {
 		b = append(binary.BigEndian.AppendUint16(b, uint16(len(m))), m...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(ev.Results)))
+	for _, p := range ev.Results {
+		b = append(binary.BigEndian.AppendUint32(b, uint32(len(p))), p...)
 	}
 	return b
 }
@@ -389,6 +407,21 @@ func UnmarshalEvidence(p []byte) (*Evidence, error) {
 	for range r.count("dropped", R) {
 		ev.Dropped = append(ev.Dropped, r.id("dropped member"))
 	}
+	nr := r.count("results", R)
+	if r.err == nil && nr != 0 && nr != R {
+		return nil, fmt.Errorf("%w: %d result digests for %d members", errEvidence, nr, R)
+	}
+	for range nr {
+		n := int(r.u32("result digest length"))
+		if r.err == nil && n != 0 && n != resultDigestLen {
+			return nil, fmt.Errorf("%w: a result digest of %d bytes (a signed one has %d)", errEvidence, n, resultDigestLen)
+		}
+		var d []byte
+		if n > 0 {
+			d = slices.Clone(r.take(n, "result digest"))
+		}
+		ev.Results = append(ev.Results, d)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -449,7 +482,9 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	defer w.Close()
 	var reasons []Rejection
 	pol.reject = func(r Rejection) { reasons = append(reasons, r) }
-	pol.sign, pol.length, pol.lengthContested = nil, nil, nil
+	// The length rules stay: they only rescale what the judge kept, and the aggregate a
+	// result digest is checked against is computed after them (checkResult).
+	pol.sign = nil
 	codec, err := codecForWire(ev.Codec, cfg.Sync.TopKFraction)
 	if err != nil {
 		return false, "", fmt.Errorf("%w: %v", errEvidence, err)
@@ -467,7 +502,8 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		}
 		all[m] = v
 	}
-	if _, err := judge(Group{Members: ev.Members, Self: ev.Reporter}, all, pol); err != nil {
+	scoredOut, err := judge(Group{Members: ev.Members, Self: ev.Reporter}, all, pol)
+	if err != nil {
 		return false, "", fmt.Errorf("re-judge the evidence: %w", err)
 	}
 	for _, r := range reasons {
@@ -475,7 +511,7 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 			return true, r.Reason, nil
 		}
 	}
-	return false, "the leader's judge kept " + accused + "'s contribution", nil
+	return ev.checkResult(all, scoredOut, pol, theta, accused)
 }
 
 // consistent checks ev's shape: its job and epoch are cfg's, its members unique and

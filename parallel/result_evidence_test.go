@@ -1,0 +1,46 @@
+package parallel
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDivergedResultConvicts: two colluders of four that send their DiLoCo update ×4 are
+// not dropped (the length rule counts it at an honest size), keep the aggregate their own
+// judge computes and end the collective with other bits. Each honest worker keeps the
+// gather's signed contributions and signed result digests, and the leader convicts each
+// colluder on them; the same evidence accusing the other honest member acquits it (its
+// signed digest is the leader's aggregate to the bit), and a colluder's digest altered
+// by the reporter is refused as forged.
+func TestDivergedResultConvicts(t *testing.T) {
+	collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: 4}} }
+	run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, func(*JobConfig) {})
+	for h := range 2 {
+		w := run.Workers()[h]
+		for _, bad := range ids[2:] {
+			ev := w.Evidence(bad)
+			if ev == nil {
+				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
+			}
+			wire, err := UnmarshalEvidence(ev.Marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
+			if err != nil || !ok || !strings.Contains(why, "result") {
+				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
+			}
+			if ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, ids[1-h]); err != nil || ok {
+				t.Fatalf("the same evidence against honest %s: convicted %v (%s), %v", ids[1-h], ok, why, err)
+			}
+			forged, _ := UnmarshalEvidence(ev.Marshal())
+			a := slices.Index(forged.Members, bad)
+			forged.Results[a][0] ^= 1
+			if _, _, err := VerifyEvidence(cfg, plan, testData(), forged, bad); !errors.Is(err, ErrForgedEvidence) {
+				t.Fatalf("an altered result digest: %v, want forged", err)
+			}
+		}
+	}
+}
