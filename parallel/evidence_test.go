@@ -502,17 +502,39 @@ func TestAuthorKeyReadsLibp2pPeerIDs(t *testing.T) {
 	}
 }
 
-// TestPipelinedEvidenceConvictsColluders: four DiLoCo replicas of two stages, scored per
-// stage from the anchors the stages exchange, whose stage-0 nodes of replicas 2 and 3
-// collude (×−15, signed again). Each honest stage-0 node keeps evidence that carries
-// the other stage's anchors it scored with, and the leader convicts both colluders from
-// it. A reporter that ships other anchors (to make an honest member's update score
-// badly) convicts nobody: the accused's and the group's signatures bind the anchors they
-// held, not the reporter's.
+// TestPipelinedEvidenceConvictsColluders: four replicas of two stages, scored per stage
+// on the whole model, whose stage-0 nodes of replicas 2 and 3 collude (×−15, signed
+// again): under DiLoCo from the anchors the stages exchange, under every-step sync (score
+// on, or auto's contested gathers) and ZeRO-1 from the weights the stage weight mirror
+// brings. Each honest stage-0 node keeps evidence that carries the other stage's values
+// it scored with, and the leader convicts both colluders from it. A reporter that ships
+// other values (to make an honest member's contribution score badly), or none, or
+// evidence whose values fewer than a majority of the group signed, convicts nobody: the
+// accused's and the group's signatures bind the values they held, not the reporter's.
 func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
+	for name, set := range map[string]func(*JobConfig){
+		"diloco": func(*JobConfig) {},
+		"sync": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
+		},
+		// score: auto scores only the contested gathers (two against two) from the same
+		// mirror; the signatures bind its model at every gather all the same.
+		"sync-auto": func(c *JobConfig) { c.Sync.Mode = jobspec.SyncEveryStep },
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+	} {
+		t.Run(name, func(t *testing.T) { checkPipelinedEvidence(t, set) })
+	}
+}
+
+// checkPipelinedEvidence is TestPipelinedEvidenceConvictsColluders for one sync mode
+// (set).
+func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	set(&cfg)
 	L := cfg.Train.Model.NumLayers()
 	keys, ids := nodeKeys(t, 8) // ids[2r+s] is replica r's stage s
 	var plan Plan
@@ -546,7 +568,7 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 				t.Fatalf("honest stage node %d kept no evidence against %s", h, accused)
 			}
 			if len(ev.Others) != 2 || len(ev.Others[0]) != 0 || len(ev.Others[1]) == 0 {
-				t.Fatalf("evidence carries anchors of %d stages, want stage 1's", len(ev.Others))
+				t.Fatalf("evidence of step %d carries values of %d stages, want stage 1's", ev.Step, len(ev.Others))
 			}
 			wire, err := UnmarshalEvidence(ev.Marshal())
 			if err != nil {
@@ -556,9 +578,9 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
 			took := time.Since(start)
 			if err != nil || !ok {
-				t.Fatalf("node %d's evidence against %s: convicted %v (%s), %v", h, accused, ok, why, err)
+				t.Fatalf("node %d's evidence of step %d against %s: convicted %v (%s), %v", h, ev.Step, accused, ok, why, err)
 			}
-			t.Logf("node %d's evidence against %s (%d bytes, judged in %v): %s", h, accused[len(accused)-6:], len(ev.Marshal()), took, why)
+			t.Logf("node %d's evidence of step %d against %s (%d bytes, judged in %v): %s", h, ev.Step, accused[len(accused)-6:], len(ev.Marshal()), took, why)
 		}
 	}
 	ev := run.Workers()[0].Evidence(bad[0])
@@ -569,15 +591,44 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 		forged := *ev
 		forged.Others = [][]float32{nil, slices.Clone(ev.Others[1])}
 		for i := range forged.Others[1] {
-			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's anchors
+			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's values
 		}
 		if ok, _, err := VerifyEvidence(cfg, plan, testData(), &forged, accused); ok || !errors.Is(err, ErrUnboundAnchors) {
-			t.Fatalf("other anchors against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
+			t.Fatalf("other values against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
 		}
 	}
-	unbound := *ev // anchors dropped: re-scored from nothing, the evidence cannot convict
+	unbound := *ev // values dropped: re-scored from nothing, the evidence cannot convict
 	unbound.Others = nil
 	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unbound, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
-		t.Fatalf("evidence stripped of the anchors it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+		t.Fatalf("evidence stripped of the values it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
 	}
+	// Bound by half the group only: the members other than the reporter and the accused
+	// signed another model (as members that held other bits would).
+	half := *ev
+	half.Signed = slices.Clone(ev.Signed)
+	accused := slices.Index(ev.Members, bad[0])
+	for m := range ev.Members {
+		if m != ev.Reporter && m != accused {
+			half.Signed[m] = resignModel(t, keys[slices.Index(ids, ev.Members[m])], ev, m, [thetaLen]byte{1})
+		}
+	}
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &half, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("values bound by 2 of 4 members: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+	}
+}
+
+// resignModel is member m's contribution in ev signed again by key (its author's) with
+// its θ digest and the model digest model.
+func resignModel(t *testing.T, key ed25519.PrivateKey, ev *Evidence, m int, model [thetaLen]byte) []byte {
+	t.Helper()
+	payload, d, _, err := splitSigned(ev.Signed[m])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
+	out, err := signContribution(key, s, payload, bind(d.theta(), model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
