@@ -260,6 +260,45 @@ func TestSigningKeepsHonestBits(t *testing.T) {
 	}
 }
 
+// TestPipelinedSigningKeepsHonestBits: four honest replicas of two stages under
+// every-step sync and ZeRO-1 (score on: every gather scored from the stage weight mirror,
+// and signed against the run's weights and the whole model's digest) end with the same
+// validation loss, to the bit, signed or not, and drop nothing; with -signing-cost it
+// prints the wall time and the bytes stage node 0 sent, each way.
+func TestPipelinedSigningKeepsHonestBits(t *testing.T) {
+	skipUnderRace(t)
+	for name, set := range map[string]func(*JobConfig){
+		"sync": func(c *JobConfig) { c.Sync.Mode, c.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn },
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var vals [2]float64
+			for i, sign := range []bool{false, true} {
+				start := time.Now()
+				run, cfg, _, _, _ := pipelinedRunOf(t, 24, sign, 1, set)
+				wall := time.Since(start)
+				val, err := run.Evaluate(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rej := run.Rejected(); len(rej) != 0 {
+					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+				}
+				vals[i] = val
+				if *signingCost {
+					_, sent := run.Workers()[0].BytesSent()
+					t.Logf("signed %v: %d steps in %v, stage node 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+				}
+			}
+			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+			}
+		})
+	}
+}
+
 // TestEvidenceConvictsColluders: two colluders of four (×−15, standing by their
 // signatures) are named by both honest workers, each of which holds evidence that the
 // leader's check convicts; evidence accusing an honest member does not convict, and
@@ -528,26 +567,32 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 	}
 }
 
-// checkPipelinedEvidence is TestPipelinedEvidenceConvictsColluders for one sync mode
-// (set).
-func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
+// pipelinedRunOf trains four replicas of two stages (ids[2r+s] is replica r's stage s)
+// for steps steps, signing when sign, the stage-0 nodes of replicas 2 and 3 colluding
+// when scale is not 1 (their contributions scaled by it, signed again), under DiLoCo with
+// the sync settings set changes; it returns the run, its config, plan, keys and members.
+func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
 	set(&cfg)
 	L := cfg.Train.Model.NumLayers()
-	keys, ids := nodeKeys(t, 8) // ids[2r+s] is replica r's stage s
+	keys, ids := nodeKeys(t, 8)
 	var plan Plan
 	for r := range 4 {
 		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: ids[2*r], First: 0, Last: L / 2}, {Node: ids[2*r+1], First: L / 2, Last: L}})
 	}
 	net := NewInMemory(ids...)
 	t.Cleanup(func() { net.Close() })
-	bad := []string{ids[4], ids[6]}
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
-		p := signingPeer{Transport: net.Peer(node), key: keys[slices.Index(ids, node)]}
-		if slices.Contains(bad, node) {
-			return resigner{signingPeer: p, s: -15}
+		i := slices.Index(ids, node)
+		if !sign {
+			return net.Peer(node)
+		}
+		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
+		if scale != 1 && (i == 4 || i == 6) {
+			return resigner{signingPeer: p, s: scale}
 		}
 		return p
 	})
@@ -560,6 +605,14 @@ func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
 			t.Fatal(err)
 		}
 	}
+	return run, cfg, plan, keys, ids
+}
+
+// checkPipelinedEvidence is TestPipelinedEvidenceConvictsColluders for one sync mode
+// (set).
+func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
+	run, cfg, plan, keys, ids := pipelinedRunOf(t, 12, true, -15, set)
+	bad := []string{ids[4], ids[6]}
 	for _, h := range []int{0, 2} { // the honest stage-0 nodes
 		w := run.Workers()[h]
 		for _, accused := range bad {
