@@ -419,9 +419,11 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		return false, "", err
 	}
 	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
-	// bound: whose signature binds ev.Others too; scored: the reporter's binds some
-	// model digest (it scored from other stages' anchors).
-	bound, scored := make([]bool, len(ev.Members)), false
+	// bound: whose signature binds ev.Others too; scored: the reporter's or the
+	// accused's binds some model digest (it scored from other stages' values). The
+	// accused's counts too: a reporter signs its own contribution again at will, and
+	// without it could have an honest member that scored re-judged by the checks alone.
+	bound, scored, accusedAt := make([]bool, len(ev.Members)), false, slices.Index(ev.Members, accused)
 	for m, p := range ev.Signed {
 		if p == nil {
 			continue
@@ -438,10 +440,10 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
 		bound[m] = claimed.model() == model
-		scored = scored || (m == ev.Reporter && claimed.model() != [thetaLen]byte{})
+		scored = scored || ((m == ev.Reporter || m == accusedAt) && claimed.model() != [thetaLen]byte{})
 	}
 	if scored && len(ev.Others) == 0 {
-		return false, "", fmt.Errorf("%w: the reporter scored from other stages' anchors the evidence does not ship", ErrUnboundAnchors)
+		return false, "", fmt.Errorf("%w: the reporter or the accused scored from other stages' values the evidence does not ship", ErrUnboundAnchors)
 	}
 	w, pol, err := verifierWorker(cfg, plan, data, ev, bound, accused)
 	if err != nil {

@@ -655,6 +655,15 @@ func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
 	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unbound, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
 		t.Fatalf("evidence stripped of the values it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
 	}
+	// Unscored by the reporter's word: a reporter that signs its own contribution again
+	// without a model digest and ships no values would have the leader re-judge without
+	// the score the accused (honest, mirrored) signed for, by the checks alone.
+	unscored := *ev
+	unscored.Others, unscored.Signed = nil, slices.Clone(ev.Signed)
+	unscored.Signed[ev.Reporter] = resignModel(t, keys[slices.Index(ids, ev.Members[ev.Reporter])], ev, ev.Reporter, [thetaLen]byte{})
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unscored, ids[2]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("evidence the reporter made unscored, against an honest member: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+	}
 	// Bound by half the group only: the members other than the reporter and the accused
 	// signed another model (as members that held other bits would).
 	half := *ev
