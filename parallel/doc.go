@@ -35,9 +35,11 @@
 // code (evidence.go, VerifyEvidence): determinism is what makes the evidence checkable.
 // Every sync mode does so (ZeRO's checked gather, streaming's fragments against every
 // fragment's anchors at their launch, sync_policy.go); a pipelined replica's scored
-// contributions also bind the digest of the whole model's anchors its other stages sent,
-// and its evidence carries them, so the leader re-scores only from anchors the accused
-// and a majority of the group signed (digests, Evidence.Others).
+// contributions also bind the digest of the whole model its score read (DiLoCo's anchors
+// its other stages sent, every-step sync's and ZeRO's weights the stage weight mirror
+// brought, bindModel), and its evidence carries the other stages' part, so the leader
+// re-scores only from values the accused and a majority of the group signed (digests,
+// Evidence.Others, othersBound).
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it

@@ -45,12 +45,13 @@ type Evidence struct {
 	// against (what each signature's θ digest covers), as a list of one run: only a
 	// worker of one run keeps evidence (signer).
 	Theta [][]float32
-	// Others is, for a pipelined replica's scored outer step, each stage's anchors the
-	// reporter's scorer held (received from its replica's other stages; empty at the
-	// reporter's own stage, whose anchors are Theta): what the score read beside Theta.
-	// Each signature binds their digest with Theta's (digests.model), and a leader
-	// re-scores with them only when the accused and a majority of the group signed the
-	// same. Nil elsewhere.
+	// Others is, for a pipelined replica's scored gather, each stage's values the
+	// reporter's scorer held, received from its replica's other stages: DiLoCo's anchors
+	// (anchor_exchange.go), every-step sync's and ZeRO's weights of the stage weight
+	// mirror (stage_mirror.go); empty at the reporter's own stage, whose values are
+	// Theta. What the score read beside Theta. Each signature binds their digest with
+	// Theta's (digests.model), and a leader re-scores with them only when the accused and
+	// a majority of the group signed the same. Nil elsewhere.
 	Others [][]float32
 	// Signed is each member's contribution as it arrived: encoded bytes, digests,
 	// signature (signContribution); nil where none verified.
@@ -451,9 +452,11 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		return false, "", err
 	}
 	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
-	// bound: whose signature binds ev.Others too; scored: the reporter's binds some
-	// model digest (it scored from other stages' anchors).
-	bound, scored := make([]bool, len(ev.Members)), false
+	// bound: whose signature binds ev.Others too; scored: the reporter's or the
+	// accused's binds some model digest (it scored from other stages' values). The
+	// accused's counts too: a reporter signs its own contribution again at will, and
+	// without it could have an honest member that scored re-judged by the checks alone.
+	bound, scored, accusedAt := make([]bool, len(ev.Members)), false, slices.Index(ev.Members, accused)
 	for m, p := range ev.Signed {
 		if p == nil {
 			continue
@@ -470,10 +473,10 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
 		bound[m] = claimed.model() == model
-		scored = scored || (m == ev.Reporter && claimed.model() != [thetaLen]byte{})
+		scored = scored || ((m == ev.Reporter || m == accusedAt) && claimed.model() != [thetaLen]byte{})
 	}
 	if scored && len(ev.Others) == 0 {
-		return false, "", fmt.Errorf("%w: the reporter scored from other stages' anchors the evidence does not ship", ErrUnboundAnchors)
+		return false, "", fmt.Errorf("%w: the reporter or the accused scored from other stages' values the evidence does not ship", ErrUnboundAnchors)
 	}
 	w, pol, err := verifierWorker(cfg, plan, data, ev, bound, accused)
 	if err != nil {
@@ -552,9 +555,10 @@ func (ev *Evidence) consistent(cfg JobConfig, accused string) error {
 	return nil
 }
 
-// modelDigest is the digest of the whole model's anchors ev.Others and ev.Theta make
-// (each stage's in order, ev.Theta at the empty one: the reporter's): what the signatures
-// of a pipelined replica's scored outer step bind (digests.model); zero without Others.
+// modelDigest is the digest of the whole model ev.Others and ev.Theta make (each stage's
+// values in order, ev.Theta at the empty one: the reporter's): what the signatures of a
+// pipelined replica's scored gather bind (digests.model: dilocoSync.modelAnchors,
+// Worker.mirroredModel); zero without Others.
 func (ev *Evidence) modelDigest() [thetaLen]byte {
 	if len(ev.Others) == 0 {
 		return [thetaLen]byte{}
@@ -570,31 +574,34 @@ func (ev *Evidence) modelDigest() [thetaLen]byte {
 	return thetaDigest(parts...)
 }
 
-// ErrUnboundAnchors is evidence of a pipelined replica's scored outer step whose other
-// stages' anchors (Evidence.Others) are not what the accused and a majority of the group
-// signed: the reporter alone vouches for them, and anchors a reporter chose could make an
-// honest contribution score badly. The leader convicts nobody on it.
+// ErrUnboundAnchors is evidence of a pipelined replica's scored gather whose other
+// stages' anchors or mirrored weights (Evidence.Others) are not what the accused and a
+// majority of the group signed: the reporter alone vouches for them, and values a
+// reporter chose could make an honest contribution score badly. The leader convicts
+// nobody on it.
 var ErrUnboundAnchors = errors.New("offender evidence: the other stages' anchors are not bound by the group's signatures")
 
 // othersBound checks ev.Others against the verifier worker w: present exactly where the
-// reporter's worker scored from other stages' anchors (a pipelined replica's scorer), one
-// per stage of its replica with its own stage's empty, and bound (bound: whose
-// signatures cover them) by the reporter, the accused and more than half of the plan's
-// group. Evidence of a step the reporter could not score (no anchors that step) ships
-// none and is re-judged unscored, as the reporter judged it.
+// reporter's worker scored from other stages' values (a pipelined replica's scorer:
+// DiLoCo's anchors, every-step sync's and ZeRO's mirrored weights; othersScorer), one per
+// stage of its replica with its own stage's empty, and bound (bound: whose signatures
+// cover them) by the reporter, the accused and more than half of the plan's group; then
+// loads them into w's scorer and marks them held at ev's step. Evidence of a step the
+// reporter could not score (no anchors or mirror that step) ships none and is re-judged
+// unscored, as the reporter judged it.
 func (ev *Evidence) othersBound(w *Worker, bound []bool, accused string) error {
 	if len(ev.Others) == 0 {
 		return nil
 	}
-	d, ok := w.sync.(*dilocoSync)
-	if !ok || w.scorer == nil || w.numStages <= 1 {
+	sc, hold := w.othersScorer()
+	if sc == nil {
 		return fmt.Errorf("%w: other stages' anchors for a worker that scores from none", errEvidence)
 	}
 	if len(ev.Others) != w.numStages {
 		return fmt.Errorf("%w: anchors of %d stages, the replica has %d", errEvidence, len(ev.Others), w.numStages)
 	}
 	for p, v := range ev.Others {
-		want := w.scorer.stageSize(p)
+		want := sc.stageSize(p)
 		if p == w.stage {
 			want = 0
 		}
@@ -615,13 +622,36 @@ func (ev *Evidence) othersBound(w *Worker, bound []bool, accused string) error {
 	}
 	for p, v := range ev.Others {
 		if p != w.stage {
-			if err := w.scorer.loadStageValues(p, v); err != nil {
+			if err := sc.loadStageValues(p, v); err != nil {
 				return fmt.Errorf("%w: %v", errEvidence, err)
 			}
 		}
 	}
-	d.anchorsFrom = w.step
+	hold()
 	return nil
+}
+
+// othersScorer is the scorer a pipelined replica's stage node scores from other stages'
+// values with, and hold, which marks them as this step's in the worker (so that its
+// policy scores, as the reporter's did): DiLoCo's outer steps score from the anchors the
+// stages exchange (anchorsFrom), every-step sync's and ZeRO's gradients from the stage
+// weight mirror (mirrorAt: this step's period). Nil for a worker that scores from no
+// other stage (one stage, no scorer, streaming).
+func (w *Worker) othersScorer() (sc *heldOutScorer, hold func()) {
+	if w.numStages <= 1 {
+		return nil, nil
+	}
+	switch s := w.sync.(type) {
+	case *dilocoSync:
+		if w.scorer != nil {
+			return w.scorer, func() { s.anchorsFrom = w.step }
+		}
+	case everyStep, *zeroSync:
+		if sc := w.pipelineScorer(); sc != nil {
+			return sc, func() { w.mirrorAt = w.step - w.step%MirrorEvery }
+		}
+	}
+	return nil, nil
 }
 
 // verifierWorker is a worker of the reporter's place in plan, at ev's θ and step (and

@@ -271,6 +271,45 @@ func TestSigningKeepsHonestBits(t *testing.T) {
 	}
 }
 
+// TestPipelinedSigningKeepsHonestBits: four honest replicas of two stages under
+// every-step sync and ZeRO-1 (score on: every gather scored from the stage weight mirror,
+// and signed against the run's weights and the whole model's digest) end with the same
+// validation loss, to the bit, signed or not, and drop nothing; with -signing-cost it
+// prints the wall time and the bytes stage node 0 sent, each way.
+func TestPipelinedSigningKeepsHonestBits(t *testing.T) {
+	skipUnderRace(t)
+	for name, set := range map[string]func(*JobConfig){
+		"sync": func(c *JobConfig) { c.Sync.Mode, c.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn },
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var vals [2]float64
+			for i, sign := range []bool{false, true} {
+				start := time.Now()
+				run, cfg, _, _, _ := pipelinedRunOf(t, 24, sign, 1, set)
+				wall := time.Since(start)
+				val, err := run.Evaluate(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rej := run.Rejected(); len(rej) != 0 {
+					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+				}
+				vals[i] = val
+				if *signingCost {
+					_, sent := run.Workers()[0].BytesSent()
+					t.Logf("signed %v: %d steps in %v, stage node 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
+				}
+			}
+			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
+			}
+		})
+	}
+}
+
 // TestEvidenceConvictsColluders: two colluders of four (×−15, standing by their
 // signatures) are named by both honest workers, each of which holds evidence that the
 // leader's check convicts; evidence accusing an honest member does not convict, and
@@ -513,30 +552,58 @@ func TestAuthorKeyReadsLibp2pPeerIDs(t *testing.T) {
 	}
 }
 
-// TestPipelinedEvidenceConvictsColluders: four DiLoCo replicas of two stages, scored per
-// stage from the anchors the stages exchange, whose stage-0 nodes of replicas 2 and 3
-// collude (×−15, signed again). Each honest stage-0 node keeps evidence that carries
-// the other stage's anchors it scored with, and the leader convicts both colluders from
-// it. A reporter that ships other anchors (to make an honest member's update score
-// badly) convicts nobody: the accused's and the group's signatures bind the anchors they
-// held, not the reporter's.
+// TestPipelinedEvidenceConvictsColluders: four replicas of two stages, scored per stage
+// on the whole model, whose stage-0 nodes of replicas 2 and 3 collude (×−15, signed
+// again): under DiLoCo from the anchors the stages exchange, under every-step sync (score
+// on, or auto's contested gathers) and ZeRO-1 from the weights the stage weight mirror
+// brings. Each honest stage-0 node keeps evidence that carries the other stage's values
+// it scored with, and the leader convicts both colluders from it. A reporter that ships
+// other values (to make an honest member's contribution score badly), or none, or
+// evidence whose values fewer than a majority of the group signed, convicts nobody: the
+// accused's and the group's signatures bind the values they held, not the reporter's.
 func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
+	for name, set := range map[string]func(*JobConfig){
+		"diloco": func(*JobConfig) {},
+		"sync": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
+		},
+		// score: auto scores only the contested gathers (two against two) from the same
+		// mirror; the signatures bind its model at every gather all the same.
+		"sync-auto": func(c *JobConfig) { c.Sync.Mode = jobspec.SyncEveryStep },
+		"zero1": func(c *JobConfig) {
+			c.Sync.Mode, c.Sync.Zero, c.Sync.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
+		},
+	} {
+		t.Run(name, func(t *testing.T) { checkPipelinedEvidence(t, set) })
+	}
+}
+
+// pipelinedRunOf trains four replicas of two stages (ids[2r+s] is replica r's stage s)
+// for steps steps, signing when sign, the stage-0 nodes of replicas 2 and 3 colluding
+// when scale is not 1 (their contributions scaled by it, signed again), under DiLoCo with
+// the sync settings set changes; it returns the run, its config, plan, keys and members.
+func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 12, 8, 1
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
+	set(&cfg)
 	L := cfg.Train.Model.NumLayers()
-	keys, ids := nodeKeys(t, 8) // ids[2r+s] is replica r's stage s
+	keys, ids := nodeKeys(t, 8)
 	var plan Plan
 	for r := range 4 {
 		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: ids[2*r], First: 0, Last: L / 2}, {Node: ids[2*r+1], First: L / 2, Last: L}})
 	}
 	net := NewInMemory(ids...)
 	t.Cleanup(func() { net.Close() })
-	bad := []string{ids[4], ids[6]}
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
-		p := signingPeer{Transport: net.Peer(node), key: keys[slices.Index(ids, node)]}
-		if slices.Contains(bad, node) {
-			return resigner{signingPeer: p, s: -15}
+		i := slices.Index(ids, node)
+		if !sign {
+			return net.Peer(node)
+		}
+		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
+		if scale != 1 && (i == 4 || i == 6) {
+			return resigner{signingPeer: p, s: scale}
 		}
 		return p
 	})
@@ -549,6 +616,14 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return run, cfg, plan, keys, ids
+}
+
+// checkPipelinedEvidence is TestPipelinedEvidenceConvictsColluders for one sync mode
+// (set).
+func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
+	run, cfg, plan, keys, ids := pipelinedRunOf(t, 12, true, -15, set)
+	bad := []string{ids[4], ids[6]}
 	for _, h := range []int{0, 2} { // the honest stage-0 nodes
 		w := run.Workers()[h]
 		for _, accused := range bad {
@@ -557,7 +632,7 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 				t.Fatalf("honest stage node %d kept no evidence against %s", h, accused)
 			}
 			if len(ev.Others) != 2 || len(ev.Others[0]) != 0 || len(ev.Others[1]) == 0 {
-				t.Fatalf("evidence carries anchors of %d stages, want stage 1's", len(ev.Others))
+				t.Fatalf("evidence of step %d carries values of %d stages, want stage 1's", ev.Step, len(ev.Others))
 			}
 			wire, err := UnmarshalEvidence(ev.Marshal())
 			if err != nil {
@@ -567,9 +642,9 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
 			took := time.Since(start)
 			if err != nil || !ok {
-				t.Fatalf("node %d's evidence against %s: convicted %v (%s), %v", h, accused, ok, why, err)
+				t.Fatalf("node %d's evidence of step %d against %s: convicted %v (%s), %v", h, ev.Step, accused, ok, why, err)
 			}
-			t.Logf("node %d's evidence against %s (%d bytes, judged in %v): %s", h, accused[len(accused)-6:], len(ev.Marshal()), took, why)
+			t.Logf("node %d's evidence of step %d against %s (%d bytes, judged in %v): %s", h, ev.Step, accused[len(accused)-6:], len(ev.Marshal()), took, why)
 		}
 	}
 	ev := run.Workers()[0].Evidence(bad[0])
@@ -580,15 +655,53 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 		forged := *ev
 		forged.Others = [][]float32{nil, slices.Clone(ev.Others[1])}
 		for i := range forged.Others[1] {
-			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's anchors
+			forged.Others[1][i] *= -3 // the reporter's choice of the other stage's values
 		}
 		if ok, _, err := VerifyEvidence(cfg, plan, testData(), &forged, accused); ok || !errors.Is(err, ErrUnboundAnchors) {
-			t.Fatalf("other anchors against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
+			t.Fatalf("other values against %s: convicted %v, %v; want ErrUnboundAnchors", name, ok, err)
 		}
 	}
-	unbound := *ev // anchors dropped: re-scored from nothing, the evidence cannot convict
+	unbound := *ev // values dropped: re-scored from nothing, the evidence cannot convict
 	unbound.Others = nil
 	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unbound, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
-		t.Fatalf("evidence stripped of the anchors it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+		t.Fatalf("evidence stripped of the values it was scored with: convicted %v, %v; want ErrUnboundAnchors", ok, err)
 	}
+	// Unscored by the reporter's word: a reporter that signs its own contribution again
+	// without a model digest and ships no values would have the leader re-judge without
+	// the score the accused (honest, mirrored) signed for, by the checks alone.
+	unscored := *ev
+	unscored.Others, unscored.Signed = nil, slices.Clone(ev.Signed)
+	unscored.Signed[ev.Reporter] = resignModel(t, keys[slices.Index(ids, ev.Members[ev.Reporter])], ev, ev.Reporter, [thetaLen]byte{})
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &unscored, ids[2]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("evidence the reporter made unscored, against an honest member: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+	}
+	// Bound by half the group only: the members other than the reporter and the accused
+	// signed another model (as members that held other bits would).
+	half := *ev
+	half.Signed = slices.Clone(ev.Signed)
+	accused := slices.Index(ev.Members, bad[0])
+	for m := range ev.Members {
+		if m != ev.Reporter && m != accused {
+			half.Signed[m] = resignModel(t, keys[slices.Index(ids, ev.Members[m])], ev, m, [thetaLen]byte{1})
+		}
+	}
+	if ok, _, err := VerifyEvidence(cfg, plan, testData(), &half, bad[0]); ok || !errors.Is(err, ErrUnboundAnchors) {
+		t.Fatalf("values bound by 2 of 4 members: convicted %v, %v; want ErrUnboundAnchors", ok, err)
+	}
+}
+
+// resignModel is member m's contribution in ev signed again by key (its author's) with
+// its θ digest and the model digest model.
+func resignModel(t *testing.T, key ed25519.PrivateKey, ev *Evidence, m int, model [thetaLen]byte) []byte {
+	t.Helper()
+	payload, d, _, err := splitSigned(ev.Signed[m])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
+	out, err := signContribution(key, s, payload, bind(d.theta(), model))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

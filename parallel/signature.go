@@ -55,9 +55,9 @@ const (
 
 // digests is what a contribution's signature binds beside its bytes: the digest of the
 // θ it was computed against (the run's weights or anchors, which every receiver checks
-// against its own), then the digest of the whole model's anchors it was scored from
-// where that is more than θ (a pipelined replica's scorer loads the other stages'
-// anchors, anchor_exchange.go), zero elsewhere. Receivers do not require the second to
+// against its own), then the digest of the whole model it was scored from where that is
+// more than θ (a pipelined replica's scorer loads the other stages' anchors,
+// anchor_exchange.go, or their mirrored weights, stage_mirror.go), zero elsewhere. Receivers do not require the second to
 // match (a member that does not score holds no other stage's anchors); a leader requires
 // it of the evidence it re-scores (VerifyEvidence).
 type digests [2 * thetaLen]byte
@@ -217,14 +217,15 @@ type signer struct {
 	// theta is the digest of the θ the collective's contributions are computed against;
 	// computed once per collective, when first asked.
 	theta func() [thetaLen]byte
-	// model, when set, is the digest of the whole model's anchors the collective is
-	// scored from (a pipelined replica's, anchor_exchange.go); zero when nil.
+	// model, when set, is the digest of the whole model the collective is scored from (a
+	// pipelined replica's: DiLoCo's anchors, every-step sync's and ZeRO's mirrored
+	// weights; bindModel); zero when nil.
 	model func() [thetaLen]byte
 	// thetas is the run's flat weights at that θ, as a list of one (every fragment's
 	// under streaming; nil: no evidence is kept).
 	thetas func() [][]float32
-	// others, with model, is each stage's anchors the scorer holds (nil at the worker's
-	// own stage): what a leader loads to re-score (Evidence.Others).
+	// others, with model, is each stage's anchors or mirrored weights the scorer holds
+	// (nil at the worker's own stage): what a leader loads to re-score (Evidence.Others).
 	others func() [][]float32
 	// keep, when set, receives the gather's signed contributions and its dropping
 	// decision when it dropped someone (evidence.go).

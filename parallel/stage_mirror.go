@@ -64,16 +64,35 @@ func (w *Worker) mirrorStages(ctx context.Context) error {
 	if sc == nil || w.step%MirrorEvery != 0 {
 		return nil
 	}
-	var own []float32
-	for _, ps := range w.runParams {
-		own = append(own, flattenValues(ps)...)
-	}
 	w.mirrorAt = -1 // a failed mirror leaves no stale one in use
-	if err := w.exchangeStages(ctx, sc, mirrorIndex, "weights", own); err != nil {
+	if err := w.exchangeStages(ctx, sc, mirrorIndex, "weights", w.stageWeights()); err != nil {
 		return err
 	}
 	w.mirrorAt = w.step
 	return nil
+}
+
+// stageWeights is this stage's runs' current flat weights, in layer order: what the
+// mirror sends, and this stage's part of the model a gradient score reads.
+func (w *Worker) stageWeights() []float32 {
+	var own []float32
+	for _, ps := range w.runParams {
+		own = append(own, flattenValues(ps)...)
+	}
+	return own
+}
+
+// mirroredModel is every stage's weights the gradient score of this step reads, in
+// stage order: the other stages' as the mirror loaded them into sc, this stage's its
+// runs' current weights (the same bits on every replica of its group at a step's sync,
+// as the θ its contributions are signed against). Its digest is what a pipelined
+// replica's scored contributions bind beside θ's (gradientPolicy); evidence ships the
+// other stages' (Evidence.Others), and a leader rebuilds the same from them and θ
+// (Evidence.modelDigest).
+func (w *Worker) mirroredModel(sc *heldOutScorer) [][]float32 {
+	out := sc.stageAnchors(w.stage)
+	out[w.stage] = w.stageWeights()
+	return out
 }
 
 // mirrored says whether the worker holds the other stages' weights its gradient score

@@ -25,13 +25,34 @@ func (w *Worker) gradientPolicy(i int) policy {
 	pol.equalise = pol.score != nil || pol.scoreContested != nil
 	pol.sign = w.signer(func() [thetaLen]byte { return paramsDigest(w.runParams[i]) },
 		func() []float32 { return flattenValues(w.runParams[i]) })
-	if pol.sign != nil && w.numStages > 1 && (w.scorer != nil || w.onDemand != nil) {
-		// A pipelined replica's gradient score reads the other stages' mirrored weights
-		// (stage_mirror.go), which evidence does not carry: a leader could not re-run it,
-		// so the worker keeps none.
-		pol.sign.thetas, pol.sign.keep = nil, nil
+	if pol.sign != nil && w.numStages > 1 && (pol.score != nil || pol.scoreContested != nil) {
+		// A pipelined replica's gradient score (every gather under score: on, a contested
+		// one under auto) reads the other stages' weights the stage weight mirror brought
+		// (stage_mirror.go): the signature binds the whole model's digest, and evidence
+		// carries the other stages' weights, so a leader re-scores from weights the group
+		// vouched for, not ones the reporter chose (othersBound). A step the worker holds
+		// no mirror of is judged unscored and its evidence ships none, as its judge ran.
+		sc := w.pipelineScorer()
+		w.bindModel(pol.sign, func() [][]float32 { return w.mirroredModel(sc) })
 	}
 	return pol
+}
+
+// bindModel makes sign's contributions bind the digest of the whole model their score
+// reads (model: every stage's values in stage order, this stage's included), and its
+// evidence carry the other stages' (Evidence.Others, nil at this stage). One copy, taken
+// when the first contribution is signed, serves the digest and the evidence alike: a
+// gather that ends after the next anchor exchange or mirror keeps what it signed.
+func (w *Worker) bindModel(sign *signer, model func() [][]float32) {
+	whole := sync.OnceValue(model)
+	sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(whole()...) })
+	if sign.keep != nil {
+		sign.others = func() [][]float32 {
+			out := slices.Clone(whole())
+			out[w.stage] = nil
+			return out
+		}
+	}
 }
 
 // gatherPolicy is how DiLoCo's outer gather of run i aggregates: the worker's rule, the
@@ -47,17 +68,7 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 		// A pipelined replica's score reads the other stages' anchors its replica sent:
 		// the signature binds their digest too, and evidence carries them, so a leader
 		// re-scores from anchors the group vouched for, not ones the reporter chose.
-		// One copy, taken when the first contribution is signed, for the digest and the
-		// evidence alike: a gather that ends after the next exchange keeps what it signed.
-		anchors := sync.OnceValue(s.modelAnchors)
-		pol.sign.model = lazyTheta(func() [thetaLen]byte { return thetaDigest(anchors()...) })
-		if pol.sign.keep != nil {
-			pol.sign.others = func() [][]float32 {
-				out := slices.Clone(anchors())
-				out[s.w.stage] = nil
-				return out
-			}
-		}
+		s.w.bindModel(pol.sign, s.modelAnchors)
 	}
 	return pol
 }
@@ -91,9 +102,9 @@ func (w *Worker) signer(theta func() [thetaLen]byte, values func() []float32) *s
 	s := &signer{key: w.signKey, theta: func() [thetaLen]byte { return [thetaLen]byte{} }}
 	if theta != nil {
 		s.theta = lazyTheta(theta)
-		// A pipelined replica's scorer holds the other stages' anchors: its evidence
-		// carries them (dilocoSync.gatherPolicy), bound by the members' signatures. One
-		// scored from the stage weight mirror keeps none (gradientPolicy).
+		// A pipelined replica's scorer holds the other stages' anchors (DiLoCo) or
+		// mirrored weights (every-step sync, ZeRO): its evidence carries them, bound by
+		// the members' signatures (bindModel).
 		if len(w.runs) == 1 {
 			s.thetas = func() [][]float32 { return [][]float32{values()} }
 			s.keep = w.evidence.keep

@@ -112,26 +112,35 @@ func (p keyedPeer) SigningKey() ed25519.PrivateKey { return p.key }
 func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
 	diloco := func(*jobspec.Spec) {}
 	for _, dModel := range []int{32, 64} {
-		t.Run(fmt.Sprintf("d_model=%d", dModel), func(t *testing.T) { convictColluders(t, dModel, diloco) })
+		t.Run(fmt.Sprintf("d_model=%d", dModel), func(t *testing.T) { convictColluders(t, dModel, 1, diloco) })
 	}
 	// ZeRO-1 (scored: its gradients are then gathered whole and signed against the
 	// weights) and streaming DiLoCo (each fragment signed against every fragment's
 	// anchors at its launch) convict from their evidence the same way.
 	t.Run("zero1", func(t *testing.T) {
-		convictColluders(t, 32, func(s *jobspec.Spec) {
+		convictColluders(t, 32, 1, func(s *jobspec.Spec) {
 			s.Parallel.Sync, s.Memory.Zero, s.Parallel.Score = jobspec.SyncEveryStep, 1, jobspec.ScoreOn
 		})
 	})
+	// Replicas of two pipeline stages under every-step sync: each stage scores on the
+	// whole model from the stage weight mirror, and its evidence ships the other stage's
+	// mirrored weights, bound by the group's signatures.
+	t.Run("pipelined-sync", func(t *testing.T) {
+		convictColluders(t, 32, 2, func(s *jobspec.Spec) {
+			s.Parallel.Sync, s.Parallel.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
+		})
+	})
 	t.Run("streaming", func(t *testing.T) {
-		convictColluders(t, 32, func(s *jobspec.Spec) {
+		convictColluders(t, 32, 1, func(s *jobspec.Spec) {
 			s.Parallel.Sync, s.Parallel.InnerSteps, s.Parallel.Fragments, s.Parallel.OverlapSteps = jobspec.SyncStreaming, 4, 2, 1
 		})
 	})
 }
 
 // convictColluders is TestLeaderConvictsColludersFromShippedEvidence at model width
-// dModel, with the sync settings set changes.
-func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
+// dModel, with replicas of stages pipeline stages (replicas 2 and 3 colluding at every
+// stage) and the sync settings set changes.
+func convictColluders(t *testing.T, dModel, stages int, set func(*jobspec.Spec)) {
 	s := smallSpec(t)
 	s.Model.DModel = dModel
 	s.Parallel.Sync, s.Parallel.InnerSteps, s.Train.Steps, s.Train.Batch = jobspec.SyncDiLoCo, 3, 12, 8
@@ -147,7 +156,8 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 		junk[i] = byte(rng.IntN(256))
 	}
 	noise := &model.Dataset{Source: "noise", Train: model.ByteTokens(junk), Val: data.Val, Vocab: 256}
-	ids, keys := make([]string, 4), make([]ed25519.PrivateKey, 4)
+	n := 4 * stages
+	ids, keys := make([]string, n), make([]ed25519.PrivateKey, n) // ids[r*stages+p]: replica r's stage p
 	var jp scheduler.JobPlan
 	L := scheduler.ModelConfig(s).NumLayers()
 	for i := range ids {
@@ -161,7 +171,13 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 			t.Fatal(err)
 		}
 		ids[i], keys[i] = id.String(), ed25519.PrivateKey(raw)
-		jp.Replicas = append(jp.Replicas, []scheduler.Stage{{Node: ids[i], First: 0, Last: L}})
+	}
+	for r := range 4 {
+		var replica []scheduler.Stage
+		for p := range stages {
+			replica = append(replica, scheduler.Stage{Node: ids[r*stages+p], First: p * L / stages, Last: (p + 1) * L / stages})
+		}
+		jp.Replicas = append(jp.Replicas, replica)
 		jp.Batches = append(jp.Batches, s.Train.Batch/4)
 	}
 	jp.MicroBatches = 1
@@ -172,10 +188,10 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 	job := consensus.Job{ID: "j", Spec: s, Plans: []consensus.PlanEpoch{{Epoch: 1, Plan: raw}}}
 	net := parallel.NewInMemory(ids...)
 	t.Cleanup(net.Close)
-	workers := make([]*parallel.Worker, 4)
+	workers := make([]*parallel.Worker, n)
 	for i := range workers {
 		cfg, own := jobConfig(job, 1, jp), data
-		if i >= 2 {
+		if i >= 2*stages {
 			own = noise
 		}
 		w, err := parallel.NewWorker(cfg, EnginePlan(jp), ids[i], keyedPeer{net.Peer(ids[i]), keys[i]}, own)
@@ -188,7 +204,7 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 	named := map[int][]string{}
 	for range s.Train.Steps {
 		var wg sync.WaitGroup
-		res, errs := make([]parallel.StepResult, 4), make([]error, 4)
+		res, errs := make([]parallel.StepResult, n), make([]error, n)
 		for i, w := range workers {
 			wg.Go(func() { res[i], errs[i] = w.Step(context.Background()) })
 		}
@@ -203,16 +219,19 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 	c := newCluster(t)
 	r := c.runners[0]
 	r.cfg.Datasets = blobDataset{data: data}
-	for h := range 2 {
+	for h := range 2 * stages {
+		bad := []string{ids[2*stages+h%stages], ids[3*stages+h%stages]} // h's stage group's colluders
 		slices.Sort(named[h])
-		want := slices.Sorted(slices.Values(ids[2:]))
-		if !slices.Equal(named[h], want) {
+		if want := slices.Sorted(slices.Values(bad)); !slices.Equal(named[h], want) {
 			t.Fatalf("honest worker %d named %v, want both colluders", h, named[h])
 		}
-		for _, bad := range ids[2:] {
+		for _, bad := range bad {
 			ev := workers[h].Evidence(bad)
 			if ev == nil {
 				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
+			}
+			if stages > 1 && len(ev.Others) != stages {
+				t.Fatalf("worker %d's evidence carries %d stages' mirrored weights, want the replica's %d", h, len(ev.Others), stages)
 			}
 			raw := ev.Marshal()
 			if dModel >= 64 && len(raw) <= consensus.MaxEvidenceBytes {
@@ -230,8 +249,8 @@ func convictColluders(t *testing.T, dModel int, set func(*jobspec.Spec)) {
 			t.Logf("worker %d against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(raw), took, why)
 		}
 	}
-	ev := workers[0].Evidence(ids[2])
-	if convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[0], ids[1], ev.Marshal()); err != nil || convicted {
+	ev := workers[0].Evidence(ids[2*stages])
+	if convicted, why, err := r.JudgeEvidence(context.Background(), job, ids[0], ids[stages], ev.Marshal()); err != nil || convicted {
 		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", convicted, why, err)
 	}
 }
