@@ -404,7 +404,8 @@ func (l paramLimit) reason(next, old []float32) string {
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return "not finite"
 		}
-		if d := math.Abs(f - o); d > l.max(o, f) {
+		// The bare bound first: the rounding slack (a Frexp) only for a move past it.
+		if d := math.Abs(f - o); d > l.lr*(l.b+l.wd*math.Abs(o))*(1+paramStepSlack) && d > l.max(o, f) {
 			return fmt.Sprintf("moves a parameter from %.4g by %.3g, over lr·(B + wd·|θ|) = %.3g (lr %.3g, B %.4f)", o, f-o, l.lr*(l.b+l.wd*math.Abs(o)), l.lr, l.b)
 		}
 	}

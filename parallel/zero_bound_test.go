@@ -1,11 +1,15 @@
 package parallel
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
 )
 
@@ -188,5 +192,84 @@ func TestSupBound(t *testing.T) {
 	}
 	if got := b.upTo(h, 3); got != max(h.UpdateBound(1), h.UpdateBound(2), h.UpdateBound(3)) {
 		t.Errorf("back at t = 3: %v", got)
+	}
+}
+
+// BenchmarkZeroParamRefusal is what ZeRO-1's refusal of shrunk parameter chunks costs
+// when it fires: four replicas (one stage, or two), all honest or the last two sending
+// everything ×0.75, whose chunks the honest members refuse at every step and update
+// themselves (adopt: AdamW on the gathered aggregate, so every later collective is the
+// checked gather). Wall time per step of the whole local run (every replica in this
+// process, attackers included) and replica 0's sync bytes per step.
+func BenchmarkZeroParamRefusal(b *testing.B) {
+	for _, stages := range []int{1, 2} {
+		for _, by := range []float32{1, 0.75} {
+			b.Run(fmt.Sprintf("stages=%d/x%g", stages, by), func(b *testing.B) { benchZeroRefusal(b, stages, by) })
+		}
+	}
+}
+
+func benchZeroRefusal(b *testing.B, stages int, by float32) {
+	const n = 4
+	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = b.N+1, 2*n, 1
+	cfg.Sync.Mode, cfg.Sync.Zero = jobspec.SyncEveryStep, 1
+	L := cfg.Train.Model.NumLayers()
+	plan, names := twoStagePlan(L, n)
+	if stages == 1 {
+		plan, names = Plan{}, nil
+		for i := range n {
+			names = append(names, fmt.Sprintf("r%d", i))
+			plan.Replicas = append(plan.Replicas, []StagePlan{{Node: names[i], First: 0, Last: L}})
+		}
+	}
+	net := NewInMemory(names...)
+	defer net.Close()
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		if rep, _, _ := strings.Cut(node, "."); by != 1 && (rep == "r2" || rep == "r3") {
+			return scaler{Transport: net.Peer(node), s: by}
+		}
+		return net.Peer(node)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := run.Step(ctx); err != nil { // step 0: the first mirror, the first refusal
+		b.Fatal(err)
+	}
+	w := run.Workers()[0]
+	_, sent := w.BytesSent()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := run.Step(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	_, after := w.BytesSent()
+	b.ReportMetric(float64(after-sent)/float64(b.N), "sync-B/step")
+	rej, _ := run.ReportedBy(0)
+	b.ReportMetric(float64(len(rej)), "rejections")
+}
+
+// BenchmarkParamLimit is the check of one chunk of 1 << 16 honest parameters.
+func BenchmarkParamLimit(b *testing.B) {
+	const n = 1 << 16
+	h := DefaultTrainConfig().adamW()
+	h.LR = 2e-3
+	rng := rand.New(rand.NewPCG(3, 4))
+	p, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for j := range p {
+		p[j], g[j] = float32(rng.NormFloat64()*0.02), float32(rng.NormFloat64())
+	}
+	old := slices.Clone(p)
+	h.Step(p, g, m, v, 1, true)
+	lim := paramLimit{lr: h.LR, wd: h.WeightDecay, b: h.UpdateBound(1)}
+	b.SetBytes(4 * n)
+	for range b.N {
+		if r := lim.reason(p, old); r != "" {
+			b.Fatal(r)
+		}
 	}
 }
