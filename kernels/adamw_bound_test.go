@@ -66,3 +66,15 @@ func TestUpdateBoundIsReached(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkUpdateBound is one B(t), what ZeRO's sup over τ ≤ t costs per step.
+func BenchmarkUpdateBound(b *testing.B) {
+	o := AdamW{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
+	s := 0.0
+	for i := range b.N {
+		s += o.UpdateBound(i%100000 + 1)
+	}
+	if s < 0 {
+		b.Fatal(s)
+	}
+}
