@@ -100,6 +100,7 @@ type zeroSync struct {
 	baseSync
 	shards []*zeroShard // per run
 	steps  int          // AdamW updates applied
+	bound  supBound     // sup of AdamW's update bound over the steps so far (paramLimit)
 }
 
 func newZeroSync(b baseSync) *zeroSync {
@@ -174,11 +175,12 @@ func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 	s.steps++
 	h := w.cfg.Train.adamW()
 	h.LR = lr
+	lim := paramLimit{lr: lr, wd: math.Abs(h.WeightDecay), b: s.bound.upTo(h, s.steps)}
 	for i, run := range w.runs {
 		z := s.shards[i]
 		z.update(h, c, s.steps)
 		z.grad = nil
-		err := w.gatherParams(ctx, run, i, lr, func(chunk int, dst []float32) { z.adopt(h, c, chunk, dst) })
+		err := w.gatherParams(ctx, run, i, lim, func(chunk int, dst []float32) { z.adopt(h, c, chunk, dst) })
 		z.full = nil
 		if err != nil {
 			return false, err
@@ -307,10 +309,10 @@ func (s *zeroSync) keepShard(z *zeroShard, g []float32, inv float32) {
 
 // gatherParams all-gathers run i's parameters after every member updated its chunk. Each
 // member sends its chunk directly to every other (the bytes of the ring's all-gather, with
-// no relay that could alter another's chunk), and a chunk is taken only when admissible
-// beside the parameters it replaces (paramStepReason); a member keeps its own values of a
-// chunk it refuses, and reports its owner.
-func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float64, adopt func(chunk int, dst []float32)) error {
+// no relay that could alter another's chunk), and a chunk is taken only when it moves no
+// parameter further than one honest AdamW step can (lim); a member refuses any other,
+// reports its owner and updates the chunk itself (adopt).
+func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim paramLimit, adopt func(chunk int, dst []float32)) error {
 	ps, g := w.runParams[i], run.group
 	R, me := len(g.Members), g.Self
 	x := make([]float32, 0, countParams(ps))
@@ -349,7 +351,7 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 			adopt(mod(m+1, R), dst)
 			continue
 		}
-		if reason := paramStepReason(in, dst, lr); reason != "" {
+		if reason := lim.reason(in, dst); reason != "" {
 			pol.report(g.Members[m], "parameter chunk %s", reason)
 			adopt(mod(m+1, R), dst)
 			continue
@@ -362,25 +364,85 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lr float6
 	return nil
 }
 
-// MaxParamStep bounds how far one AdamW step may move a parameter under ZeRO, in units
-// of the learning rate: Adam's normalised step |m̂|/(√v̂+ε) stays within a few units, and
-// decoupled weight decay moves a value by lr·wd·|θ|. A chunk an owner sends that moves any
-// parameter by more than MaxParamStep·lr·(1+|θ|), or holds a value that is not finite, is
-// refused.
-const MaxParamStep = 16
+// paramLimit is how far one AdamW step of an honest owner can move a parameter θ of its
+// chunk: lr·(B + wd·|θ|), where B bounds every coordinate of Adam's update m̂/(√v̂+ε) for
+// any gradients whatever (kernels.AdamW.UpdateBound: 1 at the first step, ≈ 1.165 later
+// at β = (0.9, 0.95)) and wd·|θ| is the decoupled weight decay (every parameter is allowed
+// it, decayed or not: at most a tenth of |θ|·lr more). A chunk scaled ×0.75 moves each
+// weight by |θ|/4, past lr·1.17 wherever |θ| > 0.01 at lr 2e-3: realistic weights (std
+// 0.02) cannot be shrunk by a quarter, or a tenth, unseen. What an owner can still do
+// unseen is what an honest step can: move each parameter by up to lr·B, in any direction.
+type paramLimit struct {
+	lr, wd float64
+	// b is B at the owner's step t, taken as sup_{τ≤t} B(τ) (supBound): every member
+	// counts the same t (a step is skipped on all members or none, from the norm they
+	// all gathered, and a restore takes t from the checkpoint every member restores,
+	// whose moments are at that step), and a member whose count ran ahead of an owner's
+	// still allows it every smaller step's bound. Where β1² ≥ β2, B grows with t without
+	// limit, and so does the bound; with no bound (β outside its range) only finiteness
+	// is checked.
+	b float64
+}
 
-// paramStepReason says why the updated chunk next may not replace old, or "" when it may.
-func paramStepReason(next, old []float32, lr float64) string {
+// paramStepSlack and paramStepULPs are the float32 rounding an honest step may add to
+// lr·(B + wd·|θ|): the update m̂/(√v̂+ε) rounded in float32 (the worst gradient sequence,
+// which reaches B exactly, moved 1 + 6e-7 of the bound where θ's own rounding is
+// negligible, TestParamLimitHoldsForHonestAdamW), and p·(1 − lr·wd) − step rounded to θ's
+// float32 grid (up to 1.5 units in the last place of |θ|: at lr 1e-7 and |θ| = 1 more
+// than the step itself). A relative 1e-3 and 4 ulps of max(|θ_old|, |θ_new|) cover both:
+// no honest step of that test used over 21% of the slack; neither lets a chunk of
+// weights of std 0.02 shrink by even 3% (TestParamLimitRefusesShrunkChunks).
+const (
+	paramStepSlack = 1e-3
+	paramStepULPs  = 4
+)
+
+// reason says why the updated chunk next may not replace old, or "" when it may.
+func (l paramLimit) reason(next, old []float32) string {
 	for j, v := range next {
 		f, o := float64(v), float64(old[j])
 		if math.IsNaN(f) || math.IsInf(f, 0) {
 			return "not finite"
 		}
-		if math.Abs(f-o) > MaxParamStep*lr*(1+math.Abs(o)) {
-			return fmt.Sprintf("moves a parameter by %.3g, over %d×lr·(1+|θ|) at lr %.3g", f-o, MaxParamStep, lr)
+		// The bare bound first: the rounding slack (a Frexp) only for a move past it.
+		if d := math.Abs(f - o); d > l.lr*(l.b+l.wd*math.Abs(o))*(1+paramStepSlack) && d > l.max(o, f) {
+			return fmt.Sprintf("moves a parameter from %.4g by %.3g, over lr·(B + wd·|θ|) = %.3g (lr %.3g, B %.4f)", o, f-o, l.lr*(l.b+l.wd*math.Abs(o)), l.lr, l.b)
 		}
 	}
 	return ""
+}
+
+// max is the most an honest step moves a parameter from o to f: lr·(B + wd·|o|) and the
+// rounding slack.
+func (l paramLimit) max(o, f float64) float64 {
+	return l.lr*(l.b+l.wd*math.Abs(o))*(1+paramStepSlack) + paramStepULPs*ulp32(max(math.Abs(o), math.Abs(f)))
+}
+
+// ulp32 is the spacing of float32 values at x ≥ 0 (finite even at math.MaxFloat32, so
+// the slack never admits everything).
+func ulp32(x float64) float64 {
+	_, e := math.Frexp(x) // x = m·2^e, m in [0.5, 1)
+	return math.Ldexp(1, max(e-24, -149))
+}
+
+// supBound keeps sup_{τ≤t} kernels.AdamW.UpdateBound(τ) as t advances one step at a time:
+// O(1) a step, and O(t) once after a restore (0.2 µs a step, kernels BenchmarkUpdateBound
+// at load 14: 0.2 s at t = 10⁶; a restore that lowers t starts it again).
+type supBound struct {
+	t   int
+	sup float64
+}
+
+// upTo is sup_{τ≤t} h.UpdateBound(τ).
+func (b *supBound) upTo(h kernels.AdamW, t int) float64 {
+	if t < b.t {
+		*b = supBound{}
+	}
+	for b.t < t {
+		b.t++
+		b.sup = max(b.sup, h.UpdateBound(b.t))
+	}
+	return b.sup
 }
 
 // zeroNormIndex is the base of the frame indexes of the per-run shard norms (plus the
