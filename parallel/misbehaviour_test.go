@@ -126,17 +126,29 @@ func (p shortSigner) Send(ctx context.Context, to string, f *frame.Frame) error 
 
 // gatherReports runs one signed gather of three members, member 2 sending through wrap
 // with its own key and θ digest theta2, and returns the misbehaviour the members reported
-// and what members 0 and 1 dropped.
-func gatherReports(t *testing.T, wrap func(Transport, ed25519.PrivateKey) Transport, theta2 [thetaLen]byte) ([]Misbehaviour, []Rejection) {
+// and what members 0 and 1 dropped; failing: the honest members' gathers may fail naming
+// member 2.
+func gatherReports(t *testing.T, wrap func(Transport, ed25519.PrivateKey) Transport, theta2 [thetaLen]byte, failing bool) ([]Misbehaviour, []Rejection) {
 	t.Helper()
 	keys, ids := nodeKeys(t, 3)
 	net := NewInMemory(ids...)
 	defer net.Close()
 	var mu sync.Mutex
 	var rejected []Rejection
-	var wg sync.WaitGroup
+	var wg, honest sync.WaitGroup
+	// When the honest gathers fail, member 2 waits for their digests in vain: its gather
+	// ends once theirs have.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	honest.Add(2)
+	if failing {
+		go func() { honest.Wait(); cancel2() }()
+	}
 	for m := range 3 {
 		wg.Go(func() {
+			if m != 2 {
+				defer honest.Done()
+			}
 			var tr Transport = net.Peer(ids[m])
 			theta := [thetaLen]byte{1}
 			if m == 2 {
@@ -149,7 +161,13 @@ func gatherReports(t *testing.T, wrap func(Transport, ed25519.PrivateKey) Transp
 					mu.Unlock()
 				}}
 			x := []float32{1 + float32(m), 2, 3, 4}
-			if err := gatherAggregate(context.Background(), tr, Group{Members: ids, Self: m}, roundKey{job: 7, step: 3}, 0, x, nil, pol); err != nil && m != 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if m == 2 {
+				ctx, cancel = context.WithTimeout(ctx2, 10*time.Second)
+			}
+			defer cancel()
+			err := gatherAggregate(ctx, tr, Group{Members: ids, Self: m}, roundKey{job: 7, step: 3}, 0, x, nil, pol)
+			if err != nil && m != 2 && !(failing && strings.Contains(err.Error(), ids[2])) {
 				t.Errorf("member %d: %v", m, err)
 			}
 		})
@@ -171,7 +189,7 @@ func gatherReports(t *testing.T, wrap func(Transport, ed25519.PrivateKey) Transp
 // member whose θ parted, or whose bytes a fault flipped, must keep its connection).
 func TestUndecodableSignedContributionReportsItsAuthor(t *testing.T) {
 	same := [thetaLen]byte{1}
-	reports, rejected := gatherReports(t, func(tr Transport, key ed25519.PrivateKey) Transport { return shortSigner{tr, key} }, same)
+	reports, rejected := gatherReports(t, func(tr Transport, key ed25519.PrivateKey) Transport { return shortSigner{tr, key} }, same, false)
 	if len(reports) != 2 || len(rejected) < 2 {
 		t.Fatalf("short signed contribution: reports %+v, rejected %+v; want both honest members to report and drop member 2", reports, rejected)
 	}
@@ -183,7 +201,7 @@ func TestUndecodableSignedContributionReportsItsAuthor(t *testing.T) {
 		"tampered":      {func(tr Transport, _ ed25519.PrivateKey) Transport { return tamperer{tr} }, same},
 		"another theta": {func(tr Transport, _ ed25519.PrivateKey) Transport { return tr }, [thetaLen]byte{2}},
 	} {
-		if reports, _ := gatherReports(t, c.wrap, c.theta); len(reports) != 0 {
+		if reports, _ := gatherReports(t, c.wrap, c.theta, false); len(reports) != 0 {
 			t.Errorf("%s: reported %+v", name, reports)
 		}
 	}
@@ -252,5 +270,26 @@ func TestShortParameterChunkReportsItsOwner(t *testing.T) {
 				t.Errorf("report %+v, want r2's parameter chunk reported by an honest member", m)
 			}
 		}
+	}
+}
+
+// recoding is a member that labels its contributions with a codec the round does not use.
+type recoding struct{ Transport }
+
+func (p recoding) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.Codec == frame.CodecNone {
+		g := *f
+		g.Codec = frame.CodecFP16
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// A contribution of a codec its round does not use fails the gather naming its sender, as
+// before, and is a protocol violation: both honest members report the sender.
+func TestContributionOfAnotherCodecReportsItsAuthor(t *testing.T) {
+	reports, _ := gatherReports(t, func(tr Transport, _ ed25519.PrivateKey) Transport { return recoding{tr} }, [thetaLen]byte{1}, true)
+	if len(reports) != 2 {
+		t.Fatalf("reports %+v, want member 2 reported by both honest members", reports)
 	}
 }
