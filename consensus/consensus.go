@@ -34,6 +34,8 @@ type Consensus struct {
 	// evidence is the leader's judge of offender evidence and its per-reporter limits
 	// (evidence.go).
 	evidence evidenceDesk
+	// misbehaviour counts peers disconnected for a protocol violation (misbehave.go).
+	misbehaviour misbehaviour
 
 	// memberMu serialises membership changes on the leader so that voter counts hold.
 	memberMu sync.Mutex

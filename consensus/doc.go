@@ -13,7 +13,9 @@
 // (as a non-voter, promoted once caught up) and leaves only as the peer its connection
 // authenticates; the leader authorizes every operation per caller and job; a cluster ID
 // checked on every handshake keeps independently bootstrapped clusters apart; every log
-// entry is validated before it is applied (docs/security.md).
+// entry is validated before it is applied (docs/security.md). A member that sends what no
+// honest member sends (offender evidence that does not decode, an evidence request past its
+// bounds) is refused and then disconnected (misbehave.go, Consensus.Disconnects).
 //
 // The package takes a libp2p host.Host as a dependency and never creates one; it does not
 // discover peers, gossip or measure anything: the node feeds it the live and dead members it

@@ -158,7 +158,7 @@ func (c *Consensus) handleEvidence(ctx context.Context, from peer.ID, body []byt
 	}
 	args, err := decodeEvidenceRequest(body)
 	if err != nil {
-		return nil, err
+		return nil, c.misbehaved(from, err) // no honest reporter sends it
 	}
 	j, _, err := c.fsm.Job(args.JobID)
 	if err != nil {
@@ -191,7 +191,11 @@ func (c *Consensus) handleEvidence(ctx context.Context, from peer.ID, body []byt
 func (c *Consensus) judgeEvidence(ctx context.Context, j Job, epoch uint64, from peer.ID, member string, evidence []byte, judge EvidenceJudge) error {
 	convicted, reason, err := judge(ctx, j, from.String(), member, evidence)
 	if err != nil {
-		return fmt.Errorf("%w: evidence against %s: %v", ErrBadRequest, member, err)
+		refused := fmt.Errorf("%w: evidence against %s: %v", ErrBadRequest, member, err)
+		if errors.Is(err, ErrMalformedEvidence) { // it does not decode: no honest worker ships it
+			return c.misbehaved(from, refused)
+		}
+		return refused
 	}
 	v := Verdict{Member: member, Accuser: from.String(), Convicted: convicted, Epoch: epoch, Reason: reason}
 	if !convicted {
@@ -228,6 +232,7 @@ func (c *Consensus) judgeBlobLater(j Job, epoch uint64, from peer.ID, args Evide
 		}
 		if err != nil {
 			c.log.Warn("offender evidence blob", "job", j.ID, "reporter", from, "member", args.Member, "blob", args.Blob, "err", err)
+			c.disconnectIf(from, err) // a blob the reporter published that does not decode
 		}
 	})
 	return nil

@@ -91,6 +91,8 @@ func (c *Consensus) serveRPC(s network.Stream) {
 		resp.Body, err = c.handle(ctx, s.Conn().RemotePeer(), req.Cluster, req.Op, req.Body)
 		cancel()
 	}
+	// A violation is answered first, then its sender disconnected (misbehave.go).
+	defer c.disconnectIf(s.Conn().RemotePeer(), err)
 	if err != nil {
 		resp = rpcResponse{Code: codeOf(err), Error: err.Error()}
 		if errors.Is(err, ErrNotLeader) {

@@ -152,3 +152,30 @@ func TestSybilRelayedHeartbeatsAreDropped(t *testing.T) {
 		t.Fatal("a heartbeat signed by a minted key entered a peer table")
 	}
 }
+
+// TestDisconnectClosesThePeer: a peer the data plane caught breaking its protocol
+// (Disconnect) is counted as a malformed message and disconnected, as a malformed
+// heartbeat's sender is.
+func TestDisconnectClosesThePeer(t *testing.T) {
+	a := startMesh(t, testConfig(t, testSecret))
+	b := startMesh(t, testConfig(t, testSecret, a))
+	testutil.WaitFor(t, 10*time.Second, "b admitted at a", func() bool { return a.IsAdmitted(b.ID()) })
+	closed := make(chan struct{}, 16)
+	n := &network.NotifyBundle{DisconnectedF: func(_ network.Network, c network.Conn) {
+		if c.RemotePeer() == b.ID() {
+			closed <- struct{}{}
+		}
+	}}
+	a.host.Network().Notify(n)
+	defer a.host.Network().StopNotify(n)
+	before := a.Stats().Malformed
+	a.Disconnect(b.ID(), "data-plane frame", errors.New("anchors of the wrong length"))
+	if a.Stats().Malformed != before+1 {
+		t.Error("not counted")
+	}
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("b's connection was not closed")
+	}
+}

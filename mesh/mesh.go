@@ -307,6 +307,12 @@ func (m *Mesh) Stats() Stats {
 	}
 }
 
+// Disconnect closes every connection with p, which broke a protocol this node serves beside
+// the mesh's own (the data plane's frames: dataplane.Config.Disconnect), counted in
+// Stats.Malformed and logged with what it broke, exactly as a malformed mesh message is.
+// p stays admitted and may connect again.
+func (m *Mesh) Disconnect(p peer.ID, what string, err error) { m.malformed(p, what, err) }
+
 // malformed logs a malformed message from p and disconnects it.
 func (m *Mesh) malformed(p peer.ID, what string, err error) {
 	m.malformedCount.Add(1)

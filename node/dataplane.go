@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -9,7 +10,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/meshnode/meshnode/mesh/dataplane"
+	"github.com/meshnode/meshnode/parallel"
 )
+
+// The engine reports a peer that breaks the protocol to its transport; the data plane is it.
+var _ parallel.MisbehaviourReporter = (*dataplane.Plane)(nil)
 
 // dataPlaneService runs the node's QUIC tensor data plane, bound to the node's identity
 // and admitting only peers the mesh has admitted.
@@ -28,6 +33,13 @@ func (s *dataPlaneService) Start(ctx context.Context) error {
 		return err == nil && s.n.mesh.IsAdmitted(p)
 	}
 	cfg.OpenStream = s.openStream
+	// A peer the engine caught breaking the protocol loses its libp2p connection too
+	// (after the data plane's own), counted as the mesh counts a malformed message.
+	cfg.Disconnect = func(id, reason string) {
+		if p, err := peer.Decode(id); err == nil {
+			s.n.mesh.Disconnect(p, "data-plane frame", errors.New(reason))
+		}
+	}
 	// Frames of a job this node runs no worker of expire (the runner follows the FSM's plans).
 	cfg.RunsJob = func(uint64) bool { return false }
 	if e := s.n.engine; e != nil {

@@ -26,7 +26,7 @@ type controlCollector struct {
 	get func() *consensus.Consensus
 
 	raftState, term, commit, applied, voters, nonvoters    *prometheus.Desc
-	leaderChanges                                          *prometheus.Desc
+	leaderChanges, rpcDisconnects                          *prometheus.Desc
 	jobStatus, step, loss, valLoss, tps, stepSec, bytesOut *prometheus.Desc
 	epoch, redone, checkpoints, checkpointStep             *prometheus.Desc
 }
@@ -44,6 +44,7 @@ func newControlCollector(get func() *consensus.Consensus) *controlCollector {
 		voters:         d("raft_voters", "Voting members of the raft configuration."),
 		nonvoters:      d("raft_nonvoters", "Non-voting members of the raft configuration."),
 		leaderChanges:  d("raft_leader_changes_total", "Times this node saw the raft leader change to a different server, the first leader it learnt of included."),
+		rpcDisconnects: d("rpc_disconnects_total", "Peers this node disconnected for sending it what no honest member sends (offender evidence that does not decode)."),
 		jobStatus:      d("job_status", "1 for the job's current status, 0 for the others.", "job", "status"),
 		step:           d("job_step", "Latest optimizer step reported for the job.", "job"),
 		loss:           d("job_train_loss", "Latest training loss reported for the job.", "job"),
@@ -89,6 +90,7 @@ func (c *controlCollector) collectRaft(cons *consensus.Consensus, ch chan<- prom
 	ch <- prometheus.MustNewConstMetric(c.commit, prometheus.CounterValue, float64(st.CommitIndex))
 	ch <- prometheus.MustNewConstMetric(c.applied, prometheus.CounterValue, float64(st.AppliedIndex))
 	ch <- prometheus.MustNewConstMetric(c.leaderChanges, prometheus.CounterValue, float64(cons.LeaderChanges()))
+	ch <- prometheus.MustNewConstMetric(c.rpcDisconnects, prometheus.CounterValue, float64(cons.Disconnects()))
 	if err == nil { // the configuration is unknown while raft shuts down
 		gauge(ch, c.voters, float64(len(st.Voters)))
 		gauge(ch, c.nonvoters, float64(len(st.Nonvoters)))

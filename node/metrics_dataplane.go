@@ -27,6 +27,7 @@ type dataPlaneCollector struct {
 	n                                    *Node
 	sentBytes, recvBytes, sent, received *prometheus.Desc
 	bad, inflight, pathBytes, expired    *prometheus.Desc
+	misbehaved                           *prometheus.Desc
 }
 
 func newDataPlaneCollector(n *Node) *dataPlaneCollector {
@@ -43,12 +44,14 @@ func newDataPlaneCollector(n *Node) *dataPlaneCollector {
 		bad:       d("bad_frames_total", "Frames from peers that failed validation and reset their stream."),
 		inflight:  d("inflight_bytes", "Payload bytes of frames being received now (bounded by the in-flight budget)."),
 		expired:   d("expired_frames_total", "Frames of jobs this node does not run, dropped after waiting the data plane's UnknownJobTTL."),
+		misbehaved: d("misbehaved_total",
+			"Peers disconnected because the engine caught them sending frames the protocol never sends (wrong length, dtype or codec)."),
 		pathBytes: d("path_bytes_total", "Payload bytes exchanged with a peer (both directions) by kind of path: direct, inbound, hole-punched, relayed, libp2p.", "peer", "path"),
 	}
 }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes, c.expired} {
+	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes, c.expired, c.misbehaved} {
 		ch <- d
 	}
 }
@@ -84,6 +87,11 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.bad, prometheus.CounterValue, float64(st.TotalBadFrames()))
 	gauge(ch, c.inflight, float64(st.InFlightBytes))
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.ExpiredFrames))
+	var misbehaved int64
+	for _, n := range st.Misbehaved {
+		misbehaved += n
+	}
+	ch <- prometheus.MustNewConstMetric(c.misbehaved, prometheus.CounterValue, float64(misbehaved))
 	paths := map[[2]string]int64{}
 	for p, kinds := range st.Paths {
 		if !members[p] {

@@ -78,6 +78,12 @@ func checkNodeTraining(t *testing.T, text, id string, steps int, next string) {
 	for _, s := range []string{`meshnode_blob_removed_total`, `meshnode_blob_chunks_served_total`, `meshnode_dataplane_bad_frames_total`} {
 		metricValue(t, text, s)
 	}
+	// An honest job disconnects nobody for breaking the protocol.
+	for _, s := range []string{`meshnode_dataplane_misbehaved_total`, `meshnode_rpc_disconnects_total`} {
+		if v := metricValue(t, text, s); v != 0 {
+			t.Errorf("%s = %v in an honest job, want 0", s, v)
+		}
+	}
 }
 
 // scrape returns n's /metrics, read with the API token.

@@ -24,7 +24,10 @@ import (
 // the sending stage. A receiver checks the frame's dtype, codec and element count
 // against the sending stage's parameter count (from the plan and its own copy of the
 // model) before it decodes anything; a frame that does not match fails the outer step
-// with an error naming the stage, as a malformed activation frame fails a step.
+// with an error naming the stage, as a malformed activation frame fails a step, and, being
+// what no honest stage node sends, has its sender reported to the transport
+// (MisbehaviourReporter: the data plane disconnects it). A frame of another step is only
+// refused: the mailbox matches frames by step, so it is stale at worst, never malformed.
 
 // anchorIndex is the frame index of the anchor exchange between the stages of a replica
 // (below copyIndex, trafficIndex and normIndex; above any run's first layer and its
@@ -93,7 +96,11 @@ func (w *Worker) exchangeStages(ctx context.Context, sc *heldOutScorer, index ui
 			err = sc.loadStage(p, w.step, f)
 		}
 		if err != nil {
-			return fmt.Errorf("step %d %s from stage %d (%s): %w", w.step, what, p, peer, err)
+			err = fmt.Errorf("step %d %s from stage %d (%s): %w", w.step, what, p, peer, err)
+			if violation(err) { // a frame no honest stage node sends: disconnected too
+				misbehaved(w.tr, peer, err.Error())
+			}
+			return err
 		}
 	}
 	return nil
@@ -140,11 +147,11 @@ func (s *heldOutScorer) loadStage(p, step int, f *frame.Frame) error {
 	if n == 0 {
 		return fmt.Errorf("stage %d holds no layers the scorer knows", p)
 	}
-	if f.Step != uint32(step) {
+	if f.Step != uint32(step) { // a stale frame, not a malformed one: its key names the step
 		return fmt.Errorf("stage %d: a frame of step %d, want %d", p, f.Step, step)
 	}
 	if f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || f.Elements() != n || len(f.Payload) != 4*n {
-		return fmt.Errorf("stage %d: shape %v dtype %d codec %d, %d bytes, want %d float32", p, f.Shape, f.DType, f.Codec, len(f.Payload), n)
+		return fmt.Errorf("stage %d: %w: shape %v dtype %d codec %d, %d bytes, want %d float32", p, errMalformed, f.Shape, f.DType, f.Codec, len(f.Payload), n)
 	}
 	v := make([]float32, n)
 	if err := decodeF32(v, f.Payload); err != nil {

@@ -104,13 +104,18 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), maxWireBytes(wire, len(x))+pol.sign.trailer())
 		if errors.Is(err, errPieces) {
 			bad[m] = err
+			if pol.sign != nil { // unsigned, a signer's trailer could pass the bound
+				misbehaved(tr, g.Members[m], fmt.Sprintf("all-gather: %v", err))
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("all-gather from %s: %w", g.Members[m], err)
 		}
 		if f.Codec != wire {
-			return fmt.Errorf("all-gather from %s: codec %d, want %d", g.Members[m], f.Codec, wire)
+			err := fmt.Errorf("all-gather from %s: %w: codec %d, want %d", g.Members[m], errMalformed, f.Codec, wire)
+			misbehaved(tr, g.Members[m], err.Error())
+			return err
 		}
 		payloads[m] = f.Payload
 		if bad[m] = pol.sign.incoming(k, base, g, m, wire, len(x), signed, f.Payload); bad[m] == nil && signed != nil {
@@ -126,6 +131,9 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		v, err := decodeContribution(payloads[m], len(x), ef)
 		if bad[m] != nil {
 			err = bad[m]
+		} else if err != nil && pol.sign != nil {
+			// Its author signed bytes that do not decode: no honest member sends them.
+			misbehaved(tr, g.Members[m], fmt.Sprintf("all-gather: undecodable contribution: %v", err))
 		}
 		if err != nil {
 			pol.report(g.Members[m], "undecodable: %v", err)

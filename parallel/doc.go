@@ -43,5 +43,10 @@
 //
 // The package computes through model and kernels and talks to other nodes only through
 // the Transport interface (an in-memory one here, the QUIC data plane in the node); it
-// opens no sockets itself.
+// opens no sockets itself. A frame no honest member sends (a stage exchange of the wrong
+// length, dtype or codec, a contribution of a codec its round does not use, a signed
+// contribution or a ZeRO parameter chunk that does not decode, pieces that break their
+// rules) fails the step or is dropped as before, and its sender is reported to the
+// transport (MisbehaviourReporter: the data plane disconnects it); values judged bad and
+// stale frames are never reported, so an honest member is never disconnected for them.
 package parallel

@@ -152,6 +152,9 @@ type sentCounter struct {
 
 func (c sentCounter) PieceBytes() int { return pieceBytes(c.Transport) }
 
+// Misbehaved passes a report of peer's misbehaviour to the wrapped transport.
+func (c sentCounter) Misbehaved(peer, reason string) { misbehaved(c.Transport, peer, reason) }
+
 func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error {
 	c.n.Add(int64(len(f.Payload)))
 	return c.Transport.Send(ctx, to, f)

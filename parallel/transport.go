@@ -2,7 +2,9 @@ package parallel
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -22,11 +24,46 @@ type Transport interface {
 	Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error)
 }
 
+// MisbehaviourReporter is a Transport that acts on a peer caught breaking the protocol
+// (docs/security.md, "A peer that breaks the protocol is disconnected"): the data plane
+// closes the peer's connections, as it does for a peer that floods its mailbox; InMemory
+// records the report for tests. The worker calls it only for bytes the peer itself
+// authored on its own authenticated connection that no honest member can send (a frame of
+// the wrong length for its kind and step, a codec the round does not use, pieces that
+// break their rules), never for a stale frame or for values it judges bad: those fail the
+// step or go the offender path as before, so an honest peer is never disconnected for
+// them.
+type MisbehaviourReporter interface {
+	// Misbehaved reports that peer sent what the protocol never sends; reason says what.
+	Misbehaved(peer, reason string)
+}
+
+// misbehaved reports peer to tr when tr acts on misbehaviour, and does nothing otherwise
+// (a transport without connections to close).
+func misbehaved(tr Transport, peer, reason string) {
+	if m, ok := tr.(MisbehaviourReporter); ok {
+		m.Misbehaved(peer, reason)
+	}
+}
+
+// errMalformed marks a frame whose form no honest member sends (wrong dtype, codec or
+// length for its kind and step): its sender broke the protocol, as with errPieces.
+var errMalformed = errors.New("malformed frame")
+
+// violation says whether err names a protocol violation by the frame's sender (errPieces,
+// errMalformed): what makes the worker report the sender's misbehaviour to the transport,
+// beside failing or refusing as before. A transport's error (a stall, a closed
+// connection) and a stale frame are not.
+func violation(err error) bool {
+	return errors.Is(err, errPieces) || errors.Is(err, errMalformed)
+}
+
 // InMemory is a set of in-process peers connected to each other: each has a mailbox, and
 // Send delivers straight into the receiver's. It counts bytes sent per kind.
 type InMemory struct {
 	mu         sync.Mutex
 	boxes      map[string]*frame.Mailbox
+	misbehaved []Misbehaviour
 	sent       [8]atomic.Int64 // payload bytes by frame kind
 	frames     [8]atomic.Int64 // frames by kind
 	maxPayload atomic.Int64    // 0: unbounded
@@ -56,6 +93,20 @@ func (n *InMemory) Peer(id string) Transport { return &inMemoryPeer{net: n, id: 
 // SentBytes reports the payload bytes sent in frames of kind k by all peers.
 func (n *InMemory) SentBytes(k frame.Kind) int64 { return n.sent[k].Load() }
 
+// Misbehaviour is one report a peer of an InMemory network made: By caught Peer breaking
+// the protocol (MisbehaviourReporter).
+type Misbehaviour struct {
+	By, Peer, Reason string
+}
+
+// Misbehaviours returns the reports the network's peers made, in the order they made
+// them. The in-memory network records them and disconnects nobody.
+func (n *InMemory) Misbehaviours() []Misbehaviour {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.misbehaved)
+}
+
 // Close wakes every waiting receiver with an error.
 func (n *InMemory) Close() {
 	n.mu.Lock()
@@ -74,6 +125,13 @@ func (p *inMemoryPeer) Self() string { return p.id }
 
 // PieceBytes is the size collectives cut messages at: the network's payload bound, if set.
 func (p *inMemoryPeer) PieceBytes() int { return int(p.net.maxPayload.Load()) }
+
+// Misbehaved records p's report that peer broke the protocol (InMemory.Misbehaviours).
+func (p *inMemoryPeer) Misbehaved(peer, reason string) {
+	p.net.mu.Lock()
+	defer p.net.mu.Unlock()
+	p.net.misbehaved = append(p.net.misbehaved, Misbehaviour{By: p.id, Peer: peer, Reason: reason})
+}
 
 func (p *inMemoryPeer) Send(_ context.Context, to string, f *frame.Frame) error {
 	p.net.mu.Lock()

@@ -126,6 +126,9 @@ type stallTransport struct {
 
 func (s stallTransport) PieceBytes() int { return pieceBytes(s.Transport) }
 
+// Misbehaved passes a report of peer's misbehaviour to the wrapped transport.
+func (s stallTransport) Misbehaved(peer, reason string) { misbehaved(s.Transport, peer, reason) }
+
 func (s stallTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -357,6 +360,9 @@ type countingTransport struct{ w *Worker }
 
 func (c countingTransport) Self() string    { return c.w.tr.Self() }
 func (c countingTransport) PieceBytes() int { return pieceBytes(c.w.tr) }
+func (c countingTransport) Misbehaved(peer, reason string) {
+	misbehaved(c.w.tr, peer, reason)
+}
 func (c countingTransport) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return c.w.send(ctx, to, f)
 }

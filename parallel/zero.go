@@ -347,6 +347,7 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim param
 			err = decodeF32(in, f.Payload)
 		}
 		if err != nil {
+			misbehaved(w.tr, g.Members[m], fmt.Sprintf("parameter chunk undecodable: %v", err))
 			pol.report(g.Members[m], "parameter chunk undecodable: %v", err)
 			adopt(mod(m+1, R), dst)
 			continue

@@ -84,6 +84,11 @@ type Config struct {
 	// UseStreams named, or that sent frames that way, while no QUIC connection with it is
 	// alive. Nil: QUIC only.
 	OpenStream StreamOpener
+	// Disconnect closes the rest of a peer's connections with this node when the engine
+	// caught it breaking the protocol (Misbehaved), after the data plane closed its own: the
+	// node closes its libp2p connection, as the mesh does for a malformed message. Nil:
+	// the data plane's connections only.
+	Disconnect func(peerID, reason string)
 	// Logger receives the data plane's logs. Nil: discarded.
 	Logger *slog.Logger
 }

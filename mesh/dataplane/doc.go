@@ -9,7 +9,10 @@
 // (SetPeerAddr); which jobs this node runs, so that frames of others expire, too
 // (Config.RunsJob). Towards a peer no QUIC path reaches (both behind NATs), the same frames
 // ride libp2p streams that the caller opens (Config.OpenStream, on a relayed or
-// hole-punched connection) and hands in (ServeStream), read with the same bounds.
+// hole-punched connection) and hands in (ServeStream), read with the same bounds. A peer
+// the engine caught sending what the protocol never sends is disconnected (Misbehaved,
+// the engine's parallel.MisbehaviourReporter), as one that floods its mailbox is; the
+// node closes the rest of its connections (Config.Disconnect).
 //
 // dataplane must not depend on the membership layer (package mesh), consensus or the
 // engine: it knows peer IDs and addresses only, and it never interprets a payload.

@@ -27,6 +27,9 @@ type Stats struct {
 	BadFrames map[string]int64
 	// MailboxOverflows counts, per peer, disconnections for exceeding MailboxBytes.
 	MailboxOverflows map[string]int64
+	// Misbehaved counts, per peer, disconnections for a protocol violation the engine
+	// found in what the peer sent (Plane.Misbehaved).
+	Misbehaved map[string]int64
 	// EvictedConns counts, per peer, connections closed because the peer opened more than
 	// MaxConnsPerPeer.
 	EvictedConns map[string]int64
@@ -96,6 +99,7 @@ type counters struct {
 	traffic   map[trafficKey]Traffic
 	bad       map[string]int64
 	overflows map[string]int64
+	misbehave map[string]int64
 	evicted   map[string]int64
 	paths     map[[2]string]Traffic // {peer, path}
 }
@@ -104,6 +108,7 @@ func (s *counters) init() {
 	s.traffic = map[trafficKey]Traffic{}
 	s.bad = map[string]int64{}
 	s.overflows = map[string]int64{}
+	s.misbehave = map[string]int64{}
 	s.evicted = map[string]int64{}
 	s.paths = map[[2]string]Traffic{}
 }
@@ -136,6 +141,12 @@ func (s *counters) connEvicted(peer string) {
 	s.mu.Unlock()
 }
 
+func (s *counters) misbehaved(peer string) {
+	s.mu.Lock()
+	s.misbehave[peer]++
+	s.mu.Unlock()
+}
+
 func (s *counters) overflow(peer string) {
 	s.mu.Lock()
 	s.overflows[peer]++
@@ -152,6 +163,7 @@ func (d *Plane) Stats() Stats {
 		Received:         map[string]map[frame.Kind]Traffic{},
 		BadFrames:        make(map[string]int64, len(s.bad)),
 		MailboxOverflows: maps.Clone(s.overflows),
+		Misbehaved:       maps.Clone(s.misbehave),
 		EvictedConns:     maps.Clone(s.evicted),
 		Paths:            map[string]map[string]Traffic{},
 	}

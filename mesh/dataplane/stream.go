@@ -55,6 +55,9 @@ const (
 	// ConnRestarted closes the connections to a peer that restarted (the caller said so:
 	// DropConnsBefore): they lead to its old process.
 	ConnRestarted quic.ApplicationErrorCode = 0x207
+	// ConnMisbehaved closes the connections of a peer the engine caught sending what the
+	// protocol never sends (Misbehaved).
+	ConnMisbehaved quic.ApplicationErrorCode = 0x208
 )
 
 // frameResetCode maps a frame.Read error to the code that resets the stream; bad is false

@@ -114,11 +114,12 @@ func evidencePlan(j consensus.Job, e uint32) (*scheduler.JobPlan, uint64) {
 // node lacks it, with the reporter's shards), and parallel.VerifyEvidence. Forged
 // evidence, or evidence re-scored from anchors only the reporter vouches for
 // (parallel.ErrUnboundAnchors), is a false accusation (not convicted, with the reason),
-// not an error.
+// not an error; evidence that does not decode is an error wrapping
+// consensus.ErrMalformedEvidence (the leader then disconnects the reporter).
 func (r *Runner) JudgeEvidence(ctx context.Context, j consensus.Job, reporter, member string, evidence []byte) (bool, string, error) {
 	ev, err := parallel.UnmarshalEvidence(evidence)
-	if err != nil {
-		return false, "", err
+	if err != nil { // no honest worker ships it: the leader disconnects the reporter
+		return false, "", fmt.Errorf("%w: %w", consensus.ErrMalformedEvidence, err)
 	}
 	// The evidence is held to the plan of its own epoch, which the job may have left since
 	// (a first conviction replans it): the signatures bind that epoch, so evidence cannot

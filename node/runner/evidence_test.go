@@ -52,6 +52,11 @@ func TestJudgeEvidenceRefusesWhatItCannotCheck(t *testing.T) {
 		if err == nil || convicted || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: convicted %v, %v; want an error naming %q", name, convicted, err, c.want)
 		}
+		// Only evidence that does not decode disconnects its reporter (the leader's
+		// consensus.ErrMalformedEvidence); what the leader cannot check is its own limit.
+		if malformed := errors.Is(err, consensus.ErrMalformedEvidence); malformed != (name == "malformed") {
+			t.Errorf("%s: ErrMalformedEvidence %v, want %v", name, malformed, name == "malformed")
+		}
 	}
 }
 

@@ -1,0 +1,295 @@
+package parallel
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// stageExchangeRun trains a job of three replicas of two stages for its steps, r0.1
+// sending the frames of exchange index one value short when short is set, and returns
+// the first step error and the misbehaviour the peers reported.
+func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) (error, []Misbehaviour) {
+	t.Helper()
+	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
+	net := NewInMemory(names...)
+	defer net.Close()
+	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+		if short && node == "r0.1" {
+			return truncating{net.Peer(node), index}
+		}
+		return net.Peer(node)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for run.StepsDone() < cfg.Train.Steps {
+		if _, err = run.Step(ctx); err != nil {
+			break
+		}
+	}
+	return err, net.Misbehaviours()
+}
+
+// Issue 25: a stage node that sent its replica's other stage anchors or mirrored weights
+// of the wrong length failed that stage's step, and kept its connection to do it again at
+// every retry. The receiver now also reports it to its transport (the data plane then
+// disconnects it), naming the sender; the well-formed run reports nobody.
+func TestMalformedStageFrameReportsTheSender(t *testing.T) {
+	anchors := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	anchors.Sync.Mode, anchors.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
+	anchors.Train.Batch, anchors.Train.MicroBatches, anchors.Train.Steps = 6, 1, 4
+	mirror := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	mirror.Sync.Mode, mirror.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
+	mirror.Train.Batch, mirror.Train.MicroBatches, mirror.Train.Steps = 6, 1, 2
+	for _, c := range []struct {
+		name  string
+		cfg   JobConfig
+		index uint16
+	}{{"anchors", anchors, anchorIndex}, {"weights", mirror, mirrorIndex}} {
+		if err, reports := stageExchangeRun(t, c.cfg, c.index, false); err != nil || len(reports) != 0 {
+			t.Fatalf("%s, well-formed: error %v, reports %+v", c.name, err, reports)
+		}
+		err, reports := stageExchangeRun(t, c.cfg, c.index, true)
+		if err == nil || !strings.Contains(err.Error(), c.name+" from stage 1 (r0.1)") {
+			t.Fatalf("%s: training went on past a short frame: %v", c.name, err)
+		}
+		if len(reports) == 0 {
+			t.Fatalf("%s: the short frame's sender was not reported", c.name)
+		}
+		for _, m := range reports {
+			if m.By != "r0" || m.Peer != "r0.1" || !strings.Contains(m.Reason, c.name) {
+				t.Errorf("%s: report %+v, want r0 (stage 0) reporting r0.1", c.name, m)
+			}
+		}
+	}
+}
+
+// The frames that make the worker report their sender are those no honest stage node
+// sends (wrong dtype, codec or length: errMalformed); a frame of another step is refused
+// but not a violation (stale at worst).
+func TestOnlyMalformedStageFramesAreViolations(t *testing.T) {
+	s := pipelinedScorer(t)
+	n := s.stageSize(1)
+	coded := anchorFrame(n)
+	coded.Codec = frame.CodecInt8
+	for name, f := range map[string]*frame.Frame{"short": anchorFrame(n - 1), "long": anchorFrame(n + 1), "codec": coded} {
+		if err := s.loadStage(1, 0, f); !violation(err) {
+			t.Errorf("%s frame: %v, not a violation", name, err)
+		}
+	}
+	stale := anchorFrame(n)
+	stale.Step = 3
+	if err := s.loadStage(1, 4, stale); err == nil || violation(err) {
+		t.Errorf("a frame of another step: %v, want refused and no violation", err)
+	}
+	if err := s.loadStage(0, 0, anchorFrame(n)); err == nil || violation(err) {
+		t.Errorf("a stage the scorer lacks: %v, want refused and no violation (the receiver's own state)", err)
+	}
+	if violation(context.DeadlineExceeded) || violation(errors.New("closed")) {
+		t.Error("a transport error is a violation")
+	}
+}
+
+// shortSigner is a member that sends its signed contributions one float32 short, signed
+// again with its own key: it stands by bytes that no codec decodes to the round's length.
+type shortSigner struct {
+	Transport
+	key ed25519.PrivateKey
+}
+
+func (p shortSigner) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind != frame.KindReduce || len(f.Shape) != 1 || len(f.Payload) != maxWireBytes(f.Codec, f.Shape[0])+sigTrailer {
+		return p.Transport.Send(ctx, to, f)
+	}
+	payload, theta, _, err := splitSigned(f.Payload)
+	if err != nil {
+		return err
+	}
+	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(f.Shape[0])}
+	g := *f
+	if g.Payload, err = signContribution(p.key, s, payload[:len(payload)-4], theta); err != nil {
+		return err
+	}
+	return p.Transport.Send(ctx, to, &g)
+}
+
+// gatherReports runs one signed gather of three members, member 2 sending through wrap
+// with its own key and θ digest theta2, and returns the misbehaviour the members reported
+// and what members 0 and 1 dropped; failing: the honest members' gathers may fail naming
+// member 2.
+func gatherReports(t *testing.T, wrap func(Transport, ed25519.PrivateKey) Transport, theta2 [thetaLen]byte, failing bool) ([]Misbehaviour, []Rejection) {
+	t.Helper()
+	keys, ids := nodeKeys(t, 3)
+	net := NewInMemory(ids...)
+	defer net.Close()
+	var mu sync.Mutex
+	var rejected []Rejection
+	var wg, honest sync.WaitGroup
+	// When the honest gathers fail, member 2 waits for their digests in vain: its gather
+	// ends once theirs have.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	honest.Add(2)
+	if failing {
+		go func() { honest.Wait(); cancel2() }()
+	}
+	for m := range 3 {
+		wg.Go(func() {
+			if m != 2 {
+				defer honest.Done()
+			}
+			var tr Transport = net.Peer(ids[m])
+			theta := [thetaLen]byte{1}
+			if m == 2 {
+				tr, theta = wrap(tr, keys[m]), theta2
+			}
+			pol := policy{rule: jobspec.AggregateMean, sign: &signer{key: keys[m], theta: func() [thetaLen]byte { return theta }},
+				reject: func(r Rejection) {
+					mu.Lock()
+					rejected = append(rejected, r)
+					mu.Unlock()
+				}}
+			x := []float32{1 + float32(m), 2, 3, 4}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if m == 2 {
+				ctx, cancel = context.WithTimeout(ctx2, 10*time.Second)
+			}
+			defer cancel()
+			err := gatherAggregate(ctx, tr, Group{Members: ids, Self: m}, roundKey{job: 7, step: 3}, 0, x, nil, pol)
+			if err != nil && m != 2 && !(failing && strings.Contains(err.Error(), ids[2])) {
+				t.Errorf("member %d: %v", m, err)
+			}
+		})
+	}
+	wg.Wait()
+	reports := net.Misbehaviours()
+	for i := range reports {
+		if reports[i].Peer != ids[2] || reports[i].By == ids[2] {
+			t.Errorf("report %+v: want only member 2 reported, by an honest member", reports[i])
+		}
+	}
+	return reports, rejected
+}
+
+// A contribution whose author signed bytes that do not decode is a protocol violation:
+// both honest members drop it (as before) and report its author. One altered after
+// signing (a signature that fails) or signed against another θ stays a training-level
+// judgement: dropped and reported as an offender, its author not disconnected (an honest
+// member whose θ parted, or whose bytes a fault flipped, must keep its connection).
+func TestUndecodableSignedContributionReportsItsAuthor(t *testing.T) {
+	same := [thetaLen]byte{1}
+	reports, rejected := gatherReports(t, func(tr Transport, key ed25519.PrivateKey) Transport { return shortSigner{tr, key} }, same, false)
+	if len(reports) != 2 || len(rejected) < 2 {
+		t.Fatalf("short signed contribution: reports %+v, rejected %+v; want both honest members to report and drop member 2", reports, rejected)
+	}
+	for name, c := range map[string]struct {
+		wrap  func(Transport, ed25519.PrivateKey) Transport
+		theta [thetaLen]byte
+	}{
+		"honest":        {func(tr Transport, _ ed25519.PrivateKey) Transport { return tr }, same},
+		"tampered":      {func(tr Transport, _ ed25519.PrivateKey) Transport { return tamperer{tr} }, same},
+		"another theta": {func(tr Transport, _ ed25519.PrivateKey) Transport { return tr }, [thetaLen]byte{2}},
+	} {
+		if reports, _ := gatherReports(t, c.wrap, c.theta, false); len(reports) != 0 {
+			t.Errorf("%s: reported %+v", name, reports)
+		}
+	}
+}
+
+// roundTruncating sends the frames of rounds [from, to) of every collective one float32
+// short: under ZeRO with three members, rounds 15 to 17 are the parameter all-gather's.
+type roundTruncating struct {
+	Transport
+	from, to uint16
+}
+
+func (t roundTruncating) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.Micro >= t.from && f.Micro < t.to && len(f.Payload) >= 4 {
+		g := *f
+		g.Shape, g.Payload = []int{f.Shape[0] - 1}, f.Payload[:len(f.Payload)-4]
+		f = &g
+	}
+	return t.Transport.Send(ctx, to, f)
+}
+
+// Under ZeRO a parameter chunk that does not decode to its owner's chunk length is
+// adopted and its owner reported an offender (a training-level consequence, as before),
+// and, being what no honest owner sends, its owner is reported to the transport.
+func TestShortParameterChunkReportsItsOwner(t *testing.T) {
+	const n = 3
+	for _, short := range []bool{false, true} {
+		cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+		cfg.Sync.Mode, cfg.Sync.Zero = jobspec.SyncEveryStep, 1
+		cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 2*n, 1, 2
+		var plan Plan
+		var names []string
+		for i := range n {
+			names = append(names, fmt.Sprintf("r%d", i))
+			plan.Replicas = append(plan.Replicas, []StagePlan{{Node: names[i], Last: cfg.Train.Model.NumLayers()}})
+		}
+		net := NewInMemory(names...)
+		run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+			if short && node == "r2" {
+				return roundTruncating{net.Peer(node), 5 * n, 6 * n}
+			}
+			return net.Peer(node)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for run.StepsDone() < cfg.Train.Steps {
+			if _, err = run.Step(ctx); err != nil {
+				break
+			}
+		}
+		cancel()
+		net.Close()
+		reports := net.Misbehaviours()
+		switch {
+		case err != nil:
+			t.Fatalf("short %v: %v", short, err)
+		case !short && len(reports) != 0:
+			t.Fatalf("honest ZeRO run reported %+v", reports)
+		case short && len(reports) == 0:
+			t.Fatal("a short parameter chunk's owner was not reported")
+		}
+		for _, m := range reports {
+			if m.Peer != "r2" || m.By == "r2" || !strings.Contains(m.Reason, "parameter chunk") {
+				t.Errorf("report %+v, want r2's parameter chunk reported by an honest member", m)
+			}
+		}
+	}
+}
+
+// recoding is a member that labels its contributions with a codec the round does not use.
+type recoding struct{ Transport }
+
+func (p recoding) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.Codec == frame.CodecNone {
+		g := *f
+		g.Codec = frame.CodecFP16
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// A contribution of a codec its round does not use fails the gather naming its sender, as
+// before, and is a protocol violation: both honest members report the sender.
+func TestContributionOfAnotherCodecReportsItsAuthor(t *testing.T) {
+	reports, _ := gatherReports(t, func(tr Transport, _ ed25519.PrivateKey) Transport { return recoding{tr} }, [thetaLen]byte{1}, true)
+	if len(reports) != 2 {
+		t.Fatalf("reports %+v, want member 2 reported by both honest members", reports)
+	}
+}
