@@ -65,6 +65,8 @@ type Evidence struct {
 	// Dropped are the members the worker accuses, sorted: its judge dropped their signed
 	// contribution, or their signed result digest differed from its own.
 	Dropped []string
+	// Kind is what Signed holds: a gather's contributions, or ZeRO's parameter chunks.
+	Kind EvidenceKind
 }
 
 // Evidence limits: what a decoder accepts before it allocates.
@@ -90,8 +92,27 @@ var errEvidence = errors.New("offender evidence")
 // worker holds at most its runs' worth of (R+1) copies of the contributions.
 type evidenceStore struct {
 	mu     sync.Mutex
-	latest map[uint16]*Evidence
+	latest map[evidenceKey]*Evidence
 }
+
+// evidenceKey is where the store keeps an evidence: its run (the gather's Index) and
+// kind, so a parameter chunk's evidence does not displace a gather's.
+type evidenceKey struct {
+	index uint16
+	kind  EvidenceKind
+}
+
+// EvidenceKind says what an Evidence's signed messages are.
+type EvidenceKind uint8
+
+const (
+	// EvidenceGather is a checked gather's contributions (and result digests).
+	EvidenceGather EvidenceKind = iota
+	// EvidenceParams is a ZeRO parameter all-gather's chunks: Signed holds the accused
+	// owner's chunk and the reporter's own, Theta the run's weights before the step
+	// (param_evidence.go).
+	EvidenceParams
+)
 
 // MaxKeptEvidenceBytes bounds one kept evidence (θ and the signed contributions): a
 // larger gather (four replicas of a 100M-weight model: ~2 GB) is not kept, and its drop
@@ -120,13 +141,13 @@ func (s *evidenceStore) keep(ev *Evidence) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev.size() > MaxKeptEvidenceBytes {
-		delete(s.latest, ev.Index%attemptIndexStride) // an older drop's evidence is stale
+		delete(s.latest, evidenceKey{ev.Index % attemptIndexStride, ev.Kind}) // an older drop's evidence is stale
 		return
 	}
 	if s.latest == nil {
-		s.latest = map[uint16]*Evidence{}
+		s.latest = map[evidenceKey]*Evidence{}
 	}
-	s.latest[ev.Index%attemptIndexStride] = ev
+	s.latest[evidenceKey{ev.Index % attemptIndexStride, ev.Kind}] = ev
 }
 
 // Evidence is the evidence of the latest gather of any of the worker's runs that dropped
@@ -277,7 +298,7 @@ func (ev *Evidence) Marshal() []byte {
 	for _, p := range ev.Results {
 		b = append(binary.BigEndian.AppendUint32(b, uint32(len(p))), p...)
 	}
-	return b
+	return append(b, byte(ev.Kind))
 }
 
 // evReader reads an encoded Evidence, checking every length against what is left before
@@ -423,6 +444,10 @@ func UnmarshalEvidence(p []byte) (*Evidence, error) {
 		}
 		ev.Results = append(ev.Results, d)
 	}
+	ev.Kind = EvidenceKind(r.u8("kind"))
+	if r.err == nil && ev.Kind > EvidenceParams {
+		return nil, fmt.Errorf("%w: kind %d", errEvidence, ev.Kind)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -450,6 +475,9 @@ var ErrForgedEvidence = errors.New("forged offender evidence")
 func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence, accused string) (bool, string, error) {
 	if err := ev.consistent(cfg, accused); err != nil {
 		return false, "", err
+	}
+	if ev.Kind == EvidenceParams {
+		return verifyParamEvidence(cfg, plan, data, ev, accused)
 	}
 	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
 	// bound: whose signature binds ev.Others too; scored: the reporter's or the

@@ -512,7 +512,7 @@ func TestKeptEvidenceIsBounded(t *testing.T) {
 	var st evidenceStore
 	small := &Evidence{Index: 3, Step: 1, Theta: [][]float32{make([]float32, 4)}, Signed: [][]byte{make([]byte, 16), nil}, Dropped: []string{"b"}}
 	st.keep(small)
-	if st.latest[3] != small {
+	if st.latest[evidenceKey{index: 3}] != small {
 		t.Fatal("a small evidence was not kept")
 	}
 	defer func(old int) { MaxKeptEvidenceBytes = old }(MaxKeptEvidenceBytes)

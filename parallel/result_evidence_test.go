@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
 )
 
 // TestDivergedResultConvicts: two colluders of four that send their DiLoCo update ×4 are
@@ -41,6 +43,53 @@ func TestDivergedResultConvicts(t *testing.T) {
 			if _, _, err := VerifyEvidence(cfg, plan, testData(), forged, bad); !errors.Is(err, ErrForgedEvidence) {
 				t.Fatalf("an altered result digest: %v, want forged", err)
 			}
+		}
+	}
+}
+
+// TestParamChunkEvidenceConvicts: under ZeRO-1 with the mean, two colluders of four that
+// shrink everything they send ×0.75 (their parameter chunks included, an unsigned path
+// before) are refused by the AdamW step limit; each honest worker keeps their signed
+// chunks with the weights before the step, and the leader convicts both on it. Weights
+// or a chunk the reporter altered are refused as forged.
+func TestParamChunkEvidenceConvicts(t *testing.T) {
+	collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: 0.75}} }
+	run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, func(c *JobConfig) {
+		c.Sync.Mode, c.Sync.Zero = jobspec.SyncEveryStep, 1
+	})
+	for h := range 2 {
+		w := run.Workers()[h]
+		var ev *Evidence
+		for k, e := range w.evidence.latest {
+			if k.kind == EvidenceParams {
+				ev = e
+			}
+		}
+		if ev == nil || !slices.Equal(ev.Dropped, slices.Sorted(slices.Values(ids[2:]))) {
+			t.Fatalf("honest worker %d kept parameter evidence %+v, want against both colluders", h, ev)
+		}
+		wire, err := UnmarshalEvidence(ev.Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range ids[2:] {
+			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
+			if err != nil || !ok || !strings.Contains(why, "parameter chunk") {
+				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
+			}
+		}
+		if ok, _, err := VerifyEvidence(cfg, plan, testData(), wire, ids[1-h]); ok || err == nil {
+			t.Fatalf("parameter evidence against honest %s: convicted %v, %v", ids[1-h], ok, err)
+		}
+		forged, _ := UnmarshalEvidence(ev.Marshal())
+		forged.Theta[0][len(forged.Theta[0])-1] += 1
+		if _, _, err := VerifyEvidence(cfg, plan, testData(), forged, ids[3]); !errors.Is(err, ErrForgedEvidence) {
+			t.Fatalf("altered weights: %v, want forged", err)
+		}
+		forged, _ = UnmarshalEvidence(ev.Marshal())
+		forged.Signed[slices.Index(forged.Members, ids[2])][0] ^= 1
+		if _, _, err := VerifyEvidence(cfg, plan, testData(), forged, ids[2]); !errors.Is(err, ErrForgedEvidence) {
+			t.Fatalf("an altered chunk: %v, want forged", err)
 		}
 	}
 }

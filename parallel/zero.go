@@ -178,9 +178,10 @@ func (s *zeroSync) zeroStep(ctx context.Context, lr float64) (bool, error) {
 	lim := paramLimit{lr: lr, wd: math.Abs(h.WeightDecay), b: s.bound.upTo(h, s.steps)}
 	for i, run := range w.runs {
 		z := s.shards[i]
+		before := w.paramsBefore(i)
 		z.update(h, c, s.steps)
 		z.grad = nil
-		err := w.gatherParams(ctx, run, i, lim, func(chunk int, dst []float32) { z.adopt(h, c, chunk, dst) })
+		err := w.gatherParams(ctx, run, i, lim, before, func(chunk int, dst []float32) { z.adopt(h, c, chunk, dst) })
 		z.full = nil
 		if err != nil {
 			return false, err
@@ -312,7 +313,7 @@ func (s *zeroSync) keepShard(z *zeroShard, g []float32, inv float32) {
 // no relay that could alter another's chunk), and a chunk is taken only when it moves no
 // parameter further than one honest AdamW step can (lim); a member refuses any other,
 // reports its owner and updates the chunk itself (adopt).
-func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim paramLimit, adopt func(chunk int, dst []float32)) error {
+func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim paramLimit, before *paramsBefore, adopt func(chunk int, dst []float32)) error {
 	ps, g := w.runParams[i], run.group
 	R, me := len(g.Members), g.Self
 	x := make([]float32, 0, countParams(ps))
@@ -324,27 +325,36 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim param
 		return fmt.Errorf("step %d parameter all-gather of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 	}
 	mine := chunkOf(x, mod(me+1, R), R)
+	out, err := before.sign(k.slot(base+me, frame.CodecNone, len(mine)), appendF32(nil, mine))
+	if err != nil {
+		return fail(err)
+	}
 	for m := range R {
 		if m != me {
-			f := k.frame(frame.KindReduce, base+me, frame.CodecNone, len(mine), appendF32(nil, mine))
+			f := k.frame(frame.KindReduce, base+me, frame.CodecNone, len(mine), out)
 			if err := sendPieces(ctx, countingTransport{w}, g.Members[m], f); err != nil {
 				return fail(err)
 			}
 		}
 	}
 	pol := w.policy()
+	refused := make([][]byte, R) // the signed chunks refused by the limit, kept as evidence
 	for m := range R {
 		if m == me {
 			continue
 		}
 		dst := chunkOf(x, mod(m+1, R), R)
-		f, err := recvPieces(ctx, w.tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), 4*len(dst))
+		f, err := recvPieces(ctx, w.tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), 4*len(dst)+before.trailer())
 		if err != nil && !errors.Is(err, errPieces) {
 			return fail(fmt.Errorf("from %s: %w", g.Members[m], err))
 		}
 		in := make([]float32, len(dst))
+		payload := []byte(nil)
 		if err == nil {
-			err = decodeF32(in, f.Payload)
+			payload, err = before.open(f.Payload, 4*len(dst))
+		}
+		if err == nil {
+			err = decodeF32(in, payload)
 		}
 		if err != nil {
 			misbehaved(w.tr, g.Members[m], fmt.Sprintf("parameter chunk undecodable: %v", err))
@@ -352,13 +362,20 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim param
 			adopt(mod(m+1, R), dst)
 			continue
 		}
+		if err := before.verify(g.Members[m], k.slot(base+m, frame.CodecNone, len(dst)), f.Payload); err != nil {
+			pol.report(g.Members[m], "parameter chunk %v", err)
+			adopt(mod(m+1, R), dst)
+			continue
+		}
 		if reason := lim.reason(in, dst); reason != "" {
 			pol.report(g.Members[m], "parameter chunk %s", reason)
+			refused[m] = f.Payload
 			adopt(mod(m+1, R), dst)
 			continue
 		}
 		copy(dst, in)
 	}
+	w.keepParamEvidence(k, base, g, before, out, refused)
 	for _, p := range ps {
 		x = x[copy(p.Value.Data, x):]
 	}
