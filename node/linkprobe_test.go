@@ -123,7 +123,7 @@ func TestLinkProbesMeasureTheDataPlanePath(t *testing.T) {
 		}
 		return nil
 	}
-	testutil.WaitFor(t, 20*time.Second, "data-plane links measured both ways", func() bool {
+	testutil.WaitFor(t, 90*time.Second, "data-plane links measured both ways", func() bool {
 		for _, pair := range [][2]*Node{{a, b}, {b, a}} {
 			v := view(pair[0], pair[1])
 			if v == nil || v.LinkSource != "dataplane" || v.RTTMs == nil || v.BandwidthMbps == nil {
@@ -174,7 +174,7 @@ func TestLinkProbesFallBackToLibp2pStreams(t *testing.T) {
 		nodes = append(nodes, startNode(t, cfg))
 	}
 	a, b := nodes[0], nodes[1]
-	testutil.WaitFor(t, 30*time.Second, "links measured over libp2p streams both ways", func() bool {
+	testutil.WaitFor(t, 90*time.Second, "links measured over libp2p streams both ways", func() bool {
 		for _, pair := range [][2]*Node{{a, b}, {b, a}} {
 			var served []api.Peer
 			getJSON(t, pair[0], "/v1/peers", &served)
