@@ -16,8 +16,8 @@ import (
 
 // stageExchangeRun trains a job of three replicas of two stages for its steps, r0.1
 // sending the frames of exchange index one value short when short is set, and returns
-// the first step error and the misbehaviour the peers reported.
-func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) (error, []Misbehaviour) {
+// the misbehaviour the peers reported and the first step error.
+func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) ([]Misbehaviour, error) {
 	t.Helper()
 	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
@@ -38,7 +38,7 @@ func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) (er
 			break
 		}
 	}
-	return err, net.Misbehaviours()
+	return net.Misbehaviours(), err
 }
 
 // Issue 25: a stage node that sent its replica's other stage anchors or mirrored weights
@@ -57,10 +57,10 @@ func TestMalformedStageFrameReportsTheSender(t *testing.T) {
 		cfg   JobConfig
 		index uint16
 	}{{"anchors", anchors, anchorIndex}, {"weights", mirror, mirrorIndex}} {
-		if err, reports := stageExchangeRun(t, c.cfg, c.index, false); err != nil || len(reports) != 0 {
+		if reports, err := stageExchangeRun(t, c.cfg, c.index, false); err != nil || len(reports) != 0 {
 			t.Fatalf("%s, well-formed: error %v, reports %+v", c.name, err, reports)
 		}
-		err, reports := stageExchangeRun(t, c.cfg, c.index, true)
+		reports, err := stageExchangeRun(t, c.cfg, c.index, true)
 		if err == nil || !strings.Contains(err.Error(), c.name+" from stage 1 (r0.1)") {
 			t.Fatalf("%s: training went on past a short frame: %v", c.name, err)
 		}
