@@ -12,10 +12,14 @@ import (
 	"github.com/meshnode/meshnode/mesh/frame"
 )
 
-var evidenceTable = flag.Bool("evidence-table", false, "print which colluders the honest workers' evidence convicts (TestEvidenceTable)")
+var (
+	evidenceTable  = flag.Bool("evidence-table", false, "print which colluders the honest workers' evidence convicts (TestEvidenceTable)")
+	evidenceStages = flag.Int("evidence-stages", 1, "the pipeline stages per replica TestEvidenceTable runs (1 or 2)")
+)
 
-// TestEvidenceTable maps where two colluders of four (one-stage replicas, signing what
-// they send, their contributions scaled) leave the plan on a leader's verdict: for each
+// TestEvidenceTable maps where two colluders of four (one-stage replicas, or with
+// -evidence-stages 2 two-stage ones whose stage-0 nodes collude; signing what they send,
+// everything they send scaled) leave the plan on a leader's verdict: for each
 // sync mode, rule and scaling, whether each honest worker named both colluders and kept
 // evidence against each that the leader's check convicts. Two of four is not a majority,
 // so without a conviction the colluders stay in the plan (bounded, not excluded). It
@@ -36,7 +40,11 @@ func TestEvidenceTable(t *testing.T) {
 	}
 	names := []string{"diloco", "sync", "zero-1", "zero-2", "streaming"}
 	scales := []float32{-15, -1, 15, 0.05, 0.75, 4}
-	rules := []jobspec.Aggregate{jobspec.AggregateMean, jobspec.AggregateMedian}
+	rules := []jobspec.Aggregate{jobspec.AggregateMean, jobspec.AggregateMedian, jobspec.AggregateTrimmed, jobspec.AggregateCenteredClip}
+	if *evidenceStages == 2 {
+		delete(modes, "streaming") // streaming across stages keeps no evidence (docs/security.md)
+		names = slices.DeleteFunc(names, func(n string) bool { return n == "streaming" })
+	}
 	var rows []string
 	header := "| mode | rule |"
 	for _, s := range scales {
@@ -49,9 +57,17 @@ func TestEvidenceTable(t *testing.T) {
 			for _, s := range scales {
 				set := func(c *JobConfig) { modes[name](c); c.Sync.Aggregate = rule }
 				collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: s}} }
-				run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, set)
-				row += " " + evidenceCell(t, run, cfg, plan, ids) + " |"
-				run.Close()
+				var cell string
+				if *evidenceStages == 2 {
+					run, cfg, plan, _, ids := pipelinedRunWith(t, 12, collude, set)
+					cell = evidenceCell(t, run, cfg, plan, [][2]int{{0, 0}, {1, 2}}, []string{ids[0], ids[2]}, []string{ids[4], ids[6]})
+					run.Close()
+				} else {
+					run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, set)
+					cell = evidenceCell(t, run, cfg, plan, [][2]int{{0, 0}, {1, 1}}, ids[:2], ids[2:])
+					run.Close()
+				}
+				row += " " + cell + " |"
 			}
 			t.Log(row)
 			rows = append(rows, row)
@@ -80,45 +96,41 @@ func (p wholeResigner) Send(ctx context.Context, to string, f *frame.Frame) erro
 	return p.resigner.Send(ctx, to, f)
 }
 
-// evidenceCell is one cell of TestEvidenceTable: per colluder, how many honest workers
-// named it / kept evidence / whose evidence convicts, as "n/e/c" for ids[2] then ids[3].
-func evidenceCell(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan, ids []string) string {
+// evidenceCell is one cell of TestEvidenceTable: per colluder (bad), how many honest
+// workers (honest: each one's replica and its index among the run's workers; their IDs
+// honestIDs) named it / kept evidence /
+// whose evidence convicts, as "n/e/c" for each colluder in turn; it fails when an honest
+// worker's evidence convicts the other honest one.
+func evidenceCell(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan, honest [][2]int, honestIDs, bad []string) string {
 	t.Helper()
+	convicts := func(ev *Evidence, accused string) bool {
+		wire, err := UnmarshalEvidence(ev.Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, _, err := VerifyEvidence(cfg, plan, testData(), wire, accused)
+		return err == nil && ok
+	}
 	var cells []string
-	for _, bad := range ids[2:] {
-		named, kept, convicts := 0, 0, 0
-		for h := range 2 {
-			if _, n := run.ReportedBy(h); slices.Contains(n, bad) {
+	for _, b := range bad {
+		named, kept, convicted := 0, 0, 0
+		for _, h := range honest {
+			if _, n := run.ReportedBy(h[0]); slices.Contains(n, b) {
 				named++
 			}
-			ev := run.Workers()[h].Evidence(bad)
-			if ev == nil {
-				continue
-			}
-			kept++
-			wire, err := UnmarshalEvidence(ev.Marshal())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, _, err := VerifyEvidence(cfg, plan, testData(), wire, bad); err == nil && ok {
-				convicts++
+			if ev := run.Workers()[h[1]].Evidence(b); ev != nil {
+				kept++
+				if convicts(ev, b) {
+					convicted++
+				}
 			}
 		}
-		cells = append(cells, fmt.Sprintf("%d/%d/%d", named, kept, convicts))
+		cells = append(cells, fmt.Sprintf("%d/%d/%d", named, kept, convicted))
 	}
-	for h := range 2 {
-		for _, honest := range ids[:2] {
-			ev := run.Workers()[1-h].Evidence(honest)
-			if ev == nil {
-				continue
-			}
-			wire, err := UnmarshalEvidence(ev.Marshal())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, honest); err == nil && ok {
-				t.Errorf("honest worker's evidence convicts honest %s: %s", honest, why)
-			}
+	for k, h := range honest {
+		other := honestIDs[1-k]
+		if ev := run.Workers()[h[1]].Evidence(other); ev != nil && convicts(ev, other) {
+			t.Errorf("honest worker %d's evidence convicts honest %s", h, other)
 		}
 	}
 	return strings.Join(cells, " ")

@@ -584,6 +584,22 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 // the sync settings set changes; it returns the run, its config, plan, keys and members.
 func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
 	t.Helper()
+	var collude func(signingPeer) Transport
+	if sign {
+		collude = func(p signingPeer) Transport {
+			if scale == 1 {
+				return p
+			}
+			return resigner{signingPeer: p, s: scale}
+		}
+	}
+	return pipelinedRunWith(t, steps, collude, set)
+}
+
+// pipelinedRunWith is pipelinedRunOf with the colluders' transport collude makes of their
+// signing one (nil: nobody signs, and nobody colludes).
+func pipelinedRunWith(t *testing.T, steps int, collude func(signingPeer) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
+	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
@@ -598,12 +614,12 @@ func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(
 	t.Cleanup(func() { net.Close() })
 	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
 		i := slices.Index(ids, node)
-		if !sign {
+		if collude == nil {
 			return net.Peer(node)
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
-		if scale != 1 && (i == 4 || i == 6) {
-			return resigner{signingPeer: p, s: scale}
+		if i == 4 || i == 6 {
+			return collude(p)
 		}
 		return p
 	})
