@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -25,20 +24,7 @@ func TestEvidenceBlobIsFetchedFromTheReporter(t *testing.T) {
 	tc := newMockCluster(t)
 	ctx := ctxT(t)
 	leader, a, _ := threeVoters(t, tc)
-	id, err := a.c.SubmitJob(ctx, namedSpec("evidence-blob"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := []byte(fmt.Sprintf(`{"replicas":[[{"node":%q,"first":0,"last":6}],[{"node":%q,"first":0,"last":6}]]}`, a.id, leader.id))
-	if err := leader.c.SetJobStatus(ctx, id, JobPlanning, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leader.c.SetPlan(ctx, id, plan, "initial"); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.c.SetJobStatus(ctx, id, JobRunning, ""); err != nil {
-		t.Fatal(err)
-	}
+	id := runningOn(t, ctx, a, leader, "evidence-blob")
 	var mu sync.Mutex
 	var judged []int
 	leader.c.SetEvidenceJudge(func(_ context.Context, _ Job, _, _ string, ev []byte) (bool, string, error) {

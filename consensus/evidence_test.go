@@ -20,20 +20,7 @@ func TestEvidenceIsJudgedByTheLeader(t *testing.T) {
 	tc := newMockCluster(t)
 	ctx := ctxT(t)
 	leader, a, b := threeVoters(t, tc)
-	id, err := a.c.SubmitJob(ctx, namedSpec("evidence"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := []byte(fmt.Sprintf(`{"replicas":[[{"node":%q,"first":0,"last":6}],[{"node":%q,"first":0,"last":6}]]}`, a.id, leader.id))
-	if err := leader.c.SetJobStatus(ctx, id, JobPlanning, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leader.c.SetPlan(ctx, id, plan, "initial"); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.c.SetJobStatus(ctx, id, JobRunning, ""); err != nil {
-		t.Fatal(err)
-	}
+	id := runningOn(t, ctx, a, leader, "evidence")
 	if err := a.c.ShipEvidence(ctx, id, leader.id.String(), []byte("guilty")); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("evidence to a leader without a judge: %v, want ErrForbidden", err)
 	}
@@ -124,4 +111,25 @@ func TestEvidenceIsJudgedByTheLeader(t *testing.T) {
 	if err := b.c.ShipEvidence(ctx, id, leader.id.String(), []byte("guilty")); !errors.Is(err, ErrForbidden) {
 		t.Errorf("evidence from a node of no plan of the job: %v, want ErrForbidden", err)
 	}
+}
+
+// runningOn submits a job named name through a and has leader plan it on a and itself (one
+// replica each) and mark it running; it returns the job's ID.
+func runningOn(t *testing.T, ctx context.Context, a, leader *testNode, name string) string {
+	t.Helper()
+	id, err := a.c.SubmitJob(ctx, namedSpec(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := []byte(fmt.Sprintf(`{"replicas":[[{"node":%q,"first":0,"last":6}],[{"node":%q,"first":0,"last":6}]]}`, a.id, leader.id))
+	if err := leader.c.SetJobStatus(ctx, id, JobPlanning, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leader.c.SetPlan(ctx, id, plan, "initial"); err != nil {
+		t.Fatal(err)
+	}
+	if err := leader.c.SetJobStatus(ctx, id, JobRunning, ""); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

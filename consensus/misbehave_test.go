@@ -52,20 +52,7 @@ func TestMalformedEvidenceDisconnectsItsReporter(t *testing.T) {
 	tc := newMockCluster(t)
 	ctx := ctxT(t)
 	leader, a, _ := threeVoters(t, tc)
-	id, err := a.c.SubmitJob(ctx, namedSpec("evidence"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := []byte(fmt.Sprintf(`{"replicas":[[{"node":%q,"first":0,"last":6}],[{"node":%q,"first":0,"last":6}]]}`, a.id, leader.id))
-	if err := leader.c.SetJobStatus(ctx, id, JobPlanning, ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := leader.c.SetPlan(ctx, id, plan, "initial"); err != nil {
-		t.Fatal(err)
-	}
-	if err := leader.c.SetJobStatus(ctx, id, JobRunning, ""); err != nil {
-		t.Fatal(err)
-	}
+	id := runningOn(t, ctx, a, leader, "evidence")
 	leader.c.SetEvidenceJudge(func(_ context.Context, j Job, reporter, member string, ev []byte) (bool, string, error) {
 		switch string(ev) {
 		case "garbage":

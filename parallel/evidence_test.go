@@ -358,14 +358,7 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 	for h := range 2 {
 		w := run.Workers()[h]
 		for _, bad := range ids[2:] {
-			ev := w.Evidence(bad)
-			if ev == nil {
-				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
-			}
-			wire, err := UnmarshalEvidence(ev.Marshal())
-			if err != nil {
-				t.Fatal(err)
-			}
+			ev, wire := keptEvidence(t, w, h, bad)
 			start := time.Now()
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
 			took := time.Since(start)
@@ -720,4 +713,19 @@ func resignModel(t *testing.T, key ed25519.PrivateKey, ev *Evidence, m int, mode
 		t.Fatal(err)
 	}
 	return out
+}
+
+// keptEvidence is honest worker h's (w's) evidence against bad and its decoded wire form;
+// it fails the test when w kept none or it does not round-trip.
+func keptEvidence(t *testing.T, w *Worker, h int, bad string) (*Evidence, *Evidence) {
+	t.Helper()
+	ev := w.Evidence(bad)
+	if ev == nil {
+		t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
+	}
+	wire, err := UnmarshalEvidence(ev.Marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev, wire
 }

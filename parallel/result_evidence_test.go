@@ -22,14 +22,7 @@ func TestDivergedResultConvicts(t *testing.T) {
 	for h := range 2 {
 		w := run.Workers()[h]
 		for _, bad := range ids[2:] {
-			ev := w.Evidence(bad)
-			if ev == nil {
-				t.Fatalf("honest worker %d kept no evidence against %s", h, bad)
-			}
-			wire, err := UnmarshalEvidence(ev.Marshal())
-			if err != nil {
-				t.Fatal(err)
-			}
+			ev, wire := keptEvidence(t, w, h, bad)
 			ok, why, err := VerifyEvidence(cfg, plan, testData(), wire, bad)
 			if err != nil || !ok || !strings.Contains(why, "result") {
 				t.Fatalf("worker %d's evidence against %s: convicted %v (%s), %v", h, bad, ok, why, err)
