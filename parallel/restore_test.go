@@ -2,10 +2,13 @@ package parallel
 
 import (
 	"context"
+	"encoding/binary"
+	"math"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/kernels"
+	"github.com/meshnode/meshnode/mesh/frame"
 	"github.com/meshnode/meshnode/model"
 )
 
@@ -174,4 +177,57 @@ func continueRestored(t *testing.T, cfg JobConfig, plan Plan, weights *model.Ten
 		}
 	}
 	return run
+}
+
+// nanNorm is the transport of a stage node whose gradient norm at step is not a number:
+// every stage of its replica then skips that step (its optimizer applies no update).
+type nanNorm struct {
+	Transport
+	step uint32
+}
+
+func (p nanNorm) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindScalar && f.Index == normIndex && f.Step == p.step {
+		g := *f
+		g.Payload = binary.LittleEndian.AppendUint64(nil, math.Float64bits(math.NaN()))
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// TestCheckpointAfterASkippedStepRestores: a step whose global gradient norm is not finite
+// is skipped (the optimizer's update count stays behind the step count); a checkpoint
+// taken after it restores, and the run goes on with the uninterrupted run's losses. The
+// restore refused it before ("optimizer state is at step 2, the checkpoint at 3").
+func TestCheckpointAfterASkippedStepRestores(t *testing.T) {
+	cfg := pipelineConfig(6)
+	L := cfg.Train.Model.NumLayers()
+	skipping := func(prefix string, steps int) (*LocalRun, []float64) {
+		names := nodeNames(prefix, 2)
+		net := NewInMemory(names...)
+		t.Cleanup(func() { net.Close() })
+		run, err := NewLocalRun(cfg, EvenPlan(L, names), testData(), func(node string) Transport {
+			return nanNorm{net.Peer(node), 1} // each stage hears a NaN from the other
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { run.Close() })
+		var losses []float64
+		for run.StepsDone() < steps {
+			l, err := run.Step(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			losses = append(losses, l)
+		}
+		return run, losses
+	}
+	_, full := skipping("u", cfg.Train.Steps)
+	first, _ := skipping("a", 3)
+	weights, moments := snapshots(first)
+	if got := moments[0].Metadata["step"]; got != "2" {
+		t.Fatalf("the optimizer's update count after 3 steps, one skipped: %q, want 2", got)
+	}
+	continueRestored(t, cfg, EvenPlan(L, nodeNames("b", 2)), weights, moments, 3, full)
 }

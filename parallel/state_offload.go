@@ -343,8 +343,8 @@ func (st *offloadState) Restore(weights, moments *model.TensorFile, step int) er
 	if err != nil || steps < 0 {
 		return fmt.Errorf("restore: %w: optimizer state has no valid step (%q)", model.ErrBadCheckpoint, moments.Metadata["step"])
 	}
-	if steps != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", steps, step)
+	if err := checkUpdates(steps, step); err != nil {
+		return err
 	}
 	src := map[int]*model.TensorFile{offload.Value: weights, offload.ExpAvg: moments, offload.ExpAvgSq: moments}
 	kinds := []int{offload.Value, offload.ExpAvg, offload.ExpAvgSq}

@@ -535,8 +535,8 @@ func (s *zeroSync) restore(weights, moments *model.TensorFile, step int) error {
 	if err := opt.Restore(assembleMoments(moments, w.params)); err != nil {
 		return fmt.Errorf("restore optimizer: %w", err)
 	}
-	if opt.Steps != step {
-		return fmt.Errorf("restore: optimizer state is at step %d, the checkpoint at %d", opt.Steps, step)
+	if err := checkUpdates(opt.Steps, step); err != nil {
+		return err
 	}
 	if err := model.LoadParams(weights, w.params); err != nil {
 		return fmt.Errorf("restore weights: %w", err)
