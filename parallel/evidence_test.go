@@ -368,7 +368,7 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 			t.Logf("worker %d's evidence against %s (%d bytes, judged in %v): %s", h, bad[len(bad)-6:], len(ev.Marshal()), took, why)
 		}
 	}
-	ev := run.Workers()[0].Evidence(ids[2])
+	ev := keptOfKind(run.Workers()[0], EvidenceGather)
 	if ok, why, err := VerifyEvidence(cfg, plan, testData(), ev, ids[1]); err != nil || ok {
 		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", ok, why, err)
 	}
@@ -728,4 +728,17 @@ func keptEvidence(t *testing.T, w *Worker, h int, bad string) (*Evidence, *Evide
 		t.Fatal(err)
 	}
 	return ev, wire
+}
+
+// keptOfKind is the newest evidence of kind w keeps, nil when none.
+func keptOfKind(w *Worker, kind EvidenceKind) *Evidence {
+	w.evidence.mu.Lock()
+	defer w.evidence.mu.Unlock()
+	var best *Evidence
+	for k, ev := range w.evidence.latest {
+		if k.kind == kind && (best == nil || ev.Step > best.Step) {
+			best = ev
+		}
+	}
+	return best
 }

@@ -52,12 +52,7 @@ func TestParamChunkEvidenceConvicts(t *testing.T) {
 	})
 	for h := range 2 {
 		w := run.Workers()[h]
-		var ev *Evidence
-		for k, e := range w.evidence.latest {
-			if k.kind == EvidenceParams {
-				ev = e
-			}
-		}
+		ev := keptOfKind(w, EvidenceParams)
 		if ev == nil || !slices.Equal(ev.Dropped, slices.Sorted(slices.Values(ids[2:]))) {
 			t.Fatalf("honest worker %d kept parameter evidence %+v, want against both colluders", h, ev)
 		}
