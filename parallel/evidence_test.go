@@ -636,7 +636,9 @@ func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
 	for _, h := range []int{0, 2} { // the honest stage-0 nodes
 		w := run.Workers()[h]
 		for _, accused := range bad {
-			ev := w.Evidence(accused)
+			// The gather's evidence: under ZeRO the colluders' signed parameter chunks are
+			// scaled too, and their evidence (no other stage's weights) may be the newer.
+			ev := keptOfKind(w, EvidenceGather, accused)
 			if ev == nil {
 				t.Fatalf("honest stage node %d kept no evidence against %s", h, accused)
 			}
@@ -656,7 +658,7 @@ func checkPipelinedEvidence(t *testing.T, set func(*JobConfig)) {
 			t.Logf("node %d's evidence of step %d against %s (%d bytes, judged in %v): %s", h, ev.Step, accused[len(accused)-6:], len(ev.Marshal()), took, why)
 		}
 	}
-	ev := run.Workers()[0].Evidence(bad[0])
+	ev := keptOfKind(run.Workers()[0], EvidenceGather, bad[0])
 	if ok, why, err := VerifyEvidence(cfg, plan, testData(), ev, ids[2]); err != nil || ok {
 		t.Fatalf("evidence against an honest member: convicted %v (%s), %v", ok, why, err)
 	}
@@ -730,13 +732,15 @@ func keptEvidence(t *testing.T, w *Worker, h int, bad string) (*Evidence, *Evide
 	return ev, wire
 }
 
-// keptOfKind is the newest evidence of kind w keeps, nil when none.
-func keptOfKind(w *Worker, kind EvidenceKind) *Evidence {
+// keptOfKind is the newest evidence of kind w keeps against any of accused (every
+// evidence when none is given), nil when none.
+func keptOfKind(w *Worker, kind EvidenceKind, accused ...string) *Evidence {
 	w.evidence.mu.Lock()
 	defer w.evidence.mu.Unlock()
 	var best *Evidence
 	for k, ev := range w.evidence.latest {
-		if k.kind == kind && (best == nil || ev.Step > best.Step) {
+		against := len(accused) == 0 || slices.ContainsFunc(accused, func(a string) bool { return slices.Contains(ev.Dropped, a) })
+		if k.kind == kind && against && (best == nil || ev.Step > best.Step) {
 			best = ev
 		}
 	}

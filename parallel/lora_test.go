@@ -220,9 +220,13 @@ func TestLoRAOffloadsItsFrozenBase(t *testing.T) {
 		for _, lc := range cfg.Model.LayerCosts() {
 			baseBytes += lc.ParamBytes
 		}
-		once := int64(st.Chunks/offload.Kinds) * st.ChunkBytes // every weight chunk written once
-		if end := written[len(written)-1]; end > once {
-			t.Fatalf("recompute %v: the store wrote %v bytes after each step, more than its %d bytes of weight chunks once: it writes the frozen base back", recompute, written, once)
+		// Every weight chunk is written when the store is filled, before the first step ends
+		// (on a loaded machine one chunk now and then twice: CI saw one chunk more than
+		// once, 294,912 of 262,144 bytes, flat from then on); training never writes the
+		// frozen base back, so nothing is written after the first step.
+		once := int64(st.Chunks/offload.Kinds) * st.ChunkBytes
+		if written[0] > 2*once || written[len(written)-1] != written[0] {
+			t.Fatalf("recompute %v: the store wrote %v bytes after each step (its weight chunks once: %d): it writes the frozen base back", recompute, written, once)
 		}
 		t.Logf("recompute %v: base %d bytes, %d chunks of %d; read %d, written %v", recompute, baseBytes, st.Chunks, st.ChunkBytes, st.BytesRead, written)
 		tr.Close()
