@@ -19,11 +19,14 @@ import (
 // only its own run's part, exactly as a one-stage replica's does, so every honest member
 // of a stage group computes the same scores to the bit. It costs each stage node the
 // model's parameters less its own stage's, as float32, sent once per outer step.
+// Streaming DiLoCo's stages run the same exchange at every step where a fragment launches
+// (streamingSync.launchAnchors, frame index launchIndex), each launch scoring from the
+// anchors of its own step.
 //
-// Frames: kind reduce, float32, index anchorIndex, the outer step's step number, micro
-// the sending stage. A receiver checks the frame's dtype, codec and element count
-// against the sending stage's parameter count (from the plan and its own copy of the
-// model) before it decodes anything; a frame that does not match fails the outer step
+// Frames: kind reduce, float32, index anchorIndex (streaming's launches: launchIndex),
+// the outer step's (launch's) step number, micro the sending stage. A receiver checks the
+// frame's dtype, codec and element count against the sending stage's parameter count
+// (from the plan and its own copy of the model) before it decodes anything; a frame that does not match fails the outer step
 // with an error naming the stage, as a malformed activation frame fails a step, and, being
 // what no honest stage node sends, has its sender reported to the transport
 // (MisbehaviourReporter: the data plane disconnects it). A frame of another step is only
