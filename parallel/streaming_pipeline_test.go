@@ -88,7 +88,8 @@ func pipelinedStreamingWorker(t *testing.T) (*Worker, *streamingSync) {
 // fragment launched at a step only when it holds the other stages' anchors of that very
 // step (the exchange of that launch); before any exchange, after one of another step and
 // after a restore, the launch falls back to the unscored checks. It exchanges at every
-// step where any fragment of the model launches, its own stage's or not.
+// step where any fragment of the model launches, its own stage's or not, and only with
+// three replicas or more (with two, nothing is scored: no exchange).
 func TestStreamingLaunchScoresOnlyAfterItsExchange(t *testing.T) {
 	w, s := pipelinedStreamingWorker(t)
 	w.step = 4
@@ -129,6 +130,10 @@ func TestStreamingLaunchScoresOnlyAfterItsExchange(t *testing.T) {
 			t.Errorf("launchesAt(%d) = %v, want %v (fragments %v)", step, got, want, s.fragment)
 		}
 	}
+	sc := SyncConfig{Mode: jobspec.SyncStreaming}
+	if !pipelinedScored(sc, 3) || pipelinedScored(sc, 2) {
+		t.Error("pipelined streaming is scored (and its stages exchange anchors) only with three replicas or more")
+	}
 }
 
 // TestShortLaunchExchangeFailsTheStep: a stage node that sends its anchors of a
@@ -159,5 +164,26 @@ func TestShortLaunchExchangeFailsTheStep(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "anchors from stage 1 (r0.1)") {
 		t.Fatalf("training went on past a short launch anchor frame: %v", err)
+	}
+}
+
+// TestPipelinedStreamingScoresBesideSteps is the short run of pipelined streaming that
+// the race detector sees (TestPipelinedStreamingIsScored skips under it): two fragments,
+// each gather overlapped with the next step while the next launch's exchange loads the
+// scorer, one replica of three shrinking its update (×0.05). Every stage scores, and only
+// the shrunk replica's contributions are dropped.
+func TestPipelinedStreamingScoresBesideSteps(t *testing.T) {
+	r := inboundRun{sync: jobspec.SyncStreaming, rule: jobspec.AggregateMean, n: 3, steps: 12, stages: 2, frags: 2, bad: 1, scaleBy: 0.05}
+	res := r.result(t)
+	if res.evals == 0 {
+		t.Error("replica 0's first stage ran no held-out pass")
+	}
+	if len(res.rejected) == 0 {
+		t.Error("the shrunk replica's contributions were not dropped")
+	}
+	for _, rej := range res.rejected {
+		if !strings.HasPrefix(rej.Member, "r2") {
+			t.Errorf("an honest member was dropped: %+v", rej)
+		}
 	}
 }
