@@ -26,11 +26,12 @@ import (
 // Frames: kind reduce, float32, index anchorIndex (streaming's launches: launchIndex),
 // the outer step's (launch's) step number, micro the sending stage. A receiver checks the
 // frame's dtype, codec and element count against the sending stage's parameter count
-// (from the plan and its own copy of the model) before it decodes anything; a frame that does not match fails the outer step
-// with an error naming the stage, as a malformed activation frame fails a step, and, being
-// what no honest stage node sends, has its sender reported to the transport
-// (MisbehaviourReporter: the data plane disconnects it). A frame of another step is only
-// refused: the mailbox matches frames by step, so it is stale at worst, never malformed.
+// (from the plan and its own copy of the model) before it decodes anything; a frame that
+// does not match fails the outer step with an error naming the stage, as a malformed
+// activation frame fails a step, and, being what no honest stage node sends, has its
+// sender reported to the transport (MisbehaviourReporter: the data plane disconnects
+// it). A frame of another step is only refused: the mailbox matches frames by step, so it
+// is stale at worst, never malformed.
 
 // anchorIndex is the frame index of the anchor exchange between the stages of a replica
 // (below copyIndex, trafficIndex and normIndex; above any run's first layer and its
