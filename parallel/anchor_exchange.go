@@ -19,15 +19,19 @@ import (
 // only its own run's part, exactly as a one-stage replica's does, so every honest member
 // of a stage group computes the same scores to the bit. It costs each stage node the
 // model's parameters less its own stage's, as float32, sent once per outer step.
+// Streaming DiLoCo's stages run the same exchange at every step where a fragment launches
+// (streamingSync.launchAnchors, frame index launchIndex), each launch scoring from the
+// anchors of its own step.
 //
-// Frames: kind reduce, float32, index anchorIndex, the outer step's step number, micro
-// the sending stage. A receiver checks the frame's dtype, codec and element count
-// against the sending stage's parameter count (from the plan and its own copy of the
-// model) before it decodes anything; a frame that does not match fails the outer step
-// with an error naming the stage, as a malformed activation frame fails a step, and, being
-// what no honest stage node sends, has its sender reported to the transport
-// (MisbehaviourReporter: the data plane disconnects it). A frame of another step is only
-// refused: the mailbox matches frames by step, so it is stale at worst, never malformed.
+// Frames: kind reduce, float32, index anchorIndex (streaming's launches: launchIndex),
+// the outer step's (launch's) step number, micro the sending stage. A receiver checks the
+// frame's dtype, codec and element count against the sending stage's parameter count
+// (from the plan and its own copy of the model) before it decodes anything; a frame that
+// does not match fails the outer step with an error naming the stage, as a malformed
+// activation frame fails a step, and, being what no honest stage node sends, has its
+// sender reported to the transport (MisbehaviourReporter: the data plane disconnects
+// it). A frame of another step is only refused: the mailbox matches frames by step, so it
+// is stale at worst, never malformed.
 
 // anchorIndex is the frame index of the anchor exchange between the stages of a replica
 // (below copyIndex, trafficIndex and normIndex; above any run's first layer and its
@@ -50,17 +54,27 @@ func stageAnchorParams(layers []model.Layer, plan Plan, replica, self int) [][]*
 }
 
 // exchangeAnchors sends this stage's anchors to the replica's other stages and loads
-// theirs into the scorer; nothing for a worker that does not score a pipelined replica.
+// theirs into the scorer at DiLoCo's outer step; nothing for a worker that does not score
+// a pipelined replica.
 func (s *dilocoSync) exchangeAnchors(ctx context.Context) error {
+	return s.exchangeAnchorsAs(ctx, anchorIndex)
+}
+
+// exchangeAnchorsAs is the anchor exchange under frame index index: DiLoCo's outer step
+// (anchorIndex) and a streaming launch (launchIndex) exchange the same anchors, at
+// different points, under keys that cannot collide. It records the step it ran at
+// (anchorsFrom, read by canScore); a failed one leaves none.
+func (s *dilocoSync) exchangeAnchorsAs(ctx context.Context, index uint16) error {
 	w := s.w
 	if w.scorer == nil || w.numStages <= 1 {
 		return nil
 	}
+	s.anchorsFrom = -1
 	var own []float32
 	for _, o := range s.outer {
 		own = append(own, o.anchor...)
 	}
-	if err := w.exchangeStages(ctx, w.scorer, anchorIndex, "anchors", own); err != nil {
+	if err := w.exchangeStages(ctx, w.scorer, index, "anchors", own); err != nil {
 		return err
 	}
 	s.anchorsFrom = w.step
@@ -178,10 +192,9 @@ func (s *heldOutScorer) loadStageValues(p int, v []float32) error {
 // collectives under sc, and only where a gather can be scored (three replicas or more:
 // with two, a score cannot tell which member lies, dropByScore), so that two pipelined
 // replicas pay no exchange. DiLoCo's outer steps are scored from the anchors the stages
-// exchange (above); every-step sync's and ZeRO's gradients from the other stages'
-// weights the stage weight mirror brings (stage_mirror.go). Streaming's outer steps
-// would score from fragments' anchors the other stages hold and do not send; its
-// pipelined replicas stay unscored.
+// exchange (above), streaming's fragments from the anchors the stages exchange at each
+// launch (streamingSync.launchAnchors); every-step sync's and ZeRO's gradients from the
+// other stages' weights the stage weight mirror brings (stage_mirror.go).
 func pipelinedScored(sc SyncConfig, replicas int) bool {
 	if replicas < 3 {
 		return false
@@ -189,7 +202,7 @@ func pipelinedScored(sc SyncConfig, replicas int) bool {
 	if sc.Zero > 0 {
 		return true // ZeRO runs in sync mode whatever the mode says (newSyncStrategy)
 	}
-	return sc.Mode == jobspec.SyncDiLoCo || sc.Mode == jobspec.SyncEveryStep
+	return sc.Mode == jobspec.SyncDiLoCo || sc.Mode == jobspec.SyncStreaming || sc.Mode == jobspec.SyncEveryStep
 }
 
 // canScore says whether this outer step is scored: the worker has a scorer and, in a

@@ -102,8 +102,8 @@ func TestMalformedAnchorFrameIsRefused(t *testing.T) {
 }
 
 // FuzzAnchorFrame: no frame makes loadStage panic, and it loads only one of exactly the
-// stage's size and of the step it expects (the anchor exchange's and the stage weight
-// mirror's frames alike).
+// stage's size and of the step it expects (the anchor exchange's, streaming's launch
+// exchange's and the stage weight mirror's frames alike).
 func FuzzAnchorFrame(f *testing.F) {
 	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), 4, uint32(0), []byte{1, 2, 3, 4})
 	f.Add(uint8(frame.DTypeF32), uint8(frame.CodecNone), -1, uint32(4), []byte{})

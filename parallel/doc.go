@@ -26,7 +26,8 @@
 // Every contribution a replica receives is checked before it is aggregated (aggregate.go)
 // and, where the job scores, scored on a held-out batch from the weights every honest
 // member shares (score.go; a replica cut into pipeline stages scores the whole model
-// with the other stages' anchors, anchor_exchange.go, or their mirrored weights,
+// with the other stages' anchors, anchor_exchange.go, which streaming's stages exchange
+// at every fragment launch, streamingSync.launchAnchors, or their mirrored weights,
 // stage_mirror.go); these checks must stay deterministic, so that every honest
 // member drops the same contributions and keeps the same bits. On a transport that holds
 // the node key (SigningTransport) every gathered contribution is signed by its author

@@ -44,7 +44,8 @@ func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) ([]
 // Issue 25: a stage node that sent its replica's other stage anchors or mirrored weights
 // of the wrong length failed that stage's step, and kept its connection to do it again at
 // every retry. The receiver now also reports it to its transport (the data plane then
-// disconnects it), naming the sender; the well-formed run reports nobody.
+// disconnects it), naming the sender; the well-formed run reports nobody. Streaming's
+// launch exchange (launchIndex) is checked and reported alike.
 func TestMalformedStageFrameReportsTheSender(t *testing.T) {
 	anchors := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	anchors.Sync.Mode, anchors.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
@@ -52,24 +53,26 @@ func TestMalformedStageFrameReportsTheSender(t *testing.T) {
 	mirror := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	mirror.Sync.Mode, mirror.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
 	mirror.Train.Batch, mirror.Train.MicroBatches, mirror.Train.Steps = 6, 1, 2
+	launch := anchors // streaming's launch at step 2 exchanges before the final outer step
+	launch.Sync.Mode = jobspec.SyncStreaming
 	for _, c := range []struct {
 		name  string
 		cfg   JobConfig
 		index uint16
-	}{{"anchors", anchors, anchorIndex}, {"weights", mirror, mirrorIndex}} {
+	}{{"anchors", anchors, anchorIndex}, {"weights", mirror, mirrorIndex}, {"anchors", launch, launchIndex}} {
 		if reports, err := stageExchangeRun(t, c.cfg, c.index, false); err != nil || len(reports) != 0 {
-			t.Fatalf("%s, well-formed: error %v, reports %+v", c.name, err, reports)
+			t.Fatalf("%s (%s), well-formed: error %v, reports %+v", c.name, c.cfg.Sync.Mode, err, reports)
 		}
 		reports, err := stageExchangeRun(t, c.cfg, c.index, true)
 		if err == nil || !strings.Contains(err.Error(), c.name+" from stage 1 (r0.1)") {
-			t.Fatalf("%s: training went on past a short frame: %v", c.name, err)
+			t.Fatalf("%s (%s): training went on past a short frame: %v", c.name, c.cfg.Sync.Mode, err)
 		}
 		if len(reports) == 0 {
-			t.Fatalf("%s: the short frame's sender was not reported", c.name)
+			t.Fatalf("%s (%s): the short frame's sender was not reported", c.name, c.cfg.Sync.Mode)
 		}
 		for _, m := range reports {
 			if m.By != "r0" || m.Peer != "r0.1" || !strings.Contains(m.Reason, c.name) {
-				t.Errorf("%s: report %+v, want r0 (stage 0) reporting r0.1", c.name, m)
+				t.Errorf("%s (%s): report %+v, want r0 (stage 0) reporting r0.1", c.name, c.cfg.Sync.Mode, m)
 			}
 		}
 	}

@@ -42,6 +42,7 @@ type inboundRun struct {
 	score   jobspec.Score // "": the default (auto)
 	zero    int           // the ZeRO stage (0: none)
 	stages  int           // pipeline stages per replica (0: one); stage s > 0 of replica i is node "ri.s"
+	frags   int           // streaming's fragments (0: the default, one)
 }
 
 // train returns replica 0's (an honest one's) final validation loss and the
@@ -74,6 +75,9 @@ func (r inboundRun) result(t *testing.T) inboundResult {
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = r.steps, 2*r.n, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate, cfg.Sync.Score, cfg.Sync.Zero = r.sync, 3, r.rule, r.score, r.zero
+	if r.frags > 0 {
+		cfg.Sync.Fragments = r.frags
+	}
 	L := cfg.Train.Model.NumLayers()
 	var names []string
 	var plan Plan
@@ -313,7 +317,7 @@ var (
 	inboundModeList   = flag.String("inbound-modes", "diloco,sync,zero-1,zero-2,streaming", "the sync modes TestInboundPoisonTable runs, comma-separated")
 	inboundAttackList = flag.String("inbound-attacks", "-15,-1,-3,15,0.05,0.6,1000,0.5,0.75,0.9,1.25,2,4", "the attackers' scalings TestInboundPoisonTable runs, comma-separated")
 	inboundRuleList   = flag.String("inbound-rules", "", "the rules TestInboundPoisonTable runs, comma-separated (empty: every rule)")
-	inboundStages     = flag.Int("inbound-stages", 1, "the pipeline stages per replica TestInboundPoisonTable runs (more than one: scored under DiLoCo only)")
+	inboundStages     = flag.Int("inbound-stages", 1, "the pipeline stages per replica TestInboundPoisonTable runs (more than one: scored with three replicas or more, under every mode, as one stage is)")
 	inboundSizeList   = flag.String("inbound-sizes", "1/3,2/4", "the attackers of replicas TestInboundPoisonTable runs, comma-separated")
 )
 

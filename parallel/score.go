@@ -110,11 +110,12 @@ func pairedGain(before, after []float64) heldOutScore {
 // scores returns, for each contribution of run (nil: already dropped, NaN), its held-out
 // score over the probes: of the steps base with run's part moved by −γ·c for γ in
 // probes(c), the one whose gain plus ScoreNoise standard errors is least. base holds every
-// run's flat parameters at the shared point; the batch is the held-out batch of step.
-func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32, probes func([]float32) []float64) ([]heldOutScore, error) {
+// run's flat parameters at the shared point, others (nil: as loaded) the other stages' of
+// a pipelined replica at that point; the batch is the held-out batch of step.
+func (s *heldOutScorer) scores(step, run int, base, others [][]float32, all [][]float32, probes func([]float32) []float64) ([]heldOutScore, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mb, err := s.load(step, base)
+	mb, err := s.load(step, base, others)
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +140,11 @@ func (s *heldOutScorer) scores(step, run int, base [][]float32, all [][]float32,
 }
 
 // losses returns the held-out loss of step's batch (the mean of its windows') with run's
-// part of base moved by −γ·c, for each γ of gammas.
-func (s *heldOutScorer) losses(step, run int, base [][]float32, c []float32, gammas []float64) ([]float64, error) {
+// part of base moved by −γ·c, for each γ of gammas (others as in scores).
+func (s *heldOutScorer) losses(step, run int, base, others [][]float32, c []float32, gammas []float64) ([]float64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mb, err := s.load(step, base)
+	mb, err := s.load(step, base, others)
 	if err != nil {
 		return nil, err
 	}
@@ -161,11 +162,24 @@ func (s *heldOutScorer) losses(step, run int, base [][]float32, c []float32, gam
 	return out, nil
 }
 
-// load loads base (every run's flat parameters) into the copy and draws step's held-out
-// batch.
-func (s *heldOutScorer) load(step int, base [][]float32) (*model.Batch, error) {
+// load loads base (every run's flat parameters) and others (each other stage's flat
+// parameters, nil where the copy keeps what it holds) into the copy and draws step's
+// held-out batch. others is how a streaming fragment's score reads the other stages'
+// anchors of its launch while later launches' exchanges load theirs (launchAnchors).
+func (s *heldOutScorer) load(step int, base, others [][]float32) (*model.Batch, error) {
 	if len(base) != len(s.runParams) {
 		return nil, fmt.Errorf("held-out score: %d runs of weights, the scorer has %d", len(base), len(s.runParams))
+	}
+	for p, v := range others {
+		if v == nil {
+			continue
+		}
+		if p >= len(s.stageParams) || s.stageParams[p] == nil {
+			return nil, fmt.Errorf("held-out score: weights of stage %d, which the scorer lacks", p)
+		}
+		if err := loadFlat(s.stageParams[p], v); err != nil {
+			return nil, fmt.Errorf("held-out score: stage %d: %w", p, err)
+		}
 	}
 	for r, ps := range s.runParams {
 		if err := loadFlat(ps, base[r]); err != nil {
@@ -372,7 +386,7 @@ func (w *Worker) gradientScoreBy(i int, scorer func() (*heldOutScorer, error)) f
 			base[r] = flattenValues(w.runParams[r])
 		}
 		length := GradientProbe * w.cfg.Train.LR
-		return s.scores(w.step, i, base, all, func(c []float32) []float64 {
+		return s.scores(w.step, i, base, nil, all, func(c []float32) []float64 {
 			if n := norm2(c); n > 0 {
 				return []float64{length / n}
 			}
@@ -573,36 +587,51 @@ func (s *dilocoSync) outerScore(i int) func([][]float32) ([]heldOutScore, error)
 	return s.outerScoreAt(i, s.now)
 }
 
+// outerPoint is the point an outer step is scored from: the step (whose held-out batch
+// the score draws), the worker's runs' anchors, and in a pipelined replica the other
+// stages' anchors (nil: those the scorer holds, loaded by the last exchange).
+type outerPoint struct {
+	step   int
+	base   [][]float32
+	others [][]float32
+}
+
 // now is the point an outer step is scored from when it runs on the worker's goroutine:
-// the current step and the anchors as they are.
-func (s *dilocoSync) now() (int, [][]float32) {
+// the current step and the anchors as they are (the other stages' as this step's anchor
+// exchange loaded them).
+func (s *dilocoSync) now() outerPoint {
 	base := make([][]float32, len(s.outer))
 	for r, o := range s.outer {
 		base[r] = o.anchor
 	}
-	return s.w.step, base
+	return outerPoint{step: s.w.step, base: base}
 }
 
 // frozen is the point of now copied: the step and anchors an outer step of streaming
 // DiLoCo is scored from while it runs beside the next steps, which move the anchors of
-// the fragments whose updates they apply. Every replica takes it at the same step, after
-// the same updates, so all score from the same point.
-func (s *dilocoSync) frozen() func() (int, [][]float32) {
-	step, base := s.now()
-	for r := range base {
-		base[r] = slices.Clone(base[r])
+// the fragments whose updates they apply (and, in a pipelined replica, whose launches
+// load the other stages' anchors of their own step: the copy keeps this launch's). Every
+// replica takes it at the same step, after the same updates, so all score from the same
+// point.
+func (s *dilocoSync) frozen() func() outerPoint {
+	pt := s.now()
+	for r := range pt.base {
+		pt.base[r] = slices.Clone(pt.base[r])
 	}
-	return func() (int, [][]float32) { return step, base }
+	if s.w.numStages > 1 && s.w.scorer != nil {
+		pt.others = s.w.scorer.stageAnchors(s.w.stage) // copies
+	}
+	return func() outerPoint { return pt }
 }
 
-// outerScoreAt is outerScore from the step and anchors at returns.
-func (s *dilocoSync) outerScoreAt(i int, at func() (int, [][]float32)) func([][]float32) ([]heldOutScore, error) {
+// outerScoreAt is outerScore from the point at returns.
+func (s *dilocoSync) outerScoreAt(i int, at func() outerPoint) func([][]float32) ([]heldOutScore, error) {
 	w := s.w
 	if !s.canScore() {
 		return nil
 	}
 	return func(all [][]float32) ([]heldOutScore, error) {
-		step, base := at()
+		pt := at()
 		norms := make([]float64, len(all))
 		for m, c := range all {
 			norms[m] = math.NaN()
@@ -611,7 +640,7 @@ func (s *dilocoSync) outerScoreAt(i int, at func() (int, [][]float32)) func([][]
 			}
 		}
 		length := refNorm(norms)
-		return w.scorer.scores(step, i, base, all, func(c []float32) []float64 {
+		return w.scorer.scores(pt.step, i, pt.base, pt.others, all, func(c []float32) []float64 {
 			probes := []float64{1}
 			if n := norm2(c); n > 0 {
 				probes = append(probes, length/n)
@@ -665,8 +694,8 @@ func (s *dilocoSync) outerLength(i int) func([]string, [][]float32) error {
 	return s.outerLengthAt(i, s.now)
 }
 
-// outerLengthAt is outerLength from the step and anchors at returns.
-func (s *dilocoSync) outerLengthAt(i int, at func() (int, [][]float32)) func([]string, [][]float32) error {
+// outerLengthAt is outerLength from the point at returns.
+func (s *dilocoSync) outerLengthAt(i int, at func() outerPoint) func([]string, [][]float32) error {
 	w := s.w
 	if !s.canScore() {
 		return nil
@@ -706,12 +735,12 @@ func (s *dilocoSync) outerLengthAt(i int, at func() (int, [][]float32)) func([]s
 		}
 		u := make([]float32, len(dirs[0]))
 		combine(u, dirs, w.cfg.Sync.Aggregate)
-		step, base := at()
+		pt := at()
 		lengths = slices.Compact(slices.Sorted(slices.Values(slices.DeleteFunc(slices.Clone(lengths), func(n float64) bool { return n == 0 }))))
 		if len(lengths) == 0 {
 			return nil
 		}
-		losses, err := w.scorer.losses(step, i, base, u, append([]float64{0}, lengths...))
+		losses, err := w.scorer.losses(pt.step, i, pt.base, pt.others, u, append([]float64{0}, lengths...))
 		if err != nil {
 			return err
 		}

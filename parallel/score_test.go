@@ -78,11 +78,11 @@ func TestHeldOutScoreSeesDirection(t *testing.T) {
 	}
 	all := [][]float32{grad, rev, nil, noise}
 	step := func(c []float32) []float64 { return []float64{0.05 / norm2(c)} }
-	a, err := s1.scores(7, 0, base, all, step)
+	a, err := s1.scores(7, 0, base, nil, all, step)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s2.scores(7, 0, base, all, step)
+	b, err := s2.scores(7, 0, base, nil, all, step)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestHeldOutScoreSeesDirection(t *testing.T) {
 			t.Fatalf("two scorers differ at %d: %v and %v", m, a, b)
 		}
 	}
-	if _, err := s1.scores(7, 0, [][]float32{base[0][1:]}, all, step); err == nil {
+	if _, err := s1.scores(7, 0, [][]float32{base[0][1:]}, nil, all, step); err == nil {
 		t.Fatal("weights of the wrong size were scored")
 	}
 }
@@ -153,7 +153,7 @@ func BenchmarkHeldOutScore(b *testing.B) {
 	for _, probes := range []int{1, 2} {
 		b.Run(fmt.Sprintf("R=4/probes=%d", probes), func(b *testing.B) {
 			for i := range b.N {
-				if _, err := s.scores(i, 0, base, all, func(c []float32) []float64 { return []float64{1, 0.5}[:probes] }); err != nil {
+				if _, err := s.scores(i, 0, base, nil, all, func(c []float32) []float64 { return []float64{1, 0.5}[:probes] }); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -175,11 +175,13 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 	// Its rejections are the worker's at the step that applies it (finishSync), so that
 	// the offender watch sees them with that synchronisation, whenever the goroutine ran.
 	pol.reject = func(r Rejection) { p.rejected = append(p.rejected, r) }
-	var at func() (int, [][]float32)
+	var at func() outerPoint
 	if w.scorer != nil && len(w.runs[i].group.Members) >= 3 {
 		// Scored as DiLoCo's outer step is, from the point every replica shares now: the
-		// steps it runs beside move other fragments' anchors. (With two members nothing
-		// is scored, dropByScore: no copy of the anchors.)
+		// steps it runs beside move other fragments' anchors (and, in a pipelined
+		// replica, the next launch's exchange the other stages' the scorer holds). With
+		// two members nothing is scored, dropByScore: no copy of the anchors. A pipelined
+		// launch without this step's exchange is unscored (canScore).
 		at = s.frozen()
 		pol.score, pol.length = s.outerScoreAt(i, at), s.outerLengthAt(i, at)
 	}
@@ -198,7 +200,7 @@ func (s *streamingSync) launchSync(ctx context.Context, i int) *pendingSync {
 // copy the score reads, or one taken here): the score reads every fragment's anchors, so
 // a leader re-judging the gather needs them all, bound by every member's signature.
 // Elsewhere it signs run i's anchor alone and keeps none.
-func (s *streamingSync) launchSigner(i int, at func() (int, [][]float32)) *signer {
+func (s *streamingSync) launchSigner(i int, at func() outerPoint) *signer {
 	w := s.w
 	if w.signKey == nil {
 		return nil
@@ -210,7 +212,7 @@ func (s *streamingSync) launchSigner(i int, at func() (int, [][]float32)) *signe
 	if at == nil {
 		at = s.frozen()
 	}
-	_, base := at()
+	base := at().base
 	d := thetaDigest(base...)
 	return &signer{key: w.signKey, theta: func() [thetaLen]byte { return d },
 		thetas: func() [][]float32 { return base }, keep: w.evidence.keep}
@@ -278,6 +280,9 @@ func (s *streamingSync) afterStep(ctx context.Context) (bool, error) {
 	if final {
 		return true, s.outerStep(ctx)
 	}
+	if err := s.launchAnchors(ctx); err != nil {
+		return false, err
+	}
 	H, F := w.cfg.Sync.InnerSteps, w.cfg.Sync.fragments()
 	for i, run := range w.runs {
 		if w.step%H != fragmentOffset(s.fragment[run.first], H, F) {
@@ -295,6 +300,39 @@ func (s *streamingSync) afterStep(ctx context.Context) (bool, error) {
 		}
 	}
 	return synced, nil
+}
+
+// launchIndex is the frame index of the anchor exchange at a streaming launch (below
+// mirrorIndex): its key carries the launch's step, as anchorIndex's the outer step's.
+const launchIndex = 0xfffa
+
+// launchAnchors runs the anchor exchange between the stages of a pipelined replica at a
+// step where some fragment of the model launches, after the updates due at it are
+// applied and before the launches: a fragment's score reads the whole model's anchors at
+// its launch (this stage's, frozen, and the other stages' of the same step), as one-stage
+// streaming's does. Every stage node of the replica takes part, whether or not its own
+// layers launch then (the launching stage needs the others' anchors), and every replica
+// reaches the step with the same anchors, so every honest member of a stage group scores
+// from the same bits. It costs each stage node, per launch step (F per outer period),
+// the model's parameters less its own stage's, as float32; nothing for a worker that
+// does not score a pipelined replica (exchangeAnchorsAs).
+func (s *streamingSync) launchAnchors(ctx context.Context) error {
+	if !s.launchesAt(s.w.step) {
+		return nil
+	}
+	return s.exchangeAnchorsAs(ctx, launchIndex)
+}
+
+// launchesAt says whether some fragment of the model (any layer's, not only this
+// stage's) launches after step: what every stage node of a replica computes alike.
+func (s *streamingSync) launchesAt(step int) bool {
+	H, F := s.w.cfg.Sync.InnerSteps, s.w.cfg.Sync.fragments()
+	for _, f := range s.fragment {
+		if step%H == fragmentOffset(f, H, F) {
+			return true
+		}
+	}
+	return false
 }
 
 // abandon cancels the all-reduces in flight: after a failed step the worker is not
@@ -334,6 +372,7 @@ func (s *streamingSync) restore(weights, moments *model.TensorFile, step int) er
 		return err
 	}
 	s.pending = nil
+	s.anchorsFrom = -1 // the next launch exchanges again; none before it is scored
 	w := s.w
 	for _, ps := range w.runParams {
 		for _, p := range ps {
