@@ -189,17 +189,24 @@ func TestShortAnchorExchangeFailsTheOuterStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for run.StepsDone() < cfg.Train.Steps {
-		if _, err = run.Step(ctx); err != nil {
-			break
-		}
-	}
+	err = stepUntilError(run)
 	if err == nil || !strings.Contains(err.Error(), "anchors from stage 1 (r0.1)") {
 		t.Fatalf("training went on past a short anchor frame: %v", err)
 	}
 	if testing.Verbose() {
 		t.Log(err)
 	}
+}
+
+// stepUntilError steps run to the end of its job, within a minute, and returns the first
+// step's error (nil when every step ran).
+func stepUntilError(run *LocalRun) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for run.StepsDone() < run.workers[0].cfg.Train.Steps {
+		if _, err := run.Step(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -31,13 +31,7 @@ func stageExchangeRun(t *testing.T, cfg JobConfig, index uint16, short bool) ([]
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for run.StepsDone() < cfg.Train.Steps {
-		if _, err = run.Step(ctx); err != nil {
-			break
-		}
-	}
+	err = stepUntilError(run)
 	return net.Misbehaviours(), err
 }
 
@@ -251,13 +245,7 @@ func TestShortParameterChunkReportsItsOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		for run.StepsDone() < cfg.Train.Steps {
-			if _, err = run.Step(ctx); err != nil {
-				break
-			}
-		}
-		cancel()
+		err = stepUntilError(run)
 		net.Close()
 		reports := net.Misbehaviours()
 		switch {

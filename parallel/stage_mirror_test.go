@@ -6,7 +6,6 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
@@ -190,13 +189,7 @@ func TestShortMirrorFailsTheStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		for run.StepsDone() < cfg.Train.Steps {
-			if _, err = run.Step(ctx); err != nil {
-				break
-			}
-		}
-		cancel()
+		err = stepUntilError(run)
 		net.Close()
 		if err == nil || !strings.Contains(err.Error(), "weights from stage 1 (r0.1)") {
 			t.Fatalf("zero %d: training went on past a short mirror frame: %v", zero, err)
@@ -235,8 +228,20 @@ func benchPipelinedSync(b *testing.B, zero int, score jobspec.Score) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	w := benchSyncSteps(b, run) // step 0 first: the first mirror
+	evals := 0
+	if sc := w.pipelineScorer(); sc != nil {
+		evals = sc.evals
+	}
+	b.ReportMetric(float64(evals), "held-out-passes")
+}
+
+// benchSyncSteps runs run's step 0 (its first mirror, and under attack its first refusal)
+// untimed, then b.N timed steps, and reports replica 0's first worker's synchronisation
+// bytes per step; it returns that worker.
+func benchSyncSteps(b *testing.B, run *LocalRun) *Worker {
 	ctx := context.Background()
-	if _, err := run.Step(ctx); err != nil { // step 0: the first mirror
+	if _, err := run.Step(ctx); err != nil {
 		b.Fatal(err)
 	}
 	w := run.Workers()[0]
@@ -250,9 +255,5 @@ func benchPipelinedSync(b *testing.B, zero int, score jobspec.Score) {
 	b.StopTimer()
 	_, after := w.BytesSent()
 	b.ReportMetric(float64(after-sent)/float64(b.N), "sync-B/step")
-	evals := 0
-	if sc := w.pipelineScorer(); sc != nil {
-		evals = sc.evals
-	}
-	b.ReportMetric(float64(evals), "held-out-passes")
+	return w
 }

@@ -1,7 +1,6 @@
 package parallel
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -234,21 +233,7 @@ func benchZeroRefusal(b *testing.B, stages int, by float32) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := run.Step(ctx); err != nil { // step 0: the first mirror, the first refusal
-		b.Fatal(err)
-	}
-	w := run.Workers()[0]
-	_, sent := w.BytesSent()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := run.Step(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	_, after := w.BytesSent()
-	b.ReportMetric(float64(after-sent)/float64(b.N), "sync-B/step")
+	benchSyncSteps(b, run) // step 0 first: the first mirror, the first refusal
 	rej, _ := run.ReportedBy(0)
 	b.ReportMetric(float64(len(rej)), "rejections")
 }
