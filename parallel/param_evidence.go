@@ -25,21 +25,52 @@ import (
 // count is never larger, so its chunk is never convicted). A chunk signed against
 // another θ is refused as undecodable and convicts nobody, as with contributions.
 
-// paramsBefore is run i's weights before a ZeRO step's update and their digest: what its
-// parameter chunks are signed against. nil when the worker signs nothing.
+// paramsBefore is what run i's parameter chunks are signed against: the digest of the
+// run's weights before the step's update, and this member's own chunk of them (the only
+// chunk the update changes before the all-gather), from which a refusal's evidence
+// rebuilds those weights. nil when the worker signs nothing.
 type paramsBefore struct {
 	key    ed25519.PrivateKey
-	theta  []float32
 	digest [thetaLen]byte
+	chunk  int       // this member's chunk of the run's flat weights
+	mine   []float32 // its values before the update
 }
 
-// paramsBefore copies run i's weights before the step's update, when the worker signs.
+// paramsBefore digests run i's weights before the step's update and copies this member's
+// chunk of them, when the worker signs: one SHA-256 of the run and a copy of 1/R of it per
+// step, no copy of the whole run.
 func (w *Worker) paramsBefore(i int) *paramsBefore {
 	if w.signKey == nil {
 		return nil
 	}
-	theta := flattenValues(w.runParams[i])
-	return &paramsBefore{key: w.signKey, theta: theta, digest: thetaDigest(theta)}
+	ps, g := w.runParams[i], w.runs[i].group
+	R := len(g.Members)
+	b := &paramsBefore{key: w.signKey, digest: paramsDigest(ps), chunk: mod(g.Self+1, R)}
+	n := countParams(ps)
+	b.mine = flatRange(ps, n*b.chunk/R, n*(b.chunk+1)/R)
+	return b
+}
+
+// flatRange copies elements [lo, hi) of ps' values taken as one flat vector.
+func flatRange(ps []*model.Param, lo, hi int) []float32 {
+	out := make([]float32, 0, hi-lo)
+	at := 0
+	for _, p := range ps {
+		d := p.Value.Data
+		if a, e := max(lo, at), min(hi, at+len(d)); a < e {
+			out = append(out, d[a-at:e-at]...)
+		}
+		at += len(d)
+	}
+	return out
+}
+
+// theta is the run's flat weights before the update: x (the run's values after this
+// member's update, before the all-gather took any chunk) with this member's chunk put back.
+func (b *paramsBefore) theta(x []float32, R int) []float32 {
+	out := slices.Clone(x)
+	copy(chunkOf(out, b.chunk, R), b.mine)
+	return out
 }
 
 // trailer is what a signed chunk carries after its float32 bytes (0 unsigned).
@@ -86,23 +117,22 @@ func (b *paramsBefore) verify(member string, s slot, p []byte) error {
 }
 
 // keepParamEvidence keeps the signed chunks the limit refused (refused, by owner; nil
-// where taken) beside this member's own (mine) and the run's weights before the step,
-// where the worker keeps evidence (one run; unsigned: none).
-func (w *Worker) keepParamEvidence(k roundKey, base int, g Group, b *paramsBefore, mine []byte, refused [][]byte) {
-	if b == nil || len(w.runs) != 1 {
+// where taken) beside this member's own (mine) and the run's weights before the step
+// (rebuilt from ps, which the all-gather has not written yet), where the worker keeps
+// evidence (one run; unsigned: none).
+func (w *Worker) keepParamEvidence(k roundKey, base int, g Group, ps []*model.Param, b *paramsBefore, mine []byte, refused [][]byte) {
+	if b == nil || len(w.runs) != 1 || !slices.ContainsFunc(refused, func(p []byte) bool { return p != nil }) {
 		return
 	}
+	theta := b.theta(flattenValues(ps), len(g.Members))
 	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: frame.CodecNone,
-		N: uint32(len(b.theta)), Members: slices.Clone(g.Members), Reporter: g.Self, Theta: [][]float32{b.theta},
+		N: uint32(len(theta)), Members: slices.Clone(g.Members), Reporter: g.Self, Theta: [][]float32{theta},
 		Signed: make([][]byte, len(g.Members)), Kind: EvidenceParams}
 	for m, p := range refused {
 		if p != nil {
 			ev.Signed[m] = slices.Clone(p)
 			ev.Dropped = append(ev.Dropped, g.Members[m])
 		}
-	}
-	if len(ev.Dropped) == 0 {
-		return
 	}
 	slices.Sort(ev.Dropped)
 	ev.Signed[g.Self] = mine

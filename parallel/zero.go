@@ -375,7 +375,7 @@ func (w *Worker) gatherParams(ctx context.Context, run syncRun, i int, lim param
 		}
 		copy(dst, in)
 	}
-	w.keepParamEvidence(k, base, g, before, out, refused)
+	w.keepParamEvidence(k, base, g, ps, before, out, refused)
 	for _, p := range ps {
 		x = x[copy(p.Value.Data, x):]
 	}
