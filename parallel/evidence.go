@@ -479,6 +479,13 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	if ev.Kind == EvidenceParams {
 		return verifyParamEvidence(cfg, plan, data, ev, accused)
 	}
+	if m := slices.IndexFunc(ev.Signed, func(p []byte) bool { return p == nil }); m >= 0 {
+		// The judge weighs each contribution beside the others (the median, the distances
+		// to it, the reference norm, the scores' upper median, the aggregate a result
+		// digest is checked against): a reporter that left out an honest member's
+		// contribution could have the leader's judge drop one the workers kept.
+		return false, "", fmt.Errorf("%w: no signed contribution of %s: the judge is re-run only on the whole gather", errEvidence, ev.Members[m])
+	}
 	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
 	// bound: whose signature binds ev.Others too; scored: the reporter's or the
 	// accused's binds some model digest (it scored from other stages' values). The

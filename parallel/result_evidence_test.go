@@ -81,3 +81,25 @@ func TestParamChunkEvidenceConvicts(t *testing.T) {
 		}
 	}
 }
+
+// TestEvidenceWithoutAnHonestContributionConvictsNobody: two colluders of four (×−15)
+// hold every member's signed contribution of a gather. Shipped by a colluder as evidence
+// against an honest member with the other honest member's contribution left out, the
+// leader's judge would weigh the honest one against the colluders' alone (here it still
+// kept it; contributions chosen for it need not let it), so the leader refuses gather
+// evidence that lacks any member's contribution before judging.
+func TestEvidenceWithoutAnHonestContributionConvictsNobody(t *testing.T) {
+	run, cfg, plan, ids := colludedRunOf(t, 12, 2, true, -15, func(*JobConfig) {})
+	honest := keptOfKind(run.Workers()[0], EvidenceGather, ids[2])
+	if honest == nil {
+		t.Fatal("the honest worker kept no evidence")
+	}
+	forged, _ := UnmarshalEvidence(honest.Marshal())
+	forged.Reporter = slices.Index(forged.Members, ids[2]) // a colluder reports
+	forged.Signed[slices.Index(forged.Members, ids[0])] = nil
+	forged.Results = nil
+	ok, why, err := VerifyEvidence(cfg, plan, testData(), forged, ids[1])
+	if ok || !errors.Is(err, errEvidence) {
+		t.Fatalf("evidence without an honest contribution, against the other honest member: convicted %v (%s), %v", ok, why, err)
+	}
+}
