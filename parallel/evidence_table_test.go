@@ -56,7 +56,7 @@ func TestEvidenceTable(t *testing.T) {
 			row := fmt.Sprintf("| %s | %s |", name, rule)
 			for _, s := range scales {
 				set := func(c *JobConfig) { modes[name](c); c.Sync.Aggregate = rule }
-				collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: s}} }
+				collude := func(p signingPeer, _ []string) Transport { return wholeResigner{resigner{signingPeer: p, s: s}} }
 				var cell string
 				if *evidenceStages == 2 {
 					run, cfg, plan, _, ids := pipelinedRunWith(t, 12, collude, set)

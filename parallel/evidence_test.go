@@ -183,16 +183,16 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 // and members.
 func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
-	var collude func(signingPeer) Transport
+	var collude func(signingPeer, []string) Transport
 	if sign {
-		collude = func(p signingPeer) Transport { return resigner{signingPeer: p, s: scale} }
+		collude = func(p signingPeer, _ []string) Transport { return resigner{signingPeer: p, s: scale} }
 	}
 	return colludedRunWith(t, steps, bad, collude, set)
 }
 
 // colludedRunWith is colludedRunOf with the colluders' transport collude makes of their
 // signing one (nil: nobody signs, and the colluders send what they compute).
-func colludedRunWith(t *testing.T, steps, bad int, collude func(signingPeer) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
+func colludedRunWith(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
@@ -212,7 +212,7 @@ func colludedRunWith(t *testing.T, steps, bad int, collude func(signingPeer) Tra
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
 		if i >= 4-bad {
-			return collude(p)
+			return collude(p, ids)
 		}
 		return p
 	})
@@ -577,9 +577,9 @@ func TestPipelinedEvidenceConvictsColluders(t *testing.T) {
 // the sync settings set changes; it returns the run, its config, plan, keys and members.
 func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
 	t.Helper()
-	var collude func(signingPeer) Transport
+	var collude func(signingPeer, []string) Transport
 	if sign {
-		collude = func(p signingPeer) Transport {
+		collude = func(p signingPeer, _ []string) Transport {
 			if scale == 1 {
 				return p
 			}
@@ -591,7 +591,7 @@ func pipelinedRunOf(t *testing.T, steps int, sign bool, scale float32, set func(
 
 // pipelinedRunWith is pipelinedRunOf with the colluders' transport collude makes of their
 // signing one (nil: nobody signs, and nobody colludes).
-func pipelinedRunWith(t *testing.T, steps int, collude func(signingPeer) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
+func pipelinedRunWith(t *testing.T, steps int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []ed25519.PrivateKey, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
@@ -612,7 +612,7 @@ func pipelinedRunWith(t *testing.T, steps int, collude func(signingPeer) Transpo
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
 		if i == 4 || i == 6 {
-			return collude(p)
+			return collude(p, ids)
 		}
 		return p
 	})

@@ -17,7 +17,7 @@ import (
 // signed digest is the leader's aggregate to the bit), and a colluder's digest altered
 // by the reporter is refused as forged.
 func TestDivergedResultConvicts(t *testing.T) {
-	collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: 4}} }
+	collude := func(p signingPeer, _ []string) Transport { return wholeResigner{resigner{signingPeer: p, s: 4}} }
 	run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, func(*JobConfig) {})
 	for h := range 2 {
 		w := run.Workers()[h]
@@ -46,7 +46,7 @@ func TestDivergedResultConvicts(t *testing.T) {
 // chunks with the weights before the step, and the leader convicts both on it. Weights
 // or a chunk the reporter altered are refused as forged.
 func TestParamChunkEvidenceConvicts(t *testing.T) {
-	collude := func(p signingPeer) Transport { return wholeResigner{resigner{signingPeer: p, s: 0.75}} }
+	collude := func(p signingPeer, _ []string) Transport { return wholeResigner{resigner{signingPeer: p, s: 0.75}} }
 	run, cfg, plan, ids := colludedRunWith(t, 12, 2, collude, func(c *JobConfig) {
 		c.Sync.Mode, c.Sync.Zero = jobspec.SyncEveryStep, 1
 	})
