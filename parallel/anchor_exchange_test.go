@@ -50,21 +50,7 @@ func TestPipelinedDiLoCoIsScored(t *testing.T) {
 // pipelinedScorer is the scorer of replica 0's first stage in a DiLoCo job of three
 // replicas of two stages.
 func pipelinedScorer(t *testing.T) *heldOutScorer {
-	t.Helper()
-	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Sync.Mode = jobspec.SyncDiLoCo
-	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
-	net := NewInMemory(names...)
-	t.Cleanup(func() { net.Close() })
-	w, err := NewWorker(cfg, plan, "r0", net.Peer("r0"), testData())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if w.scorer == nil || w.scorer.stageSize(1) == 0 {
-		t.Fatal("a pipelined DiLoCo worker has no scorer of the other stage")
-	}
-	return w.scorer
+	return pipelinedWorker(t, func(c *SyncConfig) { c.Mode = jobspec.SyncDiLoCo }).scorer
 }
 
 // anchorFrame is a frame of the anchor exchange carrying n float32 values.
@@ -177,19 +163,7 @@ func TestShortAnchorExchangeFailsTheOuterStep(t *testing.T) {
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Sync.Mode, cfg.Sync.InnerSteps = jobspec.SyncDiLoCo, 2
 	cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 4
-	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
-	net := NewInMemory(names...)
-	defer net.Close()
-	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
-		if node == "r0.1" {
-			return truncating{net.Peer(node), anchorIndex}
-		}
-		return net.Peer(node)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = stepUntilError(run)
+	_, err := stageExchangeRun(t, cfg, anchorIndex, true)
 	if err == nil || !strings.Contains(err.Error(), "anchors from stage 1 (r0.1)") {
 		t.Fatalf("training went on past a short anchor frame: %v", err)
 	}

@@ -98,9 +98,16 @@ func twoStagePlan(L, n int) (Plan, []string) {
 // pipelinedSyncWorker is replica 0's first stage in a job of three replicas of two
 // stages under every-step sync (score: on).
 func pipelinedSyncWorker(t *testing.T) *Worker {
+	return pipelinedWorker(t, func(c *SyncConfig) { c.Mode, c.Score = jobspec.SyncEveryStep, jobspec.ScoreOn })
+}
+
+// pipelinedWorker is replica 0's first stage ("r0") in a job of three replicas of two
+// stages whose sync settings set changes; it fails the test unless the worker holds a
+// scorer of the other stage.
+func pipelinedWorker(t *testing.T, set func(*SyncConfig)) *Worker {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Sync.Mode, cfg.Sync.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
+	set(&cfg.Sync)
 	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
 	net := NewInMemory(names...)
 	t.Cleanup(func() { net.Close() })
@@ -109,8 +116,8 @@ func pipelinedSyncWorker(t *testing.T) *Worker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	if w.pipelineScorer() == nil || w.scorer.stageSize(1) == 0 {
-		t.Fatal("a pipelined sync worker has no scorer of the other stage")
+	if sc := w.pipelineScorer(); sc == nil || sc.stageSize(1) == 0 {
+		t.Fatalf("a pipelined %s worker has no scorer of the other stage", cfg.Sync.Mode)
 	}
 	return w
 }
@@ -178,19 +185,7 @@ func TestShortMirrorFailsTheStep(t *testing.T) {
 		cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 		cfg.Sync.Mode, cfg.Sync.Score, cfg.Sync.Zero = jobspec.SyncEveryStep, jobspec.ScoreOn, zero
 		cfg.Train.Batch, cfg.Train.MicroBatches, cfg.Train.Steps = 6, 1, 2
-		plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
-		net := NewInMemory(names...)
-		run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
-			if node == "r0.1" {
-				return truncating{net.Peer(node), mirrorIndex}
-			}
-			return net.Peer(node)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = stepUntilError(run)
-		net.Close()
+		_, err := stageExchangeRun(t, cfg, mirrorIndex, true)
 		if err == nil || !strings.Contains(err.Error(), "weights from stage 1 (r0.1)") {
 			t.Fatalf("zero %d: training went on past a short mirror frame: %v", zero, err)
 		}

@@ -65,20 +65,7 @@ func TestPipelinedStreamingIsScored(t *testing.T) {
 // pipelinedStreamingWorker is replica 0's first stage in a streaming job (two fragments,
 // H = 4) of three replicas of two stages.
 func pipelinedStreamingWorker(t *testing.T) (*Worker, *streamingSync) {
-	t.Helper()
-	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
-	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Fragments = jobspec.SyncStreaming, 4, 2
-	plan, names := twoStagePlan(cfg.Train.Model.NumLayers(), 3)
-	net := NewInMemory(names...)
-	t.Cleanup(func() { net.Close() })
-	w, err := NewWorker(cfg, plan, "r0", net.Peer("r0"), testData())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Close() })
-	if w.scorer == nil || w.scorer.stageSize(1) == 0 {
-		t.Fatal("a pipelined streaming worker has no scorer of the other stage")
-	}
+	w := pipelinedWorker(t, func(c *SyncConfig) { c.Mode, c.InnerSteps, c.Fragments = jobspec.SyncStreaming, 4, 2 })
 	return w, w.sync.(*streamingSync)
 }
 
