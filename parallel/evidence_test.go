@@ -246,28 +246,39 @@ func TestSigningKeepsHonestBits(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var vals [2]float64
-			for i, sign := range []bool{false, true} {
-				start := time.Now()
+			checkSigningKeepsBits(t, "replica 0", func(sign bool) (*LocalRun, JobConfig) {
 				run, cfg, _, _ := colludedRunOf(t, 24, 0, sign, 1, set)
-				wall := time.Since(start)
-				val, err := run.Evaluate(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rej := run.Rejected(); len(rej) != 0 {
-					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
-				}
-				vals[i] = val
-				_, sent := run.Workers()[0].BytesSent()
-				if *signingCost {
-					t.Logf("signed %v: %d steps in %v, replica 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
-				}
-			}
-			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
-				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
-			}
+				return run, cfg
+			})
 		})
+	}
+}
+
+// checkSigningKeepsBits trains the honest run train builds, unsigned then signed: both
+// drop nothing and end with the same validation loss to the bit; with -signing-cost it
+// logs the wall time and the bytes the run's first worker (who) sent each way.
+func checkSigningKeepsBits(t *testing.T, who string, train func(sign bool) (*LocalRun, JobConfig)) {
+	t.Helper()
+	var vals [2]float64
+	for i, sign := range []bool{false, true} {
+		start := time.Now()
+		run, cfg := train(sign)
+		wall := time.Since(start)
+		val, err := run.Evaluate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rej := run.Rejected(); len(rej) != 0 {
+			t.Fatalf("signed %v: honest run dropped %v", sign, rej)
+		}
+		vals[i] = val
+		if *signingCost {
+			_, sent := run.Workers()[0].BytesSent()
+			t.Logf("signed %v: %d steps in %v, %s sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, who, sent, val)
+		}
+	}
+	if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
+		t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
 	}
 }
 
@@ -285,27 +296,10 @@ func TestPipelinedSigningKeepsHonestBits(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var vals [2]float64
-			for i, sign := range []bool{false, true} {
-				start := time.Now()
+			checkSigningKeepsBits(t, "stage node 0", func(sign bool) (*LocalRun, JobConfig) {
 				run, cfg, _, _, _ := pipelinedRunOf(t, 24, sign, 1, set)
-				wall := time.Since(start)
-				val, err := run.Evaluate(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if rej := run.Rejected(); len(rej) != 0 {
-					t.Fatalf("signed %v: honest run dropped %v", sign, rej)
-				}
-				vals[i] = val
-				if *signingCost {
-					_, sent := run.Workers()[0].BytesSent()
-					t.Logf("signed %v: %d steps in %v, stage node 0 sent %d bytes for synchronisation, val %.6f", sign, cfg.Train.Steps, wall, sent, val)
-				}
-			}
-			if math.Float64bits(vals[0]) != math.Float64bits(vals[1]) {
-				t.Fatalf("validation loss %v unsigned, %v signed: signing changed honest bits", vals[0], vals[1])
-			}
+				return run, cfg
+			})
 		})
 	}
 }
