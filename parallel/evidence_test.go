@@ -405,12 +405,32 @@ func TestEvidenceWireLimits(t *testing.T) {
 	if _, err := UnmarshalEvidence(huge); err == nil {
 		t.Fatal("an element count past the limit decoded")
 	}
+	unknown := slices.Clone(b)
+	unknown[len(unknown)-1] = byte(EvidenceParams) + 1 // the kind, last
+	if _, err := UnmarshalEvidence(unknown); err == nil {
+		t.Fatal("an unknown evidence kind decoded")
+	}
+	// Result digests: none or one per member, each empty or a signed digest's length.
+	for _, results := range [][][]byte{{nil}, {nil, make([]byte, resultDigestLen-1)}} {
+		bad := *ev
+		bad.Results = results
+		if _, err := UnmarshalEvidence(bad.Marshal()); err == nil {
+			t.Fatalf("result digests of lengths %d decoded", len(results))
+		}
+	}
+	good := *ev
+	good.Results, good.Kind = [][]byte{nil, make([]byte, resultDigestLen)}, EvidenceParams
+	if got, err := UnmarshalEvidence(good.Marshal()); err != nil || fmt.Sprint(got) != fmt.Sprint(&good) {
+		t.Fatalf("round trip with result digests and a kind: %+v, %v", got, err)
+	}
 }
 
 // FuzzUnmarshalEvidence: the decoder never panics, and what it accepts encodes back to
 // the same bytes.
 func FuzzUnmarshalEvidence(f *testing.F) {
 	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
+	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"},
+		Results: [][]byte{make([]byte, resultDigestLen), nil}, Kind: EvidenceParams}).Marshal())
 	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Others: [][]float32{nil, {2, 3}},
 		Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
 	f.Add([]byte("MNEV\x02"))
