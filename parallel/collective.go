@@ -72,7 +72,9 @@ func ringAllReduce(ctx context.Context, tr Transport, g Group, k roundKey, x []f
 
 // gatherAggregate sends this member's contribution (x, compressed by ef when it has a
 // codec; in pieces, sendPieces) to every other member directly, in rounds numbered from base (round base+i
-// carries member i's contribution), so that no member relays, and so could alter, another's.
+// carries member i's contribution), so that no member relays, and so could alter, another's;
+// with three members or more, only once every other member has committed to its own
+// (commitContributions), so that none can shape its contribution by the others'.
 // It decodes each, drops and reports those not admissible, and writes the aggregate of the
 // rest into x.
 func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, base int, x []float32, ef *ErrorFeedback, pol policy) error {
@@ -89,16 +91,25 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 	if err != nil {
 		return err
 	}
+	frames, bad := make([]*frame.Frame, R), make([]error, R)
 	for m := range R {
 		if m != me {
-			if err := sendPieces(ctx, tr, g.Members[m], k.frame(frame.KindReduce, base+me, wire, len(x), out)); err != nil {
+			frames[m] = k.frame(frame.KindReduce, base+me, wire, len(x), out)
+		}
+	}
+	reveal, commits, err := commitContributions(ctx, tr, g, k, base, frames, bad)
+	if err != nil {
+		return fmt.Errorf("all-gather: %w", err)
+	}
+	for m, f := range frames {
+		if f != nil {
+			if err := sendPieces(reveal, tr, g.Members[m], f); err != nil {
 				return err
 			}
 		}
 	}
-	bad := make([]error, R)
 	for m := range R {
-		if m == me {
+		if m == me || bad[m] != nil { // a malformed commitment: what it commits to is dropped unread
 			continue
 		}
 		f, err := recvPieces(ctx, tr, g.Members[m], k.frameKey(frame.KindReduce, base+m), maxWireBytes(wire, len(x))+pol.sign.trailer())
@@ -116,6 +127,10 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 			err := fmt.Errorf("all-gather from %s: %w: codec %d, want %d", g.Members[m], errMalformed, f.Codec, wire)
 			misbehaved(tr, g.Members[m], err.Error())
 			return err
+		}
+		if bad[m] = checkCommitment(commits, m, f.Payload); bad[m] != nil {
+			misbehaved(tr, g.Members[m], fmt.Sprintf("all-gather: %v", bad[m]))
+			continue
 		}
 		payloads[m] = f.Payload
 		if bad[m] = pol.sign.incoming(k, base, g, m, wire, len(x), signed, f.Payload); bad[m] == nil && signed != nil {

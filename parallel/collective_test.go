@@ -63,10 +63,14 @@ type equivocator struct {
 }
 
 func (e equivocator) Send(ctx context.Context, to string, f *frame.Frame) error {
+	return alteringSend(ctx, e.Transport, to, f, e.AlterContribution)
+}
+
+func (e equivocator) AlterContribution(_ context.Context, to string, f *frame.Frame) (*frame.Frame, error) {
 	if to == e.to && f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 {
 		x := make([]float32, f.Shape[0])
 		if err := decodeF32(x, f.Payload); err != nil {
-			return err
+			return nil, err
 		}
 		for i := range x {
 			x[i] *= e.s
@@ -75,7 +79,7 @@ func (e equivocator) Send(ctx context.Context, to string, f *frame.Frame) error 
 		g.Payload = appendF32(nil, x)
 		f = &g
 	}
-	return e.Transport.Send(ctx, to, f)
+	return f, nil
 }
 
 // TestMembersConfirmTheyEndWithTheSameBits: a member that sends a slightly different

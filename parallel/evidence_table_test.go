@@ -82,18 +82,18 @@ func TestEvidenceTable(t *testing.T) {
 type wholeResigner struct{ resigner }
 
 func (p wholeResigner) Send(ctx context.Context, to string, f *frame.Frame) error {
+	return alteringSend(ctx, p.signingPeer, to, f, p.AlterContribution)
+}
+
+func (p wholeResigner) AlterContribution(ctx context.Context, to string, f *frame.Frame) (*frame.Frame, error) {
 	n := 0
 	if len(f.Shape) == 1 {
 		n = f.Shape[0]
 	}
 	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 && n > 1 && len(f.Payload) == maxWireBytes(f.Codec, n) {
-		g, err := rewriteReduce(f, func(x float32) float32 { return x * p.s })
-		if err != nil {
-			return err
-		}
-		return p.signingPeer.Send(ctx, to, g)
+		return rewriteReduce(f, func(x float32) float32 { return x * p.s })
 	}
-	return p.resigner.Send(ctx, to, f)
+	return p.resigner.AlterContribution(ctx, to, f)
 }
 
 // evidenceCell is one cell of TestEvidenceTable: per colluder (bad), how many honest

@@ -54,17 +54,22 @@ type signingPeer struct {
 func (p signingPeer) SigningKey() ed25519.PrivateKey { return p.key }
 
 // tamperer is a peer that flips the lowest bit of the first value of every contribution
-// it sends, after signing: what a relay or a man in the middle would change.
+// it sends, after signing: what a relay or a man in the middle would change (one that
+// changed the commitment to match: the signature still tells).
 type tamperer struct{ Transport }
 
 func (p tamperer) Send(ctx context.Context, to string, f *frame.Frame) error {
+	return alteringSend(ctx, p.Transport, to, f, p.AlterContribution)
+}
+
+func (p tamperer) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
 	if f.Kind == frame.KindReduce && f.DType == frame.DTypeF32 && len(f.Payload) > 0 {
 		g := *f
 		g.Payload = slices.Clone(f.Payload)
 		g.Payload[0] ^= 1
 		f = &g
 	}
-	return p.Transport.Send(ctx, to, f)
+	return f, nil
 }
 
 // gatherSigned runs one signed gather of three members, member 2 sending through wrap,
@@ -147,24 +152,28 @@ type resigner struct {
 }
 
 func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
+	return alteringSend(ctx, p.signingPeer, to, f, p.AlterContribution)
+}
+
+func (p resigner) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
 	n := 0
 	if len(f.Shape) == 1 {
 		n = f.Shape[0]
 	}
 	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || len(f.Payload) != maxWireBytes(f.Codec, n)+sigTrailer {
-		return p.signingPeer.Send(ctx, to, f)
+		return f, nil
 	}
 	payload, theta, _, err := splitSigned(f.Payload)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c, err := codecForWire(f.Codec, 0.25)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	x := make([]float32, n)
 	if err := c.Decode(x, payload); err != nil {
-		return err
+		return nil, err
 	}
 	for i := range x {
 		x[i] *= p.s
@@ -172,9 +181,9 @@ func (p resigner) Send(ctx context.Context, to string, f *frame.Frame) error {
 	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
 	g := *f
 	if g.Payload, err = signContribution(p.key, s, c.Encode(nil, x), theta); err != nil {
-		return err
+		return nil, err
 	}
-	return p.signingPeer.Send(ctx, to, &g)
+	return &g, nil
 }
 
 // colludedRunOf trains four one-stage DiLoCo replicas (signing when sign), the last bad
@@ -193,6 +202,12 @@ func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set f
 // colludedRunWith is colludedRunOf with the colluders' transport collude makes of their
 // signing one (nil: nobody signs, and the colluders send what they compute).
 func colludedRunWith(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
+	return colludedRunReady(t, steps, bad, collude, set, func(*LocalRun) {})
+}
+
+// colludedRunReady is colludedRunWith, calling ready with the run before its first step.
+func colludedRunReady(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig), ready func(*LocalRun)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
@@ -220,6 +235,7 @@ func colludedRunWith(t *testing.T, steps, bad int, collude func(p signingPeer, i
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { run.Close() })
+	ready(run)
 	for run.StepsDone() < cfg.Train.Steps {
 		if _, err := run.Step(context.Background()); err != nil {
 			t.Fatal(err)
@@ -478,39 +494,69 @@ func BenchmarkSignVerifyContribution(b *testing.B) {
 }
 
 // BenchmarkGather is one checked gather of four in-memory members of the in-bound
-// table's model (42,624 weights), unsigned and signed (θ digest included): what
-// signatures add to a sync.
+// table's model (42,624 weights), unsigned and signed (θ digest included), with and
+// without the commitment that precedes the contributions (commitContributions), on frames
+// delivered at once or after a one-way latency: what signatures and commit-before-reveal
+// add to a sync.
+//
+//	go test ./parallel -run '^$' -bench 'BenchmarkGather' -benchtime 100x -count 6
 func BenchmarkGather(b *testing.B) {
 	const n = 42624
 	keys, ids := nodeKeys(b, 4)
 	theta := make([]float32, n)
-	for _, signed := range []bool{false, true} {
-		b.Run(fmt.Sprintf("signed=%v", signed), func(b *testing.B) {
-			net := NewInMemory(ids...)
-			defer net.Close()
-			step := uint32(0)
-			for b.Loop() {
-				step++
-				var wg sync.WaitGroup
-				for m := range 4 {
-					wg.Go(func() {
-						pol := policy{rule: jobspec.AggregateMean}
-						if signed {
-							pol.sign = &signer{key: keys[m], theta: lazyTheta(func() [thetaLen]byte { return thetaDigest(theta) })}
+	defer func(old int) { minCommitMembers = old }(minCommitMembers)
+	for _, latency := range []time.Duration{0, 5 * time.Millisecond} {
+		for _, signed := range []bool{false, true} {
+			for _, commit := range []bool{false, true} {
+				b.Run(fmt.Sprintf("latency=%v/signed=%v/commit=%v", latency, signed, commit), func(b *testing.B) {
+					minCommitMembers = 3
+					if !commit {
+						minCommitMembers = math.MaxInt
+					}
+					net := NewInMemory(ids...)
+					defer net.Close()
+					step := uint32(0)
+					for b.Loop() {
+						step++
+						var wg sync.WaitGroup
+						for m := range 4 {
+							wg.Go(func() {
+								pol := policy{rule: jobspec.AggregateMean}
+								if signed {
+									pol.sign = &signer{key: keys[m], theta: lazyTheta(func() [thetaLen]byte { return thetaDigest(theta) })}
+								}
+								x := make([]float32, n)
+								for i := range x {
+									x[i] = float32(i%7) * 1e-3
+								}
+								var tr Transport = net.Peer(ids[m])
+								if latency > 0 {
+									tr = delayed{tr, latency}
+								}
+								if err := gatherAggregate(context.Background(), tr, Group{Members: ids, Self: m}, roundKey{job: 1, step: step}, 0, x, nil, pol); err != nil {
+									b.Error(err)
+								}
+							})
 						}
-						x := make([]float32, n)
-						for i := range x {
-							x[i] = float32(i%7) * 1e-3
-						}
-						if err := gatherAggregate(context.Background(), net.Peer(ids[m]), Group{Members: ids, Self: m}, roundKey{job: 1, step: step}, 0, x, nil, pol); err != nil {
-							b.Error(err)
-						}
-					})
-				}
-				wg.Wait()
+						wg.Wait()
+					}
+					b.ReportMetric(float64(net.SentBytes(frame.KindReduce))/float64(4*b.N), "B/member")
+				})
 			}
-		})
+		}
 	}
+}
+
+// delayed delivers each frame a one-way latency after it is sent (a link's, for
+// benchmarks), without holding the sender.
+type delayed struct {
+	Transport
+	latency time.Duration
+}
+
+func (d delayed) Send(ctx context.Context, to string, f *frame.Frame) error {
+	time.AfterFunc(d.latency, func() { _ = d.Transport.Send(ctx, to, f) })
+	return nil
 }
 
 // TestKeptEvidenceIsBounded: a gather whose evidence would pass MaxKeptEvidenceBytes is
@@ -759,4 +805,18 @@ func keptOfKind(w *Worker, kind EvidenceKind, accused ...string) *Evidence {
 		}
 	}
 	return best
+}
+
+// alteringSend sends f through tr as alter changes it: the Send of a test's attacking
+// transport (contributionAlterer). A gather's contribution that its worker already had
+// altered before committing to it (commitContributions) goes out as it is.
+func alteringSend(ctx context.Context, tr Transport, to string, f *frame.Frame, alter func(context.Context, string, *frame.Frame) (*frame.Frame, error)) error {
+	if ctx.Value(committedKey{}) == nil {
+		g, err := alter(ctx, to, f)
+		if err != nil {
+			return err
+		}
+		f = g
+	}
+	return tr.Send(ctx, to, f)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,19 +107,23 @@ type shortSigner struct {
 }
 
 func (p shortSigner) Send(ctx context.Context, to string, f *frame.Frame) error {
+	return alteringSend(ctx, p.Transport, to, f, p.AlterContribution)
+}
+
+func (p shortSigner) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
 	if f.Kind != frame.KindReduce || len(f.Shape) != 1 || len(f.Payload) != maxWireBytes(f.Codec, f.Shape[0])+sigTrailer {
-		return p.Transport.Send(ctx, to, f)
+		return f, nil
 	}
 	payload, theta, _, err := splitSigned(f.Payload)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(f.Shape[0])}
 	g := *f
 	if g.Payload, err = signContribution(p.key, s, payload[:len(payload)-4], theta); err != nil {
-		return err
+		return nil, err
 	}
-	return p.Transport.Send(ctx, to, &g)
+	return &g, nil
 }
 
 // gatherReports runs one signed gather of three members, member 2 sending through wrap
@@ -204,6 +209,47 @@ func TestUndecodableSignedContributionReportsItsAuthor(t *testing.T) {
 	}
 }
 
+// commitBreaker breaks commit-before-reveal: it sends its commitments one byte short
+// (short), or its contributions with one bit flipped after it committed to them.
+type commitBreaker struct {
+	Transport
+	short bool
+}
+
+func (p commitBreaker) Send(ctx context.Context, to string, f *frame.Frame) error {
+	g := *f
+	switch {
+	case p.short && f.Kind == frame.KindReduce && f.Micro >= commitRound && f.Micro < quorumJoin:
+		g.Payload = f.Payload[:len(f.Payload)-1]
+	case !p.short && f.Kind == frame.KindReduce && f.DType == frame.DTypeF32:
+		g.Payload = slices.Clone(f.Payload)
+		g.Payload[0] ^= 1
+	}
+	return p.Transport.Send(ctx, to, &g)
+}
+
+// A member that sends a malformed commitment, or reveals a contribution other than the
+// one it committed to, breaks the protocol: both honest members drop its contribution,
+// name it and report it, and their gather goes on without it. An honest member's
+// contributions keep their commitments (TestUndecodableSignedContributionReportsItsAuthor's
+// honest case reports nothing).
+func TestBrokenCommitmentReportsItsAuthor(t *testing.T) {
+	for name, short := range map[string]bool{"short commitment": true, "another contribution": false} {
+		reports, rejected := gatherReports(t, func(tr Transport, _ ed25519.PrivateKey) Transport { return commitBreaker{tr, short} }, [thetaLen]byte{1}, false)
+		if len(reports) != 2 {
+			t.Errorf("%s: reports %+v, want member 2 reported by both honest members", name, reports)
+		}
+		for _, r := range reports {
+			if !strings.Contains(r.Reason, "commitment") {
+				t.Errorf("%s: report %+v does not name the commitment", name, r)
+			}
+		}
+		if n := len(rejected); n < 2 {
+			t.Errorf("%s: rejected %+v, want member 2's contribution dropped by both honest members", name, rejected)
+		}
+	}
+}
+
 // roundTruncating sends the frames of rounds [from, to) of every collective one float32
 // short: under ZeRO with three members, rounds 15 to 17 are the parameter all-gather's.
 type roundTruncating struct {
@@ -268,12 +314,16 @@ func TestShortParameterChunkReportsItsOwner(t *testing.T) {
 type recoding struct{ Transport }
 
 func (p recoding) Send(ctx context.Context, to string, f *frame.Frame) error {
-	if f.Kind == frame.KindReduce && f.Codec == frame.CodecNone {
+	return alteringSend(ctx, p.Transport, to, f, p.AlterContribution)
+}
+
+func (p recoding) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
+	if f.Kind == frame.KindReduce && f.Codec == frame.CodecNone && f.DType == frame.DTypeF32 {
 		g := *f
 		g.Codec = frame.CodecFP16
 		f = &g
 	}
-	return p.Transport.Send(ctx, to, f)
+	return f, nil
 }
 
 // A contribution of a codec its round does not use fails the gather naming its sender, as

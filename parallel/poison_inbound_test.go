@@ -24,11 +24,11 @@ type scaler struct {
 }
 
 func (p scaler) Send(ctx context.Context, to string, f *frame.Frame) error {
-	f, err := rewriteReduce(f, func(x float32) float32 { return x * p.s })
-	if err != nil {
-		return err
-	}
-	return p.Transport.Send(ctx, to, f)
+	return alteringSend(ctx, p.Transport, to, f, p.AlterContribution)
+}
+
+func (p scaler) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
+	return rewriteReduce(f, func(x float32) float32 { return x * p.s })
 }
 
 // inboundRun is one run of the in-bound poisoning table: n one-stage replicas, the last

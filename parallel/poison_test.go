@@ -18,11 +18,11 @@ type poisoner struct {
 }
 
 func (p poisoner) Send(ctx context.Context, to string, f *frame.Frame) error {
-	f, err := rewriteReduce(f, func(float32) float32 { return p.v })
-	if err != nil {
-		return err
-	}
-	return p.Transport.Send(ctx, to, f)
+	return alteringSend(ctx, p.Transport, to, f, p.AlterContribution)
+}
+
+func (p poisoner) AlterContribution(_ context.Context, _ string, f *frame.Frame) (*frame.Frame, error) {
+	return rewriteReduce(f, func(float32) float32 { return p.v })
 }
 
 // rewriteReduce is f with every value of a float32 reduce frame replaced by fn of it,

@@ -155,6 +155,11 @@ func (c sentCounter) PieceBytes() int { return pieceBytes(c.Transport) }
 // Misbehaved passes a report of peer's misbehaviour to the wrapped transport.
 func (c sentCounter) Misbehaved(peer, reason string) { misbehaved(c.Transport, peer, reason) }
 
+// AlterContribution passes a contribution through the wrapped transport's alteration.
+func (c sentCounter) AlterContribution(ctx context.Context, to string, f *frame.Frame) (*frame.Frame, error) {
+	return alterContribution(ctx, c.Transport, to, f)
+}
+
 func (c sentCounter) Send(ctx context.Context, to string, f *frame.Frame) error {
 	c.n.Add(int64(len(f.Payload)))
 	return c.Transport.Send(ctx, to, f)

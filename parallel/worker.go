@@ -129,6 +129,11 @@ func (s stallTransport) PieceBytes() int { return pieceBytes(s.Transport) }
 // Misbehaved passes a report of peer's misbehaviour to the wrapped transport.
 func (s stallTransport) Misbehaved(peer, reason string) { misbehaved(s.Transport, peer, reason) }
 
+// AlterContribution passes a contribution through the wrapped transport's alteration.
+func (s stallTransport) AlterContribution(ctx context.Context, to string, f *frame.Frame) (*frame.Frame, error) {
+	return alterContribution(ctx, s.Transport, to, f)
+}
+
 func (s stallTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
@@ -362,6 +367,9 @@ func (c countingTransport) Self() string    { return c.w.tr.Self() }
 func (c countingTransport) PieceBytes() int { return pieceBytes(c.w.tr) }
 func (c countingTransport) Misbehaved(peer, reason string) {
 	misbehaved(c.w.tr, peer, reason)
+}
+func (c countingTransport) AlterContribution(ctx context.Context, to string, f *frame.Frame) (*frame.Frame, error) {
+	return alterContribution(ctx, c.w.tr, to, f)
 }
 func (c countingTransport) Send(ctx context.Context, to string, f *frame.Frame) error {
 	return c.w.send(ctx, to, f)
