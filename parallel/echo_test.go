@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
 )
 
@@ -200,6 +201,7 @@ func (p *staleEchoer) AlterContribution(_ context.Context, _ string, f *frame.Fr
 var (
 	staleEcho      = flag.Bool("stale-echo", false, "run the stale echo attack (TestStaleEcho) and report what it costs the honest replicas")
 	staleEchoSteps = flag.Int("stale-echo-steps", 24, "TestStaleEcho's steps (DiLoCo H = 3)")
+	staleEchoRule  = flag.String("stale-echo-rule", "mean", "TestStaleEcho's aggregation rule")
 )
 
 // TestStaleEcho reproduces an attack that commit-before-reveal leaves and nothing defends
@@ -223,7 +225,8 @@ func TestStaleEcho(t *testing.T) {
 		}
 		return v
 	}
-	clean, _, _, _ := colludedRunWith(t, steps, 2, func(p signingPeer, _ []string) Transport { return p }, func(*JobConfig) {})
+	rule := func(cfg *JobConfig) { cfg.Sync.Aggregate = jobspec.Aggregate(*staleEchoRule) }
+	clean, _, _, _ := colludedRunWith(t, steps, 2, func(p signingPeer, _ []string) Transport { return p }, rule)
 	echoed := 0
 	var honest *Worker
 	theta := func() digests {
@@ -232,7 +235,7 @@ func TestStaleEcho(t *testing.T) {
 	collude := func(p signingPeer, ids []string) Transport {
 		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &echoed, theta: theta}
 	}
-	run, _, _, ids := colludedRunReady(t, steps, 2, collude, func(*JobConfig) {}, func(r *LocalRun) { honest = r.workers[0] })
+	run, _, _, ids := colludedRunReady(t, steps, 2, collude, rule, func(r *LocalRun) { honest = r.workers[0] })
 	if echoed == 0 {
 		t.Fatal("the colluders echoed nothing")
 	}
@@ -245,5 +248,5 @@ func TestStaleEcho(t *testing.T) {
 		}
 	}
 	want, got := val(clean), val(run)
-	t.Logf("%d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%)", steps, echoed, got, want, 100*(got-want)/want)
+	t.Logf("%s, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%)", *staleEchoRule, steps, echoed, got, want, 100*(got-want)/want)
 }
