@@ -296,11 +296,14 @@ func confirmSameResult(ctx context.Context, tr Transport, g Group, k roundKey, b
 			return results, diverged, fmt.Errorf("result digest from %s: %w", g.Members[m], err)
 		}
 		digest := f.Payload
+		if want := len(sum) + pol.sign.trailer(); len(f.Payload) != want || f.DType != frame.DTypeU8 {
+			// No honest member sends it: a digest is 32 bytes, and the trailer where signed.
+			reason := fmt.Sprintf("result digest of %d bytes (dtype %d), want %d", len(f.Payload), f.DType, want)
+			pol.report(g.Members[m], "%s", reason)
+			misbehaved(tr, g.Members[m], fmt.Sprintf("all-gather: %s: %s", errMalformed, reason))
+			continue
+		}
 		if pol.sign != nil {
-			if len(f.Payload) != len(sum)+sigTrailer {
-				pol.report(g.Members[m], "result digest of %d bytes, want %d signed", len(f.Payload), len(sum)+sigTrailer)
-				continue
-			}
 			if err := pol.sign.incoming(k, base, g, m, frame.CodecNone, len(sum), results, f.Payload); err != nil {
 				pol.report(g.Members[m], "result digest: %v", err)
 				continue

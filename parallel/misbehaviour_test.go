@@ -250,6 +250,32 @@ func TestBrokenCommitmentReportsItsAuthor(t *testing.T) {
 	}
 }
 
+// shortDigest sends its result digests one byte short.
+type shortDigest struct{ Transport }
+
+func (p shortDigest) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeU8 && f.Micro < commitRound && len(f.Payload) > 0 {
+		g := *f
+		g.Payload = f.Payload[:len(f.Payload)-1]
+		f = &g
+	}
+	return p.Transport.Send(ctx, to, f)
+}
+
+// A result digest of the wrong length is what no honest member sends: both honest members
+// name and report its author; their gather completes.
+func TestShortResultDigestReportsItsAuthor(t *testing.T) {
+	reports, rejected := gatherReports(t, func(tr Transport, _ ed25519.PrivateKey) Transport { return shortDigest{tr} }, [thetaLen]byte{1}, false)
+	if len(reports) != 2 || len(rejected) != 2 {
+		t.Fatalf("reports %+v, rejected %+v: want member 2 reported and named by both honest members", reports, rejected)
+	}
+	for _, r := range reports {
+		if !strings.Contains(r.Reason, "result digest of 159 bytes") {
+			t.Errorf("report %+v does not name the short digest", r)
+		}
+	}
+}
+
 // roundTruncating sends the frames of rounds [from, to) of every collective one float32
 // short: under ZeRO with three members, rounds 15 to 17 are the parameter all-gather's.
 type roundTruncating struct {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/mr-tron/base58"
@@ -232,14 +233,7 @@ type signer struct {
 	keep func(*Evidence)
 }
 
-// lazyTheta is f computed once, on first call.
+// lazyTheta is f computed once, on first call (safe for concurrent callers).
 func lazyTheta(f func() [thetaLen]byte) func() [thetaLen]byte {
-	var d [thetaLen]byte
-	done := false
-	return func() [thetaLen]byte {
-		if !done {
-			d, done = f(), true
-		}
-		return d
-	}
+	return sync.OnceValue(f)
 }
