@@ -69,6 +69,14 @@ func TestParamChunkEvidenceConvicts(t *testing.T) {
 		if ok, _, err := VerifyEvidence(cfg, plan, testData(), wire, ids[1-h]); ok || err == nil {
 			t.Fatalf("parameter evidence against honest %s: convicted %v, %v", ids[1-h], ok, err)
 		}
+		// The evidence holds the reporter's own signed chunk, genuine. Shipped by a colluder
+		// against that honest owner, it is judged and acquits: an honest chunk moves no
+		// weight past one AdamW step.
+		byColluder, _ := UnmarshalEvidence(ev.Marshal())
+		byColluder.Reporter = slices.Index(byColluder.Members, ids[2])
+		if ok, why, err := VerifyEvidence(cfg, plan, testData(), byColluder, ids[h]); ok || err != nil || !strings.Contains(why, "within one AdamW step") {
+			t.Fatalf("parameter evidence against honest %s's genuine chunk: convicted %v (%s), %v", ids[h], ok, why, err)
+		}
 		forged, _ := UnmarshalEvidence(ev.Marshal())
 		forged.Theta[0][len(forged.Theta[0])-1] += 1
 		if _, _, err := VerifyEvidence(cfg, plan, testData(), forged, ids[3]); !errors.Is(err, ErrForgedEvidence) {
