@@ -106,16 +106,9 @@ func TestEchoAttackIsRefused(t *testing.T) {
 			taken: map[frame.Key]*frame.Frame{}, echoes: map[frame.Key][]byte{}, count: &echoed}
 	}
 	run, _, _, ids := colludedRunWith(t, 12, 2, collude, func(*JobConfig) {})
-	if echoed == 0 {
-		t.Fatal("the colluders echoed nothing")
-	}
+	honestKeptEachOther(t, run, ids, echoed)
 	for r := range 2 {
 		rej, named := run.ReportedBy(r)
-		for _, x := range rej {
-			if x.Member == ids[1-r] {
-				t.Errorf("honest replica %d dropped the other honest member: %s", r, x.Reason)
-			}
-		}
 		for _, bad := range ids[2:] {
 			if !slices.Contains(named, bad) {
 				t.Errorf("honest replica %d did not name the echoing colluder %s (named %v)", r, bad, named)
@@ -236,6 +229,15 @@ func TestStaleEcho(t *testing.T) {
 		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &echoed, theta: theta}
 	}
 	run, _, _, ids := colludedRunReady(t, steps, 2, collude, rule, func(r *LocalRun) { honest = r.workers[0] })
+	honestKeptEachOther(t, run, ids, echoed)
+	want, got := val(clean), val(run)
+	t.Logf("%s, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%)", *staleEchoRule, steps, echoed, got, want, 100*(got-want)/want)
+}
+
+// honestKeptEachOther fails the test when the colluders (ids[2:]) echoed nothing, or when
+// either honest replica (0, 1) dropped the other's contribution.
+func honestKeptEachOther(t *testing.T, run *LocalRun, ids []string, echoed int) {
+	t.Helper()
 	if echoed == 0 {
 		t.Fatal("the colluders echoed nothing")
 	}
@@ -247,6 +249,4 @@ func TestStaleEcho(t *testing.T) {
 			}
 		}
 	}
-	want, got := val(clean), val(run)
-	t.Logf("%s, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%)", *staleEchoRule, steps, echoed, got, want, 100*(got-want)/want)
 }
