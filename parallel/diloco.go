@@ -82,6 +82,7 @@ func (s *dilocoSync) restore(weights, moments *model.TensorFile, step int) error
 		return err
 	}
 	s.restoreOuter(moments)
+	s.anchorsFrom = -1 // the next outer step exchanges the stages' anchors again; none before it is scored
 	return nil
 }
 

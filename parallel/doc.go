@@ -23,7 +23,9 @@
 // DiLoCo's and streaming's outer steps run by quorum (quorum.go): a retired replica is
 // left out, and one the control plane readmits catches up from a live member's state
 // (state_copy.go) and is admitted into a later quorum (rejoin.go).
-// Every contribution a replica receives is checked before it is aggregated (aggregate.go)
+// Every contribution a replica receives is checked before it is aggregated (aggregate.go;
+// in a gather of three or more, only once every member committed to its own, commit.go,
+// so that none is shaped by another's)
 // and, where the job scores, scored on a held-out batch from the weights every honest
 // member shares (score.go; a replica cut into pipeline stages scores the whole model
 // with the other stages' anchors, anchor_exchange.go, which streaming's stages exchange
@@ -47,7 +49,7 @@
 // opens no sockets itself. A frame no honest member sends (a stage exchange of the wrong
 // length, dtype or codec, a contribution of a codec its round does not use, a signed
 // contribution or a ZeRO parameter chunk that does not decode, pieces that break their
-// rules) fails the step or is dropped as before, and its sender is reported to the
+// rules, a contribution other than the one its author committed to) fails the step or is dropped as before, and its sender is reported to the
 // transport (MisbehaviourReporter: the data plane disconnects it); values judged bad and
 // stale frames are never reported, so an honest member is never disconnected for them.
 package parallel

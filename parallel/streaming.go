@@ -376,8 +376,7 @@ func (s *streamingSync) restore(weights, moments *model.TensorFile, step int) er
 	if err := s.dilocoSync.restore(weights, moments, step); err != nil {
 		return err
 	}
-	s.pending = nil
-	s.anchorsFrom = -1 // the next launch exchanges again; none before it is scored
+	s.pending = nil // (DiLoCo's restore reset anchorsFrom: the next launch exchanges again)
 	w := s.w
 	for _, ps := range w.runParams {
 		for _, p := range ps {
