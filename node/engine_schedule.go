@@ -85,7 +85,7 @@ func (n *Node) members() []scheduler.Member {
 		trusted := pi.ID == leader
 		out = append(out, scheduler.Member{ID: pi.ID.String(), State: scheduler.MemberState(pi.State),
 			Profile:      provenProfile(pi.Profile, proof, ok, trusted, n.cfg.speedProofSlack),
-			ProofPending: proofPending(pi.Profile, ok, trusted)})
+			ProofPending: proofPending(pi.Profile, proof, ok, trusted, n.speed.lateAnswers(pi.ID))})
 	}
 	return out
 }

@@ -41,8 +41,9 @@ type Node struct {
 	profMu sync.Mutex  // serialises writes of the announced profile (measure, refreshDataAddrs)
 	prober *linkProber // linkprobe.go: which data-plane address each peer was reached at
 
-	data   *datasets // dataset.go: blobs and decoded datasets
-	engine *engine   // nil when consensus is disabled
+	data   *datasets     // dataset.go: blobs and decoded datasets
+	engine *engine       // nil when consensus is disabled
+	speed  *speedChecker // nil when consensus is disabled
 
 	evidence evidenceOffers // evidence_blob.go: evidence blobs announced to the leader
 
@@ -131,7 +132,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	if !cfg.Consensus.Disabled {
-		n.services = append(n.services, newSpeedChecker(n))
+		n.speed = newSpeedChecker(n)
+		n.services = append(n.services, n.speed)
 		if n.engine, err = newEngine(n); err != nil {
 			n.mesh.Close()
 			return nil, err

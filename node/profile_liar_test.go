@@ -130,25 +130,33 @@ func TestFastLiarIsPricedAtWhatItProved(t *testing.T) {
 	}
 }
 
-// TestProofPending: a peer's first plan waits for its proof only while the leader has
-// committed none for a profile it could plan on; a proof of 0 (late) or a lie is final
-// for planning, the leader is trusted, and an unplannable profile has nothing to prove.
+// TestProofPending: a peer's first plan waits for its proof while the leader has
+// committed none for a profile it could plan on, or only one late answer (0) that it
+// retries; a lie or a second late answer in a row is final for planning, a rate is a
+// proof, the leader is trusted, and an unplannable profile has nothing to prove.
 func TestProofPending(t *testing.T) {
 	p := &mesh.Profile{GemmGFLOPS: 100, TrainGFLOPS: 100, Cores: 4, MemoryBudgetBytes: 4 << 30, DataAddr: "127.0.0.1:1",
 		Links: []mesh.ProfileLink{{Peer: newPeerID(t), RTTSeconds: 1e-3, BandwidthBps: 1e9}}}
+	rate, late, lie := consensus.SpeedProof{GFLOPS: 30}, consensus.SpeedProof{}, consensus.SpeedProof{Wrong: true}
 	for _, tc := range []struct {
 		name        string
 		p           *mesh.Profile
+		proof       consensus.SpeedProof
 		ok, trusted bool
+		late        int
 		want        bool
 	}{
-		{"no proof yet", p, false, false, true},
-		{"a proof committed (0, a lie or a rate)", p, true, false, false},
-		{"the leader", p, false, true, false},
-		{"no plannable profile", &mesh.Profile{}, false, false, false},
-		{"no profile", nil, false, false, false},
+		{"no proof yet", p, consensus.SpeedProof{}, false, false, 0, true},
+		{"a rate", p, rate, true, false, 0, false},
+		{"one late answer, its retry due", p, late, true, false, 1, true},
+		{"one late answer, its retry in flight", p, late, true, false, 0, true},
+		{"two late answers in a row", p, late, true, false, 2, false},
+		{"a lie", p, lie, true, false, 0, false},
+		{"the leader", p, consensus.SpeedProof{}, false, true, 0, false},
+		{"no plannable profile", &mesh.Profile{}, consensus.SpeedProof{}, false, false, 0, false},
+		{"no profile", nil, consensus.SpeedProof{}, false, false, 0, false},
 	} {
-		if got := proofPending(tc.p, tc.ok, tc.trusted); got != tc.want {
+		if got := proofPending(tc.p, tc.proof, tc.ok, tc.trusted, tc.late); got != tc.want {
 			t.Errorf("%s: pending %v, want %v", tc.name, got, tc.want)
 		}
 	}

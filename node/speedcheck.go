@@ -332,10 +332,30 @@ func (s *speedChecker) verify(ctx context.Context, id peer.ID, ch speedproof.Cha
 
 // proofPending says whether a peer's plan waits for a proof of its speed: its profile
 // could be planned, it is not trusted, and the leader has committed no proof of it yet
-// (not challenged yet, or a challenge in flight or refused and retried). A proof of 0
-// (late) or a lie is a proof: that peer is out of plans at once.
-func proofPending(p *mesh.Profile, ok, trusted bool) bool {
-	return !ok && !trusted && planProfile(p) != nil
+// (not challenged yet, or a challenge in flight or refused and retried), or only one that
+// proved nothing after a single late answer (late: this leader's count of its challenges
+// in a row left unanswered until their timeout), which the leader retries after
+// speedRetry. An honest member on a busy host can miss one timeout (a testnet's third
+// node did, and a job that needed all three failed "no feasible plan" at once); a lie, or
+// a second late answer in a row, is final for planning: that peer is out of plans. A
+// member that never answers delays each job's first plan by at most
+// scheduler.Config.ProofWait, as one that refuses every challenge always could.
+func proofPending(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool, late int) bool {
+	if trusted || planProfile(p) == nil {
+		return false
+	}
+	return !ok || !proof.Wrong && !(proof.GFLOPS > 0) && late <= 1
+}
+
+// lateAnswers is how many challenges in a row id left unanswered until their timeout, as
+// this node (when it leads) counts them; 0 on a nil checker.
+func (s *speedChecker) lateAnswers(id peer.ID) int {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last[id].late
 }
 
 // ProofSlack is how far above what a member proved its claimed speed is believed. A proof

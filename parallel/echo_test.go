@@ -45,10 +45,13 @@ func (p *echoer) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if !ok {
 		k := mine
 		k.Micro = f.Micro - uint16(p.self) + uint16(p.source)
-		wait, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// The source reveals once it holds every commitment, this worker's included: the
+		// wait is short, and the minute only bounds a broken run (under load, 2 s could
+		// pass first and the colluder would send no echo at all).
+		wait, cancel := context.WithTimeout(ctx, time.Minute)
 		g, err := p.signingPeer.Recv(wait, p.sourceID, k)
 		cancel()
-		if err != nil { // the source reveals nothing first: send what the worker computed
+		if err != nil { // nothing to echo: send what the worker computed
 			return p.signingPeer.Send(ctx, to, f)
 		}
 		p.taken[k] = g

@@ -122,8 +122,9 @@ type Member struct {
 	// ProofPending says that the member announced a profile the balancer could plan on
 	// but the leader has committed no proof of its speed yet (not challenged yet, or a
 	// challenge in flight or refused and retried): Profile is nil meanwhile, and a first
-	// plan waits for it up to Config.ProofWait. A member that proved nothing (late) or
-	// lied is not pending: it is out of plans at once.
+	// plan waits for it up to Config.ProofWait. A member that lied, or proved nothing
+	// twice in a row (late), is not pending: it is out of plans at once; after one late
+	// answer it is pending until the leader's retry.
 	ProofPending bool
 }
 
