@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"crypto/ed25519"
 	"flag"
 	"fmt"
 	"slices"
@@ -63,17 +64,10 @@ func (p *echoer) Send(ctx context.Context, to string, f *frame.Frame) error {
 		if err := decodeF32(x, body); err != nil {
 			return err
 		}
-		for i := range x {
-			x[i] *= 1 + 1e-3*float32(p.self)*float32(1-2*(i%2))
-		}
-		s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
-		if payload, err = signContribution(p.key, s, appendF32(nil, x), d); err != nil {
+		if payload, err = signedEcho(p.key, f, x, p.self, d, p.count); err != nil {
 			return err
 		}
 		p.echoes[mine] = payload
-		echoMu.Lock()
-		*p.count++
-		echoMu.Unlock()
 	}
 	g := *f
 	g.Payload = payload
@@ -181,20 +175,28 @@ func (p *staleEchoer) AlterContribution(_ context.Context, _ string, f *frame.Fr
 	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || len(f.Payload) != 4*n+sigTrailer || len(p.last) != n {
 		return f, nil
 	}
-	x := slices.Clone(p.last)
-	for i := range x {
-		x[i] *= 1 + 1e-3*float32(p.self)*float32(1-2*(i%2))
-	}
-	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
 	g := *f
 	var err error
-	if g.Payload, err = signContribution(p.key, s, appendF32(nil, x), p.theta()); err != nil {
+	if g.Payload, err = signedEcho(p.key, f, slices.Clone(p.last), p.self, p.theta(), p.count); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
+// signedEcho is x (float32, raw), times 1 ± 1e-3·self by coordinate (a colluder's own
+// noise), signed with key as a contribution of f's slot against d; it counts the echo.
+func signedEcho(key ed25519.PrivateKey, f *frame.Frame, x []float32, self int, d digests, count *int) ([]byte, error) {
+	for i := range x {
+		x[i] *= 1 + 1e-3*float32(self)*float32(1-2*(i%2))
+	}
+	payload, err := signContribution(key, frameSlot(f, len(x)), appendF32(nil, x), d)
+	if err != nil {
 		return nil, err
 	}
 	echoMu.Lock()
-	*p.count++
+	*count++
 	echoMu.Unlock()
-	return &g, nil
+	return payload, nil
 }
 
 var (

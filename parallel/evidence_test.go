@@ -178,9 +178,8 @@ func (p resigner) AlterContribution(_ context.Context, _ string, f *frame.Frame)
 	for i := range x {
 		x[i] *= p.s
 	}
-	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
 	g := *f
-	if g.Payload, err = signContribution(p.key, s, c.Encode(nil, x), theta); err != nil {
+	if g.Payload, err = signContribution(p.key, frameSlot(f, n), c.Encode(nil, x), theta); err != nil {
 		return nil, err
 	}
 	return &g, nil
@@ -819,4 +818,9 @@ func alteringSend(ctx context.Context, tr Transport, to string, f *frame.Frame, 
 		f = g
 	}
 	return tr.Send(ctx, to, f)
+}
+
+// frameSlot is the slot a contribution of n elements sent in f is signed for.
+func frameSlot(f *frame.Frame, n int) slot {
+	return slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(n)}
 }

@@ -118,9 +118,8 @@ func (p shortSigner) AlterContribution(_ context.Context, _ string, f *frame.Fra
 	if err != nil {
 		return nil, err
 	}
-	s := slot{Job: f.Job, Epoch: f.Epoch, Step: f.Step, Index: f.Index, Round: f.Micro, Codec: f.Codec, N: uint32(f.Shape[0])}
 	g := *f
-	if g.Payload, err = signContribution(p.key, s, payload[:len(payload)-4], theta); err != nil {
+	if g.Payload, err = signContribution(p.key, frameSlot(f, f.Shape[0]), payload[:len(payload)-4], theta); err != nil {
 		return nil, err
 	}
 	return &g, nil
