@@ -24,6 +24,9 @@ type Rejection struct {
 	// grace window: late, dead or retired), not refused for what it sent: it is reported
 	// like any rejection but never counts towards naming it an offender (offenderWatch).
 	Late bool
+	// Proven says the drop is proof of what the member did (a failed audit: audit.go):
+	// it names the member an offender at once (offenderWatch).
+	Proven bool
 }
 
 // policy is how a replica aggregates one collective and where it reports what it dropped.
@@ -52,6 +55,11 @@ type policy struct {
 	// sign, when set, signs this member's contribution and requires the others'
 	// signatures (signature.go); nil: nothing is signed.
 	sign *signer
+	// audit, when set, recomputes the members of a gather drawn from seed (audit.go) and
+	// says, by position, why each whose contribution is not its own work is dropped.
+	audit func(members []string, all [][]float32, seed [32]byte) (map[int]string, error)
+	// ban, when set, leaves a member an audit convicted out of the run's later gathers.
+	ban func(member string)
 }
 
 // perSequence is, for each of members, the factor that makes its contribution one per
@@ -79,6 +87,17 @@ func (p policy) perSequence(members []string) []float64 {
 func (p policy) robust() bool {
 	return p.rule == jobspec.AggregateTrimmed || p.rule == jobspec.AggregateMedian ||
 		p.rule == jobspec.AggregateCenteredClip
+}
+
+// reportProven reports the drop of a member's contribution that proves it lied (a failed
+// audit) and bans the member.
+func (p policy) reportProven(member, reason string) {
+	if p.reject != nil {
+		p.reject(Rejection{Member: member, Reason: reason, Proven: true})
+	}
+	if p.ban != nil {
+		p.ban(member)
+	}
 }
 
 func (p policy) report(member, format string, args ...any) {

@@ -202,6 +202,10 @@ func aggregateJudged(x []float32, judged [][]float32, scoredOut bool, pol policy
 // member order, nil where one was undecodable. A leader checking a reporter's evidence
 // runs this same function (VerifyEvidence).
 func judge(g Group, all [][]float32, pol policy) (bool, error) {
+	var seed [32]byte
+	if pol.audit != nil {
+		seed = auditSeed(g.Members, all) // before any check drops one: what every member received
+	}
 	norms := make([]float64, len(all))
 	for m, v := range all {
 		norms[m] = math.NaN()
@@ -222,6 +226,18 @@ func judge(g Group, all [][]float32, pol policy) (bool, error) {
 	for m, reason := range outliers(all, pol.perSequence(g.Members)) {
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
+	}
+	if pol.audit != nil {
+		failed, err := pol.audit(g.Members, all, seed)
+		if err != nil {
+			return false, err
+		}
+		for m := range all {
+			if reason, ok := failed[m]; ok {
+				pol.reportProven(g.Members[m], reason)
+				all[m] = nil
+			}
+		}
 	}
 	pol.equaliseSizes(g.Members, all)
 	pol.scoreIfPullingApart(all)

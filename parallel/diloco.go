@@ -101,7 +101,8 @@ func (s *dilocoSync) restoreOuter(moments *model.TensorFile) {
 
 // outerStep is DiLoCo's outer step for every run: Δ = anchor − θ averaged across the
 // replicas (compressed with error feedback), then Nesterov as torch.optim.SGD does it:
-// u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor.
+// u ← μ·u + Δ; anchor ← anchor − lr·(Δ + μ·u); θ ← anchor. In an audited job the inner
+// AdamW then starts again from zero moments (audit.go).
 func (s *dilocoSync) outerStep(ctx context.Context) error {
 	w := s.w
 	if err := s.exchangeAnchors(ctx); err != nil {
@@ -114,6 +115,10 @@ func (s *dilocoSync) outerStep(ctx context.Context) error {
 			return fmt.Errorf("step %d outer sync of layers [%d, %d): %w", w.step, run.first, run.last, err)
 		}
 		s.applyOuter(i, delta, 0)
+	}
+	if w.audits() {
+		// Audited: the next inner steps start from zero moments, as a recomputation does.
+		return w.resetInnerMoments()
 	}
 	return nil
 }

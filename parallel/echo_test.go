@@ -204,22 +204,49 @@ var (
 	staleEchoSteps = flag.Int("stale-echo-steps", 24, "TestStaleEcho's steps (DiLoCo H = 3)")
 	staleEchoRule  = flag.String("stale-echo-rule", "mean", "TestStaleEcho's aggregation rule")
 	staleEchoMode  = flag.String("stale-echo-mode", "diloco", "TestStaleEcho's sync mode: diloco or sync (every step)")
+	staleEchoAudit = flag.Float64("stale-echo-audit", 0, "TestStaleEcho's audit rate (members recomputed per gather; 0: none)")
+	staleEchoOf    = flag.Int("stale-echo-of", 4, "TestStaleEcho's replicas: 4 (two replay) or 3 (one replays)")
 )
 
-// TestStaleEcho reproduces an attack that commit-before-reveal leaves and nothing defends
-// yet (docs/security.md, "An attack found and not defended: replaying what was seen"):
-// two colluders of four commit to what they have seen, the first honest member's
+// TestStaleEcho reproduces the replay attack (docs/security.md, "Replaying what was
+// seen"): two colluders of four commit to what they have seen, the first honest member's
 // contribution of the previous gather, with a little noise, signed as their own against
-// the honest θ. It passes every check (norm, distance, held-out score: it still lowers
-// the loss, by less than half what a fresh one does) and no honest member is dropped,
-// but half of every aggregate is then a step the model already took. With -stale-echo it
-// reports the honest replica's validation loss against an all-honest run's, and how often
-// an honest member dropped the other; it fails only when the harness echoed nothing.
+// the honest θ. It passes every check of what a contribution looks like (norm, distance,
+// held-out score: it still lowers the loss, by less than half what a fresh one does) and
+// no honest member is dropped, but without audits half of every aggregate is then a step
+// the model already took. With -stale-echo it reports the honest replica's validation
+// loss against an all-honest run's (both at -stale-echo-audit), and how often an honest
+// member dropped the other; it fails only when the harness echoed nothing.
+// TestAuditStopsStaleEcho is its acceptance test, with audits.
 func TestStaleEcho(t *testing.T) {
 	if !*staleEcho {
-		t.Skip("a demonstration of an undefended attack: -stale-echo [-stale-echo-steps N]")
+		t.Skip("a measurement: -stale-echo [-stale-echo-steps N] [-stale-echo-rule R] [-stale-echo-mode M] [-stale-echo-audit A]")
 	}
-	steps := *staleEchoSteps
+	r := staleEchoRun(t, *staleEchoOf, *staleEchoSteps, jobspec.Sync(*staleEchoMode), jobspec.Aggregate(*staleEchoRule), *staleEchoAudit)
+	for _, d := range r.drops {
+		t.Log(d)
+	}
+	t.Logf("%s, %s, audit %g, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%); the honest replicas dropped each other %d times; convicted %v at steps %v",
+		*staleEchoMode, *staleEchoRule, *staleEchoAudit, *staleEchoSteps, r.echoed, r.got, r.want, 100*(r.got-r.want)/r.want, len(r.drops), r.convicted, r.convictedAt)
+}
+
+// staleEchoResult is what a stale echo run measured.
+type staleEchoResult struct {
+	want, got   float64  // the honest replica's validation loss: all honest, attacked
+	echoed      int      // stale echoes the colluders sent
+	drops       []string // drops of one honest member by the other
+	convicted   []string // colluders a leader convicted on an honest member's evidence, in order
+	convictedAt []int    // the step each was convicted and left out at
+	run         *LocalRun
+	ids         []string
+}
+
+// staleEchoRun runs n replicas (3 or 4) for steps, all honest and then with the last n−2
+// replaying (staleEchoer), in mode under rule, audited at rate audit. After every step it
+// does what a leader does with the evidence an honest member ships against each member it
+// named: VerifyEvidence, and a member convicted leaves the run (LocalRun.LeaveOut).
+func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Aggregate, audit float64) staleEchoResult {
+	t.Helper()
 	val := func(run *LocalRun) float64 {
 		v, err := run.Evaluate(context.Background())
 		if err != nil {
@@ -227,11 +254,10 @@ func TestStaleEcho(t *testing.T) {
 		}
 		return v
 	}
-	rule := func(cfg *JobConfig) {
-		cfg.Sync.Aggregate, cfg.Sync.Mode = jobspec.Aggregate(*staleEchoRule), jobspec.Sync(*staleEchoMode)
-	}
-	clean, _, _, _ := colludedRunWith(t, steps, 2, func(p signingPeer, _ []string) Transport { return p }, rule)
-	echoed := 0
+	set := func(cfg *JobConfig) { cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Audit = rule, mode, audit }
+	honestOnly := func(*LocalRun) func() { return nil }
+	clean, _, _, _ := colludedRunOfN(t, n, steps, n-2, func(p signingPeer, _ []string) Transport { return p }, set, honestOnly)
+	var res staleEchoResult
 	var honest *Worker
 	theta := func() digests {
 		if d, ok := honest.sync.(*dilocoSync); ok { // the anchor
@@ -240,15 +266,53 @@ func TestStaleEcho(t *testing.T) {
 		return bind(paramsDigest(honest.runParams[0]), [thetaLen]byte{}) // the weights before the step's update
 	}
 	collude := func(p signingPeer, ids []string) Transport {
-		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &echoed, theta: theta}
+		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &res.echoed, theta: theta}
 	}
-	run, _, _, ids := colludedRunReady(t, steps, 2, collude, rule, func(r *LocalRun) { honest = r.workers[0] })
-	drops := honestDrops(t, run, ids, echoed)
-	for _, d := range drops {
-		t.Log(d)
+	res.run, _, _, res.ids = colludedRunOfN(t, n, steps, n-2, collude, set, func(r *LocalRun) func() {
+		honest = r.workers[0]
+		for _, w := range r.workers[2:] {
+			// The colluders run their own code: their workers audit nobody. An auditing
+			// colluder's worker would draw from its own unaltered contribution, not the
+			// replay the others received, and could ban its partner, which then stalls.
+			w.cfg.Sync.Audit = 0
+		}
+		return func() { res.convictNamed(t, r) }
+	})
+	res.drops = honestDrops(t, res.run, res.ids, res.echoed)
+	res.want, res.got = val(clean), val(res.run)
+	return res
+}
+
+// convictNamed is a leader's handling of the members run's honest replicas (0, 1) named:
+// each is convicted when the evidence of the replica that named it holds, and then left
+// out of the run.
+func (res *staleEchoResult) convictNamed(t *testing.T, run *LocalRun) {
+	t.Helper()
+	for r := range 2 {
+		_, named := run.ReportedBy(r)
+		for _, m := range named {
+			if slices.Contains(res.convicted, m) {
+				continue
+			}
+			ev := run.workers[r].Evidence(m)
+			if ev == nil {
+				// Named for result digests signed against another θ (the harness's colluders
+				// re-sign their contributions, not their results): not kept, it convicts nobody.
+				continue
+			}
+			ok, why, err := VerifyEvidence(run.cfg, run.workers[r].plan, testData(), ev, m)
+			if err != nil {
+				t.Fatalf("the leader could not check honest replica %d's evidence against %s: %v", r, m, err)
+			}
+			if ok {
+				res.convicted, res.convictedAt = append(res.convicted, m), append(res.convictedAt, run.StepsDone())
+				run.LeaveOut(m)
+				t.Logf("step %d: %s convicted: %s", run.StepsDone(), m, why)
+			} else {
+				t.Logf("step %d: %s, named by honest replica %d, not convicted: %s", run.StepsDone(), m, r, why)
+			}
+		}
 	}
-	want, got := val(clean), val(run)
-	t.Logf("%s, %s, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%); the honest replicas dropped each other %d times", *staleEchoMode, *staleEchoRule, steps, echoed, got, want, 100*(got-want)/want, len(drops))
 }
 
 // honestDrops fails the test when the colluders (ids[2:]) echoed nothing, and returns

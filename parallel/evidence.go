@@ -719,7 +719,7 @@ func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		err = w.loadTheta(ev.Theta)
 	}
 	if err == nil {
-		w.step = int(ev.Step)
+		w.step, w.verifying = int(ev.Step), true
 		err = ev.othersBound(w, bound, accused) // before the policy: its score needs them
 	}
 	if err != nil {

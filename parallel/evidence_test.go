@@ -202,17 +202,24 @@ func colludedRunOf(t *testing.T, steps, bad int, sign bool, scale float32, set f
 // signing one (nil: nobody signs, and the colluders send what they compute).
 func colludedRunWith(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig)) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
-	return colludedRunReady(t, steps, bad, collude, set, func(*LocalRun) {})
+	return colludedRunReady(t, steps, bad, collude, set, func(*LocalRun) func() { return nil })
 }
 
-// colludedRunReady is colludedRunWith, calling ready with the run before its first step.
-func colludedRunReady(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig), ready func(*LocalRun)) (*LocalRun, JobConfig, Plan, []string) {
+// colludedRunReady is colludedRunWith, calling ready with the run before its first step,
+// and what ready returns (when not nil) after every step.
+func colludedRunReady(t *testing.T, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig), ready func(*LocalRun) func()) (*LocalRun, JobConfig, Plan, []string) {
+	t.Helper()
+	return colludedRunOfN(t, 4, steps, bad, collude, set, ready)
+}
+
+// colludedRunOfN is colludedRunReady with n replicas, the last bad of them colluding.
+func colludedRunOfN(t *testing.T, n, steps, bad int, collude func(p signingPeer, ids []string) Transport, set func(*JobConfig), ready func(*LocalRun) func()) (*LocalRun, JobConfig, Plan, []string) {
 	t.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = steps, 8, 1
 	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Aggregate = jobspec.SyncDiLoCo, 3, jobspec.AggregateMean
 	set(&cfg)
-	keys, ids := nodeKeys(t, 4)
+	keys, ids := nodeKeys(t, n)
 	var plan Plan
 	for _, id := range ids {
 		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: id, Last: cfg.Train.Model.NumLayers()}})
@@ -225,7 +232,7 @@ func colludedRunReady(t *testing.T, steps, bad int, collude func(p signingPeer, 
 			return net.Peer(node)
 		}
 		p := signingPeer{Transport: net.Peer(node), key: keys[i]}
-		if i >= 4-bad {
+		if i >= n-bad {
 			return collude(p, ids)
 		}
 		return p
@@ -234,10 +241,13 @@ func colludedRunReady(t *testing.T, steps, bad int, collude func(p signingPeer, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { run.Close() })
-	ready(run)
+	after := ready(run)
 	for run.StepsDone() < cfg.Train.Steps {
 		if _, err := run.Step(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+		if after != nil {
+			after()
 		}
 	}
 	return run, cfg, plan, ids

@@ -19,7 +19,7 @@ func newOffenderWatch() *offenderWatch {
 	return &offenderWatch{streak: map[string]int{}, named: map[string]bool{}}
 }
 
-// observe takes one step's rejections and whether the step synchronised the replicas,
+// observe takes one step's rejections (a Proven one names its member at once) and whether the step synchronised the replicas,
 // and returns the members that became offenders at it, sorted. A member accepted in a
 // synchronisation starts again from zero. A member only left out as late (Rejection.Late:
 // a straggler past the grace window, or a dead member not retired yet) neither counts nor
@@ -43,9 +43,13 @@ func (o *offenderWatch) observe(rejected []Rejection, synced bool) []string {
 		}
 	}
 	var out []string
+	proven := map[string]bool{}
+	for _, r := range rejected {
+		proven[r.Member] = proven[r.Member] || r.Proven
+	}
 	for m := range dropped {
 		o.streak[m]++
-		if o.streak[m] >= OffenderAfter && !o.named[m] {
+		if (o.streak[m] >= OffenderAfter || proven[m]) && !o.named[m] {
 			o.named[m] = true
 			out = append(out, m)
 		}

@@ -23,7 +23,7 @@ func (s everyStep) reduce(ctx context.Context) error {
 			g := flattenGrads(w.runParams[i])
 			w.weigh(g)
 			pol := s.gatherPolicy(i)
-			if err := allReduceMean(ctx, countingTransport{w}, run.group, w.roundKey(run.first), g, w.feedback[i], pol); err != nil {
+			if err := allReduceMean(ctx, countingTransport{w}, w.activeGroup(run.group), w.roundKey(run.first), g, w.feedback[i], pol); err != nil {
 				return fmt.Errorf("step %d gradient sync of layers [%d, %d): %w", w.step+1, run.first, run.last, err)
 			}
 			unflattenGrads(w.runParams[i], g)

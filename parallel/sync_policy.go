@@ -25,6 +25,9 @@ func (w *Worker) gradientPolicy(i int) policy {
 	pol.equalise = pol.score != nil || pol.scoreContested != nil
 	pol.sign = w.signer(func() [thetaLen]byte { return paramsDigest(w.runParams[i]) },
 		func() []float32 { return flattenValues(w.runParams[i]) })
+	w.auditPolicy(&pol, func() auditPoint {
+		return auditPoint{theta: flattenValues(w.runParams[i]), start: w.step, span: 1} // before the step's update
+	})
 	if pol.sign != nil && w.numStages > 1 && (pol.score != nil || pol.scoreContested != nil) {
 		// A pipelined replica's gradient score (every gather under score: on, a contested
 		// one under auto) reads the other stages' weights the stage weight mirror brought
@@ -64,6 +67,11 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 	pol.length = s.outerLength(i)
 	anchor := func() []float32 { return s.outer[i].anchor }
 	pol.sign = s.w.signer(func() [thetaLen]byte { return thetaDigest(anchor()) }, anchor)
+	s.w.auditPolicy(&pol, func() auditPoint {
+		w := s.w // the outer step follows the inner steps since the last one (or the start)
+		start := w.step - ((w.step-1)%w.cfg.Sync.InnerSteps + 1)
+		return auditPoint{theta: anchor(), start: start, span: w.step - start, outer: true}
+	})
 	if pol.sign != nil && s.w.numStages > 1 && pol.score != nil && s.canScore() {
 		// A pipelined replica's score reads the other stages' anchors its replica sent:
 		// the signature binds their digest too, and evidence carries them, so a leader

@@ -51,7 +51,16 @@ type SyncConfig struct {
 	// each updates its chunk, all-gather the parameters), 2 also keeps only the chunk of
 	// the reduced gradient. Not valid with DiLoCo or a compressing codec.
 	Zero int `json:"zero,omitempty"`
+	// Audit is how many members of each checked gather are drawn, on average, to have
+	// their contribution recomputed by every other member (audit.go); 0 (the default)
+	// audits none. Where it is > 0 DiLoCo's inner AdamW starts every outer step from zero
+	// moments, so that a replica's work is recomputable. It needs mode diloco or sync, no
+	// codec and no ZeRO, and applies where every replica is one whole-model stage.
+	Audit float64 `json:"audit,omitempty"`
 }
+
+// MaxAudit bounds SyncConfig.Audit: more than a gather's members audits every one.
+const MaxAudit = 64
 
 // DefaultSyncConfig is DiLoCo with H = 50, outer lr 0.7, momentum 0.9, uncompressed.
 // Streaming's defaults: one fragment, τ = 1, α = 0.5 (Douillard et al. 2025).
@@ -88,6 +97,9 @@ func (c SyncConfig) Validate() error {
 		}
 	}
 	if err := c.checkZero(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.CheckAudit("audit", "mode", "codec", "zero"); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -199,6 +211,9 @@ type Worker struct {
 	tiedPeer        string          // the stage at the other end
 	tiedShared      bool            // the table was sent once (a frozen one is sent only once)
 	copies          copyQueue       // state copies asked of this worker by joiners (state_copy.go)
+	auditor         *Worker         // the solo worker that recomputes audited contributions (audit.go)
+	pendingBans     []string        // members an audit convicted this step (guarded by rejectMu)
+	verifying       bool            // a leader's verifier worker: its audits recompute every drawn member
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's
@@ -332,6 +347,9 @@ func (w *Worker) IsLast() bool { return w.stage == w.numStages-1 }
 // Replica is the worker's replica index.
 func (w *Worker) Replica() int { return w.replica }
 
+// Self is the node this worker runs as.
+func (w *Worker) Self() string { return w.plan.Replicas[w.replica][w.stage].Node }
+
 // Layers are the worker's layers.
 func (w *Worker) Layers() []model.Layer { return w.state.Layers() }
 
@@ -448,7 +466,12 @@ func (w *Worker) ActivationPeakBytes() int64 {
 
 // Close releases the worker's training state (an offload store; its file is already
 // unlinked).
-func (w *Worker) Close() error { return w.state.Close() }
+func (w *Worker) Close() error {
+	if w.auditor != nil {
+		w.auditor.Close()
+	}
+	return w.state.Close()
+}
 
 // OffloadStats returns the offload store's counters, and false without a memory budget.
 func (w *Worker) OffloadStats() (offload.Stats, bool) { return w.state.Stats() }

@@ -65,35 +65,11 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		return res, fmt.Errorf("step %d: %w", w.step+1, err)
 	}
 	defer w.state.EndStep()
-	if err := w.shareTiedTable(ctx, tiedTableMicro); err != nil {
-		return res, fmt.Errorf("step %d: %w", w.step+1, err)
-	}
-	M := w.micro
-	flight := make([]inflight, M)
-	inFlight := 0
-	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
-		if !o.backward {
-			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
-			if err != nil {
-				return res, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
-			}
-			res.Loss += float64(loss) * float64(flight[o.micro].mb.B) / float64(w.batch)
-			inFlight++
-			continue
-		}
-		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
-			return res, fmt.Errorf("step %d backward micro-batch %d: %w", w.step+1, o.micro, err)
-		}
-		if inFlight--; inFlight == 0 {
-			// No micro-batch holds activations: the next reuses the workspace, so a
-			// single stage's activations are one micro-batch's (its 1F1B is F B F B …).
-			w.ws.Reset()
-		}
+	var err error
+	if res.Loss, err = w.passes(ctx); err != nil {
+		return res, err
 	}
 	res.HasLoss = w.IsLast()
-	if err := w.foldTiedGrad(ctx); err != nil {
-		return res, fmt.Errorf("step %d: %w", w.step+1, err)
-	}
 	if err := w.sync.reduce(ctx); err != nil {
 		return res, err
 	}
@@ -112,9 +88,45 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 	if res.Synced, err = w.sync.afterStep(ctx); err != nil {
 		return res, err
 	}
+	w.applyBans()
 	res.Step, res.Rejected = w.step, w.takeRejected()
 	res.Offenders = w.offenders.observe(res.Rejected, res.Synced || w.syncsEveryStep())
 	return res, nil
+}
+
+// passes runs the step's forward and backward passes over every micro-batch (the stage's
+// share of the schedule) and folds a tied table's gradient, leaving the step's gradients
+// in the training state; it returns the step's mean training loss (the last stage's).
+func (w *Worker) passes(ctx context.Context) (float64, error) {
+	if err := w.shareTiedTable(ctx, tiedTableMicro); err != nil {
+		return 0, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
+	M := w.micro
+	flight := make([]inflight, M)
+	inFlight, total := 0, 0.0
+	for _, o := range stageOps(w.cfg.Schedule, w.stage, w.numStages, M) {
+		if !o.backward {
+			loss, err := w.forward(ctx, &flight[o.micro], o.micro, M)
+			if err != nil {
+				return 0, fmt.Errorf("step %d forward micro-batch %d: %w", w.step+1, o.micro, err)
+			}
+			total += float64(loss) * float64(flight[o.micro].mb.B) / float64(w.batch)
+			inFlight++
+			continue
+		}
+		if err := w.backward(ctx, &flight[o.micro], o.micro, M); err != nil {
+			return 0, fmt.Errorf("step %d backward micro-batch %d: %w", w.step+1, o.micro, err)
+		}
+		if inFlight--; inFlight == 0 {
+			// No micro-batch holds activations: the next reuses the workspace, so a
+			// single stage's activations are one micro-batch's (its 1F1B is F B F B …).
+			w.ws.Reset()
+		}
+	}
+	if err := w.foldTiedGrad(ctx); err != nil {
+		return 0, fmt.Errorf("step %d: %w", w.step+1, err)
+	}
+	return total, nil
 }
 
 func (w *Worker) roundKey(index int) roundKey {

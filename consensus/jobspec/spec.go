@@ -184,6 +184,14 @@ type Parallel struct {
 	// replica is one stage. Omitted from JSON when empty: a job stored before it existed
 	// means "auto".
 	Score Score `json:"score,omitzero" yaml:"score"`
+	// Audit is how many members of each checked gather are drawn, on average, to have
+	// their contribution recomputed by every other member, which drops and bans one whose
+	// contribution is not its own work (a replay of what it saw): 0 (the default) audits
+	// none. Each audit costs every other member one replica's work of the gather (DiLoCo:
+	// inner_steps steps; sync: one step's passes), and DiLoCo's inner AdamW then starts
+	// every outer step from zero moments. It needs sync diloco or sync, codec none,
+	// memory.zero 0 and no data.local, and applies where every replica is one stage.
+	Audit float64 `json:"audit,omitzero" yaml:"audit"`
 }
 
 // Placement constrains where the job runs.

@@ -35,6 +35,7 @@ func (s Spec) Validate() error {
 	s.validateMemory(&v)
 	s.validateLoRA(&v)
 	s.validateScore(&v)
+	s.validateAudit(&v)
 	if st := s.Parallel.Stages; s.Data.Local != "" && !st.IsAuto && st.N != 1 {
 		v.addf("parallel.stages", "must be 1 or \"auto\" with data.local (a replica trains on one node's own data), got %d", st.N)
 	}
