@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 )
@@ -60,6 +61,9 @@ type policy struct {
 	audit func(members []string, all [][]float32, seed [32]byte) (map[int]string, error)
 	// ban, when set, leaves a member an audit convicted out of the run's later gathers.
 	ban func(member string)
+	// auditWait, when set, is how much longer than the stall timeout the gather waits
+	// for the others' result digests after its audits (auditGather).
+	auditWait func() time.Duration
 }
 
 // perSequence is, for each of members, the factor that makes its contribution one per

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/model"
@@ -113,7 +114,9 @@ func auditDraw(seed [sha256.Size]byte, members []string, all [][]float32, rate f
 // audit (the worker's own contribution), -1 for a leader's re-judge.
 func (w *Worker) auditGather(ctx context.Context, members []string, all [][]float32, seed [sha256.Size]byte, self int, at auditPoint) (map[int]string, error) {
 	out := map[int]string{}
-	for _, m := range auditDraw(seed, members, all, w.cfg.Sync.Audit) {
+	drawn := auditDraw(seed, members, all, w.cfg.Sync.Audit)
+	w.auditWait.Store(int64(AuditWaitFactor * len(drawn) * at.span * int(w.computeEMA.Load())))
+	for _, m := range drawn {
 		if m == self {
 			continue
 		}
@@ -195,10 +198,13 @@ func (w *Worker) recompute(ctx context.Context, member string, at auditPoint) ([
 }
 
 // auditWorker is w's solo worker for recomputations of replicas of batch sequences: the
-// whole model in one resident stage, synchronising with nobody, built once per batch size.
+// whole model in one resident stage, synchronising with nobody. It is built again only
+// when the micro-batch count changes (the schedule its state was built for); replicas
+// whose batches differ above the job's micro_batches share it.
 func (w *Worker) auditWorker(batch int) (*Worker, error) {
-	if w.auditor != nil && w.auditor.batch == batch {
-		return w.auditor, nil
+	if a := w.auditor; a != nil && a.micro == min(w.cfg.Train.MicroBatches, batch) {
+		a.batch = batch
+		return a, nil
 	}
 	if w.auditor != nil {
 		w.auditor.Close()
@@ -284,6 +290,42 @@ func (w *Worker) auditPolicy(pol *policy, at func() auditPoint) {
 		return w.auditGather(context.Background(), members, all, seed, self, at())
 	}
 	pol.ban = w.ban
+	pol.auditWait = func() time.Duration { return time.Duration(w.auditWait.Load()) }
+}
+
+// AuditWaitFactor is how many times this member's own time for a drawn member's work a
+// gather waits, beyond the stall timeout, for the others' result digests after its audits:
+// the others recompute the drawn members (a drawn member does not recompute itself), and
+// a slower member takes longer. A member more than this much slower than the waiting one
+// stalls the gather past the timeout, failing the step as any silent member does.
+const AuditWaitFactor = 4
+
+// noteCompute folds a step's compute time into the average audits wait by.
+func (w *Worker) noteCompute(d time.Duration) {
+	old := w.computeEMA.Load()
+	if old == 0 {
+		w.computeEMA.Store(int64(d))
+		return
+	}
+	w.computeEMA.Store(old + (int64(d)-old)/8)
+}
+
+// stallKey carries a longer wait for peers' frames in a context (withStallExtra).
+type stallKey struct{}
+
+// withStallExtra returns ctx under which a worker's transport waits d longer than its
+// stall timeout for each frame.
+func withStallExtra(ctx context.Context, d time.Duration) context.Context {
+	if d <= 0 {
+		return ctx
+	}
+	return context.WithValue(ctx, stallKey{}, d)
+}
+
+// stallExtra is what withStallExtra added to ctx (0: nothing).
+func stallExtra(ctx context.Context) time.Duration {
+	d, _ := ctx.Value(stallKey{}).(time.Duration)
+	return d
 }
 
 // CheckAudit checks Audit against the fields it depends on, under the names the caller

@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/mesh/frame"
 )
 
 // auditEvery draws every member of a four-replica gather for an audit.
@@ -194,5 +196,36 @@ func TestAuditStopsStaleEcho(t *testing.T) {
 			}
 			t.Logf("validation loss %.4f, all honest %.4f (%+.1f%%); convicted at steps %v", r.got, r.want, 100*(r.got-r.want)/r.want, r.convictedAt)
 		})
+	}
+}
+
+// deadlineTransport reports the deadline each Recv is given.
+type deadlineTransport struct {
+	Transport
+	left time.Duration
+}
+
+func (d *deadlineTransport) Recv(ctx context.Context, _ string, _ frame.Key) (*frame.Frame, error) {
+	dl, _ := ctx.Deadline()
+	d.left = time.Until(dl)
+	return &frame.Frame{}, nil
+}
+
+// TestAuditWaitExtendsTheStall: after its audits a gather waits for the result digests
+// the stall timeout plus what the audits may take the others; elsewhere the timeout alone.
+func TestAuditWaitExtendsTheStall(t *testing.T) {
+	d := &deadlineTransport{}
+	st := stallTransport{Transport: d, timeout: time.Minute}
+	if _, err := st.Recv(context.Background(), "a", frame.Key{}); err != nil || d.left > time.Minute {
+		t.Fatalf("plain wait %v (%v), want at most the stall timeout", d.left, err)
+	}
+	if _, err := st.Recv(withStallExtra(context.Background(), time.Hour), "a", frame.Key{}); err != nil || d.left <= time.Hour {
+		t.Fatalf("wait after audits %v (%v), want over an hour and a minute", d.left, err)
+	}
+	var w Worker
+	w.noteCompute(80 * time.Millisecond)
+	w.noteCompute(160 * time.Millisecond)
+	if got := time.Duration(w.computeEMA.Load()); got != 90*time.Millisecond {
+		t.Fatalf("compute average %v, want 90ms", got)
 	}
 }

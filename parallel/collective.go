@@ -166,6 +166,11 @@ func gatherAggregate(ctx context.Context, tr Transport, g Group, k roundKey, bas
 		pol.sign.evidence(k, base, g, wire, len(x), signed, nil, dropped)
 		return err
 	}
+	if pol.auditWait != nil {
+		// The other members may still be recomputing the drawn ones: wait for their
+		// result digests that much longer.
+		ctx = withStallExtra(ctx, pol.auditWait())
+	}
 	results, diverged, err := confirmSameResult(ctx, tr, g, k, base+R, x, pol)
 	pol.sign.evidence(k, base, g, wire, len(x), signed, results, append(dropped, diverged...))
 	return err

@@ -20,8 +20,9 @@ import (
 // member's commitment. A contribution whose bytes differ from its author's commitment is
 // dropped, named and reported as misbehaviour: no honest member sends it. What it costs:
 // 32 bytes per peer and one more one-way latency per gather (docs/PERFORMANCE.md, "Commit
-// before reveal"). It does not stop a replay of what a member saw in earlier gathers
-// (docs/security.md, "replaying what was seen").
+// before reveal"). It does not stop a replay of what a member saw in earlier gathers;
+// audits do (audit.go; docs/security.md, "Replaying what was seen: audits"), and they
+// draw from the committed contributions, which none could then choose to dodge the draw.
 
 // commitRound numbers the commitment frames of a gather: round commitRound+base+i carries
 // member i's commitment to the contribution of round base+i. Below the quorum's phases

@@ -30,7 +30,9 @@
 // member shares (score.go; a replica cut into pipeline stages scores the whole model
 // with the other stages' anchors, anchor_exchange.go, which streaming's stages exchange
 // at every fragment launch, streamingSync.launchAnchors, or their mirrored weights,
-// stage_mirror.go); these checks must stay deterministic, so that every honest
+// stage_mirror.go) and, where the job audits, recomputed for the members a draw from
+// every contribution picks (audit.go: a replayed contribution is not its author's work);
+// these checks must stay deterministic, so that every honest
 // member drops the same contributions and keeps the same bits. On a transport that holds
 // the node key (SigningTransport) every gathered contribution is signed by its author
 // against the θ it was computed from (signature.go), and a worker keeps the signed

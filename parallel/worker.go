@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -147,7 +148,7 @@ func (s stallTransport) AlterContribution(ctx context.Context, to string, f *fra
 }
 
 func (s stallTransport) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout+stallExtra(ctx))
 	defer cancel()
 	f, err := s.Transport.Recv(ctx, from, k)
 	if err != nil && ctx.Err() == context.DeadlineExceeded {
@@ -214,6 +215,8 @@ type Worker struct {
 	auditor         *Worker         // the solo worker that recomputes audited contributions (audit.go)
 	pendingBans     []string        // members an audit convicted this step (guarded by rejectMu)
 	verifying       bool            // a leader's verifier worker: its audits recompute every drawn member
+	computeEMA      atomic.Int64    // nanoseconds of a step's compute, averaged (audit.go's waits)
+	auditWait       atomic.Int64    // nanoseconds the latest audited gather waits past the stall timeout
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's

@@ -54,6 +54,7 @@ func (w *Worker) Step(ctx context.Context) (StepResult, error) {
 	}
 	res.Times = w.times
 	res.Times.Compute = time.Since(start) - w.times.Transfer - w.times.Bubble - w.times.Sync
+	w.noteCompute(res.Times.Compute)
 	return res, err
 }
 
