@@ -39,6 +39,9 @@ import (
 // away, and a blend that hides within the tolerance carries a thousandth of one.
 const AuditTolerance = 1e-3
 
+// Audits reports whether the worker's gathers are audited (audits).
+func (w *Worker) Audits() bool { return w.audits() }
+
 // audits says whether w's gathers are audited: the job asks for it, and every replica of
 // the plan is one resident stage on the CPU with every weight trained, so that a member's
 // contribution is its own computation alone and any member can run it again. The

@@ -229,3 +229,15 @@ func TestAuditWaitExtendsTheStall(t *testing.T) {
 		t.Fatalf("compute average %v, want 90ms", got)
 	}
 }
+
+// TestProvenDropNamesAtOnce: a failed audit names its member at the first drop, where a
+// drop the checks judged names it only at the OffenderAfter-th in a row.
+func TestProvenDropNamesAtOnce(t *testing.T) {
+	o := newOffenderWatch()
+	if got := o.observe([]Rejection{{Member: "a", Reason: "outlier"}}, true); len(got) != 0 {
+		t.Fatalf("one judged drop named %v", got)
+	}
+	if got := o.observe([]Rejection{{Member: "b", Reason: "audit", Proven: true}}, true); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a failed audit named %v, want [b]", got)
+	}
+}

@@ -19,8 +19,9 @@ func newOffenderWatch() *offenderWatch {
 	return &offenderWatch{streak: map[string]int{}, named: map[string]bool{}}
 }
 
-// observe takes one step's rejections (a Proven one names its member at once) and whether the step synchronised the replicas,
-// and returns the members that became offenders at it, sorted. A member accepted in a
+// observe takes one step's rejections and whether the step synchronised the replicas,
+// and returns the members that became offenders at it, sorted (a Proven rejection, a
+// failed audit, names its member at once). A member accepted in a
 // synchronisation starts again from zero. A member only left out as late (Rejection.Late:
 // a straggler past the grace window, or a dead member not retired yet) neither counts nor
 // starts again: nothing it sent was judged, and a slow honest replica late three outer

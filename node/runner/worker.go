@@ -113,6 +113,9 @@ func (r *Runner) train(ctx context.Context, j consensus.Job, run *jobRun, jp sch
 	}
 	defer w.Close()
 	defer func() { *reached = w.StepsDone() }()
+	if cfg.Sync.Audit > 0 && !w.Audits() {
+		r.log.Warn("parallel.audit asked for, but this plan's gathers cannot be audited: every replica must be one whole-model stage on the CPU (no pipeline stages, offload, device backend or LoRA)", "job", j.ID, "epoch", epoch)
+	}
 	joins := jp.Continues
 	if joins {
 		run.retireDropped(jp)
