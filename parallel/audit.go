@@ -48,7 +48,7 @@ func (w *Worker) Audits() bool { return w.audits() }
 // conditions are the job's and the plan's, so every member and a leader decide alike.
 func (w *Worker) audits() bool {
 	c := w.cfg
-	if !(c.Sync.Audit > 0) || c.Sync.Codec != jobspec.CodecNone || c.Sync.Zero > 0 || c.Train.LoRA != nil {
+	if !(c.Sync.Audit > 0) || c.Sync.Codec == jobspec.CodecTopK || c.Sync.Zero > 0 || c.Train.LoRA != nil {
 		return false
 	}
 	if c.Sync.Mode != jobspec.SyncDiLoCo && c.Sync.Mode != jobspec.SyncEveryStep {
@@ -126,6 +126,15 @@ func (w *Worker) auditGather(ctx context.Context, members []string, all [][]floa
 		want, err := w.recompute(ctx, members[m], at)
 		if err != nil {
 			return nil, fmt.Errorf("audit of %s: %w", members[m], err)
+		}
+		if w.codec.Name() != jobspec.CodecNone {
+			// What the member sends: its work through the codec, without error feedback
+			// in an audited job (ErrorFeedback.memoryless).
+			sent := make([]float32, len(want))
+			if err := w.codec.Decode(sent, w.codec.Encode(nil, want)); err != nil {
+				return nil, fmt.Errorf("audit of %s: %w", members[m], err)
+			}
+			want = sent
 		}
 		if d := relDistance(all[m], want); !(d <= AuditTolerance) {
 			out[m] = fmt.Sprintf("audit: the contribution is %.3g of its length from the member's own work recomputed (steps %d–%d), over the tolerance %g", d, at.start+1, at.start+at.span, AuditTolerance)
@@ -341,8 +350,8 @@ func (c SyncConfig) CheckAudit(audit, mode, codec, zero string) error {
 		return nil
 	case c.Mode != jobspec.SyncDiLoCo && c.Mode != jobspec.SyncEveryStep:
 		return fmt.Errorf("%s needs %s diloco or sync (streaming overlaps its outer steps with the inner ones), got %s", audit, mode, c.Mode)
-	case c.Codec != jobspec.CodecNone:
-		return fmt.Errorf("%s needs %s none (a codec's error feedback is private state an audit cannot recompute), got %s", audit, codec, c.Codec)
+	case c.Codec == jobspec.CodecTopK:
+		return fmt.Errorf("%s needs %s none, fp16 or int8 (an audited job sends without error feedback, which topk cannot do without), got %s", audit, codec, c.Codec)
 	case c.Zero > 0:
 		return fmt.Errorf("%s needs %s 0 (ZeRO gathers gradient chunks, not whole contributions), got %d", audit, zero, c.Zero)
 	}

@@ -19,23 +19,27 @@ const auditEvery = 4
 // TestAuditKeepsHonestWork: in an honest four-replica run where every member recomputes
 // every other's contribution at every gather, nothing is dropped (the recomputation is
 // the member's own work, to the tolerance), under DiLoCo (its inner steps from zero
-// moments) and every-step sync, with equal and unequal batches. A recomputation that
+// moments) and every-step sync, with equal and unequal batches, and through the int8 and
+// fp16 codecs (sent without error feedback). A recomputation that
 // missed one input (the step, the batch offset, the weights, the moments) would drop
 // honest members here.
 func TestAuditKeepsHonestWork(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		mode    jobspec.Sync
+		codec   jobspec.Codec
 		batches []int
 	}{
-		{"diloco", jobspec.SyncDiLoCo, nil},
-		{"sync", jobspec.SyncEveryStep, nil},
-		{"diloco-unequal", jobspec.SyncDiLoCo, []int{4, 8, 12, 8}},
-		{"sync-unequal", jobspec.SyncEveryStep, []int{4, 8, 12, 8}},
+		{"diloco", jobspec.SyncDiLoCo, jobspec.CodecNone, nil},
+		{"sync", jobspec.SyncEveryStep, jobspec.CodecNone, nil},
+		{"diloco-unequal", jobspec.SyncDiLoCo, jobspec.CodecNone, []int{4, 8, 12, 8}},
+		{"sync-unequal", jobspec.SyncEveryStep, jobspec.CodecNone, []int{4, 8, 12, 8}},
+		{"diloco-int8", jobspec.SyncDiLoCo, jobspec.CodecInt8, nil},
+		{"sync-fp16", jobspec.SyncEveryStep, jobspec.CodecFP16, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			run := auditedRun(t, tc.mode, tc.batches, auditEvery)
+			run := auditedRun(t, tc.mode, tc.codec, tc.batches, auditEvery)
 			for run.StepsDone() < 9 {
 				if _, err := run.Step(context.Background()); err != nil {
 					t.Fatal(err)
@@ -54,12 +58,12 @@ func TestAuditKeepsHonestWork(t *testing.T) {
 }
 
 // auditedRun is four signed one-stage replicas (DiLoCo H = 3, 24 steps at most) in
-// mode, with batches (nil: 8 each), audited at rate audit.
-func auditedRun(tb testing.TB, mode jobspec.Sync, batches []int, audit float64) *LocalRun {
+// mode with codec, with batches (nil: 8 each), audited at rate audit.
+func auditedRun(tb testing.TB, mode jobspec.Sync, codec jobspec.Codec, batches []int, audit float64) *LocalRun {
 	tb.Helper()
 	cfg := JobConfig{Train: testConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
 	cfg.Train.Steps, cfg.Train.Batch, cfg.Train.MicroBatches = 24, 8, 2
-	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Audit = mode, 3, audit
+	cfg.Sync.Mode, cfg.Sync.InnerSteps, cfg.Sync.Audit, cfg.Sync.Codec = mode, 3, audit, codec
 	keys, ids := nodeKeys(tb, 4)
 	plan := Plan{Batches: batches}
 	for _, id := range ids {
@@ -84,11 +88,11 @@ func auditedRun(tb testing.TB, mode jobspec.Sync, batches []int, audit float64) 
 func BenchmarkAuditedOuterStep(b *testing.B) {
 	for _, audit := range []float64{0, 1, 4} {
 		b.Run(fmt.Sprintf("audit=%g", audit), func(b *testing.B) {
-			run := auditedRun(b, jobspec.SyncDiLoCo, nil, audit)
+			run := auditedRun(b, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, audit)
 			for b.Loop() {
 				if run.StepsDone()+3 > 24 {
 					b.StopTimer()
-					run = auditedRun(b, jobspec.SyncDiLoCo, nil, audit)
+					run = auditedRun(b, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, audit)
 					b.StartTimer()
 				}
 				for range 3 {
@@ -111,7 +115,7 @@ func TestAuditConfig(t *testing.T) {
 		{func(c *SyncConfig) { c.Audit = -1 }, "audit must be ≥ 0"},
 		{func(c *SyncConfig) { c.Audit = math.NaN() }, "audit must be ≥ 0"},
 		{func(c *SyncConfig) { c.Audit = MaxAudit + 1 }, "audit must be ≥ 0"},
-		{func(c *SyncConfig) { c.Audit, c.Codec = 1, jobspec.CodecInt8 }, "audit needs codec none"},
+		{func(c *SyncConfig) { c.Audit, c.Codec = 1, jobspec.CodecTopK }, "audit needs codec none, fp16 or int8"},
 		{func(c *SyncConfig) { c.Audit, c.Mode, c.Zero = 1, jobspec.SyncEveryStep, 1 }, "audit needs zero 0"},
 		{func(c *SyncConfig) { c.Audit, c.Mode = 1, jobspec.SyncStreaming }, "audit needs mode diloco or sync"},
 	} {
@@ -159,25 +163,27 @@ func TestAuditDrawIsSharedAndFresh(t *testing.T) {
 // leader on the evidence of either honest member (convictNamed), while neither honest
 // member drops the other and the same evidence convicts no honest member. The honest
 // replicas end within 3% of an all-honest run's validation loss: two colluders of four
-// under DiLoCo and every-step sync with every rule, one of three under DiLoCo's mean.
+// under DiLoCo and every-step sync with every rule (and DiLoCo through the int8 codec),
+// one of three under DiLoCo's mean.
 // Without audits the same runs end 2–12% over (docs/security.md, "Replaying what was
 // seen"); with a sampled rate the replays drawn late get in first (TestStaleEcho's
 // -stale-echo-audit measures them).
 func TestAuditStopsStaleEcho(t *testing.T) {
 	type tc struct {
-		n    int
-		mode jobspec.Sync
-		rule jobspec.Aggregate
+		n     int
+		mode  jobspec.Sync
+		rule  jobspec.Aggregate
+		codec jobspec.Codec
 	}
-	cases := []tc{{3, jobspec.SyncDiLoCo, jobspec.AggregateMean}}
+	cases := []tc{{3, jobspec.SyncDiLoCo, jobspec.AggregateMean, jobspec.CodecNone}, {4, jobspec.SyncDiLoCo, jobspec.AggregateMean, jobspec.CodecInt8}}
 	for _, mode := range []jobspec.Sync{jobspec.SyncDiLoCo, jobspec.SyncEveryStep} {
 		for _, rule := range []jobspec.Aggregate{jobspec.AggregateMean, jobspec.AggregateTrimmed, jobspec.AggregateMedian, jobspec.AggregateCenteredClip} {
-			cases = append(cases, tc{4, mode, rule})
+			cases = append(cases, tc{4, mode, rule, jobspec.CodecNone})
 		}
 	}
 	for _, c := range cases {
-		t.Run(fmt.Sprintf("%d-%s-%s", c.n, c.mode, c.rule), func(t *testing.T) {
-			r := staleEchoRun(t, c.n, 24, c.mode, c.rule, float64(c.n))
+		t.Run(fmt.Sprintf("%d-%s-%s-%s", c.n, c.mode, c.rule, c.codec), func(t *testing.T) {
+			r := staleEchoRun(t, c.n, 24, c.mode, c.rule, c.codec, float64(c.n))
 			for _, d := range r.drops {
 				t.Error(d)
 			}

@@ -320,6 +320,9 @@ func (topkCodec) Decode(x []float32, p []byte) error {
 type ErrorFeedback struct {
 	codec    Codec
 	residual []float32
+	// memoryless sends C(x) and carries nothing: an audited job's (audit.go), whose
+	// contributions must be a function of public inputs, and a residual is not one.
+	memoryless bool
 }
 
 // NewErrorFeedback returns an error-feedback compressor for vectors of n elements.
@@ -338,6 +341,9 @@ func (e *ErrorFeedback) Encode(x []float32) (payload []byte, sent []float32) {
 	sent = make([]float32, len(x))
 	if err := e.codec.Decode(sent, payload); err != nil {
 		panic(fmt.Sprintf("parallel: codec %s cannot decode its own output: %v", e.codec.Name(), err))
+	}
+	if e.memoryless {
+		return payload, sent
 	}
 	for i := range v {
 		e.residual[i] = v[i] - sent[i]

@@ -64,7 +64,7 @@ func (p *echoer) Send(ctx context.Context, to string, f *frame.Frame) error {
 		if err := decodeF32(x, body); err != nil {
 			return err
 		}
-		if payload, err = signedEcho(p.key, f, x, p.self, d, p.count); err != nil {
+		if payload, err = signedEcho(p.key, f, x, p.self, d, p.count, noneCodec{}); err != nil {
 			return err
 		}
 		p.echoes[mine] = payload
@@ -144,16 +144,20 @@ type staleEchoer struct {
 
 func (p *staleEchoer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
 	f, err := p.signingPeer.Recv(ctx, from, k)
-	if err != nil || from != p.sourceID || f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || len(f.Shape) != 1 || len(f.Payload) != 4*f.Shape[0]+sigTrailer {
+	if err != nil || from != p.sourceID || f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || len(f.Shape) != 1 || f.Codec == frame.CodecTopK {
 		return f, err
 	}
 	body, _, _, err := splitSigned(f.Payload)
 	if err != nil {
+		return f, nil // not a contribution (a result digest, a quorum's frame)
+	}
+	codec, err := codecForWire(f.Codec, 0)
+	if err != nil {
 		return nil, err
 	}
 	x := make([]float32, f.Shape[0])
-	if err := decodeF32(x, body); err != nil {
-		return nil, err
+	if codec.Decode(x, body) != nil {
+		return f, nil
 	}
 	p.mu.Lock()
 	p.last = x
@@ -172,24 +176,24 @@ func (p *staleEchoer) AlterContribution(_ context.Context, _ string, f *frame.Fr
 	if len(f.Shape) == 1 {
 		n = f.Shape[0]
 	}
-	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || f.Codec != frame.CodecNone || len(f.Payload) != 4*n+sigTrailer || len(p.last) != n {
+	codec, err := codecForWire(f.Codec, 0)
+	if f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || f.Codec == frame.CodecTopK || err != nil || len(p.last) != n || n == 0 {
 		return f, nil
 	}
 	g := *f
-	var err error
-	if g.Payload, err = signedEcho(p.key, f, slices.Clone(p.last), p.self, p.theta(), p.count); err != nil {
+	if g.Payload, err = signedEcho(p.key, f, slices.Clone(p.last), p.self, p.theta(), p.count, codec); err != nil {
 		return nil, err
 	}
 	return &g, nil
 }
 
-// signedEcho is x (float32, raw), times 1 ± 1e-3·self by coordinate (a colluder's own
-// noise), signed with key as a contribution of f's slot against d; it counts the echo.
-func signedEcho(key ed25519.PrivateKey, f *frame.Frame, x []float32, self int, d digests, count *int) ([]byte, error) {
+// signedEcho is x times 1 ± 1e-3·self by coordinate (a colluder's own noise), encoded by
+// codec and signed with key as a contribution of f's slot against d; it counts the echo.
+func signedEcho(key ed25519.PrivateKey, f *frame.Frame, x []float32, self int, d digests, count *int, codec Codec) ([]byte, error) {
 	for i := range x {
 		x[i] *= 1 + 1e-3*float32(self)*float32(1-2*(i%2))
 	}
-	payload, err := signContribution(key, frameSlot(f, len(x)), appendF32(nil, x), d)
+	payload, err := signContribution(key, frameSlot(f, len(x)), codec.Encode(nil, x), d)
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +210,7 @@ var (
 	staleEchoMode  = flag.String("stale-echo-mode", "diloco", "TestStaleEcho's sync mode: diloco or sync (every step)")
 	staleEchoAudit = flag.Float64("stale-echo-audit", 0, "TestStaleEcho's audit rate (members recomputed per gather; 0: none)")
 	staleEchoOf    = flag.Int("stale-echo-of", 4, "TestStaleEcho's replicas: 4 (two replay) or 3 (one replays)")
+	staleEchoCodec = flag.String("stale-echo-codec", "none", "TestStaleEcho's codec: none, fp16 or int8")
 )
 
 // TestStaleEcho reproduces the replay attack (docs/security.md, "Replaying what was
@@ -222,7 +227,7 @@ func TestStaleEcho(t *testing.T) {
 	if !*staleEcho {
 		t.Skip("a measurement: -stale-echo [-stale-echo-steps N] [-stale-echo-rule R] [-stale-echo-mode M] [-stale-echo-audit A]")
 	}
-	r := staleEchoRun(t, *staleEchoOf, *staleEchoSteps, jobspec.Sync(*staleEchoMode), jobspec.Aggregate(*staleEchoRule), *staleEchoAudit)
+	r := staleEchoRun(t, *staleEchoOf, *staleEchoSteps, jobspec.Sync(*staleEchoMode), jobspec.Aggregate(*staleEchoRule), jobspec.Codec(*staleEchoCodec), *staleEchoAudit)
 	for _, d := range r.drops {
 		t.Log(d)
 	}
@@ -242,10 +247,10 @@ type staleEchoResult struct {
 }
 
 // staleEchoRun runs n replicas (3 or 4) for steps, all honest and then with the last n−2
-// replaying (staleEchoer), in mode under rule, audited at rate audit. After every step it
+// replaying (staleEchoer), in mode under rule with codec, audited at rate audit. After every step it
 // does what a leader does with the evidence an honest member ships against each member it
 // named: VerifyEvidence, and a member convicted leaves the run (LocalRun.LeaveOut).
-func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Aggregate, audit float64) staleEchoResult {
+func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Aggregate, codec jobspec.Codec, audit float64) staleEchoResult {
 	t.Helper()
 	val := func(run *LocalRun) float64 {
 		v, err := run.Evaluate(context.Background())
@@ -254,7 +259,9 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 		}
 		return v
 	}
-	set := func(cfg *JobConfig) { cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Audit = rule, mode, audit }
+	set := func(cfg *JobConfig) {
+		cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = rule, mode, codec, audit
+	}
 	honestOnly := func(*LocalRun) func() { return nil }
 	clean, _, _, _ := colludedRunOfN(t, n, steps, n-2, func(p signingPeer, _ []string) Transport { return p }, set, honestOnly)
 	var res staleEchoResult

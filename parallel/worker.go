@@ -55,8 +55,9 @@ type SyncConfig struct {
 	// Audit is how many members of each checked gather are drawn, on average, to have
 	// their contribution recomputed by every other member (audit.go); 0 (the default)
 	// audits none. Where it is > 0 DiLoCo's inner AdamW starts every outer step from zero
-	// moments, so that a replica's work is recomputable. It needs mode diloco or sync, no
-	// codec and no ZeRO, and applies where every replica is one whole-model stage.
+	// moments and a codec sends without error feedback, so that a replica's work is
+	// recomputable. It needs mode diloco or sync, a codec other than topk and no ZeRO, and
+	// applies where every replica is one whole-model stage.
 	Audit float64 `json:"audit,omitempty"`
 }
 
@@ -301,6 +302,7 @@ func NewWorker(cfg JobConfig, plan Plan, self string, tr Transport, data *model.
 		var ef *ErrorFeedback
 		if codec.Name() != jobspec.CodecNone && !offloaded {
 			ef = NewErrorFeedback(codec, countParams(ps))
+			ef.memoryless = w.audits()
 		}
 		w.feedback = append(w.feedback, ef)
 	}

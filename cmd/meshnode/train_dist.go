@@ -49,7 +49,7 @@ func (d *distOptions) addFlags(cmd *cobra.Command) {
 	f.StringVar(&d.score, "score", string(jobspec.ScoreAuto), "score each contribution on a held-out batch and drop those that do not lower its loss: auto (DiLoCo's outer steps), on (every sync) or off")
 	f.StringVar(&d.aggregate, "aggregate", string(jobspec.AggregateMean), "how replicas combine contributions after dropping non-finite, outsized or outlying ones: mean, trimmed, median or centered_clip")
 	f.Float64Var(&d.sync.TopKFraction, "topk-fraction", d.sync.TopKFraction, "topk codec: share of elements sent")
-	f.Float64Var(&d.sync.Audit, "audit", 0, "members of each gather drawn, on average, to have their work recomputed by every other replica (0: none; needs --codec none, --sync diloco or sync)")
+	f.Float64Var(&d.sync.Audit, "audit", 0, "members of each gather drawn, on average, to have their work recomputed by every other replica (0: none; needs --sync diloco or sync and a codec other than topk, sent without error feedback)")
 	f.IntVar(&d.sync.Zero, "zero", 0, "ZeRO sharding across replicas in --sync sync: 1 shards the AdamW moments, 2 also the reduced gradients (same losses)")
 	f.StringVar(&d.transport, "transport", "quic", "worker links: quic (real data planes on loopback) or memory")
 }

@@ -9,8 +9,9 @@ const MaxAudit = 64
 // validateAudit checks parallel.audit: members recomputed per checked gather, on average
 // (the engine's sampled recompute, parallel/audit.go). An audit recomputes a replica's
 // work from public inputs, so it needs what makes the work public: the job's own dataset
-// (not data.local), no codec (error feedback is private state), no ZeRO (its gathers
-// carry chunks), and DiLoCo or every-step sync (streaming overlaps its outer steps).
+// (not data.local), no topk (an audited job's codec carries no error feedback, private
+// state, and topk without it drops 99% of every update), no ZeRO (its gathers carry
+// chunks), and DiLoCo or every-step sync (streaming overlaps its outer steps).
 func (s Spec) validateAudit(v *validator) {
 	p := s.Parallel
 	switch a := p.Audit; {
@@ -19,8 +20,8 @@ func (s Spec) validateAudit(v *validator) {
 	case a == 0:
 	case p.Sync != SyncDiLoCo && p.Sync != SyncEveryStep:
 		v.addf("parallel.audit", "needs parallel.sync diloco or sync (streaming overlaps its outer steps with the inner ones), got %s", p.Sync)
-	case p.Codec != CodecNone:
-		v.addf("parallel.audit", "needs parallel.codec none (a codec's error feedback is private state an audit cannot recompute), got %s", p.Codec)
+	case p.Codec == CodecTopK:
+		v.addf("parallel.audit", "needs parallel.codec none, fp16 or int8 (an audited job sends without error feedback, which topk cannot do without), got %s", p.Codec)
 	case s.Memory.Zero > 0:
 		v.addf("parallel.audit", "needs memory.zero 0 (ZeRO gathers gradient chunks, not whole contributions), got %d", s.Memory.Zero)
 	case s.Data.Local != "":

@@ -188,9 +188,10 @@ type Parallel struct {
 	// their contribution recomputed by every other member, which drops and bans one whose
 	// contribution is not its own work (a replay of what it saw): 0 (the default) audits
 	// none. Each audit costs every other member one replica's work of the gather (DiLoCo:
-	// inner_steps steps; sync: one step's passes), and DiLoCo's inner AdamW then starts
-	// every outer step from zero moments. It needs sync diloco or sync, codec none,
-	// memory.zero 0 and no data.local, and applies where every replica is one stage.
+	// inner_steps steps; sync: one step's passes); DiLoCo's inner AdamW then starts every
+	// outer step from zero moments, and fp16 and int8 send without error feedback. It
+	// needs sync diloco or sync, a codec other than topk, memory.zero 0 and no data.local,
+	// and applies where every replica is one stage.
 	Audit float64 `json:"audit,omitzero" yaml:"audit"`
 }
 
