@@ -233,6 +233,30 @@ func TestStaleEcho(t *testing.T) {
 	}
 	t.Logf("%s, %s, audit %g, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%); the honest replicas dropped each other %d times; convicted %v at steps %v",
 		*staleEchoMode, *staleEchoRule, *staleEchoAudit, *staleEchoSteps, r.echoed, r.got, r.want, 100*(r.got-r.want)/r.want, len(r.drops), r.convicted, r.convictedAt)
+	if len(r.convictedAt) > 0 {
+		// What the honest replicas reach without the colluders' work from the last
+		// conviction on: the run all honest, the colluders left out at that step.
+		at := slices.Max(r.convictedAt)
+		set := func(cfg *JobConfig) {
+			cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = jobspec.Aggregate(*staleEchoRule), jobspec.Sync(*staleEchoMode), jobspec.Codec(*staleEchoCodec), *staleEchoAudit
+		}
+		alone, _, _, _ := colludedRunOfN(t, *staleEchoOf, *staleEchoSteps, *staleEchoOf-2, func(p signingPeer, _ []string) Transport { return p }, set, func(run *LocalRun) func() {
+			return func() {
+				if run.StepsDone() == at-1 {
+					var colluders []string
+					for _, w := range run.workers[2:] {
+						colluders = append(colluders, w.Self())
+					}
+					run.LeaveOut(colluders...)
+				}
+			}
+		})
+		v, err := alone.Evaluate(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the honest replicas alone from step %d: validation loss %.4f (the attacked run %+.1f%% from it)", at, v, 100*(r.got-v)/v)
+	}
 }
 
 // staleEchoResult is what a stale echo run measured.
