@@ -135,6 +135,15 @@ func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
 			s.Parallel.Sync, s.Parallel.Score = jobspec.SyncEveryStep, jobspec.ScoreOn
 		})
 	})
+	// Audited (parallel.audit, through the default int8 codec, unscored): the colluders'
+	// work on other data is not what their batches give; every honest member recomputes
+	// them at the first gather, names them at once, and the leader's re-judge, which
+	// recomputes them on the job's dataset, convicts them.
+	t.Run("audited", func(t *testing.T) {
+		convictColluders(t, 32, 1, func(s *jobspec.Spec) {
+			s.Parallel.Audit, s.Parallel.Score = 4, jobspec.ScoreOff
+		})
+	})
 	t.Run("streaming", func(t *testing.T) {
 		convictColluders(t, 32, 1, func(s *jobspec.Spec) {
 			s.Parallel.Sync, s.Parallel.InnerSteps, s.Parallel.Fragments, s.Parallel.OverlapSteps = jobspec.SyncStreaming, 4, 2, 1
