@@ -242,7 +242,11 @@ func (w *Worker) resetInnerMoments() error {
 	if !ok || st.opt == nil {
 		return fmt.Errorf("inner moments of a %T cannot be reset", w.state)
 	}
-	st.opt = NewOptimizer(st.params, st.opt.Hyper, st.opt.ClipNorm)
+	for _, p := range st.params {
+		clear(st.opt.m[p.Name].Data)
+		clear(st.opt.v[p.Name].Data)
+	}
+	st.opt.Steps = 0
 	return nil
 }
 
