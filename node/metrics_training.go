@@ -24,6 +24,7 @@ type trainingMetrics struct {
 	rejected    *prometheus.CounterVec
 	skipped     *prometheus.CounterVec
 	offenders   *prometheus.CounterVec
+	audits      *prometheus.CounterVec
 }
 
 // stepPhases are the values of meshnode_train_step_phase_seconds_total's phase label.
@@ -62,7 +63,11 @@ func newTrainingMetrics(reg prometheus.Registerer) *trainingMetrics {
 		Name: "meshnode_train_offenders_total",
 		Help: "Replicas this node's worker named offenders: contributions dropped in several consecutive synchronisations.",
 	}, []string{"job", "peer"})
-	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica, m.rejected, m.skipped, m.offenders)
+	m.audits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshnode_train_audits_total",
+		Help: "Other replicas' contributions this node's worker recomputed to check them (parallel.audit); a failed one is also a rejected contribution and an offender.",
+	}, []string{"job"})
+	reg.MustRegister(m.phase, m.steps, m.ckptWrite, m.ckptReplica, m.rejected, m.skipped, m.offenders, m.audits)
 	return m
 }
 
@@ -94,6 +99,7 @@ func (m *trainingMetrics) forgetJobsExcept(keep []consensus.Job) {
 		m.rejected.DeletePartialMatch(l)
 		m.skipped.DeletePartialMatch(l)
 		m.offenders.DeletePartialMatch(l)
+		m.audits.DeletePartialMatch(l)
 		delete(m.jobs, id)
 	}
 }
@@ -129,6 +135,12 @@ func (m *trainingMetrics) ObserveRejected(job, member string) {
 func (m *trainingMetrics) ObserveOffender(job, member string) {
 	m.seen(job)
 	m.offenders.WithLabelValues(job, member).Inc()
+}
+
+// ObserveAudits implements runner.Metrics.
+func (m *trainingMetrics) ObserveAudits(job string, n int) {
+	m.seen(job)
+	m.audits.WithLabelValues(job).Add(float64(n))
 }
 
 // ObserveSkipped implements runner.Metrics.

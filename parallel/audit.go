@@ -127,6 +127,7 @@ func (w *Worker) auditGather(ctx context.Context, members []string, all [][]floa
 		if err != nil {
 			return nil, fmt.Errorf("audit of %s: %w", members[m], err)
 		}
+		w.audited.Add(1)
 		if w.codec.Name() != jobspec.CodecNone {
 			// What the member sends: its work through the codec, without error feedback
 			// in an audited job (ErrorFeedback.memoryless).

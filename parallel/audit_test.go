@@ -51,10 +51,13 @@ func TestAuditKeepsHonestWork(t *testing.T) {
 			if rej := run.Rejected(); len(rej) > 0 {
 				t.Fatalf("an honest run dropped %d contributions under audit, the first: %+v", len(rej), rej[0])
 			}
-			for _, w := range run.Workers() {
-				if w.auditor == nil {
-					t.Fatalf("%s recomputed no contribution", w.Self())
-				}
+			// Every member drawn at every gather: each recomputes the three others.
+			gathers := 9
+			if tc.mode == jobspec.SyncDiLoCo {
+				gathers = 3
+			}
+			if got, want := run.Audited(), gathers*4*3; got != want {
+				t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
 			}
 		})
 	}

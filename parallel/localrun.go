@@ -21,6 +21,7 @@ type LocalRun struct {
 	workers   []*Worker
 	trainTime time.Duration
 	tokens    int
+	audited   int // contributions the workers recomputed (StepResult.Audited)
 }
 
 // NewLocalRun builds the workers of plan; transport gives each node its endpoint.
@@ -91,6 +92,9 @@ func (l *LocalRun) LeaveOut(nodes ...string) {
 	}
 }
 
+// Audited is how many contributions the workers recomputed so far (audits).
+func (l *LocalRun) Audited() int { return l.audited }
+
 // Workers lists the run's workers, replica by replica, stage by stage.
 func (l *LocalRun) Workers() []*Worker { return l.workers }
 
@@ -139,6 +143,7 @@ func (l *LocalRun) Step(ctx context.Context) (float64, error) {
 	}
 	l.trainTime += time.Since(start)
 	for i, r := range results {
+		l.audited += r.Audited
 		l.rejected = append(l.rejected, r.Rejected...)
 		l.offenders = append(l.offenders, r.Offenders...)
 		if l.byReplica == nil {

@@ -218,6 +218,7 @@ type Worker struct {
 	verifying       bool            // a leader's verifier worker: its audits recompute every drawn member
 	computeEMA      atomic.Int64    // nanoseconds of a step's compute, averaged (audit.go's waits)
 	auditWait       atomic.Int64    // nanoseconds the latest audited gather waits past the stall timeout
+	audited         atomic.Int64    // contributions recomputed since the last step's result
 }
 
 // SetUpdateGate installs gate, which Step calls with the step's number once the step's

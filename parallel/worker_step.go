@@ -29,9 +29,13 @@ type StepResult struct {
 	// updated and the optimizer's state is untouched.
 	Skipped bool
 	// Offenders names the members that became offenders at this step: their
-	// contributions were dropped in OffenderAfter consecutive synchronisations. Each is
-	// named once per worker; the scheduler leaves them out of the next plan.
+	// contributions were dropped in OffenderAfter consecutive synchronisations, or one
+	// failed an audit (Rejection.Proven). Each is named once per worker; the scheduler
+	// leaves them out of the next plan.
 	Offenders []string
+	// Audited is how many other members' contributions this worker recomputed during the
+	// step (audit.go).
+	Audited int
 }
 
 // inflight is one micro-batch between its forward and backward pass.
@@ -90,6 +94,7 @@ func (w *Worker) runStep(ctx context.Context) (StepResult, error) {
 		return res, err
 	}
 	w.applyBans()
+	res.Audited = int(w.audited.Swap(0))
 	res.Step, res.Rejected = w.step, w.takeRejected()
 	res.Offenders = w.offenders.observe(res.Rejected, res.Synced || w.syncsEveryStep())
 	return res, nil

@@ -25,6 +25,9 @@ type Metrics interface {
 	// ObserveOffender records member (a replica of job's plan) named an offender by this
 	// node's worker: its contributions were dropped in several consecutive syncs.
 	ObserveOffender(job, member string)
+	// ObserveAudits records n contributions of job's other replicas this node's worker
+	// recomputed (parallel.audit).
+	ObserveAudits(job string, n int)
 }
 
 // noMetrics is the Metrics of a runner configured without any.
@@ -36,3 +39,4 @@ func (noMetrics) ObserveCheckpointReplication(string, time.Duration) {}
 func (noMetrics) ObserveRejected(string, string)                     {}
 func (noMetrics) ObserveSkipped(string)                              {}
 func (noMetrics) ObserveOffender(string, string)                     {}
+func (noMetrics) ObserveAudits(string, int)                          {}

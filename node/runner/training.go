@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -210,6 +211,9 @@ func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult)
 	if res.Skipped {
 		t.r.cfg.Metrics.ObserveSkipped(t.job.ID)
 	}
+	if res.Audited > 0 {
+		t.r.cfg.Metrics.ObserveAudits(t.job.ID, res.Audited)
+	}
 	var evs []consensus.Event
 	if len(res.Rejected) > 0 {
 		var parts []string
@@ -227,6 +231,9 @@ func (t *training) reportIntegrity(ctx context.Context, res parallel.StepResult)
 	for _, m := range res.Offenders {
 		t.r.cfg.Metrics.ObserveOffender(t.job.ID, m)
 		why := fmt.Sprintf("%s dropped its contributions in %d consecutive syncs up to step %d", t.r.cfg.Self, parallel.OffenderAfter, res.Step)
+		if i := slices.IndexFunc(res.Rejected, func(r parallel.Rejection) bool { return r.Member == m && r.Proven }); i >= 0 {
+			why = fmt.Sprintf("%s recomputed its contribution at step %d: %s", t.r.cfg.Self, res.Step, res.Rejected[i].Reason)
+		}
 		evs = append(evs, consensus.NewEvent(consensus.EventOffender, t.epoch, res.Step, jobspec.OffenderMessage(m, why)))
 	}
 	for _, ev := range evs {
