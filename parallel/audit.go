@@ -33,10 +33,11 @@ import (
 // later gather of the run (banned), and its evidence convicts it at the leader.
 
 // AuditTolerance is the relative distance ‖c − c'‖ / ‖c'‖ within which a recomputed
-// contribution c' vouches for the contribution c a member sent. Members whose CPUs round
-// differently (AVX-512, AVX2 and pure-Go kernels) end 20 steps 2.3e-6 of the update's
-// length apart (measured, docs/security.md); a replay is of the order of the update itself
-// away, and a blend that hides within the tolerance carries a thousandth of one.
+// contribution c' vouches for the contribution c a member sent. A member on the pure-Go
+// kernels ends a 50-step outer step of the default model 1.77e-5 of its length from one on
+// AVX-512 (the AVX2 path has AVX-512's bits; TestAuditAcrossKernels, docs/security.md); a
+// replay is of the order of the update itself away, and a blend that hides within the
+// tolerance carries a thousandth of one.
 const AuditTolerance = 1e-3
 
 // Audits reports whether the worker's gathers are audited (audits).

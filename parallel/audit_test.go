@@ -2,15 +2,19 @@ package parallel
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
+	"github.com/meshnode/meshnode/kernels"
 	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
 )
 
 // auditEvery draws every member of a four-replica gather for an audit.
@@ -254,5 +258,62 @@ func TestProvenDropNamesAtOnce(t *testing.T) {
 	}
 	if got := o.observe([]Rejection{{Member: "b", Reason: "audit", Proven: true}}, true); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("a failed audit named %v, want [b]", got)
+	}
+}
+
+var (
+	auditDump    = flag.String("audit-dump", "", "TestAuditAcrossKernels: write the recomputed outer step to this file")
+	auditCompare = flag.String("audit-compare", "", "TestAuditAcrossKernels: compare the recomputed outer step with this file's")
+)
+
+// TestAuditAcrossKernels measures what AuditTolerance must absorb: one replica's DiLoCo
+// outer step (H = 50 inner steps of the default model from its initial weights)
+// recomputed by this build, written with -audit-dump and compared with -audit-compare
+// against another kernel path's (MESHNODE_CPU=avx2 or generic, or a `-tags noasm` build;
+// docs/security.md).
+func TestAuditAcrossKernels(t *testing.T) {
+	if *auditDump == "" && *auditCompare == "" {
+		t.Skip("a measurement across builds: -audit-dump FILE, then -audit-compare FILE in the other build")
+	}
+	cfg := JobConfig{Train: DefaultTrainConfig(), Schedule: jobspec.Schedule1F1B, Sync: DefaultSyncConfig(), Job: 1}
+	cfg.Train.Steps, cfg.Sync.Audit = 300, 3
+	plan := Plan{}
+	for _, id := range []string{"a", "b", "c"} {
+		plan.Replicas = append(plan.Replicas, []StagePlan{{Node: id, Last: cfg.Train.Model.NumLayers()}})
+	}
+	data, err := model.LoadDataset(jobspec.BuiltinGoStd, cfg.Train.Model.Vocab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := NewWorker(cfg, plan, "a", noTransport("a"), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	got, err := w.recompute(context.Background(), "b", auditPoint{theta: flattenValues(w.runParams[0]), span: cfg.Sync.InnerSteps, outer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *auditDump != "" {
+		if err := os.WriteFile(*auditDump, appendF32(nil, got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if *auditCompare != "" {
+		raw, err := os.ReadFile(*auditCompare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := make([]float32, len(got))
+		if err := decodeF32(other, raw); err != nil {
+			t.Fatal(err)
+		}
+		differ := 0
+		for i := range got {
+			if got[i] != other[i] {
+				differ++
+			}
+		}
+		t.Logf("%s, one outer step of %d inner steps: %d of %d values differ, relative distance %.3g (tolerance %g)", kernels.GemmName(), cfg.Sync.InnerSteps, differ, len(got), relDistance(got, other), AuditTolerance)
 	}
 }
