@@ -271,9 +271,10 @@ type staleEchoResult struct {
 }
 
 // staleEchoRun runs n replicas (3 or 4) for steps, all honest and then with the last n−2
-// replaying (staleEchoer), in mode under rule with codec, audited at rate audit. After every step it
-// does what a leader does with the evidence an honest member ships against each member it
-// named: VerifyEvidence, and a member convicted leaves the run (LocalRun.LeaveOut).
+// replaying (staleEchoer), in mode under rule with codec, audited at rate audit. After
+// every step it does what a leader does with the evidence an honest member ships against
+// each member it named: VerifyEvidence, and a member convicted leaves the run
+// (LocalRun.LeaveOut).
 func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Aggregate, codec jobspec.Codec, audit float64) staleEchoResult {
 	t.Helper()
 	val := func(run *LocalRun) float64 {
