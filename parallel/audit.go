@@ -76,8 +76,10 @@ type auditPoint struct {
 }
 
 // auditSeed is the seed of a gather's draw: the SHA-256 of every contribution present, in
-// member order (each behind its member's ID and a presence byte).
+// member order (each behind its member's ID and a presence byte), its float32s encoded a
+// chunk at a time (a contribution is as large as the model).
 func auditSeed(members []string, all [][]float32) [sha256.Size]byte {
+	const chunk = 16 << 10 // elements
 	h := sha256.New()
 	var buf []byte
 	for m, v := range all {
@@ -88,7 +90,12 @@ func auditSeed(members []string, all [][]float32) [sha256.Size]byte {
 			continue
 		}
 		h.Write(append(buf, 1))
-		h.Write(appendF32(nil, v))
+		for len(v) > 0 {
+			n := min(len(v), chunk)
+			buf = appendF32(buf[:0], v[:n])
+			h.Write(buf)
+			v = v[n:]
+		}
 	}
 	var out [sha256.Size]byte
 	h.Sum(out[:0])
@@ -145,21 +152,14 @@ func (w *Worker) auditGather(ctx context.Context, members []string, all [][]floa
 	return out, nil
 }
 
-// relDistance is ‖c − want‖ / ‖want‖ (+Inf when c is not finite or want is zero and c is not).
+// relDistance is ‖c − want‖ / ‖want‖: 0 when they are equal, +Inf when c is not finite
+// or want is zero and c is not, NaN (no tolerance holds it) when want is not finite.
 func relDistance(c, want []float32) float64 {
-	var d, n float64
-	for i, v := range c {
-		x := float64(v) - float64(want[i])
-		d += x * x
-		n += float64(want[i]) * float64(want[i])
-	}
-	switch {
-	case math.IsNaN(d) || math.IsInf(d, 0):
-		return math.Inf(1)
-	case n == 0 && d == 0:
+	d := distance(c, want)
+	if d == 0 {
 		return 0
 	}
-	return math.Sqrt(d / n)
+	return d / norm2(want)
 }
 
 // recompute is the contribution member (one whole-model replica of the plan) sends when
@@ -263,27 +263,29 @@ func (w *Worker) ban(member string) {
 	}
 }
 
-// applyBans retires the members banned during the step: outer steps no longer wait for
-// them nor count them, and every-step sync's gathers run without them (activeGroup).
+// applyBans bans the members an audit convicted during the step: outer steps no longer
+// wait for them nor count them (they are retired, as a dead member is, and never
+// readmitted), and every-step sync's gathers run without them (activeGroup).
 func (w *Worker) applyBans() {
 	w.rejectMu.Lock()
 	bans := w.pendingBans
 	w.pendingBans = nil
 	w.rejectMu.Unlock()
 	if len(bans) > 0 {
-		w.peers.retire(bans...)
+		w.peers.ban(bans...)
 	}
 }
 
-// activeGroup is g without its retired members (banned ones included), Self moved to
-// match; g itself when none is retired.
+// activeGroup is g without its banned members, Self moved to match; g itself when none
+// is. A member the control plane retired (dead) stays: every-step sync has no quorum, and
+// its gather fails on the dead member as before, for the control plane's new plan.
 func (w *Worker) activeGroup(g Group) Group {
-	if gone, _ := w.peers.anyRetired(g.Members...); !gone {
+	if !slices.ContainsFunc(g.Members, w.peers.isBanned) {
 		return g
 	}
 	out := Group{Self: -1}
 	for m, id := range g.Members {
-		if gone, _ := w.peers.anyRetired(id); gone && m != g.Self {
+		if w.peers.isBanned(id) && m != g.Self {
 			continue
 		}
 		if m == g.Self {

@@ -2,6 +2,7 @@ package parallel
 
 import (
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"math"
@@ -62,6 +63,11 @@ func TestAuditKeepsHonestWork(t *testing.T) {
 			}
 			if got, want := run.Audited(), gathers*4*3; got != want {
 				t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
+			}
+			for _, w := range run.Workers() {
+				if w.auditWait.Load() <= 0 {
+					t.Fatalf("%s's audited gathers wait no longer for the others' results", w.Self())
+				}
 			}
 		})
 	}
@@ -315,5 +321,43 @@ func TestAuditAcrossKernels(t *testing.T) {
 			}
 		}
 		t.Logf("%s, one outer step of %d inner steps: %d of %d values differ, relative distance %.3g (tolerance %g)", kernels.GemmName(), cfg.Sync.InnerSteps, differ, len(got), relDistance(got, other), AuditTolerance)
+	}
+}
+
+// TestAuditSeedHashesTheBytes: the seed is the SHA-256 of what its doc says, whatever the
+// chunking: the bytes a leader hashes from evidence are those a worker hashed.
+func TestAuditSeedHashesTheBytes(t *testing.T) {
+	big := make([]float32, 40000) // over two chunks
+	for i := range big {
+		big[i] = float32(i) * 0.5
+	}
+	members := []string{"ab", "c"}
+	var want []byte
+	want = append(append(append(want, 2), "ab"...), 1)
+	want = appendF32(want, big)
+	want = append(append(want, 1), "c"...)
+	want = append(want, 0)
+	if got := auditSeed(members, [][]float32{big, nil}); got != sha256.Sum256(want) {
+		t.Fatal("the seed is not the SHA-256 of the members' IDs, presence bytes and contributions")
+	}
+}
+
+// TestBanOutlastsReadmit: a member an audit banned is never readmitted, and every-step
+// sync's gathers run without it; a member the control plane retired (dead) stays in them,
+// whose gather fails on it for a new plan as before.
+func TestBanOutlastsReadmit(t *testing.T) {
+	w := &Worker{peers: newPeerSet()}
+	w.ban("b")
+	w.applyBans()
+	if got := w.peers.readmit("b"); len(got) != 0 {
+		t.Fatalf("a banned member was readmitted: %v", got)
+	}
+	w.Retire("c")
+	g := w.activeGroup(Group{Members: []string{"a", "b", "c", "d"}, Self: 3})
+	if want := (Group{Members: []string{"a", "c", "d"}, Self: 2}); !slices.Equal(g.Members, want.Members) || g.Self != want.Self {
+		t.Fatalf("active group %+v, want %+v", g, want)
+	}
+	if got := w.peers.readmit("c"); !slices.Equal(got, []string{"c"}) {
+		t.Fatalf("a retired (dead) member was not readmitted: %v", got)
 	}
 }

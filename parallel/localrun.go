@@ -75,10 +75,10 @@ func (l *LocalRun) ReportedBy(r int) ([]Rejection, []string) {
 // worker order, once per worker): what a node would report as offender events.
 func (l *LocalRun) Offenders() []string { return l.offenders }
 
-// LeaveOut removes the workers of nodes from the run and retires those nodes at the
-// others, as a plan without them would (without its restart from a checkpoint): the
-// harness's stand-in for a leader that convicted them. The remaining workers keep their
-// replica's data and their groups' order.
+// LeaveOut removes the workers of nodes from the run and bans those nodes at the others
+// (no gather waits for them again), as a plan without them would (without its restart
+// from a checkpoint): the harness's stand-in for a leader that convicted them. The
+// remaining workers keep their replica's data and their groups' order.
 func (l *LocalRun) LeaveOut(nodes ...string) {
 	l.workers = slices.DeleteFunc(l.workers, func(w *Worker) bool {
 		if slices.Contains(nodes, w.Self()) {
@@ -88,7 +88,7 @@ func (l *LocalRun) LeaveOut(nodes ...string) {
 		return false
 	})
 	for _, w := range l.workers {
-		w.Retire(nodes...)
+		w.peers.ban(nodes...)
 	}
 }
 

@@ -74,6 +74,10 @@ const attemptIndexStride = 0x400
 type peerSet struct {
 	mu      sync.Mutex
 	retired map[string]bool
+	// banned are retired members never to be readmitted in this worker's run: an audit
+	// proved they sent what they did not compute (audit.go), or the harness left them out
+	// (LocalRun.LeaveOut). Every-step sync's gathers run without them (activeGroup).
+	banned map[string]bool
 	// joining are retired members the control plane readmitted (rejoin.go): still retired
 	// for every wait and count until an outer step's quorum admits them; heard are those
 	// whose presence reached this member at an outer step; selfJoining says this worker
@@ -86,7 +90,7 @@ type peerSet struct {
 }
 
 func newPeerSet() *peerSet {
-	return &peerSet{retired: map[string]bool{}, joining: map[string]bool{}, heard: map[string]bool{}, changed: make(chan struct{}), serves: map[uint16]context.CancelFunc{}}
+	return &peerSet{retired: map[string]bool{}, banned: map[string]bool{}, joining: map[string]bool{}, heard: map[string]bool{}, changed: make(chan struct{}), serves: map[uint16]context.CancelFunc{}}
 }
 
 // serving returns ctx for serving a run's latest result, and ends the serving of the run's
@@ -121,6 +125,23 @@ func (p *peerSet) retire(ids ...string) {
 		close(p.changed)
 		p.changed = make(chan struct{})
 	}
+}
+
+// ban retires ids for the rest of the run: readmit passes over them.
+func (p *peerSet) ban(ids ...string) {
+	p.mu.Lock()
+	for _, id := range ids {
+		p.banned[id] = true
+	}
+	p.mu.Unlock()
+	p.retire(ids...)
+}
+
+// isBanned reports whether id is banned.
+func (p *peerSet) isBanned(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.banned[id]
 }
 
 // anyRetired reports whether one of ids is retired, and the channel closed at the next change.

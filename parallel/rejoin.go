@@ -45,7 +45,7 @@ func (p *peerSet) readmit(ids ...string) []string {
 	defer p.mu.Unlock()
 	var out []string
 	for _, id := range ids {
-		if p.retired[id] && !p.joining[id] {
+		if p.retired[id] && !p.joining[id] && !p.banned[id] {
 			p.joining[id] = true
 			out = append(out, id)
 		}

@@ -148,6 +148,8 @@ func TestBadSpecs(t *testing.T) {
 		{"local scored", "data: {local: web}\nparallel: {score: \"on\"}", []string{"parallel.score: on needs a held-out batch every replica shares"}},
 		{"audit negative", "parallel: {audit: -1, codec: none}", []string{"parallel.audit: must be ≥ 0 and ≤ 64"}},
 		{"audit huge", "parallel: {audit: 65, codec: none}", []string{"parallel.audit: must be ≥ 0 and ≤ 64"}},
+		{"audit not a number", "parallel: {audit: .nan, codec: none}", []string{"parallel.audit: must be ≥ 0 and ≤ 64"}},
+		{"audit infinite", "parallel: {audit: .inf, codec: none}", []string{"parallel.audit: must be ≥ 0 and ≤ 64"}},
 		{"audit with topk", "parallel: {audit: 1, codec: topk}", []string{"parallel.audit: needs parallel.codec none, fp16 or int8"}},
 		{"audit streaming", "parallel: {audit: 1, codec: none, sync: streaming}", []string{"parallel.audit: needs parallel.sync diloco or sync"}},
 		{"audit zero", "parallel: {audit: 1, codec: none, sync: sync}\nmemory: {zero: 1}", []string{"parallel.audit: needs memory.zero 0"}},
