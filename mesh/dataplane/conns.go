@@ -60,6 +60,7 @@ func (d *Plane) adopt(qc *quic.Conn, remote, path string) (*peerConn, error) {
 // serveConn starts a reader for every stream the peer opens, until the connection ends.
 func (d *Plane) serveConn(c *peerConn) {
 	defer d.wg.Done()
+	defer d.resendAfterReset(c) // after forget: a resend must not pick c again
 	defer d.forget(c)
 	for {
 		s, err := c.qc.AcceptUniStream(d.ctx)

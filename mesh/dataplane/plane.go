@@ -111,6 +111,10 @@ type peerConn struct {
 
 	mu      sync.Mutex
 	streams map[frame.Kind]*kindStream
+	// recent are copies of the small frames written on the connection lately, sent again
+	// if it ends in a stateless reset (resend.go); recentBytes is their payload.
+	recent      []sentFrame
+	recentBytes int
 }
 
 func (c *peerConn) alive() bool { return c.qc.Context().Err() == nil }
@@ -210,7 +214,8 @@ func (d *Plane) SetPeerAddr(peerID, addr string) {
 // Send writes f to peer `to` on the stream of f's kind, dialling the peer first if no
 // connection is open. It returns once the frame is handed to QUIC (flow control may make
 // it wait), not when the peer has read it. A failed Send is not retried: the frame may or
-// may not have arrived. Frames of one kind to one peer arrive in the order sent.
+// may not have arrived. A small frame that went into a connection to a peer's process
+// that has since restarted is sent again to the new one (resend.go). Frames of one kind to one peer arrive in the order sent.
 func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if len(f.Payload) > d.maxPayload {
 		return fmt.Errorf("data plane: send to %s: %w: %d-byte payload, bound %d", to, frame.ErrTooBig, len(f.Payload), d.maxPayload)
@@ -229,6 +234,7 @@ func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
 		return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
 	}
+	c.remember(f)
 	d.stats.count(dirSent, to, c.path, f)
 	return nil
 }

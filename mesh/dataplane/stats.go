@@ -33,6 +33,9 @@ type Stats struct {
 	// EvictedConns counts, per peer, connections closed because the peer opened more than
 	// MaxConnsPerPeer.
 	EvictedConns map[string]int64
+	// ResentFrames counts, per peer, frames sent again to the peer's new process after a
+	// connection to its old one ended in a stateless reset (resend.go).
+	ResentFrames map[string]int64
 	// Paths holds, per peer ID and path kind (PathDirect, PathInbound, PathHolePunched,
 	// PathRelayed, PathLibp2p), the traffic carried on that path, both directions summed.
 	Paths map[string]map[string]Traffic
@@ -101,6 +104,7 @@ type counters struct {
 	overflows map[string]int64
 	misbehave map[string]int64
 	evicted   map[string]int64
+	resends   map[string]int64
 	paths     map[[2]string]Traffic // {peer, path}
 }
 
@@ -110,6 +114,7 @@ func (s *counters) init() {
 	s.overflows = map[string]int64{}
 	s.misbehave = map[string]int64{}
 	s.evicted = map[string]int64{}
+	s.resends = map[string]int64{}
 	s.paths = map[[2]string]Traffic{}
 }
 
@@ -141,6 +146,12 @@ func (s *counters) connEvicted(peer string) {
 	s.mu.Unlock()
 }
 
+func (s *counters) resent(peer string) {
+	s.mu.Lock()
+	s.resends[peer]++
+	s.mu.Unlock()
+}
+
 func (s *counters) misbehaved(peer string) {
 	s.mu.Lock()
 	s.misbehave[peer]++
@@ -165,6 +176,7 @@ func (d *Plane) Stats() Stats {
 		MailboxOverflows: maps.Clone(s.overflows),
 		Misbehaved:       maps.Clone(s.misbehave),
 		EvictedConns:     maps.Clone(s.evicted),
+		ResentFrames:     maps.Clone(s.resends),
 		Paths:            map[string]map[string]Traffic{},
 	}
 	for k, t := range s.paths {

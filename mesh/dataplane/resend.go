@@ -1,0 +1,104 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// A peer that restarts in place before anyone noticed (kill -9, then the same identity on
+// the same port) leaves this node sending into a connection to its old process. The first
+// frame written into it reaches the new process only as packets of a connection it does
+// not know, which it answers with a stateless reset (reset.go): the connection closes, and
+// the next Send dials the new process. That first frame, though, was handed to QUIC and
+// Send returned nil: without help it is lost, and a protocol that sends a frame once (a
+// quorum's held set, a rebuild's step) waits for it until it times out. Nothing written on
+// a connection that ended in a stateless reset reached the process that holds the peer's
+// identity now, so the data plane keeps a copy of the small frames written lately on each
+// connection and, when a reset ends it, sends those of the last resendWindow again to the
+// new process. Frames of one kind may then arrive out of order with the ones sent on the
+// new connection meanwhile; keys, not order, match them to their receivers (Recv).
+//
+// Large frames (activations and contributions of real models) are not kept: copying them
+// on every send would cost more than the rare restart saves, and the protocols that send
+// them already wait out a missing member (the quorum's grace window, the stall timeout).
+
+const (
+	// resendWindow is how far back, from the reset, written frames are sent again: the
+	// time a write into a dead connection can take to draw the reset (a round trip, or a
+	// few probe timeouts when the packets went out while no process held the port).
+	resendWindow = 5 * time.Second
+	// resendMaxFrame is the largest payload kept for resending.
+	resendMaxFrame = 64 << 10
+	// resendMaxBytes bounds the payload bytes kept per connection (oldest dropped first).
+	resendMaxBytes = 1 << 20
+)
+
+// sentFrame is a copy of a frame written on a connection, and when.
+type sentFrame struct {
+	at time.Time
+	f  *frame.Frame
+}
+
+// remember keeps a copy of f, just written on c, for resendAfterReset.
+func (c *peerConn) remember(f *frame.Frame) {
+	if len(f.Payload) > resendMaxFrame {
+		return
+	}
+	cp := *f
+	cp.Shape, cp.Payload = slices.Clone(f.Shape), slices.Clone(f.Payload)
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.recent = append(c.recent, sentFrame{at: now, f: &cp})
+	c.recentBytes += len(cp.Payload)
+	drop := 0
+	for drop < len(c.recent) && (c.recentBytes > resendMaxBytes || now.Sub(c.recent[drop].at) > resendWindow) {
+		c.recentBytes -= len(c.recent[drop].f.Payload)
+		drop++
+	}
+	c.recent = slices.Delete(c.recent, 0, drop)
+}
+
+// takeRecent returns the kept frames written since `since`, oldest first, and forgets
+// them all.
+func (c *peerConn) takeRecent(since time.Time) []*frame.Frame {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*frame.Frame
+	for _, s := range c.recent {
+		if !s.at.Before(since) {
+			out = append(out, s.f)
+		}
+	}
+	c.recent, c.recentBytes = nil, 0
+	return out
+}
+
+// resendAfterReset sends again, to the peer's new process, the frames of the last
+// resendWindow written on c when c ended in a stateless reset; otherwise it drops them.
+// It runs once c has ended (serveConn).
+func (d *Plane) resendAfterReset(c *peerConn) {
+	var reset *quic.StatelessResetError
+	if !errors.As(context.Cause(c.qc.Context()), &reset) {
+		c.takeRecent(time.Now().Add(time.Hour)) // nothing to resend: free the copies
+		return
+	}
+	frames := c.takeRecent(time.Now().Add(-resendWindow))
+	if len(frames) == 0 {
+		return
+	}
+	d.log.Info("peer restarted: resending the frames its old process's connection swallowed", "peer", c.peer, "frames", len(frames))
+	for _, f := range frames {
+		if err := d.Send(d.ctx, c.peer, f); err != nil {
+			d.log.Warn("resend to a restarted peer", "peer", c.peer, "err", err)
+			return
+		}
+		d.stats.resent(c.peer)
+	}
+}

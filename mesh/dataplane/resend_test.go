@@ -1,0 +1,37 @@
+package dataplane
+
+import (
+	"testing"
+	"time"
+
+	"github.com/meshnode/meshnode/mesh/frame"
+)
+
+// TestResendKeepsRecentSmallFrames: a connection keeps copies of the small frames written
+// on it (not the caller's buffers), drops frames over resendMaxFrame and the oldest past
+// resendMaxBytes, and takeRecent hands back those since a time, oldest first, and forgets
+// all.
+func TestResendKeepsRecentSmallFrames(t *testing.T) {
+	c := &peerConn{}
+	payload := []byte("held set")
+	c.remember(&frame.Frame{Kind: frame.KindScalar, Step: 1, Payload: payload})
+	payload[0] = 'X' // the caller reuses its buffer
+	c.remember(&frame.Frame{Kind: frame.KindActivation, Step: 2, Payload: make([]byte, resendMaxFrame+1)})
+	if len(c.recent) != 1 || string(c.recent[0].f.Payload) != "held set" {
+		t.Fatalf("kept %d frames, first %q: want one copy of the small frame", len(c.recent), c.recent[0].f.Payload)
+	}
+	for i := range resendMaxBytes / resendMaxFrame {
+		c.remember(&frame.Frame{Kind: frame.KindScalar, Step: uint32(3 + i), Payload: make([]byte, resendMaxFrame)})
+	}
+	if c.recentBytes > resendMaxBytes || c.recent[0].f.Step != 3 {
+		t.Fatalf("kept %d bytes from step %d: want at most %d, the oldest dropped", c.recentBytes, c.recent[0].f.Step, resendMaxBytes)
+	}
+	c.recent[0].at = time.Now().Add(-time.Minute)
+	got := c.takeRecent(time.Now().Add(-resendWindow))
+	if len(got) != resendMaxBytes/resendMaxFrame-1 || got[0].Step != 4 {
+		t.Fatalf("took %d frames from step %d: want all but the old one, oldest first", len(got), got[0].Step)
+	}
+	if len(c.recent) != 0 || c.recentBytes != 0 {
+		t.Fatalf("%d frames, %d bytes still kept after takeRecent", len(c.recent), c.recentBytes)
+	}
+}
