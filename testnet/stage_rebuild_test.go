@@ -189,6 +189,16 @@ func rebuildStage(t *testing.T, spare bool) {
 	}
 	t.Logf("killed %s at %s, restarted at %s, %s in its place; both stages copied step %d", victim.Spec.Name, killed.Format("15:04:05.000"),
 		restarted.Format("15:04:05.000"), stand.Spec.Name, copied[stand.ID])
+	// A move the scheduler committed before the kill resumes from its checkpoint, and the
+	// samples can show that only after the kill (ci37: growth onto the spare 40 ms before
+	// it, progress 288 → 201): the first regression to at or past such a move's resume
+	// step is the move's, not the kill's.
+	resumed := -1
+	for _, ev := range d.Events {
+		if ev.Is(consensus.EventRebalance) && ev.Time.Before(killed) {
+			resumed = ev.Step
+		}
+	}
 	var stall time.Duration
 	samples := d.Progress.Samples
 	for i := 1; i < len(samples); i++ {
@@ -197,6 +207,11 @@ func rebuildStage(t *testing.T, spare bool) {
 			break // the load move resumes from a checkpoint: steps go back, and it waits
 		}
 		if p.Step < prev.Step && !p.Time.Before(killed) { // a move before the kill is not the kill's
+			if resumed >= 0 && p.Step >= resumed {
+				t.Logf("progress went back from step %d to %d: the move before the kill resumed from step %d", prev.Step, p.Step, resumed)
+				resumed = -1
+				continue
+			}
 			t.Errorf("progress went back from step %d to %d", prev.Step, p.Step)
 		}
 		if p.Time.After(killed.Add(-5*time.Second)) && p.Step > prev.Step {
