@@ -40,6 +40,7 @@ func (r replicaDraft) micro(m int) int { return min(m, r.batch) }
 // stage's round trip to the end of the pipeline divided by its in-flight window.
 type replicaEstimate struct {
 	step, compute, transfer, bubble float64
+	audit                           float64 // expected recompute of other members' work (audit.go), in step
 	// boundKind is what set the period (boundCompute, boundLink, boundSends, boundWindow)
 	// at boundStage.
 	boundKind, boundStage int
@@ -230,10 +231,11 @@ func (in *instance) estimate(d draft) (Breakdown, string) {
 	in = in.shared(d)
 	var b Breakdown
 	reason := ""
-	for _, r := range d.replicas {
-		e := in.estimateReplica(r, d.m)
+	es := in.replicaEstimates(d)
+	for i, r := range d.replicas {
+		e := es[i]
 		if e.step > b.Step || reason == "" {
-			b = Breakdown{Step: e.step, Compute: e.compute, Transfer: e.transfer, Bubble: e.bubble}
+			b = Breakdown{Step: e.step, Compute: e.compute, Transfer: e.transfer, Bubble: e.bubble, Audit: e.audit}
 			reason = in.boundText(r, d.m, e)
 		}
 	}
@@ -252,11 +254,27 @@ func (in *instance) estimateStep(d draft) float64 { return in.shared(d).estimate
 // estimateStepAlone is estimateStep on in's speeds as they are, co-location aside.
 func (in *instance) estimateStepAlone(d draft) float64 {
 	step := 0.0
-	for _, r := range d.replicas {
-		step = math.Max(step, in.estimateReplica(r, d.m).step)
+	for _, e := range in.replicaEstimates(d) {
+		step = math.Max(step, e.step)
 	}
 	syncPhase, _ := in.syncEstimate(d)
 	return step + syncPhase/in.inner
+}
+
+// replicaEstimates is estimateReplica of each of d's replicas, each step with its expected
+// audit recompute (audit.go) added.
+func (in *instance) replicaEstimates(d draft) []replicaEstimate {
+	es := make([]replicaEstimate, len(d.replicas))
+	compute := make([]float64, len(d.replicas))
+	for i, r := range d.replicas {
+		es[i] = in.estimateReplica(r, d.m)
+		compute[i] = es[i].compute
+	}
+	for i, a := range in.auditTimes(d, compute) {
+		es[i].audit = a
+		es[i].step += a
+	}
+	return es
 }
 
 // memoryCheck verifies every stage's memory in its stated mode under the plan's schedule

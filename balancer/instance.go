@@ -28,6 +28,7 @@ type instance struct {
 	tokens                         float64   // context
 	tiedTable                      float64   // a tied head's table bytes (model.LayerCost.TiedTableBytes), else 0
 	inner                          float64   // steps per sync
+	audit                          float64   // Sync.Audit
 	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
 	sched                          jobspec.Schedule
@@ -168,6 +169,7 @@ func (in *instance) addLayers(job Job) {
 	if in.compress == 0 {
 		in.compress = 1
 	}
+	in.audit = job.Sync.Audit
 	in.inner, in.fragments = 1, 1
 	if job.Sync.Mode == jobspec.SyncStreaming && job.Sync.Fragments > 1 {
 		in.fragments = float64(job.Sync.Fragments)

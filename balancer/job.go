@@ -40,6 +40,9 @@ func (j Job) Validate() error {
 	if j.Sync.Fragments < 0 || (len(j.Layers) > 0 && j.Sync.Fragments > len(j.Layers)) {
 		errs = append(errs, fmt.Errorf("job: sync.fragments must be between 0 (one) and the %d layers (got %d)", len(j.Layers), j.Sync.Fragments))
 	}
+	if a := j.Sync.Audit; !(a >= 0 && a <= jobspec.MaxAudit) {
+		errs = append(errs, fmt.Errorf("job: sync.audit must be between 0 and %d (got %g)", jobspec.MaxAudit, a))
+	}
 	if j.Sync.InnerSteps < 0 {
 		errs = append(errs, fmt.Errorf("job: sync.inner_steps must be ≥ 0 (got %d)", j.Sync.InnerSteps))
 	}

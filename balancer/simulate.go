@@ -53,8 +53,19 @@ func (in *instance) simulate(d draft) Simulation {
 	in = in.shared(d) // the speeds co-located nodes get (colocation.go), as the estimate prices them
 	var sim Simulation
 	loads := map[[2]int]float64{}
-	for _, r := range d.replicas {
+	var audits []float64 // recomputing other members' work, between the steps (audit.go)
+	if in.audited(d) {
+		compute := make([]float64, len(d.replicas))
+		for i, r := range d.replicas {
+			compute[i] = in.estimateReplica(r, d.m).compute
+		}
+		audits = in.auditTimes(d, compute)
+	}
+	for i, r := range d.replicas {
 		t, events := in.simulateReplica(r, d.m, loads)
+		if audits != nil {
+			t += audits[i]
+		}
 		if S := len(r.nodes); in.tiedTable > 0 && S > 1 {
 			// A tied model's table goes from the first stage to the last before the
 			// step, its gradient back after the backward passes (model/tied.go).

@@ -141,6 +141,11 @@ type Sync struct {
 	// Fragments is SyncStreaming's number of sync events per outer period (≤ the layers);
 	// 0 means 1. Other modes ignore it.
 	Fragments int `json:"fragments"`
+	// Audit is the job's parallel.audit: how many members of each gather are drawn, on
+	// average, for every other member to recompute their work; 0 for none. It is priced
+	// only where the engine audits: a plan of two or more replicas, each one stage held
+	// whole in memory (audit.go).
+	Audit float64 `json:"audit,omitempty"`
 }
 
 // Job is what is being trained: the model's per-layer costs and the batch shape.
@@ -250,6 +255,9 @@ type Breakdown struct {
 	Bubble float64 `json:"bubble_s"`
 	// Sync is the replica synchronisation, amortised per step.
 	Sync float64 `json:"sync_s"`
+	// Audit is the expected time per step the replica spends recomputing other members'
+	// work (Sync.Audit), amortised per step; included in Step.
+	Audit float64 `json:"audit_s,omitempty"`
 }
 
 // LinkLoad is the bytes per step on one directed link.

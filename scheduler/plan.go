@@ -185,7 +185,7 @@ func planInputsKeeping(spec jobspec.Spec, cands []candidate, keep map[string]boo
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
 		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: spec.Parallel.Schedule,
 		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
-			Compression: ratio, Fragments: spec.Parallel.Fragments},
+			Compression: ratio, Fragments: spec.Parallel.Fragments, Audit: spec.Parallel.Audit},
 		Recompute: recompute(spec.Memory.Recompute),
 		Zero:      spec.Memory.Zero,
 		Offload:   offload(spec.Memory.Offload),

@@ -37,7 +37,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 				Links: []balancer.Link{{From: "n1", To: "n2", RTT: 0.02, Bandwidth: 12.5e6}},
 			},
 			Job: balancer.Job{Layers: []model.LayerCost{cost}, Batch: 16, Context: 128, MicroBatches: 4, Schedule: jobspec.Schedule1F1B,
-				Sync:      balancer.Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, Compression: 4, Fragments: 2},
+				Sync:      balancer.Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, Compression: 4, Fragments: 2, Audit: 1.5},
 				Recompute: jobspec.RecomputeAuto, Zero: 1, Offload: jobspec.OffloadAuto},
 			Strategy: jobspec.StrategyAuto, MaxReplicas: 2, Stages: 2,
 		},

@@ -1,0 +1,51 @@
+package balancer
+
+// A job with parallel.audit has each gather's members drawn, every one with probability
+// p = min(1, audit/R) over the R replicas, and every other member recomputes each drawn
+// member's work since the last gather from the same starting weights (parallel/audit.go):
+// one replica's steps, on the auditor's own speed. Per step, replica i then spends, on
+// average,
+//
+//	p · Σ_{j≠i} compute_i · batch_j / batch_i
+//
+// recomputing: its own compute per step scaled to each other replica's share of the batch.
+// The outer step waits for the slowest member, so that cost adds to each replica's step
+// before the maximum. It is the expectation; a gather that draws more members than
+// average takes longer, one that draws none is a plain gather. Without this the planner
+// predicted an audited job's steps as if nobody recomputed anything: 1.4× fast at audit 1
+// on three replicas, enough for the straggler detector to take every node for slow.
+
+// audited says whether the engine audits d's gathers: audit asked for, two replicas or
+// more, each one stage held whole in memory (no offload).
+func (in *instance) audited(d draft) bool {
+	if !(in.audit > 0) || len(d.replicas) < 2 {
+		return false
+	}
+	for _, r := range d.replicas {
+		if len(r.nodes) != 1 || r.mode(0).offload > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// auditTimes is, per replica of d, the expected recompute time per step (above), given
+// each replica's compute per step; nil when d is not audited.
+func (in *instance) auditTimes(d draft, compute []float64) []float64 {
+	if !in.audited(d) {
+		return nil
+	}
+	R := len(d.replicas)
+	p := min(1, in.audit/float64(R))
+	total := 0
+	for _, r := range d.replicas {
+		total += r.batch
+	}
+	out := make([]float64, R)
+	for i, r := range d.replicas {
+		if r.batch > 0 {
+			out[i] = p * compute[i] * float64(total-r.batch) / float64(r.batch)
+		}
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package balancer
+
+import (
+	"testing"
+
+	"github.com/meshnode/meshnode/consensus/jobspec"
+)
+
+// threeNodes is three 1-GFLOP/s nodes joined by free links.
+func threeNodes() Snapshot {
+	var s Snapshot
+	for _, id := range []string{"a", "b", "c"} {
+		s.Nodes = append(s.Nodes, Node{ID: id, GFLOPS: 1, MemoryBytes: 1 << 40})
+	}
+	for _, x := range s.Nodes {
+		for _, y := range s.Nodes {
+			if x.ID != y.ID {
+				s.Links = append(s.Links, Link{From: x.ID, To: y.ID, Bandwidth: 1e30})
+			}
+		}
+	}
+	return s
+}
+
+// TestAuditIsPriced: an audited job's step includes each replica's expected recompute of
+// the others' work, p·Σ_{j≠i} compute_i·batch_j/batch_i with p = min(1, audit/R), in the
+// simulation, the estimate and its breakdown; a plan the engine does not audit (pipeline
+// stages) is priced as before.
+func TestAuditIsPriced(t *testing.T) {
+	// 6 GFLOP per sequence (two layers of 1 forward and 2 backward GFLOP per token, one
+	// token), 1 GFLOP/s: a replica of b sequences computes 6b s per step.
+	job := Job{Layers: uniformLayers(2, 1e9, 4, 0), Batch: 6, Context: 1,
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10}}
+	replicas := func(batches ...int) Plan {
+		p := Plan{MicroBatches: 1}
+		for i, b := range batches {
+			p.Replicas = append(p.Replicas, Replica{Batch: b, Stages: []Stage{{Node: string(rune('a' + i)), First: 0, Last: 2}}})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name    string
+		audit   float64
+		plan    Plan
+		want    float64
+		audited bool
+	}{
+		{"no audit", 0, replicas(2, 2, 2), 12, false},
+		// p = 1/3; each replica recomputes 2 × 2 sequences: 12 + 12·4/2/3 = 20 s.
+		{"audit 1", 1, replicas(2, 2, 2), 20, true},
+		// p = 1: every other member's work, 12 + 24 = 36 s.
+		{"audit 3", 3, replicas(2, 2, 2), 36, true},
+		{"audit over R", 64, replicas(2, 2, 2), 36, true},
+		// Unequal shares: 6 + 6·5/3 = 16, 12 + 8 = 20, 18 + 6 = 24; the slowest binds.
+		{"audit 1, unequal shares", 1, replicas(1, 2, 3), 24, true},
+		// Two stages per replica: not audited.
+		{"pipeline", 3, Plan{MicroBatches: 1, Replicas: []Replica{
+			{Batch: 3, Stages: []Stage{{Node: "a", First: 0, Last: 1}, {Node: "b", First: 1, Last: 2}}},
+			{Batch: 3, Stages: []Stage{{Node: "c", First: 0, Last: 2}}}}}, 18 + 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := job
+			job.Sync.Audit = tc.audit
+			sim, err := Simulate(threeNodes(), job, tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !near(sim.Step, tc.want) {
+				t.Errorf("simulated step %g s, want %g", sim.Step, tc.want)
+			}
+			in, err := newInstance(threeNodes(), job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := in.fromPlan(tc.plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := in.estimate(d)
+			if !near(b.Step, tc.want) || !near(in.estimateStep(d), tc.want) {
+				t.Errorf("estimated step %g s (alone %g), want %g", b.Step, in.estimateStep(d), tc.want)
+			}
+			if (b.Audit > 0) != tc.audited {
+				t.Errorf("breakdown audit %g s, audited %v", b.Audit, tc.audited)
+			}
+		})
+	}
+	job.Sync.Audit = -1
+	if err := job.Validate(); err == nil {
+		t.Error("sync.audit −1 accepted")
+	}
+}
