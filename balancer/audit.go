@@ -49,3 +49,49 @@ func (in *instance) auditTimes(d draft, compute []float64) []float64 {
 	}
 	return out
 }
+
+// keepAuditable is pool without the candidates whose work nobody would check when the job
+// asks for audits and some candidate's would be: replicas the engine audits (audited), or
+// one node alone, which has nobody to lie to. Priced with their recompute, audited
+// replicas lose to a pipeline whose stages nobody recomputes (a mixed plan of a pipeline
+// and a one-stage replica on three equal nodes, TestAuditedJobKeepsAuditablePlans): the
+// planner must not trade the check the job asked for against speed.
+func (in *instance) keepAuditable(pool []candidate) []candidate {
+	if !(in.audit > 0) {
+		return pool
+	}
+	var kept []candidate
+	for _, c := range pool {
+		if in.checked(c.d) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		return pool
+	}
+	return kept
+}
+
+// auditableGrouping is, for a job that asks for audits, every node a replica of its own
+// when each holds the model and maxR allows that many (the groupings auto otherwise
+// considers double the replica count, so three nodes never got three one-stage
+// replicas); nil otherwise, or when that grouping is already a usual one (a power of two).
+func (in *instance) auditableGrouping(maxR int) [][]int {
+	if !(in.audit > 0) || in.n < 2 || in.n > maxR || in.n&(in.n-1) == 0 {
+		return nil
+	}
+	g := make([][]int, in.n)
+	for i := range g {
+		g[i] = []int{i}
+	}
+	if !in.eachHolds(g) {
+		return nil
+	}
+	return g
+}
+
+// checked says whether d's work is checked as a job asking for audits wants: its replicas
+// audited, or one node alone. Always true for a job without audits.
+func (in *instance) checked(d draft) bool {
+	return !(in.audit > 0) || in.audited(d) || (len(d.replicas) == 1 && len(d.replicas[0].nodes) == 1)
+}

@@ -90,3 +90,33 @@ func TestAuditIsPriced(t *testing.T) {
 		t.Error("sync.audit −1 accepted")
 	}
 }
+
+// TestAuditedJobKeepsAuditablePlans: asked for audits, auto keeps a plan whose replicas
+// the engine can audit (one whole-model stage each) even where pricing the recompute
+// makes a pipeline, whose stages nobody recomputes, predicted faster; without audits the
+// pipeline wins on these nodes.
+func TestAuditedJobKeepsAuditablePlans(t *testing.T) {
+	job := Job{Layers: uniformLayers(6, 1e9, 4, 0), Batch: 12, Context: 1, MicroBatches: 12,
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10}}
+	stages := func(p Plan) int {
+		n := 0
+		for _, r := range p.Replicas {
+			n = max(n, len(r.Stages))
+		}
+		return n
+	}
+	p, err := NewPlan(threeNodes(), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("no audit: %d replicas of up to %d stages, %.3g s/step: %s", len(p.Replicas), stages(p), p.Predicted.Step, p.Reason)
+	job.Sync.Audit = 3
+	pa, err := NewPlan(threeNodes(), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("audit 3: %d replicas of up to %d stages, %.3g s/step (audit %.3g): %s", len(pa.Replicas), stages(pa), pa.Predicted.Step, pa.Predicted.Audit, pa.Reason)
+	if len(pa.Replicas) < 2 || stages(pa) != 1 || !(pa.Predicted.Audit > 0) {
+		t.Fatalf("audited job planned %d replicas of up to %d stages (audit %g s): want auditable one-stage replicas", len(pa.Replicas), stages(pa), pa.Predicted.Audit)
+	}
+}

@@ -139,6 +139,7 @@ func (in *instance) forcedReplicas(opts Options, cands []candidate) bool {
 // step of progress), the step simulated when the pool is cheap enough to simulate, else
 // estimated. Ties keep the earlier candidate.
 func (in *instance) judge(pool []candidate) candidate {
+	pool = in.keepAuditable(pool)
 	events := 0
 	for _, c := range pool {
 		events += simEvents(c.d)
@@ -250,6 +251,9 @@ func (in *instance) allGroupings(opts Options) [][][]int {
 			}
 			out = append(out, g)
 		}
+	}
+	if g := in.auditableGrouping(maxR); g != nil {
+		out = append(out, g)
 	}
 	return out
 }

@@ -188,10 +188,11 @@ func (in *instance) activationError(p *pipe) error {
 }
 
 // noWorseThanEven returns even's draft when it simulates faster than d (or, where
-// simulating is too costly, when it is estimated faster).
+// simulating is too costly, when it is estimated faster), unless d's work is checked by
+// the audits the job asks for and even's would not be.
 func (in *instance) noWorseThanEven(d draft) draft {
 	even, err := in.planEven()
-	if err != nil {
+	if err != nil || (in.checked(d) && !in.checked(even)) { // audits asked: keepAuditable
 		return d
 	}
 	if in.better(even, d) {
