@@ -245,7 +245,11 @@ func TestLaunchLimitsAreErrors(t *testing.T) {
 // backend (purego, staging, launches) on the kernels' own CUDA C source, compiled for the
 // host and run thread by thread by the fake driver: the kernels' index arithmetic,
 // reductions, barriers and warp shuffles as written, without a GPU. What it cannot show
-// is what nvcc/clang's device code generation, the PTX JIT and the hardware do.
+// is what nvcc/clang's device code generation, the PTX JIT and the hardware do. Nor can it
+// show determinism: the fake driver runs blocks one after another and a block's threads in
+// a fixed coroutine order, so two runs always agree whatever the kernels' atomics and
+// reductions do on a GPU; Determinism is left to TestConformance on a device. (It was 165
+// of this test's 225 s on the 2-vCPU CI machine, the emulated attention run twice.)
 func TestConformanceOnEmulatedKernels(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs every kernel's threads as host threads")
@@ -256,7 +260,11 @@ func TestConformanceOnEmulatedKernels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	devicetest.Run(t, b)
+	for _, c := range devicetest.Tests {
+		if c.Name != "Determinism" {
+			t.Run(c.Name, func(t *testing.T) { c.Fn(t, b) })
+		}
+	}
 	if err := b.Sync(); err != nil {
 		t.Fatal(err)
 	}
