@@ -15,6 +15,32 @@ func CompleteCheckpoint(j Job, live func(node string) bool) (Checkpoint, bool) {
 	return Checkpoint{}, false
 }
 
+// CheckpointEpoch is the epoch a checkpoint written in epoch is recorded under: the first
+// of the chain of in-place epochs (JobPlan.Continues) that epoch belongs to. Workers take
+// an in-place epoch over at their own next step, so the stages writing one step's
+// checkpoint can be in two epochs of one chain; they train one trajectory, and their
+// files are one checkpoint, which the control plane joins into one manifest only under
+// one epoch. Recorded under each stage's own epoch, a checkpoint that straddled a
+// recalibration was split in two manifests, neither complete (a CI run of
+// TestStageNodeLossResumesFromCheckpoint: step 35 under epochs 2 and 3). An epoch whose
+// plan is not in j's history counts as the chain's start.
+func CheckpointEpoch(j Job, epoch uint64) uint64 {
+	plans := map[uint64]*JobPlan{}
+	for _, e := range j.Epochs {
+		plans[e.Epoch] = e.Plan
+	}
+	if j.Plan != nil {
+		plans[j.Epoch] = j.Plan
+	}
+	for epoch > 1 {
+		if p := plans[epoch]; p == nil || !p.Continues {
+			break
+		}
+		epoch--
+	}
+	return epoch
+}
+
 // CheckpointSurvives reports whether m's files, counting only those with a holder for which
 // live says true (nil: all), hold every one of numLayers layers, weights and moments: a job
 // can resume from it.

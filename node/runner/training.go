@@ -21,9 +21,12 @@ type training struct {
 	job   consensus.Job
 	epoch uint64
 	jp    scheduler.JobPlan
-	steps int // the schedule's total steps
-	w     *parallel.Worker
-	p     *progress
+	// ckptEpoch is the epoch this worker's checkpoints are recorded under: the start of
+	// its chain of in-place epochs (scheduler.CheckpointEpoch), the same on every stage.
+	ckptEpoch uint64
+	steps     int // the schedule's total steps
+	w         *parallel.Worker
+	p         *progress
 	// follower hands over the in-place epochs that follow epoch (nil: none will);
 	// evaluates says whether this worker computes the validation loss.
 	follower  *follower
@@ -53,7 +56,8 @@ func newTraining(r *Runner, j consensus.Job, epoch uint64, jp scheduler.JobPlan,
 	}
 	report, evaluates := roles(jp, r.cfg.Self)
 	p := &progress{control: r.cfg.Control, job: j.ID, self: r.cfg.Self, epoch: epoch, report: report, members: len(jp.Nodes()), tokens: global * cfg.Train.Model.Context}
-	return &training{r: r, job: j, epoch: epoch, jp: jp, steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone(), evaluates: evaluates}
+	return &training{r: r, job: j, epoch: epoch, jp: jp, ckptEpoch: scheduler.CheckpointEpoch(JobView(j), epoch),
+		steps: cfg.Train.Steps, w: w, p: p, lastCkpt: w.StepsDone(), evaluates: evaluates}
 }
 
 // followEpoch takes over the latest in-place epoch, if one came: its number for what the
@@ -157,7 +161,9 @@ func (t *training) checkpoint(ctx context.Context, step int) error {
 	done := make(chan struct{})
 	t.stored = done
 	t.writes.Add(1)
-	epoch, jp := t.epoch, t.jp // followEpoch may change them while the write runs
+	// Under the chain's epoch, not t.epoch: a stage that took an in-place epoch over
+	// before this step writes the same checkpoint as one that did not yet.
+	epoch, jp := t.ckptEpoch, t.jp // followEpoch may change jp while the write runs
 	go func() {
 		defer t.writes.Done()
 		defer close(done)
