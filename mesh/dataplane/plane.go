@@ -215,7 +215,8 @@ func (d *Plane) SetPeerAddr(peerID, addr string) {
 // connection is open. It returns once the frame is handed to QUIC (flow control may make
 // it wait), not when the peer has read it. A failed Send is not retried: the frame may or
 // may not have arrived. A small frame that went into a connection to a peer's process
-// that has since restarted is sent again to the new one (resend.go). Frames of one kind to one peer arrive in the order sent.
+// that has since restarted is sent again to the new one (resend.go). Frames of one kind
+// to one peer arrive in the order sent, except such a resent frame.
 func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if len(f.Payload) > d.maxPayload {
 		return fmt.Errorf("data plane: send to %s: %w: %d-byte payload, bound %d", to, frame.ErrTooBig, len(f.Payload), d.maxPayload)
