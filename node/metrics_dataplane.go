@@ -27,7 +27,7 @@ type dataPlaneCollector struct {
 	n                                    *Node
 	sentBytes, recvBytes, sent, received *prometheus.Desc
 	bad, inflight, pathBytes, expired    *prometheus.Desc
-	misbehaved                           *prometheus.Desc
+	misbehaved, resent                   *prometheus.Desc
 }
 
 func newDataPlaneCollector(n *Node) *dataPlaneCollector {
@@ -46,12 +46,14 @@ func newDataPlaneCollector(n *Node) *dataPlaneCollector {
 		expired:   d("expired_frames_total", "Frames of jobs this node does not run, dropped after waiting the data plane's UnknownJobTTL."),
 		misbehaved: d("misbehaved_total",
 			"Peers disconnected because the engine caught them sending frames the protocol never sends (wrong length, dtype or codec)."),
+		resent: d("resent_frames_total",
+			"Frames sent again to a peer's new process after the connection to its old one ended in a stateless reset (it restarted in place)."),
 		pathBytes: d("path_bytes_total", "Payload bytes exchanged with a peer (both directions) by kind of path: direct, inbound, hole-punched, relayed, libp2p.", "peer", "path"),
 	}
 }
 
 func (c *dataPlaneCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes, c.expired, c.misbehaved} {
+	for _, d := range []*prometheus.Desc{c.sentBytes, c.recvBytes, c.sent, c.received, c.bad, c.inflight, c.pathBytes, c.expired, c.misbehaved, c.resent} {
 		ch <- d
 	}
 }
@@ -87,11 +89,8 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.bad, prometheus.CounterValue, float64(st.TotalBadFrames()))
 	gauge(ch, c.inflight, float64(st.InFlightBytes))
 	ch <- prometheus.MustNewConstMetric(c.expired, prometheus.CounterValue, float64(st.ExpiredFrames))
-	var misbehaved int64
-	for _, n := range st.Misbehaved {
-		misbehaved += n
-	}
-	ch <- prometheus.MustNewConstMetric(c.misbehaved, prometheus.CounterValue, float64(misbehaved))
+	ch <- prometheus.MustNewConstMetric(c.misbehaved, prometheus.CounterValue, float64(total(st.Misbehaved)))
+	ch <- prometheus.MustNewConstMetric(c.resent, prometheus.CounterValue, float64(total(st.ResentFrames)))
 	paths := map[[2]string]int64{}
 	for p, kinds := range st.Paths {
 		if !members[p] {
@@ -104,6 +103,15 @@ func (c *dataPlaneCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, b := range paths {
 		ch <- prometheus.MustNewConstMetric(c.pathBytes, prometheus.CounterValue, float64(b), k[0], k[1])
 	}
+}
+
+// total is the sum of a per-peer count.
+func total(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func emitTraffic(ch chan<- prometheus.Metric, m map[flowLabels]dataplane.Traffic, bytes, frames *prometheus.Desc) {
