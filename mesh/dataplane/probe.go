@@ -65,6 +65,20 @@ type probeState struct {
 	mu      sync.Mutex
 	waiting map[uint64]chan *frame.Frame // token → the waiting Probe
 	replies chan struct{}                // maxProbeReplies tokens
+	// lose is how many of the next pings this side answers nothing, as if they were lost
+	// on the way (tests of the ping's retry set it; zero otherwise).
+	lose int
+}
+
+// lost says whether a ping that arrived is to be taken as lost (lose).
+func (s *probeState) lost() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lose > 0 {
+		s.lose--
+		return true
+	}
+	return false
 }
 
 func (s *probeState) wait(token uint64) chan *frame.Frame {
@@ -118,6 +132,9 @@ func (d *Plane) handleProbeFrame(peer string, f *frame.Frame) {
 	case f.Index == probeOpPong && len(f.Payload) == 0, f.Index == probeOpAck && len(f.Payload) == 0:
 		d.probes.deliver(f)
 	case f.Index == probeOpPing && len(f.Payload) == 0:
+		if d.probes.lost() {
+			return
+		}
 		d.replyProbe(peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpPong, Job: f.Job})
 	case f.Index == probeOpData:
 		d.replyProbe(peer, &frame.Frame{Kind: frame.KindProbe, DType: frame.DTypeU8, Index: probeOpAck, Job: f.Job, Step: uint32(len(f.Payload))})
@@ -154,7 +171,7 @@ func (d *Plane) Probe(ctx context.Context, peerID string, cfg ProbeConfig) (rtt 
 	defer cancel()
 	rtts := make([]time.Duration, 0, cfg.pings())
 	for range cfg.pings() {
-		took, err := d.probeOnce(ctx, peerID, &frame.Frame{Index: probeOpPing}, probeOpPong, 0)
+		took, err := d.ping(ctx, peerID)
 		if err != nil {
 			return 0, 0, fmt.Errorf("data plane: probe %s: ping: %w", peerID, err)
 		}
@@ -180,6 +197,29 @@ func (d *Plane) Probe(ctx context.Context, peerID string, cfg ProbeConfig) (rtt 
 		}
 		next := max(2*size, int(bandwidth/8*cfg.target().Seconds())) // jump to the target's size
 		size = min(next, cfg.maxBytes())
+	}
+}
+
+// pingRetry is how long a ping waits for its pong before another ping (a new token) is
+// sent; each further try waits twice as long, within the probe's timeout.
+const pingRetry = 2 * time.Second
+
+// ping is one ping/pong round trip, the ping sent again when no pong came in pingRetry
+// (then 2×, 4×, …): a ping is one small frame, and one frame can be lost with the
+// connection it went into (a peer's connection closed by a CONNECTION_CLOSE that did not
+// arrive, a peer restarted). Sent once, such a loss cost the whole probe its timeout: two
+// such probes in a row left a testnet unready after 86 s (CI: "node0 sees no data-plane
+// link of node2 to node0", each probe "ping: context deadline exceeded"). A pong that
+// comes after its ping was given up is dropped (its token is no longer awaited).
+func (d *Plane) ping(ctx context.Context, peerID string) (time.Duration, error) {
+	for wait := pingRetry; ; wait *= 2 {
+		try, cancel := context.WithTimeout(ctx, wait)
+		took, err := d.probeOnce(try, peerID, &frame.Frame{Index: probeOpPing}, probeOpPong, 0)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return took, err
+		}
+		d.log.Debug("no pong yet; pinging again", "peer", peerID, "waited", wait)
 	}
 }
 

@@ -112,3 +112,24 @@ func TestDataPlaneBadProbeFrames(t *testing.T) {
 	rawWrite(t, qc, probeFrame(probeOpPing, []byte("x")), true)
 	testutil.WaitFor(t, 10*time.Second, "three bad frames", func() bool { return d.Stats().BadFrames[rawID] == 3 })
 }
+
+// TestDataPlaneProbeSurvivesALostPing: a ping (or its pong) that is lost is sent again
+// after pingRetry, with a new token, so the probe still measures the link instead of
+// failing at its timeout; sent once, it did.
+func TestDataPlaneProbeSurvivesALostPing(t *testing.T) {
+	ds := dpMesh(t, 2)
+	a, b := ds[0], ds[1]
+	b.probes.mu.Lock()
+	b.probes.lose = 2 // the first ping and its first retry
+	b.probes.mu.Unlock()
+	cfg := testDataProbe
+	cfg.Timeout = 20 * time.Second
+	start := time.Now()
+	rtt, bw, err := a.Probe(context.Background(), b.Self(), cfg)
+	if err != nil {
+		t.Fatalf("probe with two pings lost: %v", err)
+	}
+	if took := time.Since(start); took < 3*pingRetry || rtt <= 0 || rtt >= pingRetry || bw <= 0 {
+		t.Fatalf("probe took %v (two retries: ≥ %v), rtt %v, bandwidth %.0f bit/s", took, 3*pingRetry, rtt, bw)
+	}
+}
