@@ -24,6 +24,11 @@ import (
 // new process. Frames of one kind may then arrive out of order with the ones sent on the
 // new connection meanwhile; keys, not order, match them to their receivers (Recv).
 //
+// A Confirm's connection swallows frames the same way: the peer that dialled it to check
+// an address closes it (ConnConfirmed) once its handshake is done, without reading, while
+// this side, which adopted it as a connection the peer dialled, may already have written
+// into it; those frames are sent again too.
+//
 // Large frames (activations and contributions of real models) are not kept: copying them
 // on every send would cost more than the rare restart saves, and the protocols that send
 // them already wait out a missing member (the quorum's grace window, the stall timeout).
@@ -80,12 +85,23 @@ func (c *peerConn) takeRecent(since time.Time) []*frame.Frame {
 	return out
 }
 
-// resendAfterReset sends again, to the peer's new process, the frames of the last
-// resendWindow written on c when c ended in a stateless reset; otherwise it drops them.
-// It runs once c has ended (serveConn).
-func (d *Plane) resendAfterReset(c *peerConn) {
+// swallowed says whether a connection that ended by cause delivered none of what was
+// written on it to the process that holds the peer's identity now: it ended in a stateless
+// reset (that process never had it), or the peer closed it with ConnConfirmed (a Confirm's
+// connection, which the peer closes once its handshake is done and never reads from; the
+// side that accepted it sends on it at once, as on any connection a peer dialled, until
+// the close arrives).
+func swallowed(cause error) bool {
 	var reset *quic.StatelessResetError
-	if !errors.As(context.Cause(c.qc.Context()), &reset) {
+	var app *quic.ApplicationError
+	return errors.As(cause, &reset) || errors.As(cause, &app) && app.Remote && app.ErrorCode == ConnConfirmed
+}
+
+// resendAfterReset sends again, to the process that holds the peer's identity now, the
+// frames of the last resendWindow written on c when c ended so that none reached it
+// (swallowed); otherwise it drops them. It runs once c has ended (serveConn).
+func (d *Plane) resendAfterReset(c *peerConn) {
+	if !swallowed(context.Cause(c.qc.Context())) {
 		c.takeRecent(time.Now().Add(time.Hour)) // nothing to resend: free the copies
 		return
 	}
@@ -93,10 +109,10 @@ func (d *Plane) resendAfterReset(c *peerConn) {
 	if len(frames) == 0 {
 		return
 	}
-	d.log.Info("peer restarted: resending the frames its old process's connection swallowed", "peer", c.peer, "frames", len(frames))
+	d.log.Info("resending the frames a connection swallowed (the peer restarted, or it was a peer's address check)", "peer", c.peer, "frames", len(frames))
 	for _, f := range frames {
 		if err := d.Send(d.ctx, c.peer, f); err != nil {
-			d.log.Warn("resend to a restarted peer", "peer", c.peer, "err", err)
+			d.log.Warn("resend of swallowed frames", "peer", c.peer, "err", err)
 			return
 		}
 		d.stats.resent(c.peer)

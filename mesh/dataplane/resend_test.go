@@ -1,8 +1,12 @@
 package dataplane
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/quic-go/quic-go"
 
 	"github.com/meshnode/meshnode/mesh/frame"
 )
@@ -33,5 +37,28 @@ func TestResendKeepsRecentSmallFrames(t *testing.T) {
 	}
 	if len(c.recent) != 0 || c.recentBytes != 0 {
 		t.Fatalf("%d frames, %d bytes still kept after takeRecent", len(c.recent), c.recentBytes)
+	}
+}
+
+// TestSwallowedIsResetOrConfirm: only a stateless reset, or the peer's ConnConfirmed
+// close, proves that nothing written on a connection was read; any other end (a close by
+// this side, the peer's other codes, an idle timeout) resends nothing.
+func TestSwallowedIsResetOrConfirm(t *testing.T) {
+	for _, tc := range []struct {
+		cause error
+		want  bool
+	}{
+		{&quic.StatelessResetError{}, true},
+		{fmt.Errorf("wrapped: %w", &quic.StatelessResetError{}), true},
+		{&quic.ApplicationError{Remote: true, ErrorCode: ConnConfirmed}, true},
+		{&quic.ApplicationError{Remote: false, ErrorCode: ConnConfirmed}, false},
+		{&quic.ApplicationError{Remote: true, ErrorCode: ConnTooMany}, false},
+		{&quic.IdleTimeoutError{}, false},
+		{context.Canceled, false},
+		{nil, false},
+	} {
+		if got := swallowed(tc.cause); got != tc.want {
+			t.Errorf("swallowed(%v) = %v, want %v", tc.cause, got, tc.want)
+		}
 	}
 }
