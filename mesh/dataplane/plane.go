@@ -232,10 +232,11 @@ func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if err != nil {
 		return err
 	}
+	c.remember(f)
 	if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
+		c.forget(f)
 		return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
 	}
-	c.remember(f)
 	d.stats.count(dirSent, to, c.path, f)
 	return nil
 }

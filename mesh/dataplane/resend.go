@@ -44,13 +44,17 @@ const (
 	resendMaxBytes = 1 << 20
 )
 
-// sentFrame is a copy of a frame written on a connection, and when.
+// sentFrame is a copy of a frame written on a connection, and when; orig is the caller's
+// frame it copies (forget).
 type sentFrame struct {
-	at time.Time
-	f  *frame.Frame
+	at   time.Time
+	f    *frame.Frame
+	orig *frame.Frame
 }
 
-// remember keeps a copy of f, just written on c, for resendAfterReset.
+// remember keeps a copy of f, about to be written on c, for resendAfterReset. It comes
+// before the write: a reset can end c as soon as the write has handed f to QUIC, and the
+// resend must find f then (under -race, remembering after the write lost that race).
 func (c *peerConn) remember(f *frame.Frame) {
 	if len(f.Payload) > resendMaxFrame {
 		return
@@ -60,7 +64,7 @@ func (c *peerConn) remember(f *frame.Frame) {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.recent = append(c.recent, sentFrame{at: now, f: &cp})
+	c.recent = append(c.recent, sentFrame{at: now, f: &cp, orig: f})
 	c.recentBytes += len(cp.Payload)
 	drop := 0
 	for drop < len(c.recent) && (c.recentBytes > resendMaxBytes || now.Sub(c.recent[drop].at) > resendWindow) {
@@ -68,6 +72,20 @@ func (c *peerConn) remember(f *frame.Frame) {
 		drop++
 	}
 	c.recent = slices.Delete(c.recent, 0, drop)
+}
+
+// forget drops the copy of f (a write that failed: Send reports it, and the caller
+// decides whether to send it again).
+func (c *peerConn) forget(f *frame.Frame) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.recent {
+		if s.orig == f {
+			c.recentBytes -= len(s.f.Payload)
+			c.recent = slices.Delete(c.recent, i, i+1)
+			return
+		}
+	}
 }
 
 // takeRecent returns the kept frames written since `since`, oldest first, and forgets
