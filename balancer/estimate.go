@@ -254,20 +254,31 @@ func (in *instance) estimateStep(d draft) float64 { return in.shared(d).estimate
 // estimateStepAlone is estimateStep on in's speeds as they are, co-location aside.
 func (in *instance) estimateStepAlone(d draft) float64 {
 	step := 0.0
-	for _, e := range in.replicaEstimates(d) {
-		step = math.Max(step, e.step)
+	if in.audited(d) {
+		for _, e := range in.replicaEstimates(d) {
+			step = math.Max(step, e.step)
+		}
+	} else { // the planner's search calls this for every candidate: no allocation
+		for _, r := range d.replicas {
+			step = math.Max(step, in.estimateReplica(r, d.m).step)
+		}
 	}
 	syncPhase, _ := in.syncEstimate(d)
 	return step + syncPhase/in.inner
 }
 
 // replicaEstimates is estimateReplica of each of d's replicas, each step with its expected
-// audit recompute (audit.go) added.
+// audit recompute (audit.go) added when d is audited.
 func (in *instance) replicaEstimates(d draft) []replicaEstimate {
 	es := make([]replicaEstimate, len(d.replicas))
-	compute := make([]float64, len(d.replicas))
 	for i, r := range d.replicas {
 		es[i] = in.estimateReplica(r, d.m)
+	}
+	if !in.audited(d) {
+		return es
+	}
+	compute := make([]float64, len(d.replicas))
+	for i := range es {
 		compute[i] = es[i].compute
 	}
 	for i, a := range in.auditTimes(d, compute) {
