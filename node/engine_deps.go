@@ -134,6 +134,21 @@ func (c nodeControl) AddEvent(ctx context.Context, job string, ev consensus.Even
 	return cs.AddEvent(ctx, job, ev)
 }
 
+func (c nodeControl) PlanEpoch(ctx context.Context, job string) (uint64, error) {
+	cs, err := c.consensus()
+	if err != nil {
+		return 0, err
+	}
+	j, _, err := cs.Job(ctx, job, true)
+	if err != nil {
+		return 0, err
+	}
+	if cur := j.CurrentPlan(); cur != nil {
+		return cur.Epoch, nil
+	}
+	return 0, nil
+}
+
 func (c nodeControl) SetJobStatus(ctx context.Context, job string, s consensus.JobStatus, msg string) error {
 	cs, err := c.consensus()
 	if err != nil {

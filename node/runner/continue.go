@@ -118,6 +118,12 @@ func (r *Runner) continueInPlace(run *jobRun, epoch uint64, jp scheduler.JobPlan
 // ended, or it was not training): it cannot continue what it does not hold, so it reports
 // a failed worker of that epoch and the leader replans from a checkpoint. The run it
 // returns, already done, keeps the report from being repeated.
+//
+// The report waits for the leader to confirm that the epoch is still the job's current
+// one. A node that restarts reads the jobs from its own FSM while raft catches it up: it
+// restores a snapshot and applies the log in batches, so it may see an in-place epoch
+// that named it before it died long after the leader has moved on (dropped it, brought it
+// back). Refusing that epoch is no failure of the job's, only noise in its events.
 func (r *Runner) refuseContinue(j consensus.Job, epoch uint64) *jobRun {
 	run := &jobRun{epoch: epoch, cancel: func() {}, done: make(chan struct{})}
 	close(run.done)
@@ -126,6 +132,14 @@ func (r *Runner) refuseContinue(j consensus.Job, epoch uint64) *jobRun {
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
 		defer cancel()
+		cur, err := r.cfg.Control.PlanEpoch(ctx, j.ID)
+		switch {
+		case err != nil:
+			r.log.Warn("confirm an in-place epoch before refusing it; refusing it unconfirmed", "job", j.ID, "epoch", epoch, "err", err)
+		case cur != epoch:
+			r.log.Info("an in-place epoch this node holds no worker for is superseded already", "job", j.ID, "epoch", epoch, "current", cur)
+			return
+		}
 		msg := fmt.Sprintf("%s has no worker to continue epoch %d in place with", r.cfg.Self, epoch)
 		if err := r.cfg.Control.AddEvent(ctx, j.ID, consensus.NewEvent(consensus.EventWorkerFailed, epoch, 0, msg)); err != nil {
 			r.log.Warn("record a refused in-place epoch", "job", j.ID, "err", err)

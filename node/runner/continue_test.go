@@ -65,3 +65,52 @@ func TestRunnerContinuesInPlaceWithoutALostReplica(t *testing.T) {
 		t.Errorf("progress reached step %d, epoch 2 reported %v", last, epoch2)
 	}
 }
+
+// TestRestartedNodeRefusesOnlyACurrentInPlaceEpoch: a restarted node holds no worker, and
+// its FSM, catching up, may show an in-place epoch that named it before it died. It refuses
+// that epoch (a failed worker, so the leader replans) only while the leader still holds it
+// current; once the leader has moved on (the node had been dropped and brought back
+// by the time its FSM replayed the epoch), it stays silent.
+func TestRestartedNodeRefusesOnlyACurrentInPlaceEpoch(t *testing.T) {
+	for _, superseded := range []bool{false, true} {
+		s := smallSpec(t)
+		s.Parallel.Sync = jobspec.SyncDiLoCo
+		L := scheduler.ModelConfig(s).NumLayers()
+		jp := scheduler.JobPlan{Replicas: [][]scheduler.Stage{{{Node: "a", Last: L}}, {{Node: "b", Last: L}}},
+			Batches: []int{4, 4}, MicroBatches: 2}
+		c := newClusterOf(t, "a", "b")
+		c.submit(t, s, jp)
+		inPlace := jp
+		inPlace.Continues, inPlace.Built = true, 1
+		if err := c.setPlan(2, inPlace); err != nil {
+			t.Fatal(err)
+		}
+		seen, _ := c.control.fsm.Jobs() // what the restarted node's FSM shows
+		if superseded {
+			without := jp
+			without.Replicas, without.Batches, without.Continues, without.Built = jp.Replicas[1:], jp.Batches[1:], true, 1
+			if err := c.setPlan(3, without); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := c.newRunner(t, "a")
+		r.Reconcile(seen)
+		r.Close() // waits for the refusal's report
+		j, _, err := c.control.fsm.Job("j")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refused int
+		for _, ev := range j.Events {
+			if ev.Is(consensus.EventWorkerFailed) {
+				refused++
+				if ev.Epoch != 2 {
+					t.Errorf("refused epoch %d, want 2", ev.Epoch)
+				}
+			}
+		}
+		if want := map[bool]int{false: 1, true: 0}[superseded]; refused != want {
+			t.Errorf("superseded %v: %d refusals, want %d: %+v", superseded, refused, want, j.Events)
+		}
+	}
+}

@@ -46,7 +46,8 @@ type HeldBlob struct {
 // ErrBlobCorrupt means a held blob no longer matches its hash.
 var ErrBlobCorrupt = errors.New("blob does not match its hash")
 
-// Control is the control plane's write side, as the runner uses it.
+// Control is the control plane as the runner uses it: its write side, and one read the
+// runner must not answer from its own FSM, which may lag behind.
 type Control interface {
 	// ReportProgress commits progress samples and this node's own phase times (either
 	// may be empty); the leader records the times as this node's.
@@ -54,6 +55,9 @@ type Control interface {
 	AddCheckpoint(ctx context.Context, jobID string, m consensus.CheckpointManifest) error
 	AddEvent(ctx context.Context, jobID string, e consensus.Event) error
 	SetJobStatus(ctx context.Context, jobID string, status consensus.JobStatus, message string) error
+	// PlanEpoch is the epoch of the job's current plan as the leader knows it (a
+	// consistent read; 0 for a job without a plan).
+	PlanEpoch(ctx context.Context, jobID string) (uint64, error)
 }
 
 // DataPlane is the tensor data plane a worker trains over.

@@ -64,6 +64,17 @@ func (c *fsmControl) SetJobStatus(_ context.Context, job string, s consensus.Job
 	return c.apply(consensus.JobStatusType, consensus.JobStatusRequest{ID: job, Status: s, Message: msg, Time: time.Now().UTC()})
 }
 
+func (c *fsmControl) PlanEpoch(_ context.Context, job string) (uint64, error) {
+	j, _, err := c.fsm.Job(job)
+	if err != nil {
+		return 0, err
+	}
+	if cur := j.CurrentPlan(); cur != nil {
+		return cur.Epoch, nil
+	}
+	return 0, nil
+}
+
 // memBlobs are the blob stores of the nodes of a test, one map per node, with fetch and
 // replication between them.
 type memBlobs struct {
