@@ -42,6 +42,10 @@ type testCluster struct {
 	probation time.Duration
 	// quota, when set, is every node's Config.MaxLiveJobsPerMember.
 	quota int
+	// steady, when set, gives raft four times the usual timeouts: for a test about the
+	// leader's own state, which a leader that steps down under load (150 ms lease, the
+	// race detector on two cores) would lose.
+	steady bool
 }
 
 type testNode struct {
@@ -114,10 +118,14 @@ func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
 	if probation == 0 {
 		probation = 100 * time.Millisecond
 	}
+	scale := time.Duration(1)
+	if tc.steady {
+		scale = 4
+	}
 	return Config{KeepFinishedJobs: tc.keep, Probation: probation, MaxLiveJobsPerMember: tc.quota,
 		DataDir: n.dir, Bootstrap: bootstrap, Voters: 3, Logger: tc.log.With("node", n.name),
-		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
+		HeartbeatTimeout: scale * 250 * time.Millisecond, ElectionTimeout: scale * 250 * time.Millisecond,
+		LeaderLeaseTimeout: scale * 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
 		SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 2,
 		RPCTimeout: 2 * time.Second, WALSegmentSize: 4 << 10, // small segments so compaction really drops entries
 	}

@@ -158,6 +158,13 @@ func (c *Consensus) Jobs(ctx context.Context, consistent bool) ([]Job, uint64, e
 	}
 }
 
+// LeaderIndex is the index the leader's FSM has applied after a barrier: every entry
+// committed before the call. A node whose own FSM has applied it has seen all of that.
+func (c *Consensus) LeaderIndex(ctx context.Context) (uint64, error) {
+	_, index, err := c.JobsPage(ctx, true, ListArgs{Limit: 1})
+	return index, err
+}
+
 // JobsPage reads one page of jobs, oldest submission first; consistent as for Job.
 func (c *Consensus) JobsPage(ctx context.Context, consistent bool, args ListArgs) (JobPage, uint64, error) {
 	if !consistent {

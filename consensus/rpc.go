@@ -201,6 +201,10 @@ func (c *Consensus) do(ctx context.Context, name string, req, resp any) error {
 // costs one or two timeouts), so only a node cut off from the majority refuses early.
 const cutOffAfter = 3
 
+// OutOfTouch reports whether this follower has heard from no leader for more than
+// cutOffAfter election timeouts: its FSM may be far behind the log.
+func (c *Consensus) OutOfTouch() bool { return c.cutOff() > 0 }
+
 // cutOff is how long this node has heard from no leader, when that is past cutOffAfter
 // election timeouts (0 otherwise, and for a node that never heard from one: it is
 // still joining).

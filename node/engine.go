@@ -47,6 +47,7 @@ type engine struct {
 	wg     sync.WaitGroup
 
 	reconciled time.Time // when the runner last saw the jobs
+	catchUp    catchUp   // whether the FSM has caught up with the leader (catchup.go)
 	// hostLoad measures this host's load for first plans (hostload.go).
 	hostLoad hostLoadMeter
 }
@@ -97,7 +98,7 @@ func (e *engine) loop() {
 		c := e.n.Consensus()
 		if c != nil {
 			wake = c.FSM().Changed() // before reading: no change after the read is missed
-			if changed || c.IsLeader() || time.Since(e.reconciled) >= pruneInterval {
+			if changed || c.IsLeader() || !e.catchUp.done(c) || time.Since(e.reconciled) >= pruneInterval {
 				e.pass(c)
 			}
 		}
@@ -115,7 +116,7 @@ func (e *engine) loop() {
 
 // pass reads the jobs, runs the scheduler on the leader and hands the jobs to the runner.
 func (e *engine) pass(c *consensus.Consensus) {
-	jobs, _, err := c.Jobs(e.ctx, false)
+	jobs, index, err := c.Jobs(e.ctx, false)
 	if err != nil {
 		if e.ctx.Err() == nil {
 			e.log.Warn("read jobs", "err", err)
@@ -124,6 +125,9 @@ func (e *engine) pass(c *consensus.Consensus) {
 	}
 	if c.IsLeader() {
 		e.schedule(c, jobs)
+	}
+	if !e.catchUp.check(e.ctx, c, index, e.log) {
+		return
 	}
 	e.reconciled = time.Now()
 	e.runner.Reconcile(jobs)

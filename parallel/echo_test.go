@@ -205,12 +205,13 @@ func signedEcho(key ed25519.PrivateKey, f *frame.Frame, x []float32, self int, d
 
 var (
 	staleEcho      = flag.Bool("stale-echo", false, "run the stale echo attack (TestStaleEcho) and report what it costs the honest replicas")
-	staleEchoSteps = flag.Int("stale-echo-steps", 24, "TestStaleEcho's steps (DiLoCo H = 3)")
+	staleEchoSteps = flag.Int("stale-echo-steps", 24, "TestStaleEcho's steps")
 	staleEchoRule  = flag.String("stale-echo-rule", "mean", "TestStaleEcho's aggregation rule")
 	staleEchoMode  = flag.String("stale-echo-mode", "diloco", "TestStaleEcho's sync mode: diloco or sync (every step)")
 	staleEchoAudit = flag.Float64("stale-echo-audit", 0, "TestStaleEcho's audit rate (members recomputed per gather; 0: none)")
 	staleEchoOf    = flag.Int("stale-echo-of", 4, "TestStaleEcho's replicas: 4 (two replay) or 3 (one replays)")
 	staleEchoCodec = flag.String("stale-echo-codec", "none", "TestStaleEcho's codec: none, fp16 or int8")
+	staleEchoInner = flag.Int("stale-echo-inner", 3, "TestStaleEcho's DiLoCo inner steps H (the job default is 50)")
 )
 
 // TestStaleEcho reproduces the replay attack (docs/security.md, "Replaying what was
@@ -239,6 +240,7 @@ func TestStaleEcho(t *testing.T) {
 		at := slices.Max(r.convictedAt)
 		set := func(cfg *JobConfig) {
 			cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = jobspec.Aggregate(*staleEchoRule), jobspec.Sync(*staleEchoMode), jobspec.Codec(*staleEchoCodec), *staleEchoAudit
+			cfg.Sync.InnerSteps = *staleEchoInner
 		}
 		alone, _, _, _ := colludedRunOfN(t, *staleEchoOf, *staleEchoSteps, *staleEchoOf-2, func(p signingPeer, _ []string) Transport { return p }, set, func(run *LocalRun) func() {
 			return func() {
@@ -286,6 +288,7 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 	}
 	set := func(cfg *JobConfig) {
 		cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = rule, mode, codec, audit
+		cfg.Sync.InnerSteps = *staleEchoInner
 	}
 	honestOnly := func(*LocalRun) func() { return nil }
 	clean, _, _, _ := colludedRunOfN(t, n, steps, n-2, func(p signingPeer, _ []string) Transport { return p }, set, honestOnly)
