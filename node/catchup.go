@@ -9,10 +9,11 @@ import (
 // A node hands the jobs to its runner only once its FSM has caught up with the leader.
 // Raft restores a restarted node's snapshot and replays its log at once, then applies what
 // the leader sends in batches: until it has all of it, the node's FSM shows the jobs as
-// they were, and a runner handed them acts on the past. The project CI saw both ways this
-// goes wrong after TestKilledReplicaRejoinsFromALivePeer restarted a node: the node started
-// a fresh worker of the job's first epoch (step 0, beside replicas at step 300, stalled
-// 60 s), and it refused an in-place epoch the leader had replaced twice already.
+// they were, and a runner handed them acts on the past. CI runs of
+// TestKilledReplicaRejoinsFromALivePeer saw both ways this goes wrong: the restarted node
+// started a fresh worker of the job's first epoch (step 0, beside replicas at step 300:
+// it stalled 60 s and the rejoin failed), and it refused an in-place epoch the leader had
+// replaced twice already (the project CI of stop 33).
 //
 // So the engine asks the leader what it has applied (consensus.LeaderIndex, after a
 // barrier), and reconciles once its own FSM has applied as much, as Nomad's clients wait
