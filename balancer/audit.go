@@ -1,5 +1,7 @@
 package balancer
 
+import "math"
+
 // A job with parallel.audit has each gather's members drawn, every one with probability
 // p = min(1, audit/R) over the R replicas, and every other member recomputes each drawn
 // member's work since the last gather from the same starting weights (parallel/audit.go):
@@ -48,6 +50,53 @@ func (in *instance) auditTimes(d draft, compute []float64) []float64 {
 		}
 	}
 	return out
+}
+
+// auditMemory is the memory replica i's node spends on its audit worker in an audited
+// draft (parallel's Worker.auditWorker, kept for the run): the whole model's training state
+// a second time, one resident stage with nobody to synchronise with, and the activations
+// of a micro-batch of the largest other replica's share, none recomputed. 0 when d is not
+// audited. Without it the planner put audited replicas on nodes that hold one copy of the
+// model and not two.
+func (in *instance) auditMemory(d draft, i int) float64 {
+	if !in.audited(d) {
+		return 0
+	}
+	batch := 0
+	for j, r := range d.replicas {
+		if j != i {
+			batch = max(batch, r.batch)
+		}
+	}
+	if batch == 0 {
+		return 0
+	}
+	mr := min(d.m, batch)
+	seqs := math.Ceil(float64(batch) / float64(mr))
+	return in.stageStatic(0, in.L, 1) + in.activations(0, in.L, seqs, float64(inflight(in.sched, mr, 1, 0)), false)
+}
+
+// fitsAudits drops from cands the audited drafts whose nodes cannot also hold their audit
+// worker (memoryCheck), returning the first such error: the engine audits every plan of
+// one-stage replicas of a job that asks for it, so such a plan would overrun its nodes.
+func (in *instance) fitsAudits(cands []candidate) ([]candidate, error) {
+	if !(in.audit > 0) {
+		return cands, nil
+	}
+	var firstErr error
+	out := cands[:0]
+	for _, c := range cands {
+		if in.audited(c.d) {
+			if err := in.memoryCheck(c.d); err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				continue
+			}
+		}
+		out = append(out, c)
+	}
+	return out, firstErr
 }
 
 // keepAuditable is pool without the candidates whose work nobody would check when the job

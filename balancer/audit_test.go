@@ -120,3 +120,66 @@ func TestAuditedJobKeepsAuditablePlans(t *testing.T) {
 		t.Fatalf("audited job planned %d replicas of up to %d stages (audit %g s): want auditable one-stage replicas", len(pa.Replicas), stages(pa), pa.Predicted.Audit)
 	}
 }
+
+// TestAuditWorkerMemoryIsPriced: an audited replica's node also holds its audit worker (a
+// second copy of the training state); the plan counts it in each stage's memory, and
+// nodes that hold one copy but not two get no audited plan, since the engine would audit
+// it and overrun them.
+func TestAuditWorkerMemoryIsPriced(t *testing.T) {
+	job := Job{Layers: uniformLayers(6, 1e9, 4, 1<<20), Batch: 12, Context: 1, MicroBatches: 12,
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10, Audit: 3}}
+	var static int64
+	for _, l := range job.Layers {
+		static += l.StaticBytes()
+	}
+	withMemory := func(b int64) Snapshot {
+		s := threeNodes()
+		for i := range s.Nodes {
+			s.Nodes[i].MemoryBytes = b
+		}
+		return s
+	}
+	audited := func(p Plan) bool {
+		if len(p.Replicas) < 2 {
+			return false
+		}
+		for _, r := range p.Replicas {
+			if len(r.Stages) != 1 {
+				return false
+			}
+		}
+		return p.Predicted.Audit > 0
+	}
+	p, err := NewPlan(withMemory(1<<40), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !audited(p) {
+		t.Fatalf("with room: %d replicas, audit %g s; want audited one-stage replicas", len(p.Replicas), p.Predicted.Audit)
+	}
+	var need int64
+	for _, r := range p.Replicas {
+		m := int64(r.Stages[0].MemoryBytes)
+		if m < 2*static {
+			t.Errorf("node %s: %d bytes planned, want at least twice the model's training state %d (its audit worker)", r.Stages[0].Node, m, static)
+		}
+		need = max(need, m)
+	}
+	t.Logf("audited: %d replicas, %d bytes per node (training state %d)", len(p.Replicas), need, static)
+
+	short, err := NewPlan(withMemory(need-1), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if audited(short) {
+		t.Errorf("a byte short of the audit worker: planned %d audited replicas needing %d bytes on nodes of %d", len(short.Replicas), int64(short.Replicas[0].Stages[0].MemoryBytes), need-1)
+	}
+	t.Logf("a byte short: %d replicas of %d stages: %s", len(short.Replicas), len(short.Replicas[0].Stages), short.Reason)
+	exact, err := NewPlan(withMemory(need), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !audited(exact) {
+		t.Errorf("with exactly the audited plan's memory: %d replicas, audit %g s; want it audited", len(exact.Replicas), exact.Predicted.Audit)
+	}
+}

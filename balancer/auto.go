@@ -48,6 +48,10 @@ func (in *instance) planAuto(opts Options) (draft, error) {
 		}
 		cands = append(cands, cs...)
 	}
+	cands, err := in.fitsAudits(cands)
+	if err != nil && firstErr == nil {
+		firstErr = err
+	}
 	sort.SliceStable(cands, func(i, j int) bool {
 		return in.timeToLoss(cands[i].d, cands[i].est) < in.timeToLoss(cands[j].d, cands[j].est)
 	})

@@ -292,12 +292,18 @@ func (in *instance) replicaEstimates(d draft) []replicaEstimate {
 // and reports the first overflow.
 func (in *instance) memoryCheck(d draft) error {
 	R := len(d.replicas)
-	for _, r := range d.replicas {
+	for i, r := range d.replicas {
 		S, mr := len(r.nodes), r.micro(d.m)
 		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
+		audit := in.auditMemory(d, i) // an audited replica is one stage
 		for s, nd := range r.nodes {
 			m, infl := r.mode(s), float64(inflight(in.sched, mr, S, s))
-			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, infl, R, m.recompute, m.offload)
+			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, infl, R, m.recompute, m.offload) + audit
+			if audit > 0 && need > in.mem[nd]*(1+1e-12) {
+				return infeasible("audit-memory", need, in.mem[nd],
+					"node %s: the whole model with %g sequences per micro-batch, and its audit worker (parallel.audit: a second copy of the training state recomputing other replicas' work), need %s but its budget is %s (short by %s)",
+					in.ids[nd], maxSeqs, gib(need), gib(in.mem[nd]), gib(need-in.mem[nd]))
+			}
 			if need > in.mem[nd]*(1+1e-12) {
 				return infeasible("activation-memory", need, in.mem[nd],
 					"node %s: layers [%d,%d) with %g micro-batches of %g sequences in flight need %s but its budget is %s (short by %s)",
@@ -318,14 +324,15 @@ func (in *instance) toPlan(strategy jobspec.Strategy, d draft) Plan {
 	}
 	loads := map[[2]int]float64{}
 	R := len(d.replicas)
-	for _, r := range d.replicas {
+	for i, r := range d.replicas {
 		S, mr := len(r.nodes), r.micro(d.m)
 		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
 		rep := Replica{Batch: r.batch}
+		audit := in.auditMemory(d, i)
 		for s, nd := range r.nodes {
 			m := r.mode(s)
 			st := Stage{Node: in.ids[nd], First: r.bounds[s], Last: r.bounds[s+1], Recompute: m.recompute, Zero: in.zeroFor(R),
-				MemoryBytes: in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)), R, m.recompute, m.offload)}
+				MemoryBytes: in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, float64(inflight(in.sched, mr, S, s)), R, m.recompute, m.offload) + audit}
 			if m.offload > 0 {
 				st.OffloadBytes = int64(math.Ceil(m.offload))
 				st.MemoryBudget = max(1, int64(in.stageStatic(st.First, st.Last, R))-st.OffloadBytes)
