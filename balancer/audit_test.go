@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
@@ -175,6 +176,15 @@ func TestAuditWorkerMemoryIsPriced(t *testing.T) {
 		t.Errorf("a byte short of the audit worker: planned %d audited replicas needing %d bytes on nodes of %d", len(short.Replicas), int64(short.Replicas[0].Stages[0].MemoryBytes), need-1)
 	}
 	t.Logf("a byte short: %d replicas of %d stages: %s", len(short.Replicas), len(short.Replicas[0].Stages), short.Reason)
+	// The audited plan, running, on nodes that lost a byte: infeasible, saying why and
+	// what to do.
+	dec, err := Replan(p, withMemory(need-1), job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dec.Replan || !strings.Contains(dec.Reason, "audit worker") || !strings.Contains(dec.Reason, "--memory-budget") || !strings.Contains(dec.Reason, "parallel.audit") {
+		t.Errorf("replan of the audited plan a byte short: replan %v, %q; want it infeasible for the audit worker, naming the remedies", dec.Replan, dec.Reason)
+	}
 	exact, err := NewPlan(withMemory(need), job, Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -301,7 +301,7 @@ func (in *instance) memoryCheck(d draft) error {
 			need := in.stageMemory(r.bounds[s], r.bounds[s+1], maxSeqs, infl, R, m.recompute, m.offload) + audit
 			if audit > 0 && need > in.mem[nd]*(1+1e-12) {
 				return infeasible("audit-memory", need, in.mem[nd],
-					"node %s: the whole model with %g sequences per micro-batch, and its audit worker (parallel.audit: a second copy of the training state recomputing other replicas' work), need %s but its budget is %s (short by %s)",
+					"node %s: the whole model with %g sequences per micro-batch, and its audit worker (parallel.audit: a second copy of the training state recomputing other replicas' work), need %s but its budget is %s (short by %s); offer the node more memory (meshnode join --memory-budget), or set parallel.audit to 0",
 					in.ids[nd], maxSeqs, gib(need), gib(in.mem[nd]), gib(need-in.mem[nd]))
 			}
 			if need > in.mem[nd]*(1+1e-12) {
