@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshnode/meshnode/consensus/jobspec"
 	"github.com/meshnode/meshnode/mesh/frame"
+	"github.com/meshnode/meshnode/model"
 )
 
 // echoer is a colluder that, for each signed contribution it sends, first takes the
@@ -212,7 +213,38 @@ var (
 	staleEchoOf    = flag.Int("stale-echo-of", 4, "TestStaleEcho's replicas: 4 (two replay) or 3 (one replays)")
 	staleEchoCodec = flag.String("stale-echo-codec", "none", "TestStaleEcho's codec: none, fp16 or int8")
 	staleEchoInner = flag.Int("stale-echo-inner", 3, "TestStaleEcho's DiLoCo inner steps H (the job default is 50)")
+	staleEchoCkpt  = flag.Int("stale-echo-every", 0, "TestStaleEcho's checkpoint.every, where the leader's new plan resumes from (0: every outer step)")
+	staleEchoData  = flag.String("stale-echo-data", "", "TestStaleEcho's corpus (model.LoadDataset: builtin:gostd, a file); empty: the tests' one repeated line")
+	staleEchoEval  = flag.Int("stale-echo-eval", 0, "TestStaleEcho's validation windows (0: the tests' 6)")
+	staleEchoSeed  = flag.Uint64("stale-echo-seed", 0, "TestStaleEcho's train.seed (0: the tests')")
 )
+
+// staleEchoTrain sets cfg's validation windows and seed from TestStaleEcho's flags.
+func staleEchoTrain(cfg *JobConfig) {
+	if *staleEchoEval > 0 {
+		cfg.Train.EvalWindows = *staleEchoEval
+	}
+	if *staleEchoSeed > 0 {
+		cfg.Train.Seed = *staleEchoSeed
+	}
+}
+
+// colludedData is the corpus colludedRunOfN trains on: the tests' (testData) unless
+// TestStaleEcho set another (-stale-echo-data).
+var colludedData = testData
+
+// staleEchoEvery is the stale echo runs' checkpoint interval: -stale-echo-every, or every
+// outer step under mode (the newest state a new plan can resume from, so all a replay did
+// before its conviction stays in the run).
+func staleEchoEvery(mode jobspec.Sync) int {
+	switch {
+	case *staleEchoCkpt > 0:
+		return *staleEchoCkpt
+	case mode == jobspec.SyncEveryStep:
+		return 1
+	}
+	return *staleEchoInner
+}
 
 // TestStaleEcho reproduces the replay attack (docs/security.md, "Replaying what was
 // seen"): two colluders of four commit to what they have seen, the first honest member's
@@ -228,6 +260,14 @@ func TestStaleEcho(t *testing.T) {
 	if !*staleEcho {
 		t.Skip("a measurement: -stale-echo [-stale-echo-steps N] [-stale-echo-rule R] [-stale-echo-mode M] [-stale-echo-audit A]")
 	}
+	if *staleEchoData != "" {
+		ds, err := model.LoadDataset(*staleEchoData, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		colludedData = func() *model.Dataset { return ds }
+		t.Cleanup(func() { colludedData = testData })
+	}
 	r := staleEchoRun(t, *staleEchoOf, *staleEchoSteps, jobspec.Sync(*staleEchoMode), jobspec.Aggregate(*staleEchoRule), jobspec.Codec(*staleEchoCodec), *staleEchoAudit)
 	for _, d := range r.drops {
 		t.Log(d)
@@ -236,20 +276,23 @@ func TestStaleEcho(t *testing.T) {
 		*staleEchoMode, *staleEchoRule, *staleEchoAudit, *staleEchoSteps, r.echoed, r.got, r.want, 100*(r.got-r.want)/r.want, len(r.drops), r.convicted, r.convictedAt)
 	if len(r.convictedAt) > 0 {
 		// What the honest replicas reach without the colluders' work from the last
-		// conviction on: the run all honest, the colluders left out at that step.
+		// conviction on: the run all honest, replanned without the colluders at that step.
 		at := slices.Max(r.convictedAt)
 		set := func(cfg *JobConfig) {
 			cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = jobspec.Aggregate(*staleEchoRule), jobspec.Sync(*staleEchoMode), jobspec.Codec(*staleEchoCodec), *staleEchoAudit
 			cfg.Sync.InnerSteps = *staleEchoInner
+			staleEchoTrain(cfg)
 		}
 		alone, _, _, _ := colludedRunOfN(t, *staleEchoOf, *staleEchoSteps, *staleEchoOf-2, func(p signingPeer, _ []string) Transport { return p }, set, func(run *LocalRun) func() {
+			leader := newReplanning(run, staleEchoEvery(jobspec.Sync(*staleEchoMode)), 2)
 			return func() {
-				if run.StepsDone() == at-1 {
+				leader.checkpoint(t, run)
+				if run.StepsDone() == at {
 					var colluders []string
 					for _, w := range run.workers[2:] {
 						colluders = append(colluders, w.Self())
 					}
-					run.LeaveOut(colluders...)
+					leader.without(t, run, colluders...)
 				}
 			}
 		})
@@ -261,13 +304,22 @@ func TestStaleEcho(t *testing.T) {
 	}
 }
 
+// heldEvidence is the evidence an honest worker shipped, with the epoch's job config and
+// plan it is judged under.
+type heldEvidence struct {
+	cfg  JobConfig
+	plan Plan
+	ev   *Evidence
+}
+
 // staleEchoResult is what a stale echo run measured.
 type staleEchoResult struct {
-	want, got   float64  // the honest replica's validation loss: all honest, attacked
-	echoed      int      // stale echoes the colluders sent
-	drops       []string // drops of one honest member by the other
-	convicted   []string // colluders a leader convicted on an honest member's evidence, in order
-	convictedAt []int    // the step each was convicted and left out at
+	want, got   float64        // the honest replica's validation loss: all honest, attacked
+	echoed      int            // stale echoes the colluders sent
+	drops       []string       // drops of one honest member by the other
+	convicted   []string       // colluders a leader convicted on an honest member's evidence, in order
+	convictedAt []int          // the step each was convicted and left out at
+	evidence    []heldEvidence // what convicted each, in order
 	run         *LocalRun
 	ids         []string
 }
@@ -275,8 +327,9 @@ type staleEchoResult struct {
 // staleEchoRun runs n replicas (3 or 4) for steps, all honest and then with the last n−2
 // replaying (staleEchoer), in mode under rule with codec, audited at rate audit. After
 // every step it does what a leader does with the evidence an honest member ships against
-// each member it named: VerifyEvidence, and a member convicted leaves the run
-// (LocalRun.LeaveOut).
+// each member it named: VerifyEvidence, and the leader's next plan without those convicted
+// (replanning: the job's batch over the replicas left, from the newest checkpoint, taken at
+// every outer step unless -stale-echo-every says otherwise).
 func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Aggregate, codec jobspec.Codec, audit float64) staleEchoResult {
 	t.Helper()
 	val := func(run *LocalRun) float64 {
@@ -289,6 +342,7 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 	set := func(cfg *JobConfig) {
 		cfg.Sync.Aggregate, cfg.Sync.Mode, cfg.Sync.Codec, cfg.Sync.Audit = rule, mode, codec, audit
 		cfg.Sync.InnerSteps = *staleEchoInner
+		staleEchoTrain(cfg)
 	}
 	honestOnly := func(*LocalRun) func() { return nil }
 	clean, _, _, _ := colludedRunOfN(t, n, steps, n-2, func(p signingPeer, _ []string) Transport { return p }, set, honestOnly)
@@ -311,7 +365,14 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 			// replay the others received, and could ban its partner, which then stalls.
 			w.cfg.Sync.Audit = 0
 		}
-		return func() { res.convictNamed(t, r) }
+		leader := newReplanning(r, staleEchoEvery(mode), 2)
+		return func() {
+			leader.checkpoint(t, r)
+			if out := res.convictNamed(t, r); len(out) > 0 {
+				leader.without(t, r, out...)
+				honest = r.workers[0]
+			}
+		}
 	})
 	res.drops = honestDrops(t, res.run, res.ids, res.echoed)
 	res.want, res.got = val(clean), val(res.run)
@@ -319,9 +380,9 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 }
 
 // convictNamed is a leader's handling of the members run's honest replicas (0, 1) named:
-// each is convicted when the evidence of the replica that named it holds, and then left
-// out of the run.
-func (res *staleEchoResult) convictNamed(t *testing.T, run *LocalRun) {
+// each is convicted when the evidence of the replica that named it holds. It returns those
+// it convicted, for the leader's next plan (replanning.without).
+func (res *staleEchoResult) convictNamed(t *testing.T, run *LocalRun) (out []string) {
 	t.Helper()
 	for r := range 2 {
 		_, named := run.ReportedBy(r)
@@ -335,19 +396,21 @@ func (res *staleEchoResult) convictNamed(t *testing.T, run *LocalRun) {
 				// re-sign their contributions, not their results): not kept, it convicts nobody.
 				continue
 			}
-			ok, why, err := VerifyEvidence(run.cfg, run.workers[r].plan, testData(), ev, m)
+			ok, why, err := VerifyEvidence(run.cfg, run.workers[r].plan, run.workers[r].data, ev, m)
 			if err != nil {
 				t.Fatalf("the leader could not check honest replica %d's evidence against %s: %v", r, m, err)
 			}
 			if ok {
 				res.convicted, res.convictedAt = append(res.convicted, m), append(res.convictedAt, run.StepsDone())
-				run.LeaveOut(m)
+				res.evidence = append(res.evidence, heldEvidence{run.cfg, run.workers[r].plan, ev})
+				out = append(out, m)
 				t.Logf("step %d: %s convicted: %s", run.StepsDone(), m, why)
 			} else {
 				t.Logf("step %d: %s, named by honest replica %d, not convicted: %s", run.StepsDone(), m, r, why)
 			}
 		}
 	}
+	return out
 }
 
 // honestDrops fails the test when the colluders (ids[2:]) echoed nothing, and returns

@@ -226,7 +226,7 @@ func colludedRunOfN(t *testing.T, n, steps, bad int, collude func(p signingPeer,
 	}
 	net := NewInMemory(ids...)
 	t.Cleanup(func() { net.Close() })
-	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+	run, err := NewLocalRun(cfg, plan, colludedData(), func(node string) Transport {
 		i := slices.Index(ids, node)
 		if collude == nil {
 			return net.Peer(node)
@@ -674,7 +674,7 @@ func pipelinedRunWith(t *testing.T, steps int, collude func(p signingPeer, ids [
 	}
 	net := NewInMemory(ids...)
 	t.Cleanup(func() { net.Close() })
-	run, err := NewLocalRun(cfg, plan, testData(), func(node string) Transport {
+	run, err := NewLocalRun(cfg, plan, colludedData(), func(node string) Transport {
 		i := slices.Index(ids, node)
 		if collude == nil {
 			return net.Peer(node)

@@ -3,7 +3,6 @@ package parallel
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"time"
 
@@ -74,23 +73,6 @@ func (l *LocalRun) ReportedBy(r int) ([]Rejection, []string) {
 // Offenders lists the members the workers named offenders so far (step by step, in
 // worker order, once per worker): what a node would report as offender events.
 func (l *LocalRun) Offenders() []string { return l.offenders }
-
-// LeaveOut removes the workers of nodes from the run and bans those nodes at the others
-// (no gather waits for them again), as a plan without them would (without its restart
-// from a checkpoint): the harness's stand-in for a leader that convicted them. The
-// remaining workers keep their replica's data and their groups' order.
-func (l *LocalRun) LeaveOut(nodes ...string) {
-	l.workers = slices.DeleteFunc(l.workers, func(w *Worker) bool {
-		if slices.Contains(nodes, w.Self()) {
-			w.Close()
-			return true
-		}
-		return false
-	})
-	for _, w := range l.workers {
-		w.peers.ban(nodes...)
-	}
-}
 
 // Audited is how many contributions the workers recomputed so far (audits).
 func (l *LocalRun) Audited() int { return l.audited }

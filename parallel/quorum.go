@@ -75,8 +75,8 @@ type peerSet struct {
 	mu      sync.Mutex
 	retired map[string]bool
 	// banned are retired members never to be readmitted in this worker's run: an audit
-	// proved they sent what they did not compute (audit.go), or the harness left them out
-	// (LocalRun.LeaveOut). Every-step sync's gathers run without them (activeGroup).
+	// proved they sent what they did not compute (audit.go). Every-step sync's gathers run
+	// without them (activeGroup).
 	banned map[string]bool
 	// joining are retired members the control plane readmitted (rejoin.go): still retired
 	// for every wait and count until an outer step's quorum admits them; heard are those

@@ -94,7 +94,10 @@ func verdict(j Job, member, accuser string, convicted bool) Job {
 
 // TestVerifiedColludersAreLeftOut: two colluders of four, each named by the two honest
 // members only (half of the plan, not more), stay on the reporters' word alone, and are
-// left out of the next plan once a leader's verdict convicted them.
+// left out of the next plan once a leader's verdict convicted them. That plan trains the
+// honest pair on the job's whole batch, as the four replicas did (a new plan from a
+// checkpoint, not the survivors going on in place with their old shares): what the
+// parallel package's replay measurements take the leader to do (its replanning).
 func TestVerifiedColludersAreLeftOut(t *testing.T) {
 	j, abcd := fourReplicaJob(t)
 	h0, h1, c0, c1 := j.Plan.Replicas[0][0].Node, j.Plan.Replicas[1][0].Node, j.Plan.Replicas[2][0].Node, j.Plan.Replicas[3][0].Node
@@ -110,6 +113,15 @@ func TestVerifiedColludersAreLeftOut(t *testing.T) {
 	d := decision(t, h, New(Config{}))
 	if d.Plan == nil || d.Plan.Has(c0) || d.Plan.Has(c1) || !d.Plan.Has(h0) || !d.Plan.Has(h1) {
 		t.Fatalf("decision %s on %v: want a plan of %s and %s only", d.Kind, d.Plan, h0, h1)
+	}
+	sum := func(b []int) (n int) {
+		for _, x := range b {
+			n += x
+		}
+		return n
+	}
+	if d.Kind != DecisionReplan || len(d.Plan.Batches) != 2 || sum(d.Plan.Batches) != j.Spec.Train.Batch || sum(j.Plan.Batches) != j.Spec.Train.Batch {
+		t.Errorf("decision %s with batch shares %v (before: %v): want a replan of two replicas over the job's batch %d", d.Kind, d.Plan.Batches, j.Plan.Batches, j.Spec.Train.Batch)
 	}
 }
 
