@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"slices"
@@ -130,7 +131,9 @@ func TestEchoAttackIsRefused(t *testing.T) {
 
 // staleEchoer is a colluder that keeps within commit-before-reveal: it commits to the
 // source's contribution of the previous gather (which it has seen), with a little noise,
-// signed as its own for this gather.
+// signed as its own for this gather. It signs as its result digest the source's (its own
+// worker aggregated what it computed, not what it sent, and would differ), as colluders
+// that aggregate what the honest members do can.
 type staleEchoer struct {
 	signingPeer
 	self     int
@@ -140,10 +143,52 @@ type staleEchoer struct {
 	count    *int
 	// theta is the digest of the honest members' θ: colluders that aggregate what the
 	// honest members do know it (here it is read from an honest worker).
-	theta func() digests
+	theta   func() digests
+	taken   map[frame.Key]*frame.Frame // the source's result digests, read early
+	results map[frame.Key][]byte       // this member's result digests, signed
+}
+
+// resultDigest is the source's signed result digest of f's gather, signed by this member
+// instead (f is this member's own result digest frame), or nil when the source sent none.
+func (p *staleEchoer) resultDigest(ctx context.Context, f *frame.Frame) ([]byte, error) {
+	p.mu.Lock()
+	d, ok := p.results[f.Key()]
+	p.mu.Unlock()
+	if ok {
+		return d, nil
+	}
+	// The worker sends its digest to each peer in turn, from one goroutine: the first send
+	// waits for the source's (without the lock, which the worker's receives take).
+	k := f.Key()
+	k.Micro = f.Micro - uint16(p.self) // the source is the group's first member
+	wait, cancel := context.WithTimeout(ctx, time.Minute)
+	g, err := p.signingPeer.Recv(wait, p.sourceID, k)
+	cancel()
+	if err != nil {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.taken[k] = g
+	sum, theta, _, err := splitSigned(g.Payload)
+	if err != nil || len(sum) != sha256.Size {
+		return nil, nil
+	}
+	if d, err = signContribution(p.key, frameSlot(f, len(sum)), sum, theta); err != nil {
+		return nil, err
+	}
+	p.results[f.Key()] = d
+	return d, nil
 }
 
 func (p *staleEchoer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
+	p.mu.Lock()
+	if g, ok := p.taken[k]; ok && from == p.sourceID {
+		delete(p.taken, k)
+		p.mu.Unlock()
+		return g, nil
+	}
+	p.mu.Unlock()
 	f, err := p.signingPeer.Recv(ctx, from, k)
 	if err != nil || from != p.sourceID || f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || len(f.Shape) != 1 || f.Codec == frame.CodecTopK {
 		return f, err
@@ -167,6 +212,18 @@ func (p *staleEchoer) Recv(ctx context.Context, from string, k frame.Key) (*fram
 }
 
 func (p *staleEchoer) Send(ctx context.Context, to string, f *frame.Frame) error {
+	if f.Kind == frame.KindReduce && f.DType == frame.DTypeU8 && len(f.Payload) == resultDigestLen {
+		d, err := p.resultDigest(ctx, f)
+		if err != nil {
+			return err
+		}
+		if d != nil {
+			g := *f
+			g.Payload = d
+			f = &g
+		}
+		return p.signingPeer.Send(ctx, to, f)
+	}
 	return alteringSend(ctx, p.signingPeer, to, f, p.AlterContribution)
 }
 
@@ -272,6 +329,12 @@ func TestStaleEcho(t *testing.T) {
 	for _, d := range r.drops {
 		t.Log(d)
 	}
+	rej, _ := r.run.ReportedBy(0)
+	for _, x := range rej {
+		if slices.Contains(r.ids[2:], x.Member) {
+			t.Logf("honest replica 0 dropped %s: %s", x.Member, x.Reason)
+		}
+	}
 	t.Logf("%s, %s, audit %g, %d steps, %d stale echoes: validation loss %.4f, all honest %.4f (%+.1f%%); the honest replicas dropped each other %d times; convicted %v at steps %v",
 		*staleEchoMode, *staleEchoRule, *staleEchoAudit, *staleEchoSteps, r.echoed, r.got, r.want, 100*(r.got-r.want)/r.want, len(r.drops), r.convicted, r.convictedAt)
 	if len(r.convictedAt) > 0 {
@@ -355,7 +418,8 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 		return bind(paramsDigest(honest.runParams[0]), [thetaLen]byte{}) // the weights before the step's update
 	}
 	collude := func(p signingPeer, ids []string) Transport {
-		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &res.echoed, theta: theta}
+		return &staleEchoer{signingPeer: p, self: slices.Index(ids, p.Self()), sourceID: ids[0], count: &res.echoed, theta: theta,
+			taken: map[frame.Key]*frame.Frame{}, results: map[frame.Key][]byte{}}
 	}
 	res.run, _, _, res.ids = colludedRunOfN(t, n, steps, n-2, collude, set, func(r *LocalRun) func() {
 		honest = r.workers[0]
