@@ -153,6 +153,7 @@ type staleEchoer struct {
 func (p *staleEchoer) resultDigest(ctx context.Context, f *frame.Frame) ([]byte, error) {
 	p.mu.Lock()
 	d, ok := p.results[f.Key()]
+	self := p.self
 	p.mu.Unlock()
 	if ok {
 		return d, nil
@@ -160,18 +161,20 @@ func (p *staleEchoer) resultDigest(ctx context.Context, f *frame.Frame) ([]byte,
 	// The worker sends its digest to each peer in turn, from one goroutine: the first send
 	// waits for the source's (without the lock, which the worker's receives take).
 	k := f.Key()
-	k.Micro = f.Micro - uint16(p.self) // the source is the group's first member
+	k.Micro = f.Micro - uint16(self) // the source is the group's first member, self this one's place
 	wait, cancel := context.WithTimeout(ctx, time.Minute)
 	g, err := p.signingPeer.Recv(wait, p.sourceID, k)
 	cancel()
-	if err != nil {
-		return nil, nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err != nil {
+		p.results[f.Key()] = nil // its own digest then, to every peer, without waiting again
+		return nil, nil
+	}
 	p.taken[k] = g
 	sum, theta, _, err := splitSigned(g.Payload)
 	if err != nil || len(sum) != sha256.Size {
+		p.results[f.Key()] = nil
 		return nil, nil
 	}
 	if d, err = signContribution(p.key, frameSlot(f, len(sum)), sum, theta); err != nil {
@@ -179,6 +182,13 @@ func (p *staleEchoer) resultDigest(ctx context.Context, f *frame.Frame) ([]byte,
 	}
 	p.results[f.Key()] = d
 	return d, nil
+}
+
+// moved is the member's place in the next plan's group (replanning.without).
+func (p *staleEchoer) moved(self int) {
+	p.mu.Lock()
+	p.self = self
+	p.mu.Unlock()
 }
 
 func (p *staleEchoer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
@@ -348,9 +358,11 @@ func TestStaleEcho(t *testing.T) {
 		}
 		alone, _, _, _ := colludedRunOfN(t, *staleEchoOf, *staleEchoSteps, *staleEchoOf-2, func(p signingPeer, _ []string) Transport { return p }, set, func(run *LocalRun) func() {
 			leader := newReplanning(run, staleEchoEvery(jobspec.Sync(*staleEchoMode)), 2)
+			replanned := false
 			return func() {
 				leader.checkpoint(t, run)
-				if run.StepsDone() == at {
+				if run.StepsDone() == at && !replanned {
+					replanned = true
 					var colluders []string
 					for _, w := range run.workers[2:] {
 						colluders = append(colluders, w.Self())

@@ -86,6 +86,11 @@ func (p *replanning) without(t *testing.T, run *LocalRun, nodes ...string) {
 		transports[w.Self()] = w.rawTransport()
 		w.Close()
 	}
+	for r, stages := range next.Replicas {
+		if m, ok := transports[stages[0].Node].(interface{ moved(int) }); ok {
+			m.moved(r) // an attacker's transport that needs its place in the group
+		}
+	}
 	cfg := run.cfg
 	cfg.Epoch++
 	fresh, err := NewLocalRun(cfg, next, run.workers[0].data, func(node string) Transport { return transports[node] })
