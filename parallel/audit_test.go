@@ -183,9 +183,9 @@ func TestAuditDrawIsSharedAndFresh(t *testing.T) {
 // one of three under DiLoCo's mean.
 // Every colluder is convicted at its first replay, and the leader's next plan (the job's
 // batch over the honest pair, from the checkpoint of that step: replanning) goes on.
-// Without audits the DiLoCo runs end 4.8–6.9% over and the colluders are convicted six
-// steps later (docs/security.md, "Replaying what was seen"); with a sampled rate the
-// replays drawn late get in first (TestStaleEcho's -stale-echo-audit measures them).
+// Without audits nobody is convicted and the DiLoCo runs end 6.1–12.0% over
+// (docs/security.md, "Replaying what was seen"); with a sampled rate the replays drawn
+// late get in first (TestStaleEcho's -stale-echo-audit measures them).
 func TestAuditStopsStaleEcho(t *testing.T) {
 	type tc struct {
 		n     int
