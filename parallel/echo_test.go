@@ -325,7 +325,7 @@ func staleEchoEvery(mode jobspec.Sync) int {
 // TestAuditStopsStaleEcho is its acceptance test, with audits.
 func TestStaleEcho(t *testing.T) {
 	if !*staleEcho {
-		t.Skip("a measurement: -stale-echo [-stale-echo-steps N] [-stale-echo-rule R] [-stale-echo-mode M] [-stale-echo-audit A]")
+		t.Skip("a measurement: -stale-echo [-stale-echo-steps N] [-stale-echo-rule R] [-stale-echo-mode M] [-stale-echo-audit A] [-stale-echo-of N] [-stale-echo-codec C] [-stale-echo-inner H] [-stale-echo-data D] [-stale-echo-eval W] [-stale-echo-seed S] [-stale-echo-every K]")
 	}
 	if *staleEchoData != "" {
 		ds, err := model.LoadDataset(*staleEchoData, 256)
