@@ -80,14 +80,23 @@ func (p *echoer) Send(ctx context.Context, to string, f *frame.Frame) error {
 var echoMu sync.Mutex
 
 func (p *echoer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
-	p.mu.Lock()
-	if g, ok := p.taken[k]; ok && from == p.sourceID {
-		delete(p.taken, k)
-		p.mu.Unlock()
+	if g := takeEarly(&p.mu, p.taken, from == p.sourceID, k); g != nil {
 		return g, nil
 	}
-	p.mu.Unlock()
 	return p.signingPeer.Recv(ctx, from, k)
+}
+
+// takeEarly removes and returns the frame of key k a colluder read from its source before
+// its worker asked for it (taken, guarded by mu), where the worker asks the source.
+func takeEarly(mu *sync.Mutex, taken map[frame.Key]*frame.Frame, fromSource bool, k frame.Key) *frame.Frame {
+	mu.Lock()
+	defer mu.Unlock()
+	g, ok := taken[k]
+	if !ok || !fromSource {
+		return nil
+	}
+	delete(taken, k)
+	return g
 }
 
 // TestEchoAttackIsRefused: two colluders of four send back the first honest member's
@@ -192,13 +201,9 @@ func (p *staleEchoer) moved(self int) {
 }
 
 func (p *staleEchoer) Recv(ctx context.Context, from string, k frame.Key) (*frame.Frame, error) {
-	p.mu.Lock()
-	if g, ok := p.taken[k]; ok && from == p.sourceID {
-		delete(p.taken, k)
-		p.mu.Unlock()
+	if g := takeEarly(&p.mu, p.taken, from == p.sourceID, k); g != nil {
 		return g, nil
 	}
-	p.mu.Unlock()
 	f, err := p.signingPeer.Recv(ctx, from, k)
 	if err != nil || from != p.sourceID || f.Kind != frame.KindReduce || f.DType != frame.DTypeF32 || len(f.Shape) != 1 || f.Codec == frame.CodecTopK {
 		return f, err
