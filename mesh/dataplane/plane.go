@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -112,9 +113,14 @@ type peerConn struct {
 	mu      sync.Mutex
 	streams map[frame.Kind]*kindStream
 	// recent are copies of the small frames written on the connection lately, sent again
-	// if it ends in a stateless reset (resend.go); recentBytes is their payload.
+	// if it ends in a stateless reset (resend.go); recentBytes is their payload. drained
+	// says the connection ended and recent was taken: a frame written since went nowhere.
 	recent      []sentFrame
 	recentBytes int
+	drained     bool
+	// written counts the frames written on the connection (tests ask which connection a
+	// frame went out on).
+	written atomic.Int64
 }
 
 func (c *peerConn) alive() bool { return c.qc.Context().Err() == nil }
@@ -228,17 +234,31 @@ func (d *Plane) Send(ctx context.Context, to string, f *frame.Frame) error {
 	if sp := d.streamRoute(to); sp != nil {
 		return d.sendOverStream(ctx, to, sp, f, hdr) // streams.go: no QUIC path to this peer
 	}
-	c, err := d.connTo(ctx, to)
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		c, err := d.connTo(ctx, to)
+		if err != nil {
+			return err
+		}
+		kept := c.remember(f)
+		if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
+			if held := c.forget(f); !held && kept && len(f.Payload) <= resendMaxFrame && c.swallowedAll(ctx) {
+				// c ended in a stateless reset while f was written, and its resend took f
+				// (resendAfterReset): f goes to the peer's new process from there.
+				return nil
+			}
+			return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
+		}
+		c.written.Add(1)
+		d.stats.count(dirSent, to, c.path, f)
+		if kept || attempt > 0 {
+			return nil
+		}
+		// c ended, and what it swallowed was sent again (resendAfterReset), between connTo
+		// handing it out and this write, which QUIC still took: f went nowhere. c is out of
+		// the peer's connections by then (serveConn forgets it first), so this sends f on
+		// the next one. Seen under -race: the restarted peer's frame was lost.
+		d.stats.resent(to)
 	}
-	c.remember(f)
-	if err := c.sendStream(f.Kind).write(ctx, c.qc, hdr, f.Payload); err != nil {
-		c.forget(f)
-		return fmt.Errorf("data plane: send kind-%d frame to %s: %w", f.Kind, to, err)
-	}
-	d.stats.count(dirSent, to, c.path, f)
-	return nil
 }
 
 // Recv waits for the next frame from peer `from` with key k, whatever order frames

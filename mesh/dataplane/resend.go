@@ -54,16 +54,22 @@ type sentFrame struct {
 
 // remember keeps a copy of f, about to be written on c, for resendAfterReset. It comes
 // before the write: a reset can end c as soon as the write has handed f to QUIC, and the
-// resend must find f then (under -race, remembering after the write lost that race).
-func (c *peerConn) remember(f *frame.Frame) {
+// resend must find f then (under -race, remembering after the write lost that race). It
+// reports false when c has ended and its resend has run already (drained): nothing written
+// on c now reaches the peer, and no resend will carry f (Send sends it again itself).
+// Large frames are never kept, and report true.
+func (c *peerConn) remember(f *frame.Frame) bool {
 	if len(f.Payload) > resendMaxFrame {
-		return
+		return true
 	}
 	cp := *f
 	cp.Shape, cp.Payload = slices.Clone(f.Shape), slices.Clone(f.Payload)
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.drained {
+		return false
+	}
 	c.recent = append(c.recent, sentFrame{at: now, f: &cp, orig: f})
 	c.recentBytes += len(cp.Payload)
 	drop := 0
@@ -72,27 +78,30 @@ func (c *peerConn) remember(f *frame.Frame) {
 		drop++
 	}
 	c.recent = slices.Delete(c.recent, 0, drop)
+	return true
 }
 
-// forget drops the copy of f (a write that failed: Send reports it, and the caller
-// decides whether to send it again).
-func (c *peerConn) forget(f *frame.Frame) {
+// forget drops the copy of f (a write that failed: Send reports it or sends it again),
+// and reports whether c still held it (false: never kept, or taken by the resend).
+func (c *peerConn) forget(f *frame.Frame) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, s := range c.recent {
 		if s.orig == f {
 			c.recentBytes -= len(s.f.Payload)
 			c.recent = slices.Delete(c.recent, i, i+1)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // takeRecent returns the kept frames written since `since`, oldest first, and forgets
-// them all.
+// them all; c keeps no more (drained: it has ended).
 func (c *peerConn) takeRecent(since time.Time) []*frame.Frame {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.drained = true
 	var out []*frame.Frame
 	for _, s := range c.recent {
 		if !s.at.Before(since) {
@@ -115,11 +124,25 @@ func swallowed(cause error) bool {
 	return errors.As(cause, &reset) || errors.As(cause, &app) && app.Remote && app.ErrorCode == ConnConfirmed
 }
 
+// swallowedAll waits until c has ended (or ctx is done) and says whether it ended so that
+// nothing written on it reached the peer's process (swallowed). quic-go fails a stream or
+// an accept of a closed connection a moment before it cancels the connection's context,
+// which carries the cause: read before that, a reset looked like no cause at all (seen
+// under -race: the restarted peer's swallowed frames were dropped, not sent again).
+func (c *peerConn) swallowedAll(ctx context.Context) bool {
+	select {
+	case <-c.qc.Context().Done():
+	case <-ctx.Done():
+		return false
+	}
+	return swallowed(context.Cause(c.qc.Context()))
+}
+
 // resendAfterReset sends again, to the process that holds the peer's identity now, the
 // frames of the last resendWindow written on c when c ended so that none reached it
 // (swallowed); otherwise it drops them. It runs once c has ended (serveConn).
 func (d *Plane) resendAfterReset(c *peerConn) {
-	if !swallowed(context.Cause(c.qc.Context())) {
+	if !c.swallowedAll(d.ctx) {
 		c.takeRecent(time.Now().Add(time.Hour)) // nothing to resend: free the copies
 		return
 	}

@@ -38,6 +38,23 @@ func TestResendKeepsRecentSmallFrames(t *testing.T) {
 	if len(c.recent) != 0 || c.recentBytes != 0 {
 		t.Fatalf("%d frames, %d bytes still kept after takeRecent", len(c.recent), c.recentBytes)
 	}
+	// Once taken, the connection has ended and its resend has run: a frame written now
+	// is not kept (Send sends it again itself), and forget says so.
+	late := &frame.Frame{Kind: frame.KindScalar, Step: 99, Payload: []byte("late")}
+	if c.remember(late) || len(c.recent) != 0 {
+		t.Fatalf("a frame written after the resend was kept (%d kept): no resend would carry it", len(c.recent))
+	}
+	if c.forget(late) {
+		t.Fatal("forget found a frame that was never kept")
+	}
+	if !c.remember(&frame.Frame{Kind: frame.KindActivation, Payload: make([]byte, resendMaxFrame+1)}) {
+		t.Fatal("a large frame, never kept, reported as lost to a drained connection")
+	}
+	k := &peerConn{}
+	kept := &frame.Frame{Kind: frame.KindScalar, Step: 1, Payload: []byte("x")}
+	if !k.remember(kept) || !k.forget(kept) || k.forget(kept) {
+		t.Fatal("forget does not report the frame it dropped exactly once")
+	}
 }
 
 // TestSwallowedIsResetOrConfirm: only a stateless reset, or the peer's ConnConfirmed
