@@ -79,3 +79,25 @@ func TestSwallowedIsResetOrConfirm(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameWrittenAfterTheResendIsSentAgain: a connection whose resend has already run
+// (it ended, and what it swallowed was taken) may still be handed to a Send that chose it
+// a moment before; the frame that Send writes is carried by no resend, so Send sends it
+// again itself and counts it. Here the drained connection stays the peer's (in a real
+// reset serveConn forgets it first), so the second write goes on it too and arrives.
+func TestFrameWrittenAfterTheResendIsSentAgain(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ds := dpMesh(t, 2)
+	a, b := ds[0], ds[1]
+	sendAndRecv(ctx, t, a, b, 1)
+	sendPeerConnOf(t, a, b.Self()).takeRecent(time.Now()) // the resend ran
+	sendAndRecv(ctx, t, a, b, 2)
+	if n := a.Stats().ResentFrames[b.Self()]; n != 1 {
+		t.Fatalf("%d frames sent again after a write on a drained connection, want 1", n)
+	}
+	sendAndRecv(ctx, t, a, b, 3)
+	if n := a.Stats().ResentFrames[b.Self()]; n != 2 {
+		t.Fatalf("%d frames sent again, want 2: every frame written on it is", n)
+	}
+}
