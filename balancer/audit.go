@@ -1,6 +1,9 @@
 package balancer
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // A job with parallel.audit has each gather's members drawn, every one with probability
 // p = min(1, audit/R) over the R replicas, and every other member recomputes each drawn
@@ -18,8 +21,14 @@ import "math"
 // on three replicas, enough for the straggler detector to take every node for slow.
 
 // audited says whether the engine audits d's gathers: audit asked for, two replicas or
-// more, each one stage held whole in memory (no offload).
+// more, each one stage held whole in memory (no offload); for "auto" (auditAuto), only
+// where every node also holds its audit worker.
 func (in *instance) audited(d draft) bool {
+	return in.auditShape(d) && (!in.auditAuto || in.auditFits(d))
+}
+
+// auditShape says whether d's replicas are what the engine audits, audit asked for.
+func (in *instance) auditShape(d draft) bool {
 	if !(in.audit > 0) || len(d.replicas) < 2 {
 		return false
 	}
@@ -29,6 +38,43 @@ func (in *instance) audited(d draft) bool {
 		}
 	}
 	return true
+}
+
+// auditFits says whether every node of d, a draft of auditShape, holds its stage and its
+// audit worker.
+func (in *instance) auditFits(d draft) bool {
+	R := len(d.replicas)
+	for i, r := range d.replicas {
+		nd, mr := r.nodes[0], r.micro(d.m)
+		maxSeqs := math.Ceil(float64(r.batch) / float64(mr))
+		need := in.stageMemory(0, in.L, maxSeqs, float64(inflight(in.sched, mr, 1, 0)), R, r.mode(0).recompute, 0) + in.auditWorker(d, i)
+		if need > in.mem[nd]*(1+1e-12) {
+			return false
+		}
+	}
+	return true
+}
+
+// planAutoAudit is NewPlan for parallel.audit "auto": the plan the job gets unaudited,
+// among candidates that include every node a replica of its own (auditableGrouping, which
+// the usual groupings miss on three nodes), audited where it can be (audited), its step
+// and memory then priced with the audits. It does not trade speed for audits as a pinned
+// rate does (keepAuditable): the job goes where it trains fastest unaudited, and a plan
+// its nodes cannot audit runs without them.
+func (in *instance) planAutoAudit(opts Options) (Plan, error) {
+	plain := *in
+	plain.audit, plain.auditAuto, plain.everyNodeGrouping = 0, false, true
+	p, err := plain.planTiers(opts)
+	if err != nil {
+		return p, err
+	}
+	d, err := in.fromPlan(p)
+	if err != nil || !in.audited(d) {
+		return p, err
+	}
+	q := in.toPlan(p.Strategy, d)
+	q.Reason = p.Reason + fmt.Sprintf("; audited (parallel.audit auto: %g member per outer step recomputed, %.3g s/step)", in.audit, q.Predicted.Audit)
+	return q, nil
 }
 
 // auditTimes is, per replica of d, the expected recompute time per step (above), given
@@ -62,6 +108,11 @@ func (in *instance) auditMemory(d draft, i int) float64 {
 	if !in.audited(d) {
 		return 0
 	}
+	return in.auditWorker(d, i)
+}
+
+// auditWorker is the memory of replica i's audit worker in d (auditMemory).
+func (in *instance) auditWorker(d draft, i int) float64 {
 	batch := 0
 	for j, r := range d.replicas {
 		if j != i {
@@ -121,12 +172,13 @@ func (in *instance) keepAuditable(pool []candidate) []candidate {
 	return kept
 }
 
-// auditableGrouping is, for a job that asks for audits, every node a replica of its own
+// auditableGrouping is, for a job that asks for audits (or auto's, everyNodeGrouping),
+// every node a replica of its own
 // when each holds the model and maxR allows that many (the groupings auto otherwise
 // considers double the replica count, so three nodes never got three one-stage
 // replicas); nil otherwise, or when that grouping is already a usual one (a power of two).
 func (in *instance) auditableGrouping(maxR int) [][]int {
-	if !(in.audit > 0) || in.n < 2 || in.n > maxR || in.n&(in.n-1) == 0 {
+	if !(in.audit > 0 || in.everyNodeGrouping) || in.n < 2 || in.n > maxR || in.n&(in.n-1) == 0 {
 		return nil
 	}
 	g := make([][]int, in.n)

@@ -1,6 +1,7 @@
 package balancer
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -191,5 +192,102 @@ func TestAuditWorkerMemoryIsPriced(t *testing.T) {
 	}
 	if !audited(exact) {
 		t.Errorf("with exactly the audited plan's memory: %d replicas, audit %g s; want it audited", len(exact.Replicas), exact.Predicted.Audit)
+	}
+}
+
+// TestAutoAuditPlansAsUnaudited: parallel.audit "auto" places a job where it trains
+// fastest unaudited, among groupings that include every node a replica of its own (three
+// equal nodes get three one-stage replicas, which the usual groupings miss), with no
+// trading speed for audits and no failing for want of memory; it audits that plan where
+// the engine can (one-stage replicas whose nodes also hold the audit worker), priced in
+// its step and memory. A pipeline, or nodes a byte short of the audit worker, run
+// unaudited, priced as before.
+func TestAutoAuditPlansAsUnaudited(t *testing.T) {
+	layers := uniformLayers(6, 1e9, 4, 1<<20)
+	var static int64
+	for _, l := range layers {
+		static += l.StaticBytes()
+	}
+	withMemory := func(b int64) Snapshot {
+		s := threeNodes()
+		for i := range s.Nodes {
+			s.Nodes[i].MemoryBytes = b
+		}
+		return s
+	}
+	shape := func(p Plan) string {
+		var b strings.Builder
+		for _, r := range p.Replicas {
+			fmt.Fprintf(&b, "[%d:", r.Batch)
+			for _, s := range r.Stages {
+				fmt.Fprintf(&b, " %s %d-%d", s.Node, s.First, s.Last)
+			}
+			b.WriteString("]")
+		}
+		return b.String()
+	}
+	job := Job{Layers: layers, Batch: 12, Context: 1, MicroBatches: 1, Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10}}
+	auto := job
+	auto.Sync.Audit, auto.Sync.AuditAuto = 1, true
+	wide, err := NewPlan(withMemory(1<<40), auto, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[4: a 0-6][4: b 0-6][4: c 0-6]"; shape(wide) != want || !wide.Audited {
+		t.Fatalf("three equal nodes: auto planned %s, audited %v; want %s, audited", shape(wide), wide.Audited, want)
+	}
+	var need int64
+	for _, r := range wide.Replicas {
+		need = max(need, int64(r.Stages[0].MemoryBytes))
+	}
+	for _, tc := range []struct {
+		name    string
+		mem     int64
+		audited bool
+	}{
+		{"room for two copies", 1 << 40, true},
+		{"a byte short of the audit worker", need - 1, false},
+		{"no node holds the model", static * 2 / 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in, err := newInstance(withMemory(tc.mem), job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in.everyNodeGrouping = true
+			plain, err := in.planTiers(Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := NewPlan(withMemory(tc.mem), auto, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("unaudited %s %.4g s; auto %s %.4g s (audit %.3g s), audited %v: %s", shape(plain), plain.Predicted.Step, shape(p), p.Predicted.Step, p.Predicted.Audit, p.Audited, p.Reason)
+			if shape(p) != shape(plain) || p.MicroBatches != plain.MicroBatches {
+				t.Fatalf("auto planned %s (%d micro-batches), unaudited %s (%d): want the same placement", shape(p), p.MicroBatches, shape(plain), plain.MicroBatches)
+			}
+			if p.Audited != tc.audited {
+				t.Fatalf("audited %v, want %v", p.Audited, tc.audited)
+			}
+			step, err := PlanStep(withMemory(tc.mem), auto, p)
+			if err != nil || !near(step, p.Predicted.Step) {
+				t.Errorf("the plan judged running: %g s (%v), planned %g s", step, err, p.Predicted.Step)
+			}
+			if !tc.audited {
+				if p.Predicted != plain.Predicted || p.Replicas[0].Stages[0].MemoryBytes != plain.Replicas[0].Stages[0].MemoryBytes {
+					t.Errorf("an unaudited auto plan is priced %+v, the same unaudited %+v", p.Predicted, plain.Predicted)
+				}
+				return
+			}
+			if !(p.Predicted.Audit > 0) || !(p.Predicted.Step > plain.Predicted.Step) {
+				t.Errorf("audited: step %g s with audit %g s, unaudited %g s: want the recompute priced", p.Predicted.Step, p.Predicted.Audit, plain.Predicted.Step)
+			}
+			for _, r := range p.Replicas {
+				if m := int64(r.Stages[0].MemoryBytes); m < 2*static {
+					t.Errorf("node %s: %d bytes planned, want at least twice the training state %d (its audit worker)", r.Stages[0].Node, m, static)
+				}
+			}
+		})
 	}
 }

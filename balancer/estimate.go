@@ -351,6 +351,7 @@ func (in *instance) toPlan(strategy jobspec.Strategy, d draft) Plan {
 		loads[e] += v / in.inner
 	}
 	p.LinkBytes = in.sortedLoads(loads)
+	p.Audited = in.audited(d)
 	return p
 }
 

@@ -29,6 +29,8 @@ type instance struct {
 	tiedTable                      float64   // a tied head's table bytes (model.LayerCost.TiedTableBytes), else 0
 	inner                          float64   // steps per sync
 	audit                          float64   // Sync.Audit
+	auditAuto                      bool      // Sync.AuditAuto
+	everyNodeGrouping              bool      // auto's unaudited choice also weighs auditableGrouping
 	fragments                      float64   // sync events per outer period (streaming)
 	compress                       float64
 	sched                          jobspec.Schedule
@@ -169,7 +171,7 @@ func (in *instance) addLayers(job Job) {
 	if in.compress == 0 {
 		in.compress = 1
 	}
-	in.audit = job.Sync.Audit
+	in.audit, in.auditAuto = job.Sync.Audit, job.Sync.AuditAuto
 	in.inner, in.fragments = 1, 1
 	if job.Sync.Mode == jobspec.SyncStreaming && job.Sync.Fragments > 1 {
 		in.fragments = float64(job.Sync.Fragments)

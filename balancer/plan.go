@@ -25,6 +25,9 @@ func NewPlan(snap Snapshot, job Job, opts Options) (Plan, error) {
 	if err != nil {
 		return Plan{}, err
 	}
+	if in.auditAuto && in.audit > 0 {
+		return in.planAutoAudit(opts)
+	}
 	return in.planTiers(opts)
 }
 

@@ -146,6 +146,12 @@ type Sync struct {
 	// only where the engine audits: a plan of two or more replicas, each one stage held
 	// whole in memory (audit.go).
 	Audit float64 `json:"audit,omitempty"`
+	// AuditAuto is parallel.audit "auto": the plan is chosen as if unaudited, then audited
+	// at rate Audit when its replicas are each one stage held whole in memory and every
+	// node also holds its audit worker (Plan.Audited); otherwise it runs unaudited. A job
+	// that pins Audit instead prefers audited plans and fails where its audit workers do
+	// not fit.
+	AuditAuto bool `json:"audit_auto,omitempty"`
 }
 
 // Job is what is being trained: the model's per-layer costs and the batch shape.
@@ -214,6 +220,9 @@ type Plan struct {
 	LinkBytes []LinkLoad `json:"link_bytes"`
 	// Reason says which constraint bound the plan.
 	Reason string `json:"reason"`
+	// Audited says the engine audits the plan's gathers at the job's Sync.Audit rate: set
+	// for every plan it audits, and what decides it for a Sync.AuditAuto job.
+	Audited bool `json:"audited,omitempty"`
 }
 
 // Replica is one pipeline holding every layer once.

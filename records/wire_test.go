@@ -28,7 +28,7 @@ func sampleJob() Job {
 	spec.Placement.MaxNodes, spec.Memory.Zero = 8, 1
 	spec.Train.LoRA = &jobspec.LoRA{Rank: 8, Alpha: 16, Targets: []string{"q", "v"}}
 	spec.Train.Precision = jobspec.PrecisionFP32
-	spec.Parallel.Audit = 0.5                                          // pinned on the wire though this sample (ZeRO, LoRA) would not run audited
+	spec.Parallel.Audit = jobspec.Pinned(0.5)                          // pinned on the wire though this sample (ZeRO, LoRA) would not run audited
 	spec.Model, _ = jobspec.PresetModel("model.preset", "smollm-135m") // every model field set
 	return Job{
 		ID: "j-1", Name: "gostd-small", Spec: spec, Status: jobspec.JobRunning,

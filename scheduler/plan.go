@@ -57,6 +57,21 @@ type JobPlan struct {
 	// Inputs are what the balancer planned from: the measured nodes and links, the job's
 	// costs and the options. Planning is a pure function, so anyone can re-derive the plan.
 	Inputs PlanInputs `json:"inputs"`
+	// Audited is the balancer's Plan.Audited: the engine audits the epoch's gathers. For a
+	// job with parallel.audit "auto" it decides whether the workers audit (AuditRate); a
+	// pinned rate is the job's alone.
+	Audited bool `json:"audited,omitempty"`
+}
+
+// AuditRate is the parallel.audit rate the workers of plan p of a job with spec s run
+// with: the spec's resolved rate (jobspec.Spec.ResolvedAudit), except that "auto" audits
+// only a plan the balancer found auditable (Audited). Every member, and a leader judging
+// evidence, reads it from the same committed plan.
+func AuditRate(s jobspec.Spec, p JobPlan) float64 {
+	if s.Parallel.Audit.IsAuto && !p.Audited {
+		return 0
+	}
+	return s.ResolvedAudit()
 }
 
 // PlanInputs are the balancer's inputs of a committed plan.
@@ -185,7 +200,8 @@ func planInputsKeeping(spec jobspec.Spec, cands []candidate, keep map[string]boo
 		Layers: cfg.LayerCosts(), Batch: spec.Train.Batch, Context: cfg.Context,
 		MicroBatches: microBatches(spec.Train.MicroBatches), Schedule: spec.Parallel.Schedule,
 		Sync: balancer.Sync{Mode: spec.Parallel.Sync, InnerSteps: spec.Parallel.InnerSteps,
-			Compression: ratio, Fragments: spec.Parallel.Fragments, Audit: spec.Parallel.Audit},
+			Compression: ratio, Fragments: spec.Parallel.Fragments,
+			Audit: spec.ResolvedAudit(), AuditAuto: spec.Parallel.Audit.IsAuto},
 		Recompute: recompute(spec.Memory.Recompute),
 		Zero:      spec.Memory.Zero,
 		Offload:   offload(spec.Memory.Offload),
@@ -293,7 +309,7 @@ func dataShards(n, R int) [][]int {
 // jobPlanFrom turns a balancer plan into the plan the leader commits, checked by check
 // (nil: not checked).
 func jobPlanFrom(bp balancer.Plan, in PlanInputs, numLayers int, check func(JobPlan, int) error) (JobPlan, error) {
-	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: bp.Strategy, PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in}
+	jp := JobPlan{MicroBatches: bp.MicroBatches, Strategy: bp.Strategy, PredictedStepS: bp.Predicted.Step, Reason: bp.Reason, Inputs: in, Audited: bp.Audited}
 	for _, r := range bp.Replicas {
 		var stages []Stage
 		for _, s := range r.Stages {

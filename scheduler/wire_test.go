@@ -28,7 +28,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 		MicroBatches: 4, Strategy: jobspec.StrategyAuto, PredictedStepS: 0.12, Reason: "bound by compute", ResumeStep: 100, Continues: true,
 		PredictedGFLOPS: map[string]float64{"n2": 33.5},
 		DataShards:      [][]int{{0, 2}},
-		Built:           3, Slots: []int{1}, Rejoin: []string{"n2"},
+		Built:           3, Slots: []int{1}, Rejoin: []string{"n2"}, Audited: true,
 		Dropped: []DroppedReplica{{Slot: 2, Stages: []Stage{{Node: "n1", First: 2, Last: 6, Recompute: true, MemoryBudget: 4 << 20}}, Batch: 16, Shards: []int{1}}},
 		Inputs: PlanInputs{
 			Snapshot: balancer.Snapshot{
@@ -37,7 +37,7 @@ func TestJobPlanWireFormat(t *testing.T) {
 				Links: []balancer.Link{{From: "n1", To: "n2", RTT: 0.02, Bandwidth: 12.5e6}},
 			},
 			Job: balancer.Job{Layers: []model.LayerCost{cost}, Batch: 16, Context: 128, MicroBatches: 4, Schedule: jobspec.Schedule1F1B,
-				Sync:      balancer.Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, Compression: 4, Fragments: 2, Audit: 1.5},
+				Sync:      balancer.Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 50, Compression: 4, Fragments: 2, Audit: 1.5, AuditAuto: true},
 				Recompute: jobspec.RecomputeAuto, Zero: 1, Offload: jobspec.OffloadAuto},
 			Strategy: jobspec.StrategyAuto, MaxReplicas: 2, Stages: 2,
 		},

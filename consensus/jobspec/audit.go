@@ -6,17 +6,28 @@ import "math"
 // engine's parallel.MaxAudit).
 const MaxAudit = 64
 
+// AutoAudit is the rate "auto" resolves to where a job can be audited: one member of each
+// outer step's gather drawn, on average. With three replicas, one that replays what it saw
+// is drawn with probability 1/3 at each outer step (docs/security.md, "Replaying what was
+// seen: audits").
+const AutoAudit = 1
+
 // validateAudit checks parallel.audit: members recomputed per checked gather, on average
 // (the engine's sampled recompute, parallel/audit.go). An audit recomputes a replica's
 // work from public inputs, so it needs what makes the work public: the job's own dataset
 // (not data.local), no topk (an audited job's codec carries no error feedback, private
 // state, and topk without it drops 99% of every update), no ZeRO (its gathers carry
-// chunks), and DiLoCo or every-step sync (streaming overlaps its outer steps).
+// chunks), and DiLoCo or every-step sync (streaming overlaps its outer steps). "auto"
+// asks for none of it: it resolves to 0 where a pinned rate would be refused
+// (ResolvedAudit).
 func (s Spec) validateAudit(v *validator) {
 	p := s.Parallel
-	switch a := p.Audit; {
+	if p.Audit.IsAuto {
+		return
+	}
+	switch a := p.Audit.V; {
 	case math.IsNaN(a) || a < 0 || a > MaxAudit:
-		v.addf("parallel.audit", "must be ≥ 0 and ≤ %d (members audited per gather), got %v", MaxAudit, a)
+		v.addf("parallel.audit", "must be \"auto\" or ≥ 0 and ≤ %d (members audited per gather), got %v", MaxAudit, a)
 	case a == 0:
 	case p.Sync != SyncDiLoCo && p.Sync != SyncEveryStep:
 		v.addf("parallel.audit", "needs parallel.sync diloco or sync (streaming overlaps its outer steps with the inner ones), got %s", p.Sync)
@@ -27,4 +38,23 @@ func (s Spec) validateAudit(v *validator) {
 	case s.Data.Local != "":
 		v.addf("parallel.audit", "needs the job's own dataset: with data.local no other member holds a replica's data to recompute its work")
 	}
+}
+
+// ResolvedAudit is the audit rate the job asks its plans for: parallel.audit when pinned;
+// for "auto", AutoAudit when the job is DiLoCo with a codec other than topk, no ZeRO, the
+// job's own dataset and every weight trained (no LoRA: the engine audits only whole-model
+// training), else 0. Every-step sync is not audited by auto: an audit there recomputes a
+// member's gradient at every step, and a replay of a one-step gradient moves the loss
+// little (docs/security.md). Whether a plan runs the audits auto asks for is the
+// planner's (balancer.Plan.Audited): it does where every replica is one stage whose node
+// can also hold the audit worker.
+func (s Spec) ResolvedAudit() float64 {
+	p := s.Parallel
+	if !p.Audit.IsAuto {
+		return p.Audit.V
+	}
+	if p.Sync != SyncDiLoCo || p.Codec == CodecTopK || s.Memory.Zero > 0 || s.Data.Local != "" || s.Train.LoRA != nil {
+		return 0
+	}
+	return AutoAudit
 }

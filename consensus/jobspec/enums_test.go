@@ -77,6 +77,8 @@ func TestStoredJobWireFormatUnchanged(t *testing.T) {
 	want.Parallel.Fragments, want.Parallel.OverlapSteps, want.Parallel.Aggregate, want.Parallel.Score = 0, 0, "", ""
 	// The outer step of that time: pinned at 0.7/0.9 ("auto" is the default since).
 	want.Parallel.OuterLR, want.Parallel.OuterMomentum = Pinned(0.7), Pinned(0.9)
+	// No audit: "auto" is the default since.
+	want.Parallel.Audit = Pinned(0)
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("decoded %+v, want %+v", s, want)
 	}

@@ -141,7 +141,7 @@ func TestLeaderConvictsColludersFromShippedEvidence(t *testing.T) {
 	// recomputes them on the job's dataset, convicts them.
 	t.Run("audited", func(t *testing.T) {
 		convictColluders(t, 32, 1, func(s *jobspec.Spec) {
-			s.Parallel.Audit, s.Parallel.Score = 4, jobspec.ScoreOff
+			s.Parallel.Audit, s.Parallel.Score = jobspec.Pinned(4), jobspec.ScoreOff
 		})
 	})
 	t.Run("streaming", func(t *testing.T) {

@@ -40,7 +40,7 @@ func jobConfig(j consensus.Job, epoch uint64, jp scheduler.JobPlan) parallel.Job
 	sc.OuterLR, sc.OuterMomentum = s.Outer()
 	sc.Fragments, sc.Overlap, sc.Aggregate = s.Parallel.Fragments, s.Parallel.OverlapSteps, s.Parallel.Aggregate
 	sc.Zero, sc.Score = s.Memory.Zero, s.ResolvedScore() // off for data.local
-	sc.Audit = s.Parallel.Audit
+	sc.Audit = scheduler.AuditRate(s, jp)                // auto: where the plan is auditable
 	return parallel.JobConfig{Train: tc, Schedule: s.Parallel.Schedule, Sync: sc, Job: frameJob(j.ID), Epoch: uint32(epoch)}
 }
 
