@@ -15,11 +15,11 @@ const AutoAudit = 1
 // validateAudit checks parallel.audit: members recomputed per checked gather, on average
 // (the engine's sampled recompute, parallel/audit.go). An audit recomputes a replica's
 // work from public inputs, so it needs what makes the work public: the job's own dataset
-// (not data.local), no topk (an audited job's codec carries no error feedback, private
-// state, and topk without it drops 99% of every update), no ZeRO (its gathers carry
-// chunks), and DiLoCo or every-step sync (streaming overlaps its outer steps). "auto"
-// asks for none of it: it resolves to 0 where a pinned rate would be refused
-// (ResolvedAudit).
+// held whole by every replica (not data.local, not sharded), no topk (an audited job's
+// codec carries no error feedback, private state, and topk without it drops 99% of every
+// update), no ZeRO (its gathers carry chunks), and DiLoCo or every-step sync (streaming
+// overlaps its outer steps). "auto" asks for none of it: it resolves to 0 where a pinned
+// rate would be refused (ResolvedAudit).
 func (s Spec) validateAudit(v *validator) {
 	p := s.Parallel
 	if p.Audit.IsAuto {
@@ -37,12 +37,15 @@ func (s Spec) validateAudit(v *validator) {
 		v.addf("parallel.audit", "needs memory.zero 0 (ZeRO gathers gradient chunks, not whole contributions), got %d", s.Memory.Zero)
 	case s.Data.Local != "":
 		v.addf("parallel.audit", "needs the job's own dataset: with data.local no other member holds a replica's data to recompute its work")
+	case s.Data.TrainShards > 0:
+		v.addf("parallel.audit", "needs a dataset every replica holds whole: this one is sharded (%d training shards, each replica fetches only its own), so no other member holds a replica's data to recompute its work", s.Data.TrainShards)
 	}
 }
 
 // ResolvedAudit is the audit rate the job asks its plans for: parallel.audit when pinned;
 // for "auto", AutoAudit when the job is DiLoCo with a codec other than topk, no ZeRO, the
-// job's own dataset and every weight trained (no LoRA: the engine audits only whole-model
+// job's own dataset held whole by every replica (not data.local, not sharded), and every
+// weight trained (no LoRA: the engine audits only whole-model
 // training), else 0. Every-step sync is not audited by auto: an audit there recomputes a
 // member's gradient at every step, and a replay of a one-step gradient moves the loss
 // little (docs/security.md). Whether a plan runs the audits auto asks for is the
@@ -53,7 +56,7 @@ func (s Spec) ResolvedAudit() float64 {
 	if !p.Audit.IsAuto {
 		return p.Audit.V
 	}
-	if p.Sync != SyncDiLoCo || p.Codec == CodecTopK || s.Memory.Zero > 0 || s.Data.Local != "" || s.Train.LoRA != nil {
+	if p.Sync != SyncDiLoCo || p.Codec == CodecTopK || s.Memory.Zero > 0 || s.Data.Local != "" || s.Data.TrainShards > 0 || s.Train.LoRA != nil {
 		return 0
 	}
 	return AutoAudit

@@ -72,4 +72,16 @@ func TestAutoAuditResolves(t *testing.T) {
 			t.Errorf("%q: audit resolves to %v, want %v", c.yaml, got, c.want)
 		}
 	}
+	// A sharded dataset (set at submission, from its manifest): each replica holds only
+	// its own shards, so nobody could recompute another's work. auto resolves to 0 and a
+	// pinned rate is refused, naming the field.
+	s := DefaultSpec()
+	s.Data.Blob, s.Data.TrainShards = strings.Repeat("ab", 32), 3
+	if err := s.Validate(); err != nil || s.ResolvedAudit() != 0 {
+		t.Errorf("sharded: %v, audit resolves to %v, want 0", err, s.ResolvedAudit())
+	}
+	s.Parallel.Audit = Pinned(1)
+	if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "parallel.audit: needs a dataset every replica holds whole") {
+		t.Errorf("sharded with audit 1: %v, want it refused", err)
+	}
 }
