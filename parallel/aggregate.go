@@ -56,9 +56,10 @@ type policy struct {
 	// sign, when set, signs this member's contribution and requires the others'
 	// signatures (signature.go); nil: nothing is signed.
 	sign *signer
-	// audit, when set, recomputes the members of a gather drawn from seed (audit.go) and
-	// says, by position, why each whose contribution is not its own work is dropped.
-	audit func(members []string, all [][]float32, seed [32]byte) (map[int]string, error)
+	// audit, when set, recomputes the members of a gather drawn from seed (audit.go), or
+	// the positions targets when not nil, and says, by position, why each whose
+	// contribution is not its own work is dropped, and which members it recomputed.
+	audit func(members []string, all [][]float32, seed [32]byte, targets []int) (failed map[int]string, audited []int, err error)
 	// ban, when set, leaves a member an audit convicted out of the run's later gathers.
 	ban func(member string)
 	// auditWait, when set, is how much longer than the stall timeout the gather waits

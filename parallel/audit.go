@@ -123,10 +123,8 @@ func auditDraw(seed [sha256.Size]byte, members []string, all [][]float32, rate f
 // auditGather recomputes the drawn contributions of a gather at point and returns, by
 // member, why each that is not its author's work is dropped. self is the position not to
 // audit (the worker's own contribution), -1 for a leader's re-judge.
-func (w *Worker) auditGather(ctx context.Context, members []string, all [][]float32, seed [sha256.Size]byte, self int, at auditPoint) (map[int]string, error) {
+func (w *Worker) auditGather(ctx context.Context, members []string, all [][]float32, drawn []int, self int, at auditPoint) (map[int]string, error) {
 	out := map[int]string{}
-	drawn := auditDraw(seed, members, all, w.cfg.Sync.Audit)
-	w.auditWait.Store(int64(AuditWaitFactor * len(drawn) * at.span * int(w.computeEMA.Load())))
 	for _, m := range drawn {
 		if m == self {
 			continue
@@ -302,12 +300,22 @@ func (w *Worker) auditPolicy(pol *policy, at func() auditPoint) {
 	if !w.audits() {
 		return
 	}
-	pol.audit = func(members []string, all [][]float32, seed [32]byte) (map[int]string, error) {
+	pol.audit = func(members []string, all [][]float32, seed [32]byte, targets []int) (map[int]string, []int, error) {
 		self := slices.Index(members, w.Self())
 		if w.verifying {
 			self = -1
 		}
-		return w.auditGather(context.Background(), members, all, seed, self, at())
+		point, drawn := at(), targets
+		wait := int64(AuditWaitFactor * len(drawn) * point.span * int(w.computeEMA.Load()))
+		if drawn == nil {
+			drawn = auditDraw(seed, members, all, w.cfg.Sync.Audit)
+			wait = int64(AuditWaitFactor * len(drawn) * point.span * int(w.computeEMA.Load()))
+			w.auditWait.Store(wait)
+		} else {
+			w.auditWait.Add(wait) // the score's suspects, after the draw's
+		}
+		failed, err := w.auditGather(context.Background(), members, all, drawn, self, point)
+		return failed, drawn, err
 	}
 	pol.ban = w.ban
 	pol.auditWait = func() time.Duration { return time.Duration(w.auditWait.Load()) }

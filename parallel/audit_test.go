@@ -374,3 +374,91 @@ func TestBanOutlastsReadmit(t *testing.T) {
 		t.Fatalf("a retired (dead) member was not readmitted: %v", got)
 	}
 }
+
+// TestScoreDropsAreAudited: in an audited gather the contributions the held-out score
+// drops are recomputed too, after the draw (auditScoreDrops): one that is not its
+// author's work is then proof, reported Proven and banned at once, where the score alone
+// only counts towards a streak; one the draw already recomputed is not recomputed again,
+// one that passes stays dropped and unproven, and an unaudited gather recomputes nothing.
+func TestScoreDropsAreAudited(t *testing.T) {
+	members := []string{"a", "b", "c", "d"}
+	contribution := func() [][]float32 {
+		return [][]float32{{1, 0}, {1, 0.1}, {0.9, 0}, {1, -0.1}}
+	}
+	// The score: c (2) and d (3) raise the held-out loss; a and b lower it.
+	score := func(all [][]float32) ([]heldOutScore, error) {
+		return []heldOutScore{{gain: 1, se: 0.01}, {gain: 1, se: 0.01}, {gain: -1, se: 0.01}, {gain: -1, se: 0.01}}, nil
+	}
+	for _, tc := range []struct {
+		name    string
+		drawn   []int    // what the draw recomputes
+		lies    []int    // whose recomputation differs
+		targets []int    // want: what the score's drops add
+		proven  []string // want: members reported Proven
+	}{
+		{"a replay the score dropped", nil, []int{2}, []int{2, 3}, []string{"c"}},
+		{"drawn already", []int{2}, nil, []int{3}, nil},
+		{"drawn and caught", []int{2}, []int{2}, []int{3}, []string{"c"}},
+		{"honest drops", nil, nil, []int{2, 3}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls [][]int
+			var rejected []Rejection
+			banned := map[string]bool{}
+			pol := policy{score: score, reject: func(r Rejection) { rejected = append(rejected, r) }, ban: func(m string) { banned[m] = true }}
+			pol.audit = func(_ []string, all [][]float32, _ [32]byte, targets []int) (map[int]string, []int, error) {
+				drawn := targets
+				if drawn == nil {
+					drawn = tc.drawn
+				}
+				calls = append(calls, drawn)
+				failed := map[int]string{}
+				for _, m := range drawn {
+					if all[m] == nil {
+						t.Errorf("member %d recomputed without its contribution", m)
+					}
+					if slices.Contains(tc.lies, m) {
+						failed[m] = "audit: not its work"
+					}
+				}
+				return failed, drawn, nil
+			}
+			all := contribution()
+			if _, err := judge(Group{Members: members, Self: 0}, all, pol); err != nil {
+				t.Fatal(err)
+			}
+			if len(calls) != 2 || !slices.Equal(calls[1], tc.targets) {
+				t.Fatalf("audits %v, want the draw then %v", calls, tc.targets)
+			}
+			var proven []string
+			for _, r := range rejected {
+				if r.Proven {
+					proven = append(proven, r.Member)
+					if !banned[r.Member] {
+						t.Errorf("%s proven but not banned", r.Member)
+					}
+				}
+			}
+			if !slices.Equal(proven, tc.proven) {
+				t.Errorf("proven %v (rejections %+v), want %v", proven, rejected, tc.proven)
+			}
+			if all[2] != nil || all[3] != nil || all[0] == nil || all[1] == nil {
+				t.Errorf("kept %v: want a and b, the score's drops dropped", all)
+			}
+		})
+	}
+	// Unaudited: the score drops, nobody is recomputed or proven.
+	var rejected []Rejection
+	all := contribution()
+	if _, err := judge(Group{Members: members}, all, policy{score: score, reject: func(r Rejection) { rejected = append(rejected, r) }}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rejected {
+		if r.Proven {
+			t.Errorf("unaudited gather proved %+v", r)
+		}
+	}
+	if len(rejected) != 2 {
+		t.Errorf("rejections %+v, want the score's two", rejected)
+	}
+}

@@ -232,8 +232,10 @@ func judge(g Group, all [][]float32, pol policy) (bool, error) {
 		pol.report(g.Members[m], "%s", reason)
 		all[m] = nil
 	}
+	var sent [][]float32 // the contributions the score judges, as received (audited ones passed)
+	var audited []int
 	if pol.audit != nil {
-		failed, err := pol.audit(g.Members, all, seed)
+		failed, drawn, err := pol.audit(g.Members, all, seed, nil)
 		if err != nil {
 			return false, err
 		}
@@ -243,10 +245,46 @@ func judge(g Group, all [][]float32, pol policy) (bool, error) {
 				all[m] = nil
 			}
 		}
+		sent, audited = slices.Clone(all), drawn
 	}
 	pol.equaliseSizes(g.Members, all)
 	pol.scoreIfPullingApart(all)
-	return dropByScore(g, all, pol)
+	none, err := dropByScore(g, all, pol)
+	if err != nil || sent == nil {
+		return none, err
+	}
+	return none, auditScoreDrops(g, sent, all, audited, seed, pol)
+}
+
+// auditScoreDrops recomputes the contributions the held-out score dropped (present in
+// sent, nil in all) that the draw did not (audited): a drop is the score's suspicion, and
+// a recomputation turns it into proof where the contribution is not its author's work. A
+// member that replays an honest member's earlier contribution is dropped by the score now
+// and then (the step it repeats is already taken) and, audited only when drawn, went on
+// replaying (docs/security.md, "Replaying what was seen: audits"); an honest contribution
+// the score dropped is recomputed, found to be its author's work and stays dropped, as
+// before. Every member scores alike, so every member (and a leader re-judging evidence)
+// audits the same ones.
+func auditScoreDrops(g Group, sent, all [][]float32, audited []int, seed [32]byte, pol policy) error {
+	var targets []int
+	for m, v := range sent {
+		if v != nil && all[m] == nil && !slices.Contains(audited, m) {
+			targets = append(targets, m)
+		}
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	failed, _, err := pol.audit(g.Members, sent, seed, targets)
+	if err != nil {
+		return err
+	}
+	for _, m := range targets {
+		if reason, ok := failed[m]; ok {
+			pol.reportProven(g.Members[m], reason+" (recomputed as the held-out score dropped it)")
+		}
+	}
+	return nil
 }
 
 // dropByScore drops from all (setting it nil) what the policy's held-out score refuses
