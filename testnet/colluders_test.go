@@ -32,8 +32,31 @@ import (
 // leader judged evidence under its own epoch's plan, the second evidence was refused once
 // the replan left out its reporter, and the balancer once planned the second colluder
 // alone to the end.
+//
+// This is the unaudited path (parallel.audit 0), for the jobs audits do not cover;
+// TestAuditedColludersAreConvictedAndLeftOut runs the same colluders under the default.
 func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 	requireScenarios(t)
+	colluders(t, jobspec.Pinned(0))
+}
+
+// TestAuditedColludersAreConvictedAndLeftOut is TestColludersAreConvictedAndLeftOut under
+// the default parallel.audit (auto: one member per outer step recomputed, and every
+// contribution the held-out score drops). The honest members' scores drop both colluders
+// at the first outer step and their recomputation proves it, so they name and ban them
+// at once, and the leader convicts both on that evidence (about a minute here, as the
+// unaudited path takes). Before the score's drops were audited, only the draw was
+// recomputed: it drew an honest member at the first outer step, the colluders,
+// recomputing on their noise, took it for a replayer and left it out of their gathers,
+// the honest pair fell below quorum at the next one, and the job restarted from step 0
+// into the same draw, convicting nobody in four minutes.
+func TestAuditedColludersAreConvictedAndLeftOut(t *testing.T) {
+	requireScenarios(t)
+	colluders(t, jobspec.AutoValue())
+}
+
+// colluders runs the colluders scenario with parallel.audit set to audit.
+func colluders(t *testing.T, audit jobspec.AutoFloat) {
 	if raceEnabled {
 		t.Skip("execs real processes: the race pass only adds load (see race_test.go)")
 	}
@@ -47,7 +70,7 @@ func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 	tn := startTestnet(t, topo)
 	nodes := tn.Nodes()
 	colluders := []string{nodes[2].ID, nodes[3].ID}
-	w := submitJob(t, tn, nodes[0], colluderJob(t))
+	w := submitJob(t, tn, nodes[0], colluderJob(t, audit))
 
 	var d consensus.JobDetail
 	sawFour := false // the job first ran with the colluders: four replicas
@@ -100,7 +123,7 @@ func TestColludersAreConvictedAndLeftOut(t *testing.T) {
 // one) and one evaluation at the end; 4000 steps, so that it still runs when the evidence
 // against the second colluder (shipped EvidenceInterval after the first by the same
 // reporter) is judged.
-func colluderJob(t *testing.T) []byte {
+func colluderJob(t *testing.T, audit jobspec.AutoFloat) []byte {
 	t.Helper()
 	corpus := filepath.Join(t.TempDir(), "corpus.txt")
 	os.WriteFile(corpus, []byte(strings.Repeat("for _, m := range members { if m.lied() { convict(m) } } // mesh\n", 3000)), 0o644)
@@ -114,12 +137,7 @@ func colluderJob(t *testing.T) []byte {
 	spec.Parallel.InnerSteps = 3
 	spec.Placement.MinNodes = 2
 	spec.Checkpoint.Every = 30
-	// Unaudited: this is the held-out score's and the evidence's path, for jobs that
-	// audits do not cover (and with audit auto, the colluders, recomputing on their noise,
-	// drop an honest member as a failed audit and leave it out of their gathers, which
-	// leaves the honest pair below quorum at the next outer step, as withholding colluders
-	// would: docs/security.md, "Replaying what was seen: audits").
-	spec.Parallel.Audit = jobspec.Pinned(0)
+	spec.Parallel.Audit = audit
 	b, _ := json.Marshal(spec)
 	return b
 }
