@@ -172,11 +172,11 @@ func (in *instance) keepAuditable(pool []candidate) []candidate {
 	return kept
 }
 
-// auditableGrouping is, for a job that asks for audits (or auto's, everyNodeGrouping),
-// every node a replica of its own
-// when each holds the model and maxR allows that many (the groupings auto otherwise
-// considers double the replica count, so three nodes never got three one-stage
-// replicas); nil otherwise, or when that grouping is already a usual one (a power of two).
+// auditableGrouping is, for a job that asks for audits (or audit auto's unaudited choice,
+// everyNodeGrouping), every node a replica of its own when each holds the model and maxR
+// allows that many (the groupings auto otherwise considers double the replica count, so
+// three nodes never got three one-stage replicas); nil otherwise, or when that grouping
+// is already a usual one (a power of two).
 func (in *instance) auditableGrouping(maxR int) [][]int {
 	if !(in.audit > 0 || in.everyNodeGrouping) || in.n < 2 || in.n > maxR || in.n&(in.n-1) == 0 {
 		return nil

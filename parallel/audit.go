@@ -31,6 +31,8 @@ import (
 // members' contributions and drops one farther than AuditTolerance of its length from its
 // recomputation: the drop is proof, so its author is named at once and left out of every
 // later gather of the run (banned), and its evidence convicts it at the leader.
+// Each contribution the held-out score then drops that the draw did not pick is recomputed
+// too (auditScoreDrops, collective.go): a replay the score catches is proof as well.
 
 // AuditTolerance is the relative distance ‖c − c'‖ / ‖c'‖ within which a recomputed
 // contribution c' vouches for the contribution c a member sent. A member on the pure-Go
@@ -120,8 +122,8 @@ func auditDraw(seed [sha256.Size]byte, members []string, all [][]float32, rate f
 	return out
 }
 
-// auditGather recomputes the drawn contributions of a gather at point and returns, by
-// member, why each that is not its author's work is dropped. self is the position not to
+// auditGather recomputes the drawn contributions of a gather (positions in all) at point
+// and returns, by member, why each that is not its author's work is dropped. self is the position not to
 // audit (the worker's own contribution), -1 for a leader's re-judge.
 func (w *Worker) auditGather(ctx context.Context, members []string, all [][]float32, drawn []int, self int, at auditPoint) (map[int]string, error) {
 	out := map[int]string{}
@@ -306,10 +308,11 @@ func (w *Worker) auditPolicy(pol *policy, at func() auditPoint) {
 			self = -1
 		}
 		point, drawn := at(), targets
-		wait := int64(AuditWaitFactor * len(drawn) * point.span * int(w.computeEMA.Load()))
 		if drawn == nil {
 			drawn = auditDraw(seed, members, all, w.cfg.Sync.Audit)
-			wait = int64(AuditWaitFactor * len(drawn) * point.span * int(w.computeEMA.Load()))
+		}
+		wait := int64(AuditWaitFactor * len(drawn) * point.span * int(w.computeEMA.Load()))
+		if targets == nil {
 			w.auditWait.Store(wait)
 		} else {
 			w.auditWait.Add(wait) // the score's suspects, after the draw's
