@@ -24,6 +24,15 @@ func threeNodes() Snapshot {
 	return s
 }
 
+// withMemory is threeNodes with b bytes of memory each.
+func withMemory(b int64) Snapshot {
+	s := threeNodes()
+	for i := range s.Nodes {
+		s.Nodes[i].MemoryBytes = b
+	}
+	return s
+}
+
 // TestAuditIsPriced: an audited job's step includes each replica's expected recompute of
 // the others' work, p·Σ_{j≠i} compute_i·batch_j/batch_i with p = min(1, audit/R), in the
 // simulation, the estimate and its breakdown; a plan the engine does not audit (pipeline
@@ -130,17 +139,7 @@ func TestAuditedJobKeepsAuditablePlans(t *testing.T) {
 func TestAuditWorkerMemoryIsPriced(t *testing.T) {
 	job := Job{Layers: uniformLayers(6, 1e9, 4, 1<<20), Batch: 12, Context: 1, MicroBatches: 12,
 		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10, Audit: 3}}
-	var static int64
-	for _, l := range job.Layers {
-		static += l.StaticBytes()
-	}
-	withMemory := func(b int64) Snapshot {
-		s := threeNodes()
-		for i := range s.Nodes {
-			s.Nodes[i].MemoryBytes = b
-		}
-		return s
-	}
+	static := int64(staticBytes(job))
 	audited := func(p Plan) bool {
 		if len(p.Replicas) < 2 {
 			return false
@@ -204,17 +203,7 @@ func TestAuditWorkerMemoryIsPriced(t *testing.T) {
 // unaudited, priced as before.
 func TestAutoAuditPlansAsUnaudited(t *testing.T) {
 	layers := uniformLayers(6, 1e9, 4, 1<<20)
-	var static int64
-	for _, l := range layers {
-		static += l.StaticBytes()
-	}
-	withMemory := func(b int64) Snapshot {
-		s := threeNodes()
-		for i := range s.Nodes {
-			s.Nodes[i].MemoryBytes = b
-		}
-		return s
-	}
+	static := int64(staticBytes(Job{Layers: layers}))
 	shape := func(p Plan) string {
 		var b strings.Builder
 		for _, r := range p.Replicas {
