@@ -280,3 +280,28 @@ func TestAutoAuditPlansAsUnaudited(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoAuditDoesNotKeepJobsFromNewNodes: a job with audit auto is weighed for a replan
+// as if unaudited, as it is placed: a new node that would speed it up unaudited is taken,
+// and its plan audited. Priced with the audits, a slow node's replica recomputing the fast
+// node's share makes the step slower than the fast node's alone (the slow replica binds),
+// and the job kept away from every node slower than its own.
+func TestAutoAuditDoesNotKeepJobsFromNewNodes(t *testing.T) {
+	job := Job{Layers: uniformLayers(6, 1e9, 4, 1<<20), Batch: 12, Context: 1, MicroBatches: 1,
+		Sync: Sync{Mode: jobspec.SyncDiLoCo, InnerSteps: 10, Audit: 1, AuditAuto: true}}
+	two := Snapshot{Nodes: []Node{{ID: "a", GFLOPS: 1, MemoryBytes: 1 << 40}, {ID: "b", GFLOPS: 0.5, MemoryBytes: 1 << 40}},
+		Links: []Link{{From: "a", To: "b", Bandwidth: 1e30}, {From: "b", To: "a", Bandwidth: 1e30}}}
+	one := Snapshot{Nodes: two.Nodes[:1]}
+	current, err := NewPlan(one, job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := Replan(current, two, job, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s; proposal audited %v, predicted %.4g s (audit %.3g s) against %.4g s", dec.Reason, dec.Plan.Audited, dec.Plan.Predicted.Step, dec.Plan.Predicted.Audit, current.Predicted.Step)
+	if !dec.Replan || len(dec.Plan.Replicas) != 2 || !dec.Plan.Audited {
+		t.Fatalf("replan %v to %d replicas, audited %v: want the new node used, audited", dec.Replan, len(dec.Plan.Replicas), dec.Plan.Audited)
+	}
+}

@@ -45,6 +45,15 @@ func Replan(current Plan, snap Snapshot, job Job, opts Options) (Decision, error
 	if err != nil {
 		return Decision{}, err
 	}
+	if in.auditAuto {
+		// audit auto places a job as if unaudited (planAutoAudit): the current plan and
+		// the proposal are weighed so too, or the audits a new node's replica would add
+		// to every step kept a job from the node (one node to two: 1.5× each replica's
+		// step, no longer 10% ahead by time to loss).
+		plain := *in
+		plain.audit, plain.auditAuto = 0, false
+		in = &plain
+	}
 	next, err := in.fromPlan(proposal)
 	if err != nil {
 		return Decision{}, fmt.Errorf("replan: %w", err)
