@@ -22,9 +22,13 @@ type ProverConfig struct {
 	// Allow says whether peer may challenge this node: the node allows its Raft leader
 	// only, so that no other member can make it compute. Nil refuses every peer.
 	Allow func(peer.ID) bool
-	// MinInterval is the least time between the starts of two answered challenges; a
-	// challenge sooner, or while one is computed, is refused (its stream reset) before
-	// anything is computed. Zero means DefaultMinInterval; negative means no interval.
+	// MinInterval is the least time between the starts of two answered challenges of one
+	// challenger; a challenge sooner, or while one is computed, is refused (its stream
+	// reset) before anything is computed. Zero means DefaultMinInterval; negative means no
+	// interval. It is counted per challenger: a new leader whose predecessor's proof of
+	// this node was lost with its leadership (its commit refused) challenges it at once,
+	// where a node-wide interval made it wait out the predecessor's, past the time a job's
+	// first plan waits for proofs.
 	MinInterval time.Duration
 	// Claim is the speed this node claims (GFLOP/s), read when a challenge arrives: the
 	// prover gives up on a challenge once the time a verifier waits for it at that claim
@@ -43,17 +47,18 @@ type ProverConfig struct {
 const MaxClaimTime = 3 * time.Second
 
 // Prover answers challenges on ProtocolID: at most one at a time, at most one per
-// MinInterval, only from peers Allow admits, each bounded by MaxFLOPs and by MaxClaimTime
-// at its own claim. An honest node therefore spends at most about MaxClaimTime of its
-// device per MinInterval (10% at the defaults) whoever its leader is; its leader asks for
-// 0.3 s at join and when its claim changes.
+// MinInterval from each challenger, only from peers Allow admits (the Raft leader), each
+// bounded by MaxFLOPs and by MaxClaimTime at its own claim. An honest node therefore
+// spends at most about MaxClaimTime of its device per MinInterval (10% at the defaults)
+// per leader it has in that time; its leader asks for 0.3 s at join and when its claim
+// changes.
 type Prover struct {
 	cfg ProverConfig
 	log *slog.Logger
 
 	mu      sync.Mutex
 	busy    bool
-	last    time.Time
+	last    map[peer.ID]time.Time // each challenger's last answered challenge, within MinInterval
 	refused int
 }
 
@@ -113,7 +118,7 @@ func (p *Prover) answer(s network.Stream, from peer.ID) error {
 	if !affordable(c, claim) {
 		return p.refuse(fmt.Errorf("%w: %.3g FLOP is more than %v at the claimed %.3g GFLOP/s", errRefused, c.FLOPs(), MaxClaimTime, claim))
 	}
-	if err := p.begin(); err != nil {
+	if err := p.begin(from); err != nil {
 		return err
 	}
 	defer p.end()
@@ -137,16 +142,24 @@ func affordable(c Challenge, claim float64) bool {
 	return c.FLOPs() <= max(oneLink, claim*1e9*MaxClaimTime.Seconds())
 }
 
-// begin claims the right to compute one challenge now.
-func (p *Prover) begin() error {
+// begin claims the right to compute one challenge of from now.
+func (p *Prover) begin(from peer.ID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
-	if p.busy || (!p.last.IsZero() && now.Sub(p.last) < p.cfg.MinInterval) {
+	if last, ok := p.last[from]; p.busy || ok && now.Sub(last) < p.cfg.MinInterval {
 		p.refused++
 		return errRefused
 	}
-	p.busy, p.last = true, now
+	for id, t := range p.last { // only challengers still within their interval are kept
+		if now.Sub(t) >= p.cfg.MinInterval {
+			delete(p.last, id)
+		}
+	}
+	if p.last == nil {
+		p.last = map[peer.ID]time.Time{}
+	}
+	p.busy, p.last[from] = true, now
 	return nil
 }
 

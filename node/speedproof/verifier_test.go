@@ -154,6 +154,38 @@ func TestProverAnswersOnlyWhomItAllowsAndNotTooOften(t *testing.T) {
 	if _, err := challenge(t, v, p, c, nil); err == nil || limited.Refused() != 1 {
 		t.Fatalf("a second challenge within the interval was answered (%v, %d refused)", err, limited.Refused())
 	}
+	// A new leader challenges within the old one's interval: answered (the old leader's
+	// proof may have been lost with its leadership), and held to its own interval.
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	a, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	leader := a.ID()
+	perLeader := NewProver(ProverConfig{Allow: func(id peer.ID) bool { return id == leader }, MinInterval: time.Hour})
+	q.SetStreamHandler(ProtocolID, perLeader.HandleStream)
+	if _, err := challenge(t, a, q, c, nil); err != nil {
+		t.Fatalf("the first leader's challenge: %v", err)
+	}
+	leader = b.ID()
+	if _, err := challenge(t, b, q, c, nil); err != nil {
+		t.Fatalf("the next leader's challenge within the first's interval was refused: %v", err)
+	}
+	if _, err := challenge(t, b, q, c, nil); err == nil || perLeader.Refused() != 1 {
+		t.Fatalf("the next leader's second challenge within its interval was answered (%v, %d refused)", err, perLeader.Refused())
+	}
 }
 
 // TestVerifyEndsWithItsContextOrTimeout: a verifier waiting on a member that holds the
