@@ -447,6 +447,20 @@ func TestScoreDropsAreAudited(t *testing.T) {
 			}
 		})
 	}
+	// The score drops every contribution (none can be said to lower the held-out loss):
+	// it names nobody, and nobody is recomputed beyond the draw.
+	var calls [][]int
+	nan := heldOutScore{gain: math.NaN()}
+	pol := policy{score: func(all [][]float32) ([]heldOutScore, error) {
+		return []heldOutScore{nan, nan, nan, nan}, nil
+	}}
+	pol.audit = func(_ []string, _ [][]float32, _ [32]byte, targets []int) (map[int]string, []int, error) {
+		calls = append(calls, targets)
+		return nil, targets, nil
+	}
+	if none, err := judge(Group{Members: members}, contribution(), pol); err != nil || !none || len(calls) != 1 {
+		t.Errorf("every contribution scored out: none %v (%v), audits %v; want only the draw", none, err, calls)
+	}
 	// Unaudited: the score drops, nobody is recomputed or proven.
 	var rejected []Rejection
 	all := contribution()

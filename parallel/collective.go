@@ -250,7 +250,10 @@ func judge(g Group, all [][]float32, pol policy) (bool, error) {
 	pol.equaliseSizes(g.Members, all)
 	pol.scoreIfPullingApart(all)
 	none, err := dropByScore(g, all, pol)
-	if err != nil || sent == nil {
+	if err != nil || sent == nil || none {
+		// When the score dropped every contribution left (none can be said to lower
+		// the held-out loss), it suspects nobody in particular, and recomputing them
+		// all would cost each member every other member's work.
 		return none, err
 	}
 	return none, auditScoreDrops(g, sent, all, audited, seed, pol)

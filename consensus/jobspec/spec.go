@@ -186,15 +186,16 @@ type Parallel struct {
 	Score Score `json:"score,omitzero" yaml:"score"`
 	// Audit is how many members of each checked gather are drawn, on average, to have
 	// their contribution recomputed by every other member, which drops and bans one whose
-	// contribution is not its own work (a replay of what it saw): "auto" (the default) is
-	// 1 for a DiLoCo job that can be audited, where its plan's replicas are each one stage
-	// whose node can also hold the audit worker, and 0 otherwise (ResolvedAudit); 0 audits
-	// none. Each audit costs every other member one replica's work of the gather (DiLoCo:
+	// contribution is not its own work (a replay of what it saw); every contribution the
+	// held-out score drops is recomputed too. "auto" (the default) is 1 for a DiLoCo job
+	// that can be audited, where its plan's replicas are each one stage whose node can
+	// also hold the audit worker, and 0 otherwise (ResolvedAudit); 0 audits none. Each
+	// audit costs every other member one replica's work of the gather (DiLoCo:
 	// inner_steps steps; sync: one step's passes); DiLoCo's inner AdamW then starts every
 	// outer step from zero moments, and fp16 and int8 send without error feedback. A
-	// number above 0 needs sync diloco or sync, a codec other than topk, memory.zero 0 and
-	// no data.local, and applies where every replica is one stage. Omitted from JSON when
-	// 0: a job stored before the field existed reads as no audit.
+	// number above 0 needs sync diloco or sync, a codec other than topk, memory.zero 0, no
+	// data.local and an unsharded dataset, and applies where every replica is one stage.
+	// Omitted from JSON when 0: a job stored before the field existed reads as no audit.
 	Audit AutoFloat `json:"audit,omitzero" yaml:"audit"`
 }
 
