@@ -18,10 +18,17 @@ import (
 // mockPair starts a verifier and a prover host on an in-memory network, connected, closed
 // when the test ends.
 func mockPair(t *testing.T) (verifier, prover host.Host) {
+	hs := mockHosts(t, 2)
+	return hs[0], hs[1]
+}
+
+// mockHosts starts n hosts on an in-memory network, all connected, closed when the test
+// ends.
+func mockHosts(t *testing.T, n int) []host.Host {
 	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
-	var hs [2]host.Host
+	hs := make([]host.Host, n)
 	for i := range hs {
 		h, err := mn.GenPeer()
 		if err != nil {
@@ -35,7 +42,7 @@ func mockPair(t *testing.T) (verifier, prover host.Host) {
 	if err := mn.ConnectAllButSelf(); err != nil {
 		t.Fatal(err)
 	}
-	return hs[0], hs[1]
+	return hs
 }
 
 func challenge(t *testing.T, v, p host.Host, c Challenge, pick func(int) int) (Result, error) {
@@ -156,23 +163,8 @@ func TestProverAnswersOnlyWhomItAllowsAndNotTooOften(t *testing.T) {
 	}
 	// A new leader challenges within the old one's interval: answered (the old leader's
 	// proof may have been lost with its leadership), and held to its own interval.
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
-	a, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
+	hs := mockHosts(t, 3)
+	a, b, q := hs[0], hs[1], hs[2]
 	leader := a.ID()
 	perLeader := NewProver(ProverConfig{Allow: func(id peer.ID) bool { return id == leader }, MinInterval: time.Hour})
 	q.SetStreamHandler(ProtocolID, perLeader.HandleStream)
