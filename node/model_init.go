@@ -121,10 +121,8 @@ func (n *Node) publishSpecFiles(ctx context.Context, spec *jobspec.Spec, dataRoo
 	}
 	if m == nil {
 		spec.Model.Vocab = vocab
-		if spec.Data.Tokenizer != "" || spec.Data.TrainShards > 0 {
-			// The tokenizer's vocabulary is known only now, and whether the corpus is
-			// sharded (parallel.audit refuses a sharded one).
-			return spec.Validate()
+		if spec.Data.Tokenizer != "" {
+			return spec.Validate() // the tokenizer's vocabulary is known only now
 		}
 		return nil
 	}

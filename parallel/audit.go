@@ -123,8 +123,8 @@ func auditDraw(seed [sha256.Size]byte, members []string, all [][]float32, rate f
 }
 
 // auditGather recomputes the drawn contributions of a gather (positions in all) at point
-// and returns, by member, why each that is not its author's work is dropped. self is the position not to
-// audit (the worker's own contribution), -1 for a leader's re-judge.
+// and returns, by member, why each that is not its author's work is dropped. self is the
+// position not to audit (the worker's own contribution), -1 for a leader's re-judge.
 func (w *Worker) auditGather(ctx context.Context, members []string, all [][]float32, drawn []int, self int, at auditPoint) (map[int]string, error) {
 	out := map[int]string{}
 	for _, m := range drawn {
