@@ -221,6 +221,15 @@ func TestShardedJobTrainsEachReplicaOnItsShards(t *testing.T) {
 	spec.Data = jobspec.Data{Source: corpus}
 	spec.Train.Steps, spec.Train.Batch, spec.Train.MicroBatches, spec.Train.EvalEvery, spec.Train.Warmup = 12, 8, jobspec.Fixed(1), 6, 2
 	spec.Parallel.Replicas, spec.Parallel.Stages, spec.Parallel.Sync, spec.Parallel.InnerSteps = jobspec.Fixed(2), jobspec.Fixed(1), jobspec.SyncDiLoCo, 4
+	// Audits cannot recompute a replica's work on shards only it holds: a pinned rate is
+	// refused once the submission finds the corpus sharded, naming the field (auto
+	// resolves to none: the job below).
+	audited := spec
+	audited.Parallel.Audit = jobspec.Pinned(1)
+	body, _ := json.Marshal(audited)
+	if _, err := testClient(t, nodes[1]).Submit(context.Background(), body, os.TempDir()); err == nil || !strings.Contains(err.Error(), "parallel.audit: needs a dataset every replica holds whole") {
+		t.Fatalf("a sharded job with parallel.audit 1: %v, want it refused naming parallel.audit", err)
+	}
 	id := submitThroughAPI(t, nodes[1], spec)
 	var job consensus.Job
 	testutil.WaitFor(t, 90*time.Second, "the job to finish", func() bool {
