@@ -476,3 +476,38 @@ func TestScoreDropsAreAudited(t *testing.T) {
 		t.Errorf("rejections %+v, want the score's two", rejected)
 	}
 }
+
+// TestAuditedResumeFromAnUnauditedCheckpoint: an audited DiLoCo epoch restored from a
+// checkpoint an unaudited epoch wrote (the job's earlier plan was a pipeline, or the
+// planner judged it unauditable) starts its first outer step from zero inner moments,
+// as every recomputation of it does. Before the restore reset them, each member carried
+// the unaudited epoch's AdamW moments into that step and every honest member's
+// recomputation of another was 0.86 of its length away: the honest members convicted
+// each other (testnet's audited colluders scenario, after a straggler rebalance resumed
+// from a checkpoint of an unaudited epoch).
+func TestAuditedResumeFromAnUnauditedCheckpoint(t *testing.T) {
+	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
+	for first.StepsDone() < 6 {
+		if _, err := first.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	weights, moments := snapshots(first)
+	run := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, auditEvery)
+	for _, w := range run.Workers() {
+		if err := w.Restore(weights, moments[w.Replica()], 6); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for run.StepsDone() < 9 {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rej := run.Rejected(); len(rej) > 0 {
+		t.Fatalf("after the restore an honest run dropped %d contributions under audit, the first: %+v", len(rej), rej[0])
+	}
+	if got, want := run.Audited(), 4*3; got != want {
+		t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
+	}
+}

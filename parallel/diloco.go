@@ -83,6 +83,12 @@ func (s *dilocoSync) restore(weights, moments *model.TensorFile, step int) error
 	}
 	s.restoreOuter(moments)
 	s.anchorsFrom = -1 // the next outer step exchanges the stages' anchors again; none before it is scored
+	if s.w.audits() {
+		// Audited: the next outer step's inner steps start from zero moments, as its
+		// recomputation does, whatever the checkpoint's epoch ran (an unaudited epoch's
+		// moments are not zero after its outer steps).
+		return s.w.resetInnerMoments()
+	}
 	return nil
 }
 
