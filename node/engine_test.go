@@ -195,7 +195,7 @@ func submitThroughAPI(t *testing.T, n *Node, spec jobspec.Spec) string {
 	if spec.Name = fmt.Sprintf("t%d-%s", submissions.Add(1), spec.Name); len(spec.Name) > 64 {
 		spec.Name = spec.Name[:64]
 	}
-	body, _ := json.Marshal(spec)
+	body, _ := spec.Document()
 	c := testClient(t, n)
 	var id string
 	testutil.WaitForErr(t, 30*time.Second, func() error {

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -100,7 +99,7 @@ func TestJobStartsFromModelInit(t *testing.T) {
 		{t.TempDir(), 0, "config.json: no such file or directory"},
 	} {
 		spec.Model.Init, spec.Model.Context = c.init, c.context
-		body, _ := json.Marshal(spec)
+		body, _ := spec.Document()
 		_, err := testClient(t, nodes[0]).Submit(context.Background(), body, os.TempDir())
 		if err == nil || !strings.Contains(err.Error(), "model.") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("model.init %s: %v, want a refusal saying %q", c.init, err, c.want)

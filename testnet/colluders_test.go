@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -138,6 +137,6 @@ func colluderJob(t *testing.T, audit jobspec.AutoFloat) []byte {
 	spec.Placement.MinNodes = 2
 	spec.Checkpoint.Every = 30
 	spec.Parallel.Audit = audit
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }

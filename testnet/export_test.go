@@ -54,7 +54,7 @@ func TestExportLoadsIntoPyTorchReference(t *testing.T) {
 	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), jobspec.SyncEveryStep
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = 10
-	raw, _ := json.Marshal(spec)
+	raw, _ := spec.Document()
 	via := tn.Nodes()[0]
 	d := submitJob(t, tn, via, raw).waitDone(3 * time.Minute)
 	if n := len(planOf(d).Nodes()); n != 2 {

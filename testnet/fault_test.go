@@ -37,7 +37,7 @@ func faultJob(t *testing.T, steps int) []byte {
 	spec.Parallel.Replicas, spec.Parallel.Sync = jobspec.Fixed(1), "sync"
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = faultCheckpointEvery
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 
@@ -336,7 +336,7 @@ func TestNodeJoinsMidJob(t *testing.T) {
 	var spec jobspec.Spec
 	json.Unmarshal(faultJob(t, 4000), &spec)
 	spec.Parallel.Replicas, spec.Placement.Strategy = jobspec.Auto(), jobspec.StrategyAuto
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	w := submitJob(t, tn, tn.Nodes()[0], b)
 	if err := tn.WaitFor(func() bool { d := w.detail(); return len(d.Checkpoints) > 0 }, 2*time.Minute); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package testnet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -41,7 +40,7 @@ func localDataJob(local string) []byte {
 	spec.Parallel.InnerSteps = 5
 	spec.Placement.MinNodes = 3
 	spec.Checkpoint.Every = 0
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 

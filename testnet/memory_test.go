@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -24,7 +23,7 @@ func shrinkJob() []byte {
 	spec.Parallel.Replicas = jobspec.Fixed(1)
 	spec.Placement.Strategy = jobspec.StrategyEven
 	spec.Checkpoint.Every = 20
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 

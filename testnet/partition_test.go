@@ -107,7 +107,7 @@ func namedJob(t *testing.T, name string, steps int) []byte {
 	var spec jobspec.Spec
 	json.Unmarshal(faultJob(t, steps), &spec)
 	spec.Name = name
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 

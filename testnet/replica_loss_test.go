@@ -2,7 +2,6 @@ package testnet
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -32,7 +31,7 @@ func replicaJob(t *testing.T, steps int) []byte {
 	spec.Parallel.InnerSteps = 5
 	spec.Placement.MinNodes = 3
 	spec.Checkpoint.Every = 100
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 

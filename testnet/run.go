@@ -2,7 +2,6 @@ package testnet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -50,7 +49,7 @@ func (tn *Testnet) Launch(ctx context.Context, rep Reporter) error {
 // Submit submits spec through the first node; local data paths must lie under dataRoot,
 // as with `meshnode submit`.
 func (tn *Testnet) Submit(ctx context.Context, spec jobspec.Spec, dataRoot string) (string, error) {
-	body, err := json.Marshal(spec)
+	body, err := spec.Document()
 	if err != nil {
 		return "", err
 	}

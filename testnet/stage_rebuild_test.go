@@ -1,7 +1,6 @@
 package testnet
 
 import (
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -31,7 +30,7 @@ func stageJob(t *testing.T, steps int) []byte {
 	spec.Parallel.InnerSteps = 5
 	spec.Placement.MinNodes = 4
 	spec.Checkpoint.Every = 100
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	return b
 }
 

@@ -43,7 +43,7 @@ func TestSlowedNodeIsReplanned(t *testing.T) {
 	json.Unmarshal(faultJob(t, 50000), &spec)
 	spec.Model.DModel, spec.Model.Context = 64, 64
 	spec.Parallel.Stages = jobspec.Fixed(1)
-	b, _ := json.Marshal(spec)
+	b, _ := spec.Document()
 	w := submitJob(t, tn, tn.Nodes()[0], b)
 
 	var d consensus.JobDetail

@@ -191,7 +191,7 @@ func TestSubmitJobsStatusCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := filepath.Join(dir, "job.yaml")
-	if err := os.WriteFile(spec, []byte("name: cli-test\ndata: {source: corpus.txt}\n"), 0o644); err != nil {
+	if err := os.WriteFile(spec, []byte("name: cli-test\ndata: {source: corpus.txt}\nparallel: {audit: 0}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("MESHNODE_API", url)
@@ -205,6 +205,11 @@ func TestSubmitJobsStatusCancel(t *testing.T) {
 	}
 	if got := f.submitted[0].Data.Source; got != filepath.Join(dir, "corpus.txt") {
 		t.Fatalf("data path sent as %q, want it resolved against the spec's directory", got)
+	}
+	if got := f.submitted[0].Parallel.Audit; got != jobspec.Pinned(0) {
+		// The stored JSON leaves a zero out, and the node reads what is left out as the
+		// default ("auto"): the CLI sends the spec's Document.
+		t.Fatalf("parallel.audit: 0 was submitted as %v", got)
 	}
 
 	code, out, _ = runJobCLI(t, "jobs", "-o", "json")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,7 +76,7 @@ func (o *submitOptions) run(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(spec)
+	body, err := spec.Document()
 	if err != nil {
 		return err
 	}

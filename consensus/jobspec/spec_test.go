@@ -3,6 +3,7 @@ package jobspec
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -272,5 +273,78 @@ func TestParseLocal(t *testing.T) {
 	var back Spec
 	if err := json.Unmarshal(b, &back); err != nil || back.Data != s.Data || back.Validate() != nil {
 		t.Fatalf("round trip: %+v, %v", back.Data, err)
+	}
+}
+
+// TestDocumentParsesBack: what a client sends a node (Spec.Document) parses back to the spec
+// the client parsed, for every field a document holds set to its zero where the default is
+// not zero, and for specs a user writes. The stored JSON leaves zeros out and Parse reads
+// a field left out as its default: before Document, `meshnode submit` of parallel.audit: 0
+// submitted "auto" (the testnet's unaudited colluders scenario ran audited), and
+// parallel.overlap_steps: 0 became 1.
+func TestDocumentParsesBack(t *testing.T) {
+	specs := map[string]Spec{}
+	for _, src := range []string{
+		"",
+		"parallel: {audit: 0, sync: streaming, fragments: 2, inner_steps: 8, overlap_steps: 0}",
+		"model: {preset: smollm-135m, tied: false, layers: 2}",
+		"data: {train: a.bin, val: b.bin}",
+		"data: {source: corpus.txt, tokenizer: tok.json}",
+		"train: {lora: {rank: 4}}",
+	} {
+		s, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatalf("%q: %v", src, err)
+		}
+		specs[src] = s
+	}
+	// Every leaf whose default is not zero, set to zero on the default spec (valid or not:
+	// the document must still carry it).
+	var walk func(path []int, typ reflect.Type, name string)
+	walk = func(path []int, typ reflect.Type, name string) {
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "" || tag == "-" || f.Tag.Get("yaml") == "-" {
+				continue
+			}
+			p := append(slices.Clone(path), i)
+			if f.Type.Kind() == reflect.Struct && !isLeaf(f.Type) {
+				walk(p, f.Type, name+tag+".")
+				continue
+			}
+			s := DefaultSpec()
+			fv := reflect.ValueOf(&s).Elem().FieldByIndex(p)
+			if fv.IsZero() {
+				continue
+			}
+			fv.SetZero()
+			specs[name+tag+": zero"] = s
+		}
+	}
+	walk(nil, reflect.TypeFor[Spec](), "")
+	if _, ok := specs["parallel.audit: zero"]; !ok {
+		t.Fatal("the walk found no parallel.audit to zero")
+	}
+	for name, s := range specs {
+		b, err := s.Document()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got, _ := Parse(b) // a zeroed field may be invalid: what decodes must still be s
+		if !reflect.DeepEqual(got, s) {
+			t.Errorf("%s: the document\n%s\nparses to %+v, want %+v", name, b, got, s)
+		}
+	}
+	// What Parse accepted is valid again from its document.
+	for _, src := range []string{"parallel: {audit: 0}", "parallel: {sync: streaming, fragments: 2, inner_steps: 8, overlap_steps: 0}"} {
+		s, err := Parse([]byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := s.Document()
+		if got, err := Parse(b); err != nil || !reflect.DeepEqual(got, s) {
+			t.Errorf("%s: its document %s parses to %+v (%v)", src, b, got, err)
+		}
 	}
 }
