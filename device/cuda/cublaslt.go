@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/meshnode/meshnode/internal/dynlib"
 )
 
 // cublasLtLibraries are the cuBLASLt sonames tried in order, newest first (CUDA 13, 12,
@@ -50,7 +51,7 @@ var errNoCublasLt = errors.New("no cuBLASLt")
 func openCublasLt(names []string) (*cublasLt, error) {
 	var tried []string
 	for _, name := range names {
-		h, err := purego.Dlopen(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		h, err := dynlib.Open(name, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err != nil {
 			tried = append(tried, name)
 			continue

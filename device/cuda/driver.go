@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/ebitengine/purego"
+	"github.com/meshnode/meshnode/internal/dynlib"
 )
 
 // driverLibrary is the CUDA driver API, installed by the NVIDIA driver and found through
@@ -60,7 +61,7 @@ type driver struct {
 // (the _v2 entry points, which every driver since CUDA 4 exports). A library that cannot
 // be loaded is ErrNoDriver; one that lacks a function is another error naming it.
 func openDriver(path string) (*driver, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dynlib.Open(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("%s: not found (%w): %v", path, ErrNoDriver, err)
 	}
@@ -109,7 +110,7 @@ func openDriver(path string) (*driver, error) {
 
 // bind points fn at the library's function name.
 func bind(lib uintptr, fn any, name string) error {
-	sym, err := purego.Dlsym(lib, name)
+	sym, err := dynlib.Sym(lib, name)
 	if err != nil || sym == 0 {
 		return fmt.Errorf("no function %s", name)
 	}

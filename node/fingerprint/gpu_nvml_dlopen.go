@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/ebitengine/purego"
+	"github.com/meshnode/meshnode/internal/dynlib"
 
 	"github.com/meshnode/meshnode/mesh"
 )
@@ -55,7 +56,7 @@ type dlopenNVML struct {
 // A library that cannot be loaded is errNVMLAbsent; one that lacks a required function
 // is another error. Functions only some drivers have are bound when present.
 func openNVML(path string) (*dlopenNVML, error) {
-	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
+	h, err := dynlib.Open(path, purego.RTLD_NOW|purego.RTLD_LOCAL)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", errNVMLAbsent, path, err)
 	}
@@ -87,7 +88,7 @@ func openNVML(path string) (*dlopenNVML, error) {
 // bind points fn at the first of names the library exports and reports whether one was.
 func (l *dlopenNVML) bind(fn any, names ...string) bool {
 	for _, name := range names {
-		if sym, err := purego.Dlsym(l.handle, name); err == nil && sym != 0 {
+		if sym, err := dynlib.Sym(l.handle, name); err == nil && sym != 0 {
 			purego.RegisterFunc(fn, sym)
 			return true
 		}
