@@ -41,7 +41,11 @@ func TestSlowdownSleepsFactorMinusOneTimesTheWork(t *testing.T) {
 	owed := time.Duration(slowdownDebt.Load())
 	got, want := time.Duration(slept.Load())+owed, 2*work
 	t.Logf("computed %s, slept %s, still owed %s", work, time.Duration(slept.Load()), owed)
-	if got < want*9/10 || got > want*11/10 {
+	// Both sides read the same clocks around the same calls, but a loaded machine's other
+	// threads land in the process CPU clock between the reads (it failed at ±10% in a full
+	// run); ±25% still tells factor − 1 from factor (+50%) and half of it. The fake-clock
+	// tests below check the charge exactly.
+	if got < want*3/4 || got > want*5/4 {
 		t.Fatalf("slept+owed %s for %s of work at slowdown 3, want about %s", got, work, want)
 	}
 	if Slowdown() != 1 {
