@@ -226,7 +226,7 @@ func TestShardedJobTrainsEachReplicaOnItsShards(t *testing.T) {
 	// resolves to none: the job below).
 	audited := spec
 	audited.Parallel.Audit = jobspec.Pinned(1)
-	body, _ := json.Marshal(audited)
+	body, _ := audited.Document()
 	if _, err := testClient(t, nodes[1]).Submit(context.Background(), body, os.TempDir()); err == nil || !strings.Contains(err.Error(), "parallel.audit: needs a dataset every replica holds whole") {
 		t.Fatalf("a sharded job with parallel.audit 1: %v, want it refused naming parallel.audit", err)
 	}
