@@ -3,6 +3,7 @@ package parallel
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -509,5 +510,98 @@ func TestAuditedResumeFromAnUnauditedCheckpoint(t *testing.T) {
 	}
 	if got, want := run.Audited(), 4*3; got != want {
 		t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
+	}
+}
+
+// TestAuditedResumeBetweenOuterSteps: an audited DiLoCo epoch restored from a checkpoint
+// of a step between two outer steps (here 7, with outer steps every 3: a checkpoint of a
+// one-node epoch, or of a pipeline's, is at any step) takes its first outer step at the
+// next multiple (9) over the inner steps since the restore (8–9) from the restored
+// weights, and every member's recomputation covers those steps alone. Before the anchor's
+// step was kept, the recomputation ran from step 6, three steps for two: the honest
+// members convicted each other (node's TestJoinedNodeIsUsedAtTheNextPlan, whose second
+// epoch resumed a one-node epoch's checkpoint at step 120 of outer steps every 50).
+func TestAuditedResumeBetweenOuterSteps(t *testing.T) {
+	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
+	for first.StepsDone() < 7 {
+		if _, err := first.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	weights, moments := snapshots(first)
+	run := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, auditEvery)
+	for _, w := range run.Workers() {
+		if err := w.Restore(weights, moments[w.Replica()], 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for run.StepsDone() < 12 {
+		if _, err := run.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rej := run.Rejected(); len(rej) > 0 {
+		t.Fatalf("after the restore an honest run dropped %d contributions under audit, the first: %+v", len(rej), rej[0])
+	}
+	if got, want := run.Audited(), 2*4*3; got != want {
+		t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
+	}
+}
+
+// TestAuditEvidenceAfterAResumeBetweenOuterSteps: after a restore at step 7 (outer steps
+// every 3), a member that sends its contribution scaled is proved a liar by the audits of
+// the first outer step (inner steps 8–9), and the leader's judge convicts it from the
+// evidence, which carries the anchor step every signature binds (Evidence.From); it does
+// not convict an honest member from the same evidence. Evidence that claims another
+// anchor step is forged (the signatures bind 7), and one of more inner steps than an
+// outer step has is refused before anything is recomputed.
+func TestAuditEvidenceAfterAResumeBetweenOuterSteps(t *testing.T) {
+	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
+	for first.StepsDone() < 7 {
+		if _, err := first.Step(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	weights, moments := snapshots(first)
+	collude := func(p signingPeer, _ []string) Transport { return resigner{signingPeer: p, s: 1.5} }
+	set := func(c *JobConfig) { c.Train.Steps, c.Sync.Audit = 9, auditEvery }
+	run, cfg, plan, ids := colludedRunReady(t, 9, 1, collude, set, func(r *LocalRun) func() {
+		for _, w := range r.Workers() {
+			if err := w.Restore(weights, moments[w.Replica()], 7); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	})
+	for h := range 3 {
+		rej, _ := run.ReportedBy(h)
+		for _, r := range rej {
+			if r.Member != ids[3] {
+				t.Errorf("honest replica %d dropped an honest member: %+v", h, r)
+			}
+		}
+	}
+	ev := run.Workers()[0].Evidence(ids[3])
+	if ev == nil {
+		t.Fatal("replica 0 kept no evidence against the liar")
+	}
+	if ev.Step != 9 || ev.From != 7 {
+		t.Fatalf("evidence of steps %d–%d, want 8–9", ev.From+1, ev.Step)
+	}
+	data := run.Workers()[0].data
+	if ok, why, err := VerifyEvidence(cfg, plan, data, ev, ids[3]); !ok || err != nil || !strings.Contains(why, "audit") {
+		t.Fatalf("the judge did not convict the liar on its audit: %v %q %v", ok, why, err)
+	}
+	if ok, why, err := VerifyEvidence(cfg, plan, data, ev, ids[1]); ok || err != nil {
+		t.Fatalf("the judge convicted an honest member (%q) or failed: %v", why, err)
+	}
+	forged := *ev
+	forged.From = 6
+	if _, _, err := VerifyEvidence(cfg, plan, data, &forged, ids[3]); !errors.Is(err, ErrForgedEvidence) {
+		t.Fatalf("evidence claiming anchor step 6: %v, want it refused as forged", err)
+	}
+	forged.From = 5
+	if _, _, err := VerifyEvidence(cfg, plan, data, &forged, ids[3]); err == nil || errors.Is(err, ErrForgedEvidence) || !strings.Contains(err.Error(), "outer steps are every 3") {
+		t.Fatalf("evidence of four inner steps: %v, want it refused as malformed", err)
 	}
 }

@@ -21,6 +21,12 @@ type dilocoSync struct {
 	// pipelined replica (anchor_exchange.go), -1 before the first: its outer steps are
 	// scored only when the scorer holds this step's anchors of every stage.
 	anchorsFrom int
+	// anchorStep is the step the anchors were taken at: the last outer step, the step
+	// restored from (a checkpoint may be of any step between two outer steps: a one-node
+	// or pipelined epoch's), 0 at the start. The next outer step's contributions are the
+	// work of the inner steps after it, which is what an audit recomputes; signatures bind
+	// it (anchorDigest).
+	anchorStep int
 }
 
 // outerRun is DiLoCo's state for one run of layers: the parameters at the last
@@ -83,6 +89,7 @@ func (s *dilocoSync) restore(weights, moments *model.TensorFile, step int) error
 	}
 	s.restoreOuter(moments)
 	s.anchorsFrom = -1 // the next outer step exchanges the stages' anchors again; none before it is scored
+	s.anchorStep = step
 	if s.w.audits() {
 		// Audited: the next outer step's inner steps start from zero moments, as its
 		// recomputation does, whatever the checkpoint's epoch ran (an unaudited epoch's
@@ -122,6 +129,7 @@ func (s *dilocoSync) outerStep(ctx context.Context) error {
 		}
 		s.applyOuter(i, delta, 0)
 	}
+	s.anchorStep = w.step
 	if w.audits() {
 		// Audited: the next inner steps start from zero moments, as a recomputation does.
 		return w.resetInnerMoments()

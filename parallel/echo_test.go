@@ -430,7 +430,7 @@ func staleEchoRun(t *testing.T, n, steps int, mode jobspec.Sync, rule jobspec.Ag
 	var honest *Worker
 	theta := func() digests {
 		if d, ok := honest.sync.(*dilocoSync); ok { // the anchor
-			return bind(thetaDigest(d.outer[0].anchor), [thetaLen]byte{})
+			return bind(anchorDigest(d.anchorStep, d.outer[0].anchor), [thetaLen]byte{})
 		}
 		return bind(paramsDigest(honest.runParams[0]), [thetaLen]byte{}) // the weights before the step's update
 	}

@@ -33,6 +33,10 @@ type Evidence struct {
 	Job   uint64
 	Epoch uint32
 	Step  uint32
+	// From is, for a DiLoCo outer gather, the step its anchor (Theta) was taken at: the
+	// contributions are the work of steps From+1 to Step, and every signature's θ digest
+	// binds it (anchorDigest). Zero for every other gather.
+	From  uint32
 	Index uint16
 	Base  uint16
 	Codec frame.Codec
@@ -82,7 +86,7 @@ const (
 )
 
 // evidenceMagic opens an encoded Evidence, with its format's version.
-var evidenceMagic = []byte("MNEV\x03")
+var evidenceMagic = []byte("MNEV\x04")
 
 // errEvidence is evidence that does not decode or does not hold together.
 var errEvidence = errors.New("offender evidence")
@@ -243,7 +247,7 @@ func (s *signer) evidence(k roundKey, base int, g Group, wire frame.Codec, n int
 		return
 	}
 	dropped := slices.Compact(slices.Sorted(slices.Values(accused)))
-	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
+	ev := &Evidence{Job: k.job, Epoch: k.epoch, Step: k.step, From: s.from, Index: k.index, Base: uint16(base), Codec: wire, N: uint32(n),
 		Members: slices.Clone(g.Members), Reporter: g.Self, Signed: slices.Clone(signed), Results: slices.Clone(results), Dropped: dropped}
 	thetas, n := s.thetas(), 0
 	var others [][]float32
@@ -270,6 +274,7 @@ func (ev *Evidence) Marshal() []byte {
 	b = binary.BigEndian.AppendUint64(b, ev.Job)
 	b = binary.BigEndian.AppendUint32(b, ev.Epoch)
 	b = binary.BigEndian.AppendUint32(b, ev.Step)
+	b = binary.BigEndian.AppendUint32(b, ev.From)
 	b = binary.BigEndian.AppendUint16(b, ev.Index)
 	b = binary.BigEndian.AppendUint16(b, ev.Base)
 	b = append(b, byte(ev.Codec))
@@ -398,7 +403,7 @@ func UnmarshalEvidence(p []byte) (*Evidence, error) {
 		return nil, fmt.Errorf("%w: no magic (or another version)", errEvidence)
 	}
 	r := &evReader{b: p[len(evidenceMagic):]}
-	ev := &Evidence{Job: r.u64("job"), Epoch: r.u32("epoch"), Step: r.u32("step"), Index: r.u16("index"), Base: r.u16("base"),
+	ev := &Evidence{Job: r.u64("job"), Epoch: r.u32("epoch"), Step: r.u32("step"), From: r.u32("from"), Index: r.u16("index"), Base: r.u16("base"),
 		Codec: frame.Codec(r.u8("codec")), N: r.u32("n"), Reporter: int(r.u16("reporter"))}
 	if r.err == nil && ev.N > MaxEvidenceElements {
 		return nil, fmt.Errorf("%w: %d elements (max %d)", errEvidence, ev.N, MaxEvidenceElements)
@@ -486,7 +491,12 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		// contribution could have the leader's judge drop one the workers kept.
 		return false, "", fmt.Errorf("%w: no signed contribution of %s: the judge is re-run only on the whole gather", errEvidence, ev.Members[m])
 	}
-	theta, model := thetaDigest(ev.Theta...), ev.modelDigest()
+	w, run, err := newVerifierWorker(cfg, plan, data, ev)
+	if err != nil {
+		return false, "", err
+	}
+	defer w.Close()
+	theta, model := w.evidenceTheta(ev), ev.modelDigest()
 	// bound: whose signature binds ev.Others too; scored: the reporter's or the
 	// accused's binds some model digest (it scored from other stages' values). The
 	// accused's counts too: a reporter signs its own contribution again at will, and
@@ -513,11 +523,10 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	if scored && len(ev.Others) == 0 {
 		return false, "", fmt.Errorf("%w: the reporter or the accused scored from other stages' values the evidence does not ship", ErrUnboundAnchors)
 	}
-	w, pol, err := verifierWorker(cfg, plan, data, ev, bound, accused)
-	if err != nil {
+	if err := ev.othersBound(w, bound, accused); err != nil { // before the policy: its score needs them
 		return false, "", err
 	}
-	defer w.Close()
+	pol := w.sync.(gatherPolicer).gatherPolicy(run)
 	var reasons []Rejection
 	pol.reject = func(r Rejection) { reasons = append(reasons, r) }
 	// The length rules stay: they only rescale what the judge kept, and the aggregate a
@@ -694,12 +703,29 @@ func (w *Worker) othersScorer() (sc *heldOutScorer, hold func()) {
 // gives ev's run: the same code the reporter ran, on weights the leader loaded from the
 // evidence.
 func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence, bound []bool, accused string) (*Worker, policy, error) {
+	w, run, err := newVerifierWorker(cfg, plan, data, ev)
+	if err == nil {
+		err = ev.othersBound(w, bound, accused) // before the policy: its score needs them
+	}
+	if err != nil {
+		if w != nil {
+			w.Close()
+		}
+		return nil, policy{}, err
+	}
+	return w, w.sync.(gatherPolicer).gatherPolicy(run), nil
+}
+
+// newVerifierWorker is a worker of the reporter's place in plan at ev's θ and step (and
+// DiLoCo's anchor step, ev.From), and the index of ev's run among its runs; its sync
+// strategy keeps evidence (gatherPolicer).
+func newVerifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence) (*Worker, int, error) {
 	w, err := NewWorker(cfg, plan, ev.Members[ev.Reporter], noTransport(ev.Members[ev.Reporter]), data)
 	if err != nil {
-		return nil, policy{}, fmt.Errorf("verifier worker: %w", err)
+		return nil, 0, fmt.Errorf("verifier worker: %w", err)
 	}
 	run := slices.IndexFunc(w.runs, func(r syncRun) bool { return r.first == int(ev.Index%attemptIndexStride) })
-	sp, ok := w.sync.(gatherPolicer)
+	_, ok := w.sync.(gatherPolicer)
 	switch {
 	case run < 0:
 		err = fmt.Errorf("%w: no run of the reporter's stage starts at layer %d", errEvidence, ev.Index%attemptIndexStride)
@@ -720,13 +746,42 @@ func verifierWorker(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	}
 	if err == nil {
 		w.step, w.verifying = int(ev.Step), true
-		err = ev.othersBound(w, bound, accused) // before the policy: its score needs them
+		err = w.loadAnchorStep(ev)
 	}
 	if err != nil {
 		w.Close()
-		return nil, policy{}, err
+		return nil, 0, err
 	}
-	return w, sp.gatherPolicy(run), nil
+	return w, run, nil
+}
+
+// loadAnchorStep sets a DiLoCo verifier's anchor step to ev.From, which must be where an
+// outer step's inner steps can start: before ev's step by at most the job's inner steps
+// (the recomputation an audit runs is that long, no longer). Other strategies bind no
+// anchor step; their evidence carries zero.
+func (w *Worker) loadAnchorStep(ev *Evidence) error {
+	d, ok := w.sync.(*dilocoSync)
+	if !ok {
+		if ev.From != 0 {
+			return fmt.Errorf("%w: an anchor step (%d) in evidence of a %T gather", errEvidence, ev.From, w.sync)
+		}
+		return nil
+	}
+	if ev.From >= ev.Step || int(ev.Step-ev.From) > w.cfg.Sync.InnerSteps {
+		return fmt.Errorf("%w: inner steps %d–%d, the job's outer steps are every %d", errEvidence, ev.From+1, ev.Step, w.cfg.Sync.InnerSteps)
+	}
+	d.anchorStep = int(ev.From)
+	return nil
+}
+
+// evidenceTheta is the θ digest ev's signatures must bind, on w loaded from it
+// (newVerifierWorker): DiLoCo's anchor and anchor step (anchorDigest), every other
+// strategy's θ alone.
+func (w *Worker) evidenceTheta(ev *Evidence) [thetaLen]byte {
+	if _, ok := w.sync.(*dilocoSync); ok {
+		return anchorDigest(int(ev.From), ev.Theta...)
+	}
+	return thetaDigest(ev.Theta...)
 }
 
 // loadTheta puts θ into the worker: every-step sync's and ZeRO's weights, DiLoCo's and

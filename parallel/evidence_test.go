@@ -413,7 +413,7 @@ func checkEvidenceConvicts(t *testing.T, run *LocalRun, cfg JobConfig, plan Plan
 // TestEvidenceWireLimits: a marshalled evidence decodes to itself, and truncations or
 // lengths past the limits are refused before they are allocated.
 func TestEvidenceWireLimits(t *testing.T) {
-	ev := &Evidence{Job: 1, Epoch: 2, Step: 3, Index: 4, Base: 5, Codec: frame.CodecNone, N: 2,
+	ev := &Evidence{Job: 1, Epoch: 2, Step: 3, From: 6, Index: 4, Base: 5, Codec: frame.CodecNone, N: 2,
 		Members: []string{"a", "b"}, Reporter: 1, Theta: [][]float32{{1, 2}}, Others: [][]float32{{}, {3, 4, 5}}, Signed: [][]byte{nil, make([]byte, 8+sigTrailer)}, Dropped: []string{"a"}}
 	b := ev.Marshal()
 	got, err := UnmarshalEvidence(b)
@@ -426,7 +426,7 @@ func TestEvidenceWireLimits(t *testing.T) {
 		}
 	}
 	huge := slices.Clone(b)
-	copy(huge[len(evidenceMagic)+8+4+4+2+2+1:], []byte{0xff, 0xff, 0xff, 0xff}) // N
+	copy(huge[len(evidenceMagic)+8+4+4+4+2+2+1:], []byte{0xff, 0xff, 0xff, 0xff}) // N
 	if _, err := UnmarshalEvidence(huge); err == nil {
 		t.Fatal("an element count past the limit decoded")
 	}
@@ -458,7 +458,8 @@ func FuzzUnmarshalEvidence(f *testing.F) {
 		Results: [][]byte{make([]byte, resultDigestLen), nil}, Kind: EvidenceParams}).Marshal())
 	f.Add((&Evidence{Job: 1, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Others: [][]float32{nil, {2, 3}},
 		Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
-	f.Add([]byte("MNEV\x02"))
+	f.Add((&Evidence{Job: 1, Step: 9, From: 7, N: 1, Members: []string{"a", "b"}, Theta: [][]float32{{1}}, Signed: [][]byte{make([]byte, 4+sigTrailer), nil}, Dropped: []string{"b"}}).Marshal())
+	f.Add([]byte("MNEV\x03"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ev, err := UnmarshalEvidence(data)
 		if err != nil {

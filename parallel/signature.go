@@ -181,6 +181,21 @@ func thetaDigest(vs ...[]float32) [thetaLen]byte {
 	return out
 }
 
+// anchorDigest is the θ digest of a DiLoCo outer gather: the anchor's values (thetaDigest)
+// and the step the anchor was taken at (the last outer step, or the restore), so that a
+// signature binds which inner steps the contribution is the work of (from+1 to the
+// gather's step; audits recompute exactly those, Evidence.From). Members that resumed
+// from different steps sign different digests and drop each other's contributions as
+// computed against another θ, instead of recomputing the wrong steps.
+func anchorDigest(from int, vs ...[]float32) [thetaLen]byte {
+	d := thetaDigest(vs...)
+	b := append([]byte(anchorDomain), d[:]...)
+	return sha256.Sum256(binary.BigEndian.AppendUint32(b, uint32(from)))
+}
+
+// anchorDomain separates anchorDigest's input from thetaDigest's (a float32 stream).
+const anchorDomain = "meshnode outer anchor v1\x00"
+
 // littleEndian says whether this host stores float32 as the wire does.
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
@@ -231,6 +246,8 @@ type signer struct {
 	// keep, when set, receives the gather's signed contributions and its dropping
 	// decision when it dropped someone (evidence.go).
 	keep func(*Evidence)
+	// from is DiLoCo's anchor step, which theta binds (anchorDigest): Evidence.From.
+	from uint32
 }
 
 // lazyTheta is f computed once, on first call (safe for concurrent callers).

@@ -65,12 +65,15 @@ func (s *dilocoSync) gatherPolicy(i int) policy {
 	pol := s.w.policy()
 	pol.score = s.outerScore(i)
 	pol.length = s.outerLength(i)
-	anchor := func() []float32 { return s.outer[i].anchor }
-	pol.sign = s.w.signer(func() [thetaLen]byte { return thetaDigest(anchor()) }, anchor)
+	anchor, from := func() []float32 { return s.outer[i].anchor }, s.anchorStep
+	pol.sign = s.w.signer(func() [thetaLen]byte { return anchorDigest(from, anchor()) }, anchor)
+	if pol.sign != nil {
+		pol.sign.from = uint32(from)
+	}
 	s.w.auditPolicy(&pol, func() auditPoint {
-		w := s.w // the outer step follows the inner steps since the last one (or the start)
-		start := w.step - ((w.step-1)%w.cfg.Sync.InnerSteps + 1)
-		return auditPoint{theta: anchor(), start: start, span: w.step - start, outer: true}
+		// The outer step follows the inner steps since the anchor was taken: the last
+		// outer step, the restore (at any step), or the start.
+		return auditPoint{theta: anchor(), start: from, span: s.w.step - from, outer: true}
 	})
 	if pol.sign != nil && s.w.numStages > 1 && pol.score != nil && s.canScore() {
 		// A pipelined replica's score reads the other stages' anchors its replica sent:
