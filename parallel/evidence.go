@@ -491,12 +491,11 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		// contribution could have the leader's judge drop one the workers kept.
 		return false, "", fmt.Errorf("%w: no signed contribution of %s: the judge is re-run only on the whole gather", errEvidence, ev.Members[m])
 	}
-	w, run, err := newVerifierWorker(cfg, plan, data, ev)
-	if err != nil {
-		return false, "", err
-	}
-	defer w.Close()
-	theta, model := w.evidenceTheta(ev), ev.modelDigest()
+	// The signatures are checked before a worker is built (a forgery costs the leader
+	// no model): against either θ digest ev's θ can have (every strategy's, DiLoCo's with
+	// its anchor step), then against the one the job's strategy signs (evidenceTheta).
+	plain, model := thetaDigest(ev.Theta...), ev.modelDigest()
+	anchored := anchorOf(int(ev.From), plain)
 	// bound: whose signature binds ev.Others too; scored: the reporter's or the
 	// accused's binds some model digest (it scored from other stages' values). The
 	// accused's counts too: a reporter signs its own contribution again at will, and
@@ -510,7 +509,7 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 		if err != nil {
 			return false, "", fmt.Errorf("%w: %v", ErrForgedEvidence, err)
 		}
-		if claimed.theta() != theta {
+		if claimed.theta() != plain && claimed.theta() != anchored {
 			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the evidence ships", ErrForgedEvidence, ev.Members[m])
 		}
 		s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
@@ -522,6 +521,17 @@ func VerifyEvidence(cfg JobConfig, plan Plan, data *model.Dataset, ev *Evidence,
 	}
 	if scored && len(ev.Others) == 0 {
 		return false, "", fmt.Errorf("%w: the reporter or the accused scored from other stages' values the evidence does not ship", ErrUnboundAnchors)
+	}
+	w, run, err := newVerifierWorker(cfg, plan, data, ev)
+	if err != nil {
+		return false, "", err
+	}
+	defer w.Close()
+	theta := w.evidenceTheta(plain, anchored)
+	for m, p := range ev.Signed {
+		if _, claimed, _, _ := splitSigned(p); claimed.theta() != theta {
+			return false, "", fmt.Errorf("%w: %s's contribution was signed against another θ than the job's strategy signs", ErrForgedEvidence, ev.Members[m])
+		}
 	}
 	if err := ev.othersBound(w, bound, accused); err != nil { // before the policy: its score needs them
 		return false, "", err
@@ -774,14 +784,14 @@ func (w *Worker) loadAnchorStep(ev *Evidence) error {
 	return nil
 }
 
-// evidenceTheta is the θ digest ev's signatures must bind, on w loaded from it
-// (newVerifierWorker): DiLoCo's anchor and anchor step (anchorDigest), every other
-// strategy's θ alone.
-func (w *Worker) evidenceTheta(ev *Evidence) [thetaLen]byte {
+// evidenceTheta is, of an evidence's θ digest plain and its anchored digest (anchorOf
+// its anchor step), the one its signatures must bind on w, loaded from it
+// (newVerifierWorker): DiLoCo's binds the anchor step, every other strategy's θ alone.
+func (w *Worker) evidenceTheta(plain, anchored [thetaLen]byte) [thetaLen]byte {
 	if _, ok := w.sync.(*dilocoSync); ok {
-		return anchorDigest(int(ev.From), ev.Theta...)
+		return anchored
 	}
-	return thetaDigest(ev.Theta...)
+	return plain
 }
 
 // loadTheta puts θ into the worker: every-step sync's and ZeRO's weights, DiLoCo's and

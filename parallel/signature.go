@@ -188,7 +188,11 @@ func thetaDigest(vs ...[]float32) [thetaLen]byte {
 // from different steps sign different digests and drop each other's contributions as
 // computed against another θ, instead of recomputing the wrong steps.
 func anchorDigest(from int, vs ...[]float32) [thetaLen]byte {
-	d := thetaDigest(vs...)
+	return anchorOf(from, thetaDigest(vs...))
+}
+
+// anchorOf is anchorDigest of the anchor whose thetaDigest is d.
+func anchorOf(from int, d [thetaLen]byte) [thetaLen]byte {
 	b := append([]byte(anchorDomain), d[:]...)
 	return sha256.Sum256(binary.BigEndian.AppendUint32(b, uint32(from)))
 }
