@@ -5,7 +5,7 @@ import "github.com/libp2p/go-libp2p/core/network"
 // Misbehaved disconnects peer, which the engine caught sending what the protocol never
 // sends (parallel.MisbehaviourReporter: a stage's anchors of the wrong length, a codec its
 // round does not use, a signed contribution that does not decode): the data plane closes
-// every QUIC connection with it (ConnMisbehaved) and resets its libp2p streams and closes
+// every QUIC connection with it (ConnMisbehaved; none counts as held once it returns) and resets its libp2p streams and closes
 // their connections, as it does for a peer that floods its mailbox, then asks the node to
 // close the rest (Config.Disconnect). It is counted (Stats.Misbehaved) and logged with the
 // reason. The peer stays a member and may connect again: each violation costs it its
@@ -26,6 +26,9 @@ func (d *Plane) Misbehaved(peer, reason string) {
 	}
 	if p := d.peers[peer]; p != nil {
 		p.conn = nil // the next Send dials or takes a connection the peer opens anew
+		// They are closed below: none counts as held from here on (openConns, the
+		// per-peer limit), before each one's reader sees its end and forgets it.
+		p.open = nil
 	}
 	var streams []network.Stream
 	for s := range d.p2p {
