@@ -487,30 +487,7 @@ func TestScoreDropsAreAudited(t *testing.T) {
 // each other (testnet's audited colluders scenario, after a straggler rebalance resumed
 // from a checkpoint of an unaudited epoch).
 func TestAuditedResumeFromAnUnauditedCheckpoint(t *testing.T) {
-	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
-	for first.StepsDone() < 6 {
-		if _, err := first.Step(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	weights, moments := snapshots(first)
-	run := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, auditEvery)
-	for _, w := range run.Workers() {
-		if err := w.Restore(weights, moments[w.Replica()], 6); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for run.StepsDone() < 9 {
-		if _, err := run.Step(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rej := run.Rejected(); len(rej) > 0 {
-		t.Fatalf("after the restore an honest run dropped %d contributions under audit, the first: %+v", len(rej), rej[0])
-	}
-	if got, want := run.Audited(), 4*3; got != want {
-		t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
-	}
+	resumeAudited(t, 6, 9, 4*3)
 }
 
 // TestAuditedResumeBetweenOuterSteps: an audited DiLoCo epoch restored from a checkpoint
@@ -520,31 +497,47 @@ func TestAuditedResumeFromAnUnauditedCheckpoint(t *testing.T) {
 // weights, and every member's recomputation covers those steps alone. Before the anchor's
 // step was kept, the recomputation ran from step 6, three steps for two: the honest
 // members convicted each other (node's TestJoinedNodeIsUsedAtTheNextPlan, whose second
-// epoch resumed a one-node epoch's checkpoint at step 120 of outer steps every 50).
+// epoch resumed a one-node epoch's checkpoint between outer steps 100 and 150: 135 in a
+// run here).
 func TestAuditedResumeBetweenOuterSteps(t *testing.T) {
+	resumeAudited(t, 7, 12, 2*4*3)
+}
+
+// unauditedCheckpoint is the weights and each replica's moments of an unaudited
+// four-replica DiLoCo run (auditedRun, audit 0) after steps steps.
+func unauditedCheckpoint(t *testing.T, steps int) (*model.TensorFile, map[int]*model.TensorFile) {
+	t.Helper()
 	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
-	for first.StepsDone() < 7 {
+	for first.StepsDone() < steps {
 		if _, err := first.Step(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
-	weights, moments := snapshots(first)
+	return snapshots(first)
+}
+
+// resumeAudited restores a four-replica run audited at every gather from
+// unauditedCheckpoint(at), trains it to step until, and fails when it dropped anything
+// or recomputed other than audited contributions.
+func resumeAudited(t *testing.T, at, until, audited int) {
+	t.Helper()
+	weights, moments := unauditedCheckpoint(t, at)
 	run := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, auditEvery)
 	for _, w := range run.Workers() {
-		if err := w.Restore(weights, moments[w.Replica()], 7); err != nil {
+		if err := w.Restore(weights, moments[w.Replica()], at); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for run.StepsDone() < 12 {
+	for run.StepsDone() < until {
 		if _, err := run.Step(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if rej := run.Rejected(); len(rej) > 0 {
-		t.Fatalf("after the restore an honest run dropped %d contributions under audit, the first: %+v", len(rej), rej[0])
+		t.Fatalf("after the restore at step %d an honest run dropped %d contributions under audit, the first: %+v", at, len(rej), rej[0])
 	}
-	if got, want := run.Audited(), 2*4*3; got != want {
-		t.Fatalf("the workers recomputed %d contributions, want %d", got, want)
+	if got := run.Audited(); got != audited {
+		t.Fatalf("the workers recomputed %d contributions, want %d", got, audited)
 	}
 }
 
@@ -556,13 +549,7 @@ func TestAuditedResumeBetweenOuterSteps(t *testing.T) {
 // anchor step is forged (the signatures bind 7), and a verifier of more inner steps than
 // an outer step has is refused before anything is recomputed.
 func TestAuditEvidenceAfterAResumeBetweenOuterSteps(t *testing.T) {
-	first := auditedRun(t, jobspec.SyncDiLoCo, jobspec.CodecNone, nil, 0)
-	for first.StepsDone() < 7 {
-		if _, err := first.Step(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	weights, moments := snapshots(first)
+	weights, moments := unauditedCheckpoint(t, 7)
 	collude := func(p signingPeer, _ []string) Transport { return resigner{signingPeer: p, s: 1.5} }
 	set := func(c *JobConfig) { c.Train.Steps, c.Sync.Audit = 9, auditEvery }
 	run, cfg, plan, ids := colludedRunReady(t, 9, 1, collude, set, func(r *LocalRun) func() {
