@@ -546,8 +546,9 @@ func resumeAudited(t *testing.T, at, until, audited int) {
 // the first outer step (inner steps 8–9), and the leader's judge convicts it from the
 // evidence, which carries the anchor step every signature binds (Evidence.From); it does
 // not convict an honest member from the same evidence. Evidence that claims another
-// anchor step is forged (the signatures bind 7), and a verifier of more inner steps than
-// an outer step has is refused before anything is recomputed.
+// anchor step is forged (the signatures bind 7), as is evidence every member signed
+// against the anchor alone (another strategy's digest), and a verifier of more inner
+// steps than an outer step has is refused before anything is recomputed.
 func TestAuditEvidenceAfterAResumeBetweenOuterSteps(t *testing.T) {
 	weights, moments := unauditedCheckpoint(t, 7)
 	collude := func(p signingPeer, _ []string) Transport { return resigner{signingPeer: p, s: 1.5} }
@@ -586,6 +587,23 @@ func TestAuditEvidenceAfterAResumeBetweenOuterSteps(t *testing.T) {
 	forged.From = 6
 	if _, _, err := VerifyEvidence(cfg, plan, data, &forged, ids[3]); !errors.Is(err, ErrForgedEvidence) {
 		t.Fatalf("evidence claiming anchor step 6: %v, want it refused as forged", err)
+	}
+	// Every member signing the anchor's digest without its step (as before the step was
+	// bound): each signature verifies, but not against the digest DiLoCo signs.
+	unbound := *ev
+	unbound.Signed = make([][]byte, len(ev.Signed))
+	for m, p := range ev.Signed {
+		payload, d, _, err := splitSigned(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := slot{Job: ev.Job, Epoch: ev.Epoch, Step: ev.Step, Index: ev.Index, Round: ev.Base + uint16(m), Codec: ev.Codec, N: ev.N}
+		if unbound.Signed[m], err = signContribution(run.Workers()[m].signKey, s, payload, bind(thetaDigest(ev.Theta...), d.model())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := VerifyEvidence(cfg, plan, data, &unbound, ids[3]); !errors.Is(err, ErrForgedEvidence) || !strings.Contains(err.Error(), "strategy") {
+		t.Fatalf("evidence signed without the anchor step: %v, want it refused as forged", err)
 	}
 	forged.From = 5 // signed by nobody either; the verifier worker refuses the span itself
 	if w, _, err := newVerifierWorker(cfg, plan, data, &forged); err == nil || !strings.Contains(err.Error(), "outer steps are every 3") {
