@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/ebitengine/purego"
-	"github.com/meshnode/meshnode/internal/dynlib"
 
+	"github.com/meshnode/meshnode/internal/dynlib"
 	"github.com/meshnode/meshnode/mesh"
 )
 
