@@ -77,6 +77,9 @@ type attempt struct {
 	at      time.Time
 	refused bool
 	late    int
+	// lateGFLOPS is, after a late answer, the fastest rate that challenge leaves possible
+	// (its FLOPs over its timeout): the next challenge is sized for it (sizeChallenge).
+	lateGFLOPS float64
 }
 
 func newSpeedChecker(n *Node) *speedChecker {
@@ -260,7 +263,7 @@ func proofClaim(p *mesh.Profile) float64 { return max(p.GemmGFLOPS, fingerprint.
 // challenge sends id one challenge sized for its claim and commits what it proved.
 func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Profile) {
 	s.mu.Lock()
-	late := s.last[id].late
+	prev := s.last[id]
 	s.last[id] = attempt{at: time.Now()}
 	s.mu.Unlock()
 	claim := proofClaim(p)
@@ -268,12 +271,14 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 	if s.n.cfg.speedProofTarget > 0 {
 		target = s.n.cfg.speedProofTarget
 	}
-	ch := speedproof.Size(claim, target)
-	timeout := speedproof.Timeout(ch, claim)
+	ch, timeout := sizeChallenge(claim, prev, target)
 	ctx, cancel := context.WithTimeout(s.ctx, timeout+5*time.Second) // + the stream's opening
 	defer cancel()
 	res, err := s.verify(ctx, id, ch, timeout)
 	log := s.log.With("peer", id, "claim_gflops", claim, "flops", ch.FLOPs())
+	if prev.late > 0 {
+		log = log.With("late_before", prev.late)
+	}
 	proof := consensus.SpeedProof{ID: id.String(), ClaimGFLOPS: min(claim, records.MaxProfileGFLOPS)}
 	result := proofProved
 	switch {
@@ -291,7 +296,7 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 		result = proofTimeout
 		log.Warn("no answer to a speed challenge in time: it proved nothing", "timeout", timeout, "err", err)
 		s.mu.Lock()
-		s.last[id] = attempt{at: s.last[id].at, late: late + 1}
+		s.last[id] = attempt{at: s.last[id].at, late: prev.late + 1, lateGFLOPS: ch.FLOPs() / timeout.Seconds() / 1e9}
 		s.mu.Unlock()
 	default:
 		if s.ctx.Err() == nil {
@@ -307,6 +312,25 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 	if err := c.RecordSpeedProof(s.ctx, proof); err != nil && s.ctx.Err() == nil {
 		log.Warn("commit speed proof", "err", err)
 	}
+}
+
+// sizeChallenge sizes the challenge of a member claiming claim GFLOP/s, and the time it is
+// given: target at the claim; after a challenge it left unanswered until its timeout
+// (last.late), for the fastest rate that one leaves possible (last.lateGFLOPS), so that
+// an honest member on a busy host, which could not answer one sized for its idle claim,
+// proves the lower bound it can instead of nothing again. (A testnet member on a loaded
+// CI host, claiming 248 GFLOP/s, left two challenges of 7.5e10 FLOP in a row unanswered
+// for 5 s, so it computed below 15; its job, which needed every member, failed "no
+// feasible plan". Its neighbour proved 11.5 GFLOP/s.) The
+// timeout stays the claim's (speedproof.Timeout): a smaller challenge buys no more time,
+// and what it proves caps the claim as any proof does (ProofSlack).
+func sizeChallenge(claim float64, last attempt, target time.Duration) (speedproof.Challenge, time.Duration) {
+	sizeFor := claim
+	if last.late > 0 && last.lateGFLOPS > 0 {
+		sizeFor = min(claim, last.lateGFLOPS)
+	}
+	ch := speedproof.Size(sizeFor, target)
+	return ch, speedproof.Timeout(ch, claim)
 }
 
 // errAnswerLate is a stream read that failed on its deadline.
@@ -335,7 +359,7 @@ func (s *speedChecker) verify(ctx context.Context, id peer.ID, ch speedproof.Cha
 // (not challenged yet, or a challenge in flight or refused and retried), or only one that
 // proved nothing after a single late answer (late: this leader's count of its challenges
 // in a row left unanswered until their timeout), which the leader retries after
-// speedRetry. An honest member on a busy host can miss one timeout (a testnet's third
+// speedRetry with a smaller challenge (sizeChallenge). An honest member on a busy host can miss one timeout (a testnet's third
 // node did, and a job that needed all three failed "no feasible plan" at once); a lie, or
 // a second late answer in a row, is final for planning: that peer is out of plans. A
 // member that never answers delays each job's first plan by at most

@@ -216,3 +216,49 @@ func TestChallengeGroupsShareAHost(t *testing.T) {
 		t.Fatalf("groups %v, want %v", got, want)
 	}
 }
+
+// TestChallengeShrinksAfterALateAnswer: a member that left a challenge sized for its claim
+// unanswered until the timeout gets the next one sized for the fastest rate that timeout
+// leaves possible, so an honest member on a busy host proves what it computes instead of
+// nothing again; the timeout never grows, and after a proof the size is the claim's again.
+func TestChallengeShrinksAfterALateAnswer(t *testing.T) {
+	const claim, busy = 248.0, 11.0 // GFLOP/s: the idle claim, and what the busy host computes
+	target := speedProofTarget
+	link := speedproof.Challenge{Rows: speedproof.DefaultRows, Cols: speedproof.DefaultCols, Links: 1}.FLOPs()
+	first, timeout := sizeChallenge(claim, attempt{}, target)
+	if f, want := first.FLOPs(), claim*1e9*target.Seconds(); f < want || f > want+link {
+		t.Fatalf("first challenge: %.3g FLOP, want %.3g (one link more at most)", f, want)
+	}
+	if timeout != speedproof.MinTimeout {
+		t.Fatalf("first challenge's timeout %v, want %v", timeout, speedproof.MinTimeout)
+	}
+	if took := first.FLOPs() / (busy * 1e9); took <= timeout.Seconds() {
+		t.Fatalf("the busy member answers the first challenge in %.1f s: the case is not late", took)
+	}
+	last := attempt{late: 1, lateGFLOPS: first.FLOPs() / timeout.Seconds() / 1e9}
+	retry, retryTimeout := sizeChallenge(claim, last, target)
+	if f, want := retry.FLOPs(), last.lateGFLOPS*1e9*target.Seconds(); f < want || f > want+link {
+		t.Fatalf("retry after a late answer: %.3g FLOP, want %.3g, sized for %.3g GFLOP/s", f, want, last.lateGFLOPS)
+	}
+	if retryTimeout != timeout {
+		t.Fatalf("retry's timeout %v, want the claim's %v", retryTimeout, timeout)
+	}
+	if took := retry.FLOPs() / (busy * 1e9); took > retryTimeout.Seconds() {
+		t.Fatalf("the busy member needs %.1f s for the retry too, given %v", took, retryTimeout)
+	}
+	again, _ := sizeChallenge(claim, attempt{late: 2, lateGFLOPS: retry.FLOPs() / timeout.Seconds() / 1e9}, target)
+	if again.FLOPs() >= retry.FLOPs() && retry.Links > 1 {
+		t.Fatalf("a second late answer: %.3g FLOP, no smaller than the retry's %.3g", again.FLOPs(), retry.FLOPs())
+	}
+	if proved, _ := sizeChallenge(claim, attempt{}, target); proved.Links != first.Links {
+		t.Fatalf("after a proof: %d links, want the claim's %d", proved.Links, first.Links)
+	}
+	if lower, _ := sizeChallenge(1, last, target); lower.Links != 1 {
+		t.Fatalf("a claim below the late rate: %d links, want the claim's size (1)", lower.Links)
+	}
+	// A member claiming far more than it has gets smaller challenges, never more time.
+	huge, hugeTimeout := sizeChallenge(1e6, attempt{late: 1, lateGFLOPS: 110}, target)
+	if hugeTimeout != speedproof.MinTimeout || huge.FLOPs() > 110e9*target.Seconds()+link {
+		t.Fatalf("claim 1e6 after a late answer: %.3g FLOP in %v", huge.FLOPs(), hugeTimeout)
+	}
+}
