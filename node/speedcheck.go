@@ -260,7 +260,8 @@ func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attem
 // training rates (the chain is a GEMM at the profile's shape).
 func proofClaim(p *mesh.Profile) float64 { return max(p.GemmGFLOPS, fingerprint.ComputeGFLOPS(p)) }
 
-// challenge sends id one challenge sized for its claim and commits what it proved.
+// challenge sends id one challenge sized for its claim (smaller after a late answer:
+// sizeChallenge) and commits what it proved.
 func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Profile) {
 	s.mu.Lock()
 	prev := s.last[id]
@@ -321,9 +322,9 @@ func (s *speedChecker) challenge(c *consensus.Consensus, id peer.ID, p *mesh.Pro
 // proves the lower bound it can instead of nothing again. (A testnet member on a loaded
 // CI host, claiming 248 GFLOP/s, left two challenges of 7.5e10 FLOP in a row unanswered
 // for 5 s, so it computed below 15; its job, which needed every member, failed "no
-// feasible plan". Its neighbour proved 11.5 GFLOP/s.) The
-// timeout stays the claim's (speedproof.Timeout): a smaller challenge buys no more time,
-// and what it proves caps the claim as any proof does (ProofSlack).
+// feasible plan". Its neighbour proved 11.5 GFLOP/s.) The timeout stays the claim's
+// (speedproof.Timeout): a smaller challenge buys no more time, and what it proves caps
+// the claim as any proof does (ProofSlack).
 func sizeChallenge(claim float64, last attempt, target time.Duration) (speedproof.Challenge, time.Duration) {
 	sizeFor := claim
 	if last.late > 0 && last.lateGFLOPS > 0 {
@@ -359,11 +360,12 @@ func (s *speedChecker) verify(ctx context.Context, id peer.ID, ch speedproof.Cha
 // (not challenged yet, or a challenge in flight or refused and retried), or only one that
 // proved nothing after a single late answer (late: this leader's count of its challenges
 // in a row left unanswered until their timeout), which the leader retries after
-// speedRetry with a smaller challenge (sizeChallenge). An honest member on a busy host can miss one timeout (a testnet's third
-// node did, and a job that needed all three failed "no feasible plan" at once); a lie, or
-// a second late answer in a row, is final for planning: that peer is out of plans. A
-// member that never answers delays each job's first plan by at most
-// scheduler.Config.ProofWait, as one that refuses every challenge always could.
+// speedRetry with a smaller challenge (sizeChallenge). An honest member on a busy host
+// can miss one timeout (a testnet's third node did, and a job that needed all three
+// failed "no feasible plan" at once); a lie, or a second late answer in a row, is final
+// for planning: that peer is out of plans. A member that never answers delays each job's
+// first plan by at most scheduler.Config.ProofWait, as one that refuses every challenge
+// always could.
 func proofPending(p *mesh.Profile, proof consensus.SpeedProof, ok, trusted bool, late int) bool {
 	if trusted || planProfile(p) == nil {
 		return false
