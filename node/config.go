@@ -9,14 +9,14 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/meshnode/meshnode/node/fingerprint"
-
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/meshnode/meshnode/api"
 	"github.com/meshnode/meshnode/mesh"
 	"github.com/meshnode/meshnode/mesh/dataplane"
+	"github.com/meshnode/meshnode/node/fingerprint"
 )
 
 // DefaultAPIAddr is where the local HTTP API listens unless told otherwise.
@@ -124,6 +124,13 @@ type Config struct {
 	// measurement (shareFirstMeasurement) and prove what their shared, loaded CPU gives:
 	// tests of other features would otherwise plan on the leader alone.
 	speedProofSlack float64
+	// speedRetry, set by this package's tests, is the least time before the leader
+	// challenges a member again after a late answer or a proof its new claim outgrew
+	// (zero: speedRetry, 30 s, the prover's interval per leader).
+	speedRetry time.Duration
+	// speedProver, set by this package's tests, answers this node's speed challenges in
+	// place of its prover from the start (a member slower than its claim).
+	speedProver network.StreamHandler
 }
 
 // ProfileConfig configures the GEMM and training-step measurements of the device profile

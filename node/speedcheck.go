@@ -111,7 +111,11 @@ func (s *speedChecker) ownClaim() float64 {
 func (s *speedChecker) Name() string { return "speed check" }
 
 func (s *speedChecker) Start(context.Context) error {
-	s.n.mesh.Handle(speedproof.ProtocolID, s.prover.HandleStream)
+	serve := s.prover.HandleStream
+	if s.n.cfg.speedProver != nil {
+		serve = s.n.cfg.speedProver
+	}
+	s.n.mesh.Handle(speedproof.ProtocolID, serve)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.loop()
@@ -156,7 +160,7 @@ func (s *speedChecker) pass(c *consensus.Consensus) {
 		s.mu.Lock()
 		last := s.last[pi.ID]
 		s.mu.Unlock()
-		if needsProof(pi.Profile, proof, ok, last, now) {
+		if needsProof(pi.Profile, proof, ok, last, now, s.retry()) {
 			due = append(due, pi)
 		}
 	}
@@ -229,17 +233,18 @@ func (s *speedChecker) forgetAllBut(peers []mesh.PeerInfo) {
 // needsProof says whether a member announcing p is challenged now, given its latest proof
 // (ok false: none) and this node's last challenge of it: without a proof; with one that
 // proved nothing without a lie; or when its claim changed since its proof and the proof
-// caps what it is planned with. Never twice within speedRetry (speedRetryRefused after a
-// refusal), nor within speedRetryAfterLie of a lie.
-func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attempt, now time.Time) bool {
-	retry := speedRetry
+// caps what it is planned with. Never twice within base (speedRetry but in tests;
+// speedRetryRefused after a refusal, doubling after each late answer in a row), nor
+// within speedRetryAfterLie of a lie.
+func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attempt, now time.Time, base time.Duration) bool {
+	retry := base
 	switch {
 	case ok && proof.Wrong:
 		retry = speedRetryAfterLie
 	case last.refused:
 		retry = speedRetryRefused
 	case last.late > 0:
-		retry = min(speedRetryAfterLie, speedRetry<<min(last.late-1, 10))
+		retry = min(speedRetryAfterLie, base<<min(last.late-1, 10))
 	}
 	if !last.at.IsZero() && now.Sub(last.at) < retry {
 		return false
@@ -254,6 +259,14 @@ func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attem
 		return true
 	}
 	return claim != proof.ClaimGFLOPS && fingerprint.ComputeGFLOPS(p) > proof.GFLOPS
+}
+
+// retry is the least time between two challenges of one member (needsProof's base).
+func (s *speedChecker) retry() time.Duration {
+	if s.n.cfg.speedRetry > 0 {
+		return s.n.cfg.speedRetry
+	}
+	return speedRetry
 }
 
 // proofClaim is the speed a challenge is sized for: the larger of the profile's GEMM and

@@ -189,7 +189,7 @@ func TestNeedsProof(t *testing.T) {
 		{"lied, new claim within the hour", &mesh.Profile{GemmGFLOPS: 101}, consensus.SpeedProof{ClaimGFLOPS: 100, Wrong: true}, true, attempt{at: now.Add(-time.Minute)}, false},
 		{"lied, new claim after the hour", &mesh.Profile{GemmGFLOPS: 101}, consensus.SpeedProof{ClaimGFLOPS: 100, Wrong: true}, true, attempt{at: now.Add(-speedRetryAfterLie)}, true},
 	} {
-		if got := needsProof(tc.p, tc.proof, tc.ok, tc.last, now); got != tc.want {
+		if got := needsProof(tc.p, tc.proof, tc.ok, tc.last, now, speedRetry); got != tc.want {
 			t.Errorf("%s: needsProof = %v", tc.name, got)
 		}
 	}
@@ -261,4 +261,81 @@ func TestChallengeShrinksAfterALateAnswer(t *testing.T) {
 	if hugeTimeout != speedproof.MinTimeout || huge.FLOPs() > 110e9*target.Seconds()+link {
 		t.Fatalf("claim 1e6 after a late answer: %.3g FLOP in %v", huge.FLOPs(), hugeTimeout)
 	}
+}
+
+// pacedProver answers challenges as a device computing gflops would: a correct answer
+// once the chain's FLOPs at that rate have passed since the challenge arrived, or, where
+// that is later than the verifier waits at claim GFLOP/s, nothing (the stream reset then,
+// as the real prover gives up).
+func pacedProver(gflops, claim float64, done <-chan struct{}) network.StreamHandler {
+	return func(s network.Stream) {
+		c, err := speedproof.ReadChallenge(s)
+		if err != nil {
+			_ = s.Reset()
+			return
+		}
+		start := time.Now()
+		need := time.Duration(c.FLOPs() / (gflops * 1e9) * float64(time.Second))
+		giveUp := speedproof.Timeout(c, claim)
+		var hashes []byte
+		var path string
+		ok := false
+		if need <= giveUp {
+			hashes, path, ok = speedproof.SolveUntil(c, start.Add(giveUp))
+		}
+		wait := time.NewTimer(time.Until(start.Add(min(need, giveUp))))
+		defer wait.Stop()
+		select {
+		case <-wait.C:
+		case <-done:
+		}
+		if !ok || need > giveUp {
+			_ = s.Reset()
+			return
+		}
+		b, _ := speedproof.Answer{Path: path, Hashes: hashes}.MarshalBinary()
+		_, _ = s.Write(b)
+		_ = s.Close()
+	}
+}
+
+// TestSlowMemberProvesWhatItComputesOnTheRetry: on a real mesh, a member that computes
+// far below its claim (4 GFLOP/s of 1e6 claimed: an inflated claim, or a busy host) cannot
+// answer the first challenge, sized for the claim, in time; the leader's retry is sized
+// for the rate that timeout left possible, and the member proves about what it computes,
+// where an equal retry would be late again and leave it unproven (out of plans).
+func TestSlowMemberProvesWhatItComputesOnTheRetry(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two in-process nodes; the leader waits 5 s for the first answer")
+	}
+	const rate, claim = 4.0, 1e6
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) }) // before the nodes close: cleanups run last first
+	quickRetry := func(cfg Config) Config { cfg.speedRetry = 200 * time.Millisecond; return cfg }
+	leader := startNode(t, quickRetry(testConfig(t)))
+	slowCfg := quickRetry(testConfig(t, leader.Status().Addrs...))
+	slowCfg.profilerHook = claiming(claim)
+	slowCfg.speedProver = pacedProver(rate, claim, held)
+	slow := startNode(t, slowCfg)
+
+	var proof consensus.SpeedProof
+	testutil.WaitFor(t, 60*time.Second, "a proof of the slow member's speed", func() bool {
+		c := leader.Consensus()
+		if c == nil || !c.IsLeader() {
+			return false
+		}
+		var ok bool
+		proof, ok = c.FSM().SpeedProof(slow.ID().String())
+		return ok && proof.GFLOPS > 0
+	})
+	if proof.Wrong || proof.GFLOPS > rate*1.001 || proof.ClaimGFLOPS != claim {
+		t.Fatalf("the slow member's proof %+v: want at most its %.0f GFLOP/s, claim %.0g", proof, rate, claim)
+	}
+	if got := metricValue(t, scrape(t, leader), `meshnode_speed_proofs_total{result="timeout"}`); got < 1 {
+		t.Fatalf("%v late answers counted: the first challenge, sized for the claim, was answered in time", got)
+	}
+	if late := leader.speed.lateAnswers(slow.ID()); late != 0 {
+		t.Fatalf("%d late answers still counted after the proof", late)
+	}
+	t.Logf("claimed %.0g GFLOP/s, computes %.0f, proved %.2f on the retry", claim, rate, proof.GFLOPS)
 }
