@@ -233,9 +233,9 @@ func (s *speedChecker) forgetAllBut(peers []mesh.PeerInfo) {
 // needsProof says whether a member announcing p is challenged now, given its latest proof
 // (ok false: none) and this node's last challenge of it: without a proof; with one that
 // proved nothing without a lie; or when its claim changed since its proof and the proof
-// caps what it is planned with. Never twice within base (speedRetry but in tests;
-// speedRetryRefused after a refusal, doubling after each late answer in a row), nor
-// within speedRetryAfterLie of a lie.
+// caps what it is planned with. Never twice within base (speedRetry, shorter in tests),
+// doubled for each further late answer in a row; speedRetryRefused after a refusal;
+// speedRetryAfterLie after a lie.
 func needsProof(p *mesh.Profile, proof consensus.SpeedProof, ok bool, last attempt, now time.Time, base time.Duration) bool {
 	retry := base
 	switch {
