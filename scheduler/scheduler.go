@@ -60,8 +60,12 @@ const (
 	// DefaultProofWait is several challenges' worth: an honest member answers in about
 	// 0.3 s at its claim, the leader waits at most max(5 s, 4× that) plus 5 s to open
 	// the stream, and retries a member that refused (a joiner that does not yet know its
-	// leader) after 2 s.
-	DefaultProofWait = 30 * time.Second
+	// leader) after 2 s. It also covers the retry of a member whose first answer was late
+	// (pending until then): a smaller challenge 30 s after the first began (a member
+	// answers one per 30 s per leader), answered within its 5 s. With 30 s, a job
+	// submitted as the late answer was committed (a testnet is ready then) stopped
+	// waiting about as the retry began.
+	DefaultProofWait = 45 * time.Second
 )
 
 // Scheduler makes the leader's decisions about jobs. It remembers only when it last
