@@ -5,10 +5,10 @@ import "github.com/libp2p/go-libp2p/core/network"
 // Misbehaved disconnects peer, which the engine caught sending what the protocol never
 // sends (parallel.MisbehaviourReporter: a stage's anchors of the wrong length, a codec its
 // round does not use, a signed contribution that does not decode): the data plane closes
-// every QUIC connection with it (ConnMisbehaved; none counts as held once it returns) and resets its libp2p streams and closes
-// their connections, as it does for a peer that floods its mailbox, then asks the node to
-// close the rest (Config.Disconnect). It is counted (Stats.Misbehaved) and logged with the
-// reason. The peer stays a member and may connect again: each violation costs it its
+// every QUIC connection with it (ConnMisbehaved; none counts as held once it returns)
+// and resets its libp2p streams and closes their connections, as it does for a peer that
+// floods its mailbox, then asks the node to close the rest (Config.Disconnect). It is
+// counted (Stats.Misbehaved) and logged with the reason. The peer stays a member and may connect again: each violation costs it its
 // connections and whatever it had in flight, and the engine's step that met it fails or
 // drops its data as before, so the node keeps serving the others. Frames it sent that
 // wait in the mailbox stay there, within its bounds, until claimed or purged.
