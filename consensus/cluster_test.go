@@ -127,7 +127,9 @@ func (tc *testCluster) config(n *testNode, bootstrap bool) Config {
 		HeartbeatTimeout: scale * 250 * time.Millisecond, ElectionTimeout: scale * 250 * time.Millisecond,
 		LeaderLeaseTimeout: scale * 150 * time.Millisecond, CommitTimeout: 10 * time.Millisecond,
 		SnapshotThreshold: 1 << 20, SnapshotInterval: time.Hour, TrailingLogs: 2,
-		RPCTimeout: 2 * time.Second, WALSegmentSize: 4 << 10, // small segments so compaction really drops entries
+		// steady: a forwarded request of MaxEvidenceBytes, judged and committed, took over
+		// 2 s under -race on a loaded 2-vCPU CI host.
+		RPCTimeout: scale * 2 * time.Second, WALSegmentSize: 4 << 10, // small segments so compaction really drops entries
 	}
 }
 

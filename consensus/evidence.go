@@ -197,6 +197,7 @@ func (c *Consensus) judgeEvidence(ctx context.Context, j Job, epoch uint64, from
 		}
 		return refused
 	}
+	reason = truncate(reason, maxMessageLen) // as RecordVerdict commits it, and for the log
 	v := Verdict{Member: member, Accuser: from.String(), Convicted: convicted, Epoch: epoch, Reason: reason}
 	if !convicted {
 		c.log.Warn("false offender accusation", "job", j.ID, "accuser", from, "member", member, "reason", reason)
